@@ -1,0 +1,40 @@
+"""Where errand keeps things, read from the environment when asked (never at import)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# In-sandbox ids 0..65535 map onto host ids starting here: far above ordinary
+# users and the usual subordinate-id ranges, so a process that escaped every
+# namespace would still hold no host user's files.
+DEFAULT_SANDBOX_UID = 0x70000000
+
+
+def home() -> Path:
+    """errand's data directory: images, layers, the task store (``ERRAND_HOME``)."""
+    explicit = os.environ.get("ERRAND_HOME")
+    if explicit:
+        return Path(explicit)
+    data = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return Path(data) / "errand"
+
+
+def runtime_dir() -> Path:
+    """Live sandboxes' control sockets and records (``ERRAND_RUNTIME_DIR``).
+
+    Kept short because Unix socket paths are limited to 107 bytes.
+    """
+    return Path(os.environ.get("ERRAND_RUNTIME_DIR") or "/run/errand")
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("ERRAND_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(cache) / "errand"
+
+
+def sandbox_uid() -> int:
+    return int(os.environ.get("ERRAND_SANDBOX_UID") or DEFAULT_SANDBOX_UID)

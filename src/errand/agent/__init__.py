@@ -1,0 +1,1 @@
+"""errand.agent — see DESIGN.md."""

@@ -1,0 +1,113 @@
+"""errand's errors: one base class and a small tree beneath it.
+
+Every error errand raises on purpose is an :class:`ErrandError`. Branch on the
+class or on ``.code`` (a stable, machine-readable string), never on the message,
+which is written for people and may change::
+
+    ErrandError
+    ├── ConfigError              bad input: a value object, path or option was rejected;
+    │                            nothing was created
+    ├── BackendUnavailable       an isolation backend cannot run on this machine
+    ├── ImageBuildError          an image build step failed (carries the step and its log)
+    └── SandboxError             something went wrong with a particular sandbox
+        ├── SandboxNotFound      no live sandbox has that id
+        ├── SandboxTerminated    the sandbox ended (terminated, timed out, owner died)
+        ├── ExecTimeout          a command ran past its own timeout and was killed
+        └── FilesError           a files-API call failed (carries the path and errno)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailable",
+    "ConfigError",
+    "ErrandError",
+    "ExecTimeout",
+    "FilesError",
+    "ImageBuildError",
+    "SandboxError",
+    "SandboxNotFound",
+    "SandboxTerminated",
+]
+
+
+class ErrandError(Exception):
+    """Base of every error errand raises on purpose."""
+
+    code: str = "errand_error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class ConfigError(ErrandError):
+    """Bad input was rejected before anything was created."""
+
+    code = "invalid_config"
+
+
+class BackendUnavailable(ErrandError):
+    """An isolation backend cannot run here (a missing program or kernel feature)."""
+
+    code = "backend_unavailable"
+
+
+class ImageBuildError(ErrandError):
+    """An image build step failed; ``log`` holds what it printed."""
+
+    code = "image_build_failed"
+
+    def __init__(self, message: str, *, step: str, log: str = "", exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.step = step
+        self.log = log
+        self.exit_code = exit_code
+
+
+class SandboxError(ErrandError):
+    """An error about one sandbox, named by ``sandbox_id``."""
+
+    code = "sandbox_error"
+
+    def __init__(self, message: str, *, sandbox_id: str | None = None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.sandbox_id = sandbox_id
+
+
+class SandboxNotFound(SandboxError):
+    """No live sandbox has this id."""
+
+    code = "sandbox_not_found"
+
+
+class SandboxTerminated(SandboxError):
+    """The sandbox has ended; it can no longer run commands or serve files."""
+
+    code = "sandbox_terminated"
+
+
+class ExecTimeout(SandboxError):
+    """A command ran past its timeout and was killed."""
+
+    code = "exec_timeout"
+
+    def __init__(self, message: str, *, sandbox_id: str | None = None, timeout: float) -> None:
+        super().__init__(message, sandbox_id=sandbox_id)
+        self.timeout = timeout
+
+
+class FilesError(SandboxError):
+    """A files-API call failed; ``path`` and ``errno`` say where and why."""
+
+    code = "files_error"
+
+    def __init__(
+        self, message: str, *, sandbox_id: str | None = None, path: str, errno: int | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message, sandbox_id=sandbox_id, code=code)
+        self.path = path
+        self.errno = errno

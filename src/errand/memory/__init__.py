@@ -1,0 +1,1 @@
+"""errand.memory — see DESIGN.md."""

@@ -1,0 +1,1 @@
+"""errand.models — see DESIGN.md."""

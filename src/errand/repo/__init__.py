@@ -1,0 +1,1 @@
+"""errand.repo — see DESIGN.md."""

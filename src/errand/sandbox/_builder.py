@@ -1,0 +1,147 @@
+"""Building images: each step's layer is found in the cache or made and committed.
+
+A step's cache key is the hash of its parent's key and the step, so changing a
+step rebuilds it and what follows, never what comes before. ``run`` steps run
+in a sandbox made from the image so far; their writable layer becomes the new
+layer, exactly as a snapshot does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from pathlib import Path
+
+from errand import _settings
+from errand.errors import ConfigError, ImageBuildError
+from errand.sandbox import _pipconfig
+from errand.sandbox._base import base_config
+from errand.sandbox.image import Image, Step
+from errand.sandbox.layers import ImageConfig, LayerStore
+from errand.sandbox.process import AsyncProcess, AsyncStream
+
+__all__ = ["build"]
+
+logger = logging.getLogger("errand.image")
+LogSink = Callable[[str], None]
+_memo: dict[Image, ImageConfig] = {}
+
+
+async def build(image: Image, *, log: LogSink | None = None, store: LayerStore | None = None) -> ImageConfig:
+    sink = log or logger.info
+    if store is None and image in _memo:
+        return _memo[image]
+    store = store or LayerStore()
+    config = await _root(image, store, sink)
+    for step in image.steps[1:]:
+        key = hashlib.sha256(f"{config.key}\n{step.fingerprint()}".encode()).hexdigest()[:32]
+        cached = store.cached_image(key)
+        if cached is not None:
+            sink(f"CACHED {step.describe()}")
+            config = cached
+            continue
+        sink(f"STEP {step.describe()}")
+        config = await _apply(step, config, key, store, sink)
+        store.save_image(config)
+    if not any(step.kind == "copy" for step in image.steps):
+        _memo[image] = config  # a copy step's source may change between calls
+    return config
+
+
+async def _root(image: Image, store: LayerStore, sink: LogSink) -> ImageConfig:
+    root = image.steps[0]
+    if root.kind == "base":
+        return base_config(store, _settings.sandbox_uid())
+    if root.kind == "config" and image.config is not None:
+        return image.config
+    if root.kind == "debian":
+        from errand.sandbox._debian import debian_config
+
+        config: ImageConfig = await debian_config(store, root.args[0], sink)
+        return config
+    raise ConfigError(f"unknown image root step {root.kind!r}", code="invalid_image_step")
+
+
+async def _apply(step: Step, config: ImageConfig, key: str, store: LayerStore, sink: LogSink) -> ImageConfig:
+    if step.kind == "env":
+        updates = dict(item.split("=", 1) for item in step.args)
+        env = tuple((k, v) for k, v in config.env if k not in updates) + tuple(updates.items())
+        return replace(config, key=key, env=env)
+    if step.kind == "workdir":
+        return replace(config, key=key, workdir=step.args[0])
+    if step.kind == "copy":
+        layer = _copy_layer(Path(step.args[0]), step.args[1], store, key)
+        return replace(config, key=key, layers=(*config.layers, layer))
+    if step.kind == "run":
+        layer = await _run_layer(step, config, store, key, sink)
+        return replace(config, key=key, layers=(*config.layers, layer))
+    raise ConfigError(f"unknown image step {step.kind!r}", code="invalid_image_step")
+
+
+def _copy_layer(source: Path, target: str, store: LayerStore, key: str) -> str:
+    partial = store.partial()
+    destination = partial / target.lstrip("/")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-a", "--no-target-directory", str(source), str(destination)], check=True)
+    uid = _settings.sandbox_uid()
+    subprocess.run(["chown", "-R", "-h", f"{uid}:{uid}", str(partial)], check=True)
+    layer = f"layer-{key}"
+    store.commit(partial, layer)
+    return layer
+
+
+async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: str, sink: LogSink) -> str:
+    from errand.sandbox._namespace import NamespaceBackend
+    from errand.sandbox._spec import SandboxSpec
+    from errand.sandbox.config import Mount
+    from errand.sandbox.sandbox import AsyncSandbox, _new_id
+
+    env = dict(config.env)
+    mounts: tuple[Mount, ...] = ()
+    if step.network:
+        pip_env, paths = _pipconfig.host_pip_settings()
+        env.update(pip_env)
+        mounts = tuple(Mount.bind(p, p) for p in paths)
+    spec = SandboxSpec(id=_new_id(), image=config, mounts=mounts, timeout=3600, workdir=config.workdir,
+                       env=tuple(env.items()), build_network=step.network)
+    sandbox = await AsyncSandbox._start(NamespaceBackend(store), spec)
+    try:
+        process = await sandbox.exec("/bin/sh", "-c", step.args[0])
+        lines: list[str] = []
+        await process.stdin.close()
+        async for line in _merged(process):
+            lines.append(line)
+            sink(line.rstrip("\n"))
+        code = await process.wait()
+        if code != 0:
+            raise ImageBuildError(f"image step failed with exit code {code}: {step.describe()}",
+                                  step=step.describe(), log="".join(lines[-200:]), exit_code=code)
+        image = await sandbox._snapshot_layer(f"layer-{key}")
+    finally:
+        await sandbox.terminate()
+    return image
+
+
+async def _merged(process: AsyncProcess) -> AsyncIterator[str]:
+    """stdout and stderr lines as they come."""
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    async def pump(stream: AsyncStream) -> None:
+        async for line in stream:
+            await queue.put(line if isinstance(line, str) else line.decode(errors="replace"))
+        await queue.put(None)
+
+    tasks = [asyncio.ensure_future(pump(process.stdout)), asyncio.ensure_future(pump(process.stderr))]
+    finished = 0
+    while finished < 2:
+        item = await queue.get()
+        if item is None:
+            finished += 1
+        else:
+            yield item
+    await asyncio.gather(*tasks)
+

@@ -1,0 +1,81 @@
+"""Reaping orphans: sandboxes whose owner or whose own processes are gone.
+
+Runs on ``errand sandbox gc`` and, once per process, before the first sandbox
+is created, so a crashed program's sandboxes never pile up.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+
+from errand import _settings
+from errand.sandbox._cgroups import Cgroup
+from errand.sandbox._registry import records
+from errand.sandbox.layers import LayerStore
+
+__all__ = ["GcReport", "collect", "collect_once"]
+
+# A runtime directory without a record is a sandbox being created right now;
+# only after this long is it considered abandoned.
+_CREATION_GRACE = 60.0
+_once = threading.Lock()
+_done = False
+
+
+@dataclass
+class GcReport:
+    sandboxes: list[str]
+    cgroups: list[str]
+    scratch: list[str]
+
+
+def collect_once() -> None:
+    global _done
+    with _once:
+        if not _done:
+            _done = True
+            collect()
+
+
+def collect() -> GcReport:
+    from errand.sandbox.backend import get_backend
+
+    report = GcReport([], [], [])
+    known = set()
+    for record in records():
+        known.add(record.id)
+        if record.processes_alive() and record.owner_alive():
+            continue
+        backend = get_backend(record.backend)
+        backend.kill(record)
+        backend.cleanup(record)
+        report.sandboxes.append(record.id)
+    runtime = _settings.runtime_dir()
+    in_creation = {p.name for p in runtime.iterdir()} if runtime.is_dir() else set()
+    for entry in sorted(in_creation - known):
+        path = runtime / entry
+        if time.time() - path.stat().st_mtime > _CREATION_GRACE:
+            shutil.rmtree(path, ignore_errors=True)
+            report.sandboxes.append(entry)
+    for name in Cgroup.list_names():
+        if name.startswith("sb-") and name not in known and name not in in_creation:
+            Cgroup.open(name).remove()
+            report.cgroups.append(name)
+    report.scratch = _scratch(known | in_creation)
+    LayerStore().remove_partials()
+    return report
+
+
+def _scratch(live: set[str]) -> list[str]:
+    scratch = _settings.home() / "scratch"
+    removed = []
+    if scratch.is_dir():
+        for entry in scratch.iterdir():
+            if entry.name.rsplit("-", 1)[0] not in live:
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry.name)
+    return removed
+

@@ -1,0 +1,498 @@
+/*
+ * errand-agent: the two small native pieces of errand's namespace sandbox.
+ *
+ *   errand-agent launch [options] -- bwrap-args...
+ *       Runs on the host as root, in a fresh process that then *becomes* bwrap.
+ *       It joins the sandbox's cgroups (so nothing the sandbox forks escapes its
+ *       limits), creates a user namespace that maps in-sandbox ids 0..65535 onto
+ *       an unprivileged host range, mounts the root overlay (a size-capped tmpfs as
+ *       the writable layer) in a private mount namespace that dies with the
+ *       sandbox, drops to the unprivileged uid and execs bwrap.
+ *
+ *   errand-agent serve --lifetime S --idle S
+ *       Runs inside the sandbox as bwrap's command. It accepts host connections on
+ *       fd 3 (a listening socket the host created; no path to it exists inside the
+ *       sandbox) and starts commands with the stdio file descriptors the host sends
+ *       it, so output never passes through the agent. It also opens files for the
+ *       host's files API, so every path is resolved inside the sandbox's own root.
+ *       Everything it starts inherits the sandbox's namespaces, seccomp filter and
+ *       cgroups; exec in a running sandbox costs one fork.
+ *
+ * Why C: the agent must run in any image (even one without Python) and start in
+ * well under a millisecond; the launcher must join cgroups before bwrap forks.
+ *
+ * Wire format (both directions): u32 little-endian length, then fields separated
+ * by NUL bytes. File descriptors ride along as SCM_RIGHTS on the same message.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CLIENTS 1024
+#define MAX_FIELDS 4096
+#define MAX_MSG (1 << 20)
+#define ID_RANGE 65536
+
+static void die(const char *what) {
+    fprintf(stderr, "errand-agent: %s: %s\n", what, strerror(errno));
+    _exit(125);
+}
+
+/* ---------------------------------------------------------------- launch -- */
+
+static void write_file(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, text, strlen(text)) < 0) die(path);
+    close(fd);
+}
+
+static void drop_to(uid_t uid) {
+    if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
+        die("drop privileges");
+}
+
+/* A user namespace owned by `uid`, with in-sandbox ids 0..65535 mapped onto
+ * uid..uid+65535. Only a privileged parent may write a map wider than one id. */
+static int make_userns(uid_t uid) {
+    int ready[2], go[2];
+    if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) die("pipe");
+    pid_t child = fork();
+    if (child < 0) die("fork");
+    char byte = 0;
+    if (child == 0) {
+        close(ready[0]);
+        close(go[1]); /* or the read below would never see end-of-file */
+        drop_to(uid);
+        if (unshare(CLONE_NEWUSER) < 0) die("unshare user namespace");
+        if (write(ready[1], &byte, 1) != 1) _exit(1);
+        if (read(go[0], &byte, 1) < 0) _exit(1);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(go[0]);
+    if (read(ready[0], &byte, 1) != 1) die("user namespace child");
+    char path[64], map[64];
+    snprintf(map, sizeof map, "0 %u %u\n", (unsigned)uid, ID_RANGE);
+    snprintf(path, sizeof path, "/proc/%d/uid_map", (int)child);
+    write_file(path, map);
+    snprintf(path, sizeof path, "/proc/%d/gid_map", (int)child);
+    write_file(path, map);
+    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)child);
+    int fd = open(path, O_RDONLY); /* inherited by bwrap: no O_CLOEXEC */
+    if (fd < 0) die(path);
+    close(go[1]);
+    waitpid(child, NULL, 0);
+    close(ready[0]);
+    return fd;
+}
+
+static void mount_root(const char *run, const char *lower, const char *tmpfs_opts, uid_t uid) {
+    char upper[4096], work[4096], merged[4096];
+    if (unshare(CLONE_NEWNS) < 0) die("unshare mount namespace");
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) die("make / private");
+    if (mount("errand", run, "tmpfs", MS_NOSUID | MS_NODEV, tmpfs_opts) < 0) die("mount tmpfs");
+    snprintf(upper, sizeof upper, "%s/upper", run);
+    snprintf(work, sizeof work, "%s/work", run);
+    snprintf(merged, sizeof merged, "%s/merged", run);
+    if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 || mkdir(merged, 0755) < 0) die("mkdir");
+    if (chown(upper, uid, uid) < 0) die("chown upper");
+    size_t need = strlen(lower) + 2 * strlen(run) + 64;
+    char *opts = malloc(need);
+    if (!opts) die("malloc");
+    snprintf(opts, need, "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work);
+    if (mount("overlay", merged, "overlay", MS_NOSUID | MS_NODEV, opts) < 0) die("mount overlay");
+    free(opts);
+}
+
+/* Host paths the sandbox binds are first bound here, as root, at <run>/b/<n>:
+ * bwrap resolves its sources by path as the unprivileged uid, which may not be
+ * able to traverse to them (a project under /root, say). */
+static void stage_binds(const char *run, const char **binds, int nbinds) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/b", run);
+    if (nbinds && mkdir(path, 0711) < 0) die("mkdir binds");
+    for (int n = 0; n < nbinds; n++) {
+        struct stat info;
+        if (stat(binds[n], &info) < 0) die(binds[n]);
+        snprintf(path, sizeof path, "%s/b/%d", run, n);
+        if (S_ISDIR(info.st_mode) ? mkdir(path, 0755) < 0 : mknod(path, S_IFREG | 0644, 0) < 0) die(path);
+        if (mount(binds[n], path, NULL, MS_BIND | MS_REC, NULL) < 0) die(binds[n]);
+    }
+}
+
+static int launch(int argc, char **argv) {
+    const char *run = NULL, *lower = NULL, *tmpfs_opts = "size=1g,mode=0711";
+    const char *binds[256];
+    int nbinds = 0;
+    uid_t uid = 0;
+    int i = 2;
+    for (; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
+        if (i + 1 >= argc) { fprintf(stderr, "errand-agent: %s needs a value\n", argv[i]); return 2; }
+        const char *key = argv[i], *val = argv[i + 1];
+        if (strcmp(key, "--cgroup") == 0) write_file(val, "0\n");
+        else if (strcmp(key, "--run") == 0) run = val;
+        else if (strcmp(key, "--lower") == 0) lower = val;
+        else if (strcmp(key, "--tmpfs") == 0) tmpfs_opts = val;
+        else if (strcmp(key, "--uid") == 0) uid = (uid_t)strtoul(val, NULL, 10);
+        else if (strcmp(key, "--bind") == 0 && nbinds < 256) binds[nbinds++] = val;
+        else { fprintf(stderr, "errand-agent: unknown option %s\n", key); return 2; }
+    }
+    if (!run || !lower || uid == 0 || i + 1 >= argc) {
+        fprintf(stderr, "errand-agent: launch needs --run, --lower, --uid and a command\n");
+        return 2;
+    }
+    int userns = make_userns(uid);
+    mount_root(run, lower, tmpfs_opts, uid);
+    stage_binds(run, binds, nbinds);
+    drop_to(uid);
+    /* Changing uid made this process non-dumpable, which hides /proc/self/fd
+     * from itself; bwrap reads the bind sources we pass as fds through it. */
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+    /* argv[i] is "--": reuse its slot and the one before for "--userns N". */
+    char fdtext[16];
+    snprintf(fdtext, sizeof fdtext, "%d", userns);
+    char **args = calloc((size_t)(argc - i) + 3, sizeof *args);
+    if (!args) die("calloc");
+    int n = 0;
+    args[n++] = argv[i + 1];
+    args[n++] = "--userns";
+    args[n++] = fdtext;
+    for (int j = i + 2; j < argc; j++) args[n++] = argv[j];
+    execvp(args[0], args);
+    die("exec bwrap");
+    return 125;
+}
+
+/* ----------------------------------------------------------------- serve -- */
+
+struct client {
+    int fd;
+    pid_t pid;           /* running command started on this connection, or 0 */
+    char *buf;
+    size_t len;
+};
+
+static struct client clients[MAX_CLIENTS];
+static int nclients;
+
+static int send_msg(int fd, const char *payload, size_t len, int pass_fd) {
+    uint32_t n = (uint32_t)len;
+    unsigned char head[4] = {n & 255, (n >> 8) & 255, (n >> 16) & 255, (n >> 24) & 255};
+    struct iovec iov[2] = {{head, 4}, {(void *)payload, len}};
+    union { struct cmsghdr h; char space[CMSG_SPACE(sizeof(int))]; } control;
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+    if (pass_fd >= 0) {
+        memset(&control, 0, sizeof control);
+        msg.msg_control = control.space;
+        msg.msg_controllen = sizeof control.space;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    }
+    return sendmsg(fd, &msg, MSG_NOSIGNAL) == (ssize_t)(4 + len) ? 0 : -1;
+}
+
+static void reply(int fd, const char *text) {
+    /* Replies are "word\0word..."; callers build them with '\n' for readability. */
+    char buf[512];
+    size_t len = strlen(text);
+    if (len >= sizeof buf) len = sizeof buf - 1;
+    for (size_t i = 0; i < len; i++) buf[i] = text[i] == '\n' ? '\0' : text[i];
+    send_msg(fd, buf, len, -1);
+}
+
+static void reply_errno(int fd, int err) {
+    char text[300];
+    snprintf(text, sizeof text, "error\n%d\n%s", err, strerror(err));
+    reply(fd, text);
+}
+
+static int split(char *payload, size_t len, char **fields) {
+    int n = 0;
+    char *p = payload, *end = payload + len;
+    while (p < end && n < MAX_FIELDS) {
+        fields[n++] = p;
+        p += strnlen(p, (size_t)(end - p)) + 1;
+    }
+    return n;
+}
+
+static const char *lookup_path(char **envp) {
+    for (char **e = envp; *e; e++)
+        if (strncmp(*e, "PATH=", 5) == 0) return *e + 5;
+    return "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+}
+
+static void exec_in_path(char **argv, char **envp) {
+    if (strchr(argv[0], '/')) { execve(argv[0], argv, envp); return; }
+    const char *path = lookup_path(envp);
+    char candidate[4096];
+    int saved = ENOENT;
+    while (*path) {
+        const char *colon = strchrnul(path, ':');
+        int dirlen = (int)(colon - path);
+        snprintf(candidate, sizeof candidate, "%.*s/%s", dirlen, dirlen ? path : ".", argv[0]);
+        execve(candidate, argv, envp);
+        if (errno != ENOENT && errno != ENOTDIR) saved = errno;
+        path = *colon ? colon + 1 : colon;
+    }
+    errno = saved;
+}
+
+/* A child must not keep the agent's CAP_SETUID/SETGID/SETPCAP: clear the
+ * bounding, ambient and process sets before exec. */
+static void drop_all_caps(void) {
+    for (int cap = 0; cap <= 63; cap++) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    struct __user_cap_header_struct head = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof data);
+    if (syscall(SYS_capset, &head, data) < 0) _exit(125);
+}
+
+static void child_exec(int *fds, char **f, int nf, int env_at, int nenv) {
+    const char *cwd = f[1];
+    uid_t uid = (uid_t)strtoul(f[2], NULL, 10);
+    gid_t gid = (gid_t)strtoul(f[3], NULL, 10);
+    char **envp = &f[env_at];
+    char **argv = &f[env_at + nenv + 1];
+    (void)nf;
+    setsid();
+    for (int i = 0; i < 3; i++) if (dup2(fds[i], i) < 0) _exit(125);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    if (chdir(cwd) < 0) {
+        dprintf(2, "errand: cannot enter working directory %s: %s\n", cwd, strerror(errno));
+        _exit(126);
+    }
+    if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0) {
+        dprintf(2, "errand: cannot switch to uid %u gid %u: %s\n", uid, gid, strerror(errno));
+        _exit(126);
+    }
+    drop_all_caps();
+    close_range(3, ~0U, 0);
+    exec_in_path(argv, envp);
+    int err = errno;
+    dprintf(2, "errand: cannot run %s: %s\n", argv[0], strerror(err));
+    _exit(err == ENOENT ? 127 : 126);
+}
+
+/* exec: op cwd uid gid nenv env... argv...   fds: stdin stdout stderr */
+static void do_exec(struct client *c, char **f, int nf, int *fds, int nfds) {
+    if (c->pid) { reply_errno(c->fd, EBUSY); return; }
+    if (nfds != 3 || nf < 6) { reply_errno(c->fd, EINVAL); return; }
+    int nenv = atoi(f[4]);
+    int env_at = 5;
+    if (nenv < 0 || env_at + nenv >= nf) { reply_errno(c->fd, EINVAL); return; }
+    /* NUL-terminate the env and argv arrays inside the field table. */
+    char *argv_store[MAX_FIELDS + 2];
+    char *env_store[MAX_FIELDS + 2];
+    for (int i = 0; i < nenv; i++) env_store[i] = f[env_at + i];
+    env_store[nenv] = NULL;
+    int nargv = nf - env_at - nenv;
+    for (int i = 0; i < nargv; i++) argv_store[i] = f[env_at + nenv + i];
+    argv_store[nargv] = NULL;
+    char *table[2 * MAX_FIELDS + 8];
+    int t = 0;
+    for (int i = 0; i < env_at; i++) table[t++] = f[i];
+    for (int i = 0; i <= nenv; i++) table[t++] = env_store[i];
+    for (int i = 0; i <= nargv; i++) table[t++] = argv_store[i];
+    pid_t pid = fork();
+    if (pid < 0) { reply_errno(c->fd, errno); return; }
+    if (pid == 0) child_exec(fds, table, t, env_at, nenv);
+    c->pid = pid;
+    char text[64];
+    snprintf(text, sizeof text, "started\n%d", (int)pid);
+    reply(c->fd, text);
+}
+
+/* open: op path flags mode -> "ok" + fd.  The path resolves in this sandbox's
+ * own root, so "..", absolute symlinks and races cannot reach the host. */
+static void do_open(struct client *c, char **f, int nf) {
+    if (nf != 4) { reply_errno(c->fd, EINVAL); return; }
+    int fd = open(f[1], atoi(f[2]) | O_CLOEXEC, (mode_t)strtoul(f[3], NULL, 8));
+    if (fd < 0) { reply_errno(c->fd, errno); return; }
+    send_msg(c->fd, "ok", 2, fd);
+    close(fd);
+}
+
+/* mkdir: op path mode (so new directories belong to the sandbox's user). */
+static void do_mkdir(struct client *c, char **f, int nf) {
+    if (nf != 3) { reply_errno(c->fd, EINVAL); return; }
+    if (mkdir(f[1], (mode_t)strtoul(f[2], NULL, 8)) < 0) { reply_errno(c->fd, errno); return; }
+    reply(c->fd, "ok");
+}
+
+static void handle(struct client *c, char *payload, size_t len, int *fds, int nfds) {
+    static char *f[MAX_FIELDS];
+    int nf = split(payload, len, f);
+    if (nf == 0) { reply_errno(c->fd, EINVAL); goto out; }
+    if (strcmp(f[0], "exec") == 0) do_exec(c, f, nf, fds, nfds);
+    else if (strcmp(f[0], "open") == 0) do_open(c, f, nf);
+    else if (strcmp(f[0], "mkdir") == 0) do_mkdir(c, f, nf);
+    else if (strcmp(f[0], "signal") == 0 && nf == 2) {
+        if (c->pid) kill(-c->pid, atoi(f[1]));
+    } else if (strcmp(f[0], "ping") == 0) reply(c->fd, "pong");
+    else if (strcmp(f[0], "shutdown") == 0) _exit(0);
+    else reply_errno(c->fd, ENOSYS);
+out:
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+}
+
+static void drop_client(int i) {
+    struct client *c = &clients[i];
+    /* A host that hung up cannot collect the result: do not leave it running. */
+    if (c->pid) kill(-c->pid, SIGKILL);
+    close(c->fd);
+    free(c->buf);
+    clients[i] = clients[--nclients];
+}
+
+static int read_client(struct client *c) {
+    char chunk[65536];
+    union { struct cmsghdr h; char space[CMSG_SPACE(3 * sizeof(int))]; } control;
+    struct iovec iov = {chunk, sizeof chunk};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
+                         .msg_controllen = sizeof control.space};
+    ssize_t got = recvmsg(c->fd, &msg, MSG_CMSG_CLOEXEC);
+    if (got <= 0) return -1;
+    int fds[3], nfds = 0;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+        int n = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int k = 0; k < n; k++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(h) + k * sizeof(int), sizeof fd);
+            if (nfds < 3) fds[nfds++] = fd; else close(fd);
+        }
+    }
+    if (c->len + (size_t)got > MAX_MSG) return -1;
+    char *grown = realloc(c->buf, c->len + (size_t)got);
+    if (!grown) return -1;
+    c->buf = grown;
+    memcpy(c->buf + c->len, chunk, (size_t)got);
+    c->len += (size_t)got;
+    /* fds arrive with the first bytes of the message they belong to. */
+    while (c->len >= 4) {
+        unsigned char *h = (unsigned char *)c->buf;
+        size_t n = h[0] | h[1] << 8 | h[2] << 16 | (size_t)h[3] << 24;
+        if (n > MAX_MSG) return -1;
+        if (c->len < 4 + n) break;
+        char *payload = malloc(n + 1);
+        if (!payload) return -1;
+        memcpy(payload, c->buf + 4, n);
+        payload[n] = '\0';
+        memmove(c->buf, c->buf + 4 + n, c->len - 4 - n);
+        c->len -= 4 + n;
+        handle(c, payload, n, fds, nfds);
+        nfds = 0;
+        free(payload);
+    }
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    return 0;
+}
+
+static void reap(void) {
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (int i = 0; i < nclients; i++) {
+            if (clients[i].pid != pid) continue;
+            char text[64];
+            int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+            int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+            snprintf(text, sizeof text, "exit\n%d\n%d", code, sig);
+            clients[i].pid = 0;
+            reply(clients[i].fd, text);
+        }
+    }
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int busy(void) {
+    for (int i = 0; i < nclients; i++) if (clients[i].pid) return 1;
+    return nclients > 0;
+}
+
+static int serve(int argc, char **argv) {
+    double lifetime = 0, idle = 0;
+    int listen_fd = 3;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--lifetime") == 0) lifetime = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--idle") == 0) idle = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--fd") == 0) listen_fd = atoi(argv[i + 1]);
+    }
+    /* Keep stdio and the listening socket (moved to fd 3); close whatever else
+     * the launcher and bwrap passed along. */
+    if (listen_fd != 3 && dup2(listen_fd, 3) < 0) die("dup2 listening socket");
+    close_range(4, ~0U, 0);
+    fcntl(3, F_SETFD, FD_CLOEXEC);
+    umask(022);
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) die("signalfd");
+    double start = now(), last_active = start;
+    static struct pollfd fds[MAX_CLIENTS + 2];
+    for (;;) {
+        double t = now();
+        if (busy()) last_active = t;
+        double wait = -1;
+        if (lifetime > 0) wait = start + lifetime - t;
+        if (idle > 0 && (wait < 0 || last_active + idle - t < wait)) wait = last_active + idle - t;
+        if (wait != -1 && wait <= 0) return 0; /* lifetime or idle timeout: the sandbox ends */
+        fds[0] = (struct pollfd){3, POLLIN, 0};
+        fds[1] = (struct pollfd){sfd, POLLIN, 0};
+        for (int i = 0; i < nclients; i++) fds[i + 2] = (struct pollfd){clients[i].fd, POLLIN, 0};
+        int timeout_ms = wait < 0 ? -1 : (int)(wait * 1000) + 1;
+        if (poll(fds, (nfds_t)nclients + 2, timeout_ms) < 0 && errno != EINTR) die("poll");
+        if (fds[1].revents) {
+            struct signalfd_siginfo info;
+            while (read(sfd, &info, sizeof info) > 0) {}
+            reap();
+        }
+        for (int i = nclients - 1; i >= 0; i--)
+            if (fds[i + 2].revents && read_client(&clients[i]) < 0) drop_client(i);
+        if (fds[0].revents & POLLIN) {
+            int fd = accept4(3, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0 && nclients < MAX_CLIENTS) clients[nclients++] = (struct client){fd, 0, NULL, 0};
+            else if (fd >= 0) close(fd);
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "launch") == 0) return launch(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "serve") == 0) return serve(argc, argv);
+    fprintf(stderr, "usage: errand-agent launch ... -- bwrap ... | errand-agent serve [--fd N] [--lifetime S] [--idle S]\n");
+    return 2;
+}

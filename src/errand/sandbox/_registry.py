@@ -1,0 +1,115 @@
+"""Records of live sandboxes, kept in the runtime directory, and their reaping.
+
+Each sandbox has ``<runtime>/<id>/`` holding its control socket, its record
+(``record.json``) and its log. A sandbox whose owning process or whose own
+processes are gone is an orphan; ``gc`` ends what is left of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from errand import _settings
+
+__all__ = ["Record", "process_start", "records", "same_process"]
+
+
+@dataclass
+class Record:
+    id: str
+    backend: str
+    pid: int                      # the sandbox's outermost process on the host
+    pid_start: int                # its start time, so a reused pid is not mistaken for it
+    owner_pid: int | None         # None for detached sandboxes
+    owner_start: int | None
+    created_at: float
+    deadline: float | None        # lifetime end (wall clock), if any
+    image: dict[str, object]      # the ImageConfig as JSON fields
+    workdir: str
+    env: dict[str, str]
+    copy_layers: list[str] = field(default_factory=list)
+    cgroup: str = ""
+
+    @property
+    def directory(self) -> Path:
+        return _settings.runtime_dir() / self.id
+
+    @property
+    def control_socket(self) -> str:
+        return str(self.directory / "ctl")
+
+    def save(self) -> None:
+        partial = self.directory / ".record.json"
+        partial.write_text(json.dumps(asdict(self)))
+        os.replace(partial, self.directory / "record.json")
+
+    @classmethod
+    def load(cls, sandbox_id: str) -> Record | None:
+        path = _settings.runtime_dir() / sandbox_id / "record.json"
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def processes_alive(self) -> bool:
+        return same_process(self.pid, self.pid_start)
+
+    def owner_alive(self) -> bool:
+        if self.owner_pid is None:
+            return True
+        return same_process(self.owner_pid, self.owner_start)
+
+    def log_tail(self, limit: int = 4000) -> str:
+        try:
+            return (self.directory / "log").read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
+    def remove_files(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+        for layer in self.copy_layers:
+            shutil.rmtree(layer, ignore_errors=True)
+
+
+def process_start(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot), or None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # The command name may hold spaces or parentheses: split after the last ')'.
+    fields = stat[stat.rindex(b")") + 2:].split()
+    if fields[0] == b"Z":
+        return None  # a zombie has ended; only its parent's wait is missing
+    return int(fields[19])
+
+
+def same_process(pid: int, start: int | None) -> bool:
+    return start is not None and process_start(pid) == start
+
+
+def records() -> list[Record]:
+    root = _settings.runtime_dir()
+    if not root.is_dir():
+        return []
+    found = []
+    for entry in sorted(root.iterdir()):
+        record = Record.load(entry.name) if entry.is_dir() else None
+        if record is not None:
+            found.append(record)
+    return found
+
+
+def wait_gone(pid: int, start: int | None, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while same_process(pid, start):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return True

@@ -1,0 +1,54 @@
+"""The interface every isolation backend implements (namespaces today; gVisor next).
+
+A backend starts a sandbox from a :class:`SandboxSpec` and hands back a
+:class:`Record`; everything after start — exec, files, snapshots — speaks the
+agent protocol over the record's control socket, the same for every backend.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from errand.sandbox._registry import Record
+from errand.sandbox._spec import SandboxSpec
+
+__all__ = ["Backend", "get_backend"]
+
+
+class Backend(Protocol):
+    name: str
+
+    def check(self) -> None:
+        """Raise BackendUnavailable if this backend cannot run on this machine."""
+
+    def start(self, spec: SandboxSpec, copy_layers: list[Path]) -> Record:
+        """Start the sandbox over its image's layers plus ``copy_layers`` (its Mount.copy trees).
+
+        Returns at once: the agent's socket already accepts connections, and
+        requests wait in its backlog until the agent is up."""
+
+    def kill(self, record: Record) -> None:
+        """End every process of the sandbox (idempotent)."""
+
+    def cleanup(self, record: Record) -> None:
+        """Remove what the sandbox left on the host once its processes are gone."""
+
+    def upper_dir(self, record: Record) -> Path:
+        """The sandbox's writable layer as the host sees it (for snapshots)."""
+
+    def freeze(self, record: Record) -> None: ...
+
+    def thaw(self, record: Record) -> None: ...
+
+    def memory_usage(self, record: Record) -> int: ...
+
+
+def get_backend(name: str) -> Backend:
+    from errand.errors import ConfigError
+
+    if name in ("namespace", "bwrap"):
+        from errand.sandbox._namespace import NamespaceBackend
+
+        return NamespaceBackend()
+    raise ConfigError(f"unknown isolation {name!r}; choose 'namespace'", code="unknown_backend")

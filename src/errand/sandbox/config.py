@@ -1,0 +1,123 @@
+"""Value objects that declare a sandbox at construction: mounts and resources.
+
+Each validates itself when made, so bad input fails before anything exists.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from errand.errors import ConfigError
+
+__all__ = ["Mount", "Resources", "parse_size", "sandbox_path"]
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
+          "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
+
+# Paths inside a sandbox that errand itself provides; mounting over them would
+# break the sandbox (or, for /proc and /dev, hide what it relies on).
+_RESERVED = ("/proc", "/dev")
+
+
+def parse_size(value: int | str, *, what: str) -> int:
+    """``"1GiB"``, ``"512MiB"``, ``"2G"`` or a byte count → bytes."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{what} must be a size such as '1GiB', not {value!r}", code="invalid_size")
+    if isinstance(value, int):
+        number = value
+    else:
+        match = _SIZE.match(str(value))
+        if not match:
+            raise ConfigError(f"{what} must be a size such as '1GiB' or '512MiB', not {value!r}",
+                              code="invalid_size")
+        unit = (match.group(2) or "").lower().removesuffix("b")
+        number = int(float(match.group(1)) * _UNITS[unit])
+    if number <= 0:
+        raise ConfigError(f"{what} must be positive, not {value!r}", code="invalid_size")
+    return number
+
+
+def sandbox_path(path: str, *, what: str) -> str:
+    """Validate an absolute path inside the sandbox and normalise it."""
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"{what} must be a non-empty path string", code="invalid_path")
+    if "\0" in path:
+        raise ConfigError(f"{what} contains a NUL byte", code="invalid_path")
+    if not path.startswith("/"):
+        raise ConfigError(f"{what} must be an absolute path inside the sandbox, not {path!r}",
+                          code="relative_path")
+    if ".." in path.split("/"):
+        raise ConfigError(f"{what} must not contain '..': {path!r}", code="invalid_path")
+    return posixpath.normpath(path).replace("//", "/")
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host directory or file made visible inside the sandbox.
+
+    ``Mount.copy`` gives the sandbox its own copy (changes stay inside and are
+    part of snapshots); ``Mount.bind`` shares the host path itself.
+    """
+
+    kind: Literal["copy", "bind"]
+    source: Path
+    target: str
+    read_only: bool = False
+
+    @classmethod
+    def copy(cls, source: str | os.PathLike[str], target: str) -> Mount:
+        return cls("copy", _host_source(source), sandbox_path(target, what="mount target"))
+
+    @classmethod
+    def bind(cls, source: str | os.PathLike[str], target: str, *, read_only: bool = True) -> Mount:
+        """Share a host path. Read-only unless asked: the sandbox runs untrusted code."""
+        return cls("bind", _host_source(source), sandbox_path(target, what="mount target"), read_only)
+
+    def __post_init__(self) -> None:
+        if self.target == "/" or any(self.target == r or self.target.startswith(r + "/") for r in _RESERVED):
+            raise ConfigError(f"cannot mount over {self.target}: errand provides it", code="reserved_path")
+
+
+def _host_source(source: str | os.PathLike[str]) -> Path:
+    path = Path(os.path.abspath(os.fspath(source)))
+    if not path.exists():
+        raise ConfigError(f"mount source does not exist: {path}", code="missing_mount_source")
+    return path
+
+
+@dataclass(frozen=True, init=False)
+class Resources:
+    """Limits enforced by the kernel: CPU share, memory, process count, disk.
+
+    ``disk`` caps the sandbox's writable layer (what it writes, including files
+    copied in by ``Mount.copy`` once modified); it is held in memory-backed
+    storage, so written data also counts toward ``memory``.
+    """
+
+    cpus: float | None
+    memory: int
+    pids: int
+    disk: int
+
+    def __init__(self, cpus: float | None = None, memory: int | str = "2GiB", pids: int = 1024,
+                 disk: int | str = "4GiB") -> None:
+        if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float) or cpus <= 0):
+            raise ConfigError(f"cpus must be a positive number, not {cpus!r}", code="invalid_limit")
+        if isinstance(pids, bool) or not isinstance(pids, int) or pids < 8:
+            raise ConfigError(f"pids must be an integer of at least 8, not {pids!r}", code="invalid_limit")
+        memory_bytes = parse_size(memory, what="memory")
+        if memory_bytes < 16 * 1024**2:
+            raise ConfigError(f"memory must be at least 16MiB, not {memory!r}", code="invalid_limit")
+        disk_bytes = parse_size(disk, what="disk")
+        if disk_bytes < 1024**2:
+            raise ConfigError(f"disk must be at least 1MiB, not {disk!r}", code="invalid_limit")
+        object.__setattr__(self, "cpus", None if cpus is None else float(cpus))
+        object.__setattr__(self, "memory", memory_bytes)
+        object.__setattr__(self, "pids", pids)
+        object.__setattr__(self, "disk", disk_bytes)

@@ -1,0 +1,154 @@
+"""Images: a root step plus build steps, each cached as a layer.
+
+``Image.base().pip_install("pytest").run("mkdir -p /data")`` describes an
+image; nothing runs until a sandbox needs it (or ``build()`` is called). Each
+step's layer is cached under the hash of its parent's key and the step, so a
+rebuild starts from the first step that changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from errand.errors import ConfigError
+from errand.sandbox.config import sandbox_path
+from errand.sandbox.layers import ImageConfig
+
+if TYPE_CHECKING:
+    from errand.sandbox.layers import LayerStore
+
+__all__ = ["Image", "Step"]
+
+LogSink = Callable[[str], None]
+_PACKAGE = __import__("re").compile(r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~,\[\]-]*$")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One build step. ``kind`` is one of: base, debian, config, run, copy, env, workdir."""
+
+    kind: str
+    args: tuple[str, ...] = ()
+    network: bool = False
+
+    def fingerprint(self) -> str:
+        if self.kind == "copy":
+            return f"copy:{_tree_digest(Path(self.args[0]))}:{self.args[1]}"
+        return f"{self.kind}:{self.network}:" + "\0".join(self.args)
+
+    def describe(self) -> str:
+        if self.kind == "run":
+            return f"RUN {self.args[0]}"
+        return f"{self.kind.upper()} {' '.join(self.args)}".strip()
+
+
+@dataclass(frozen=True)
+class Image:
+    """An immutable image description; every builder method returns a new Image."""
+
+    steps: tuple[Step, ...]
+    config: ImageConfig | None = None  # set for snapshots: an already-resolved root
+
+    @classmethod
+    def base(cls) -> Image:
+        """The host's programs (``/usr`` and kin, read-only) under a synthesized ``/etc``."""
+        return cls((Step("base"),))
+
+    @classmethod
+    def debian(cls, suite: str = "bookworm") -> Image:
+        """A minimal Debian root built with mmdebstrap from the machine's own apt mirror."""
+        if not isinstance(suite, str) or not suite.isalnum():
+            raise ConfigError(f"not a Debian suite name: {suite!r}", code="invalid_image_step")
+        return cls((Step("debian", (suite,)),))
+
+    @classmethod
+    def from_config(cls, config: ImageConfig) -> Image:
+        return cls((Step("config", (config.key,)),), config)
+
+    def run(self, *commands: str) -> Image:
+        """Run shell commands, each as its own cached layer."""
+        image = self
+        for command in commands:
+            if not isinstance(command, str) or not command.strip():
+                raise ConfigError("run() takes non-empty shell command strings", code="invalid_image_step")
+            image = image._then(Step("run", (command,)))
+        return image
+
+    def pip_install(self, *packages: str) -> Image:
+        names = _packages(packages, "pip_install")
+        command = ("python3 -m pip install --user --no-warn-script-location --break-system-packages "
+                   "--disable-pip-version-check " + " ".join(shlex.quote(p) for p in names))
+        return self._then(Step("run", (command,), network=True))
+
+    def apt_install(self, *packages: str) -> Image:
+        names = _packages(packages, "apt_install")
+        if self.steps[0].kind == "base":
+            raise ConfigError("apt_install needs a Debian root: Image.base() shares the host's read-only "
+                              "/usr; start from Image.debian() instead", code="invalid_image_step")
+        command = ("apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+                   "--no-install-recommends " + " ".join(shlex.quote(p) for p in names)
+                   + " && apt-get clean && rm -rf /var/lib/apt/lists/*")
+        return self._then(Step("run", (command,), network=True))
+
+    def copy(self, source: str | os.PathLike[str], target: str) -> Image:
+        path = Path(os.path.abspath(os.fspath(source)))
+        if not path.exists():
+            raise ConfigError(f"copy source does not exist: {path}", code="missing_copy_source")
+        return self._then(Step("copy", (str(path), sandbox_path(target, what="copy target"))))
+
+    def env(self, variables: dict[str, str] | None = None, **more: str) -> Image:
+        merged = {**(variables or {}), **more}
+        for name, value in merged.items():
+            if not name or "=" in name or "\0" in name or not isinstance(value, str) or "\0" in value:
+                raise ConfigError(f"bad environment variable {name!r}={value!r}", code="invalid_image_step")
+        return self._then(Step("env", tuple(f"{k}={v}" for k, v in sorted(merged.items()))))
+
+    def workdir(self, path: str) -> Image:
+        return self._then(Step("workdir", (sandbox_path(path, what="workdir"),)))
+
+    def _then(self, step: Step) -> Image:
+        return replace(self, steps=(*self.steps, step))
+
+    def build(self, *, log: LogSink | None = None, store: LayerStore | None = None) -> ImageConfig:
+        """Build (or find cached) every layer; stream the build log to ``log``."""
+        from errand._sync import run_sync
+
+        return run_sync(self.build_async(log=log, store=store))
+
+    async def build_async(self, *, log: LogSink | None = None, store: LayerStore | None = None) -> ImageConfig:
+        from errand.sandbox._builder import build
+
+        return await build(self, log=log, store=store)
+
+
+def _packages(packages: tuple[str, ...], what: str) -> list[str]:
+    if not packages:
+        raise ConfigError(f"{what}() needs at least one package", code="invalid_image_step")
+    for name in packages:
+        if not isinstance(name, str) or not _PACKAGE.match(name):
+            raise ConfigError(f"{what}(): not a package name or requirement: {name!r}",
+                              code="invalid_image_step")
+    return list(packages)
+
+
+def _tree_digest(root: Path) -> str:
+    """Content hash of a file or tree: names, modes, link targets and bytes."""
+    digest = hashlib.sha256()
+    paths = [root] if not root.is_dir() or root.is_symlink() else sorted(root.rglob("*"))
+    for path in paths:
+        relative = path.relative_to(root).as_posix() if path != root else "."
+        info = path.lstat()
+        digest.update(f"{relative}\0{info.st_mode}\0".encode())
+        if path.is_symlink():
+            digest.update(os.readlink(path).encode())
+        elif path.is_file():
+            with open(path, "rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,115 @@
+"""Content-addressed layers on disk, and the resolved form of an image.
+
+A layer is a directory tree in overlayfs's format (whiteouts included). An
+image resolves to a stack of layers plus a little configuration. Image build
+steps, snapshots and forks all end by committing one new layer here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from errand import _settings
+
+__all__ = ["ImageConfig", "LayerStore"]
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """An image ready to run: layers bottom to top, host binds, env, workdir."""
+
+    key: str
+    layers: tuple[str, ...]
+    binds: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    workdir: str = "/"
+    kind: str = "base"  # "base" (host programs, read-only) or "rootfs" (a full root)
+    labels: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def to_json(self) -> str:
+        return json.dumps({"key": self.key, "layers": self.layers, "binds": self.binds, "env": self.env,
+                           "workdir": self.workdir, "kind": self.kind, "labels": self.labels})
+
+    @classmethod
+    def from_json(cls, text: str) -> ImageConfig:
+        data = json.loads(text)
+        return cls(data["key"], tuple(data["layers"]), tuple(tuple(b) for b in data["binds"]),
+                   tuple(tuple(e) for e in data["env"]), data["workdir"], data["kind"], data["labels"])
+
+
+class LayerStore:
+    """Layers under ``<home>/layers/<id>``; resolved images under ``<home>/images``."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or _settings.home()
+        self.layers = self.root / "layers"
+        self.images = self.root / "images"
+
+    def path(self, layer_id: str) -> Path:
+        return self.layers / layer_id
+
+    def has(self, layer_id: str) -> bool:
+        return self.path(layer_id).is_dir()
+
+    def partial(self) -> Path:
+        """A fresh directory to fill before ``commit`` (removed by ``gc`` if abandoned)."""
+        self.layers.mkdir(parents=True, exist_ok=True)
+        path = self.layers / f".partial-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        path.mkdir(mode=0o755)
+        return path
+
+    def commit(self, partial: Path, layer_id: str) -> Path:
+        target = self.path(layer_id)
+        try:
+            os.rename(partial, target)
+        except OSError:
+            # Someone committed the same content first; theirs is as good as ours.
+            if not target.is_dir():
+                raise
+            shutil.rmtree(partial, ignore_errors=True)
+        return target
+
+    def copy_tree_into(self, source: Path, partial: Path) -> None:
+        """Copy a tree keeping ownership, modes, xattrs and overlay whiteouts."""
+        subprocess.run(["cp", "-a", "--no-target-directory", str(source), str(partial)],
+                       check=True, capture_output=True)
+
+    def cached_image(self, key: str) -> ImageConfig | None:
+        path = self.images / f"{key}.json"
+        try:
+            config = ImageConfig.from_json(path.read_text())
+        except (OSError, ValueError, KeyError):
+            return None
+        return config if all(self.has(layer) for layer in config.layers) else None
+
+    def save_image(self, config: ImageConfig) -> None:
+        self.images.mkdir(parents=True, exist_ok=True)
+        partial = self.images / f".{config.key}.{uuid.uuid4().hex[:8]}"
+        partial.write_text(config.to_json())
+        os.replace(partial, self.images / f"{config.key}.json")
+
+    def remove_partials(self) -> int:
+        if not self.layers.is_dir():
+            return 0
+        # Partials of a process that is still running are builds in progress.
+        stale = [p for p in self.layers.iterdir()
+                 if p.name.startswith(".partial-") and not _running(int(p.name.split("-")[1]))]
+        for path in stale:
+            shutil.rmtree(path, ignore_errors=True)
+        return len(stale)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,149 @@
+"""Commands running in a sandbox: streamed output, writable stdin, faithful exit status."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal as signals
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from errand.errors import ExecTimeout
+from errand.sandbox._channel import AgentChannel
+
+__all__ = ["AsyncProcess", "AsyncStream", "ExecResult"]
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """A finished command. ``exit_code`` is negative (``-signal``) when a signal ended it."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    signal: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+class AsyncStream:
+    """One output stream: iterate for lines, or ``read()`` everything."""
+
+    def __init__(self, reader: asyncio.StreamReader, text: bool) -> None:
+        self._reader = reader
+        self._text = text
+
+    def __aiter__(self) -> AsyncIterator[str | bytes]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str | bytes]:
+        while line := await self._reader.readline():
+            yield line.decode(errors="replace") if self._text else line
+
+    async def read(self) -> str | bytes:
+        data = await self._reader.read()
+        return data.decode(errors="replace") if self._text else data
+
+
+class AsyncWriter:
+    """A command's stdin."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def write(self, data: str | bytes) -> None:
+        payload = data.encode() if isinstance(data, str) else data
+        loop = asyncio.get_running_loop()
+        view = memoryview(payload)
+        while view:
+            try:
+                written = os.write(self._fd, view)
+            except BlockingIOError:
+                ready = loop.create_future()
+                loop.add_writer(self._fd, ready.set_result, None)
+                try:
+                    await ready
+                finally:
+                    loop.remove_writer(self._fd)
+                continue
+            view = view[written:]
+
+    async def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class AsyncProcess:
+    """A command started by ``AsyncSandbox.exec``."""
+
+    def __init__(self, channel: AgentChannel, pid: int, stdin_fd: int, stdout: asyncio.StreamReader,
+                 stderr: asyncio.StreamReader, *, text: bool, timeout: float | None, sandbox_id: str) -> None:
+        self._channel = channel
+        self.pid = pid  # the command's pid inside the sandbox
+        self.stdin = AsyncWriter(stdin_fd)
+        self.stdout = AsyncStream(stdout, text)
+        self.stderr = AsyncStream(stderr, text)
+        self.returncode: int | None = None
+        self.signal: int | None = None
+        self._sandbox_id = sandbox_id
+        self._timeout = timeout
+        self._timed_out = False
+        self._timer = (asyncio.get_running_loop().call_later(timeout, self._expire)
+                       if timeout is not None else None)
+
+    def _expire(self) -> None:
+        self._timed_out = True
+        self._killer = asyncio.ensure_future(self.kill())
+
+    async def kill(self, signal: int = signals.SIGKILL) -> None:
+        """Signal the command's whole process group."""
+        if self.returncode is None:
+            await self._channel.send(["signal", str(int(signal))])
+
+    async def wait(self) -> int:
+        """Wait for the command to end; its exit code, or ``-signal``."""
+        if self.returncode is None:
+            try:
+                reply = await self._channel.receive()
+            finally:
+                if self._timer is not None:
+                    self._timer.cancel()
+                await self.stdin.close()
+            code, sig = int(reply.fields[1]), int(reply.fields[2])
+            self.signal = sig or None
+            self.returncode = -sig if sig else code
+            self._channel.close()
+        if self._timed_out:
+            raise ExecTimeout(f"command ran past its {self._timeout}s timeout and was killed",
+                              sandbox_id=self._sandbox_id, timeout=self._timeout or 0)
+        return self.returncode
+
+    async def result(self) -> ExecResult:
+        """Wait, collecting all output.
+
+        A daemon the command left behind may hold the output pipes open; once the
+        command itself has ended, output is collected until the pipes close or
+        stay quiet for ``_DRAIN`` seconds, so such a daemon cannot hang the call.
+        """
+        buffers = (bytearray(), bytearray())
+        readers = [asyncio.ensure_future(_collect(stream._reader, buffer))
+                   for stream, buffer in zip((self.stdout, self.stderr), buffers, strict=True)]
+        try:
+            code = await self.wait()
+            await asyncio.wait(readers, timeout=_DRAIN)
+        finally:
+            for reader in readers:
+                reader.cancel()
+        stdout, stderr = (bytes(buffer).decode(errors="replace") for buffer in buffers)
+        return ExecResult(code, stdout, stderr, self.signal)
+
+
+_DRAIN = 0.5
+
+
+async def _collect(reader: asyncio.StreamReader, buffer: bytearray) -> None:
+    while chunk := await reader.read(65536):
+        buffer += chunk

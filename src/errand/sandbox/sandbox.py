@@ -1,0 +1,394 @@
+"""AsyncSandbox: the one implementation of errand's sandbox API (``Sandbox`` is derived from it)."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import os
+import secrets
+import shutil
+import string
+import subprocess
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from errand import _settings
+from errand.errors import ConfigError, SandboxError, SandboxNotFound, SandboxTerminated
+from errand.sandbox import _gc
+from errand.sandbox._channel import AgentChannel
+from errand.sandbox._registry import Record, records
+from errand.sandbox._spec import SandboxSpec
+from errand.sandbox.backend import Backend, get_backend
+from errand.sandbox.config import Mount, Resources, sandbox_path
+from errand.sandbox.files import AsyncFiles
+from errand.sandbox.image import Image
+from errand.sandbox.layers import ImageConfig, LayerStore
+from errand.sandbox.network import Network
+from errand.sandbox.process import AsyncProcess, ExecResult
+
+__all__ = ["AsyncSandbox", "SandboxInfo"]
+
+_ALPHABET = string.ascii_lowercase + string.digits
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    id: str
+    backend: str
+    created_at: float
+    owner_pid: int | None
+    image: str
+    alive: bool
+
+
+class AsyncSandbox:
+    """An isolated environment. Create with ``await AsyncSandbox.create(...)``."""
+
+    def __init__(self, record: Record, backend: Backend, process: subprocess.Popen[bytes] | None) -> None:
+        self.id = record.id
+        self._record = record
+        self._backend = backend
+        self._process = process
+        self._dead = asyncio.Event()
+        self._terminated = False
+        self._watch_exit()
+        self.files = AsyncFiles(self.id, self._connect)
+        self._image = ImageConfig.from_json(json.dumps(record.image))
+
+    # ---------------------------------------------------------------- creation
+
+    @classmethod
+    async def create(
+        cls,
+        image: Image | None = None,
+        *,
+        mounts: Sequence[Mount] = (),
+        network: Network | None = None,
+        resources: Resources | None = None,
+        timeout: float | None = 300,
+        idle_timeout: float | None = None,
+        workdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+        isolation: str = "namespace",
+        detach: bool = False,
+        log: Callable[[str], None] | None = None,
+    ) -> AsyncSandbox:
+        """Create a sandbox. Everything about it is declared here and validated first."""
+        spec_args = _validate(image, mounts, network, resources, timeout, idle_timeout, workdir, env)
+        backend = get_backend(isolation)
+        backend.check()
+        _gc.collect_once()
+        config = await (image or Image.base()).build_async(log=log)
+        spec = SandboxSpec(id=_new_id(), image=config, detach=detach,
+                           workdir=workdir or config.workdir, **spec_args)  # type: ignore[arg-type]
+        return await cls._start(backend, spec)
+
+    @classmethod
+    async def _start(cls, backend: Backend, spec: SandboxSpec) -> AsyncSandbox:
+        copies = await asyncio.to_thread(_copy_layers, spec)
+        try:
+            record = backend.start(spec, copies)  # type: ignore[call-arg]
+        except BaseException:
+            for path in copies:
+                shutil.rmtree(path, ignore_errors=True)
+            raise
+        return cls(record, backend, getattr(record, "process", None))
+
+    @classmethod
+    async def from_id(cls, sandbox_id: str) -> AsyncSandbox:
+        """Attach to a live sandbox, from this or any other process."""
+        record = Record.load(sandbox_id) if _valid_id(sandbox_id) else None
+        if record is None or not record.processes_alive():
+            raise SandboxNotFound(f"no live sandbox {sandbox_id!r}; `errand sandbox ls` lists them",
+                                  sandbox_id=sandbox_id)
+        return cls(record, get_backend(record.backend), None)
+
+    @classmethod
+    async def list(cls) -> builtins.list[SandboxInfo]:
+        return [SandboxInfo(r.id, r.backend, r.created_at, r.owner_pid, str(r.image.get("key", "")), True)
+                for r in records() if r.processes_alive()]
+
+    # --------------------------------------------------------------- commands
+
+    async def exec(
+        self,
+        *args: str,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | int | None = None,
+        timeout: float | None = None,
+        text: bool = True,
+    ) -> AsyncProcess:
+        """Start a command; returns at once with its streams."""
+        argv = _argv(args)
+        directory = sandbox_path(cwd, what="cwd") if cwd is not None else self._record.workdir
+        uid, gid = await self._resolve_user(user)
+        environment = {**dict(self._image.env), **self._record.env, **(env or {})}
+        _check_env(environment)
+        if timeout is not None and timeout <= 0:
+            raise ConfigError(f"timeout must be positive, not {timeout!r}", code="invalid_timeout")
+        return await self._spawn(argv, directory, uid, gid, environment, timeout, text)
+
+    async def _spawn(self, argv: builtins.list[str], cwd: str, uid: int, gid: int, env: dict[str, str],
+                     timeout: float | None, text: bool) -> AsyncProcess:
+        loop = asyncio.get_running_loop()
+        stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
+        stdout_r, stdout_w = os.pipe2(os.O_CLOEXEC)
+        stderr_r, stderr_w = os.pipe2(os.O_CLOEXEC)
+        channel = None
+        try:
+            channel = await self._connect()
+            fields = ["exec", cwd, str(uid), str(gid), str(len(env)),
+                      *(f"{k}={v}" for k, v in env.items()), *argv]
+            await channel.send(fields, (stdin_r, stdout_w, stderr_w))
+        except BaseException:
+            for fd in (stdin_w, stdout_r, stderr_r):
+                os.close(fd)
+            if channel is not None:
+                channel.close()
+            raise
+        finally:
+            for fd in (stdin_r, stdout_w, stderr_w):
+                os.close(fd)
+        try:
+            reply = await channel.receive()
+            reply.raise_for_error(self.id, f"cannot start {argv[0]}")
+        except BaseException:
+            for fd in (stdin_w, stdout_r, stderr_r):
+                os.close(fd)
+            channel.close()
+            raise
+        os.set_blocking(stdin_w, False)
+        stdout = await _reader(loop, stdout_r)
+        stderr = await _reader(loop, stderr_r)
+        return AsyncProcess(channel, int(reply.fields[1]), stdin_w, stdout, stderr, text=text,
+                            timeout=timeout, sandbox_id=self.id)
+
+    async def run(
+        self,
+        *args: str,
+        input: str | bytes | None = None,  # noqa: A002 - the name subprocess.run uses
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | int | None = None,
+        timeout: float | None = None,
+    ) -> ExecResult:
+        """Run a command to completion and collect its output."""
+        process = await self.exec(*args, cwd=cwd, env=env, user=user, timeout=timeout)
+        if input is not None:
+            await process.stdin.write(input)
+        await process.stdin.close()
+        return await process.result()
+
+    # ------------------------------------------------------- snapshots, state
+
+    async def snapshot(self) -> Image:
+        """The sandbox's filesystem as a new image (layers shared, one new layer on top)."""
+        self._ensure_alive()
+        store = LayerStore()
+        image = self._image
+        layer = f"snap-{uuid.uuid4().hex[:24]}"
+        copies = [f"{layer}-copy{n}" for n in range(len(self._record.copy_layers))]
+        await asyncio.to_thread(self._backend.freeze, self._record)
+        try:
+            await asyncio.to_thread(self._copy_out, store, layer, copies)
+        finally:
+            await asyncio.to_thread(self._backend.thaw, self._record)
+        config = replace(image, key=layer, layers=image.layers + tuple(copies) + (layer,),
+                         workdir=self._record.workdir, env=image.env + tuple(self._record.env.items()))
+        store.save_image(config)
+        return Image.from_config(config)
+
+    async def _snapshot_layer(self, layer: str) -> str:
+        """Commit just the writable layer under a given name (image build steps)."""
+        store = LayerStore()
+        partial = store.partial()
+        await asyncio.to_thread(store.copy_tree_into, self._backend.upper_dir(self._record), partial)
+        store.commit(partial, layer)
+        return layer
+
+    def _copy_out(self, store: LayerStore, layer: str, copies: builtins.list[str]) -> None:
+        for source, name in zip(self._record.copy_layers, copies, strict=True):
+            partial = store.partial()
+            store.copy_tree_into(Path(source), partial)
+            store.commit(partial, name)
+        partial = store.partial()
+        store.copy_tree_into(self._backend.upper_dir(self._record), partial)
+        store.commit(partial, layer)
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead.is_set() and self._record.processes_alive()
+
+    def memory_usage(self) -> int:
+        """Bytes of memory charged to the sandbox now (cgroup accounting)."""
+        return self._backend.memory_usage(self._record)
+
+    async def terminate(self) -> None:
+        """Kill every process, unmount, remove scratch. Safe to call more than once."""
+        if self._terminated:
+            return
+        self._terminated = True
+        await asyncio.to_thread(self._backend.kill, self._record)
+        if self._process is not None or self._pidfd is not None:
+            try:
+                await asyncio.wait_for(self._dead.wait(), 10)
+            except TimeoutError:
+                pass
+        self._finish()
+
+    async def wait(self) -> None:
+        """Wait until the sandbox ends (its timeout, idle timeout or a terminate)."""
+        await self._dead.wait()
+        self._finish()
+
+    async def __aenter__(self) -> AsyncSandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.terminate()
+
+    # ---------------------------------------------------------------- helpers
+
+    def _watch_exit(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            self._pidfd: int | None = os.pidfd_open(self._record.pid)
+        except ProcessLookupError:
+            self._pidfd = None
+            self._dead.set()
+            return
+        if not self._record.processes_alive() and self._process is None:
+            self._on_exit()
+            return
+        loop.add_reader(self._pidfd, self._on_exit)
+
+    def _on_exit(self) -> None:
+        if self._pidfd is not None:
+            asyncio.get_running_loop().remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+        if self._process is not None:
+            self._process.poll()  # reap our child
+        self._dead.set()
+
+    def _finish(self) -> None:
+        if getattr(self, "_finished", False):
+            return
+        self._finished = True
+        self._backend.cleanup(self._record)
+
+    def _ensure_alive(self) -> None:
+        if self._dead.is_set() or self._terminated:
+            raise SandboxTerminated(f"sandbox {self.id} has ended", sandbox_id=self.id)
+
+    async def _connect(self) -> AgentChannel:
+        self._ensure_alive()
+        return await AgentChannel.connect(self._record.control_socket, self.id, self._dead)
+
+    async def _resolve_user(self, user: str | int | None) -> tuple[int, int]:
+        if user is None or user == "root" or user == 0:
+            return 0, 0
+        if isinstance(user, int) and not isinstance(user, bool):
+            if not 0 <= user < 65536:
+                raise ConfigError(f"uid must be within 0..65535, not {user}", code="invalid_user")
+            return user, user
+        if not isinstance(user, str) or not user or ":" in user:
+            raise ConfigError(f"user must be a name or a uid, not {user!r}", code="invalid_user")
+        for line in (await self.files.read_text("/etc/passwd")).splitlines():
+            fields = line.split(":")
+            if len(fields) > 3 and fields[0] == user:
+                return int(fields[2]), int(fields[3])
+        raise ConfigError(f"no user {user!r} in the sandbox's /etc/passwd", code="unknown_user")
+
+
+# ------------------------------------------------------------------ functions
+
+
+def _validate(image: object, mounts: Sequence[Mount], network: Network | None, resources: Resources | None,
+              timeout: float | None, idle_timeout: float | None, workdir: str | None,
+              env: Mapping[str, str] | None) -> dict[str, object]:
+    if image is not None and not isinstance(image, Image):
+        raise ConfigError(f"image must be an errand Image, not {type(image).__name__}", code="invalid_image")
+    mounts = tuple(mounts)
+    if not all(isinstance(m, Mount) for m in mounts):
+        raise ConfigError("mounts must be Mount.copy(...) or Mount.bind(...) values", code="invalid_mount")
+    targets = [m.target for m in mounts]
+    if len(set(targets)) != len(targets):
+        raise ConfigError(f"two mounts share a target: {sorted(targets)}", code="invalid_mount")
+    for name, value in (("timeout", timeout), ("idle_timeout", idle_timeout)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+            raise ConfigError(f"{name} must be a positive number of seconds or None, not {value!r}",
+                              code="invalid_timeout")
+    network = network or Network.none()
+    if network.mode != "none":
+        raise ConfigError("egress allowlists need errand's egress proxy, which this build does not have "
+                          "yet; use Network.none()", code="network_unsupported")
+    if resources is not None and not isinstance(resources, Resources):
+        raise ConfigError("resources must be a Resources(...) value", code="invalid_limit")
+    environment = dict(env or {})
+    _check_env(environment)
+    return {"mounts": mounts, "network": network, "resources": resources or Resources(),
+            "timeout": timeout, "idle_timeout": idle_timeout,
+            "env": tuple(environment.items()),
+            **({"workdir": sandbox_path(workdir, what="workdir")} if workdir is not None else {})}
+
+
+def _check_env(env: Mapping[str, str]) -> None:
+    for name, value in env.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            raise ConfigError(f"bad environment variable name {name!r}", code="invalid_env")
+        if not isinstance(value, str) or "\0" in value:
+            raise ConfigError(f"environment variable {name} must be a string without NUL bytes",
+                              code="invalid_env")
+
+
+def _argv(args: Iterable[str]) -> list[str]:
+    argv = list(args)
+    if not argv:
+        raise ConfigError("exec needs a command, e.g. sb.exec('ls', '-l')", code="invalid_command")
+    for arg in argv:
+        if not isinstance(arg, str) or "\0" in arg:
+            raise ConfigError(f"command arguments must be strings without NUL bytes, not {arg!r}",
+                              code="invalid_command")
+    return argv
+
+
+def _new_id() -> str:
+    return "sb-" + "".join(secrets.choice(_ALPHABET) for _ in range(10))
+
+
+def _valid_id(sandbox_id: object) -> bool:
+    return (isinstance(sandbox_id, str) and sandbox_id.startswith("sb-") and len(sandbox_id) == 13
+            and all(c in _ALPHABET for c in sandbox_id[3:]))
+
+
+def _copy_layers(spec: SandboxSpec) -> list[Path]:
+    """Each Mount.copy becomes a private lower layer holding the copied tree."""
+    layers = []
+    uid = _settings.sandbox_uid()
+    try:
+        for n, mount in enumerate(m for m in spec.mounts if m.kind == "copy"):
+            layer = _settings.home() / "scratch" / f"{spec.id}-{n}"
+            target = layer / mount.target.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            layers.append(layer)
+            subprocess.run(["cp", "-a", "--no-target-directory", str(mount.source), str(target)],
+                           check=True, capture_output=True)
+            subprocess.run(["chown", "-R", "-h", f"{uid}:{uid}", str(layer)], check=True, capture_output=True)
+    except subprocess.CalledProcessError as error:
+        for path in layers:
+            shutil.rmtree(path, ignore_errors=True)
+        raise SandboxError(f"copying a mount into the sandbox failed: {error.stderr.decode(errors='replace')}",
+                           code="copy_failed") from None
+    return layers
+
+
+async def _reader(loop: asyncio.AbstractEventLoop, fd: int) -> asyncio.StreamReader:
+    reader = asyncio.StreamReader(limit=1 << 24)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0))
+    return reader
+

@@ -1,0 +1,1 @@
+"""errand.server — see DESIGN.md."""

@@ -1,0 +1,1 @@
+"""errand.tasks — see DESIGN.md."""

@@ -1,0 +1,26 @@
+"""Shared fixtures: every test session gets its own errand home and runtime directory."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def errand_dirs() -> Iterator[None]:
+    # Layers and the agent binary are cached across tests in one session-wide
+    # home; the runtime directory is short because socket paths are limited.
+    home = tempfile.mkdtemp(prefix="errand-test-home-")
+    runtime = tempfile.mkdtemp(prefix="ert-", dir="/run" if os.access("/run", os.W_OK) else None)
+    saved = {k: os.environ.get(k) for k in ("ERRAND_HOME", "ERRAND_RUNTIME_DIR")}
+    os.environ["ERRAND_HOME"] = home
+    os.environ["ERRAND_RUNTIME_DIR"] = runtime
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
