@@ -15,9 +15,11 @@ def errand_dirs() -> Iterator[None]:
     # home; the runtime directory is short because socket paths are limited.
     home = tempfile.mkdtemp(prefix="errand-test-home-")
     runtime = tempfile.mkdtemp(prefix="ert-", dir="/run" if os.access("/run", os.W_OK) else None)
-    saved = {k: os.environ.get(k) for k in ("ERRAND_HOME", "ERRAND_RUNTIME_DIR")}
+    saved = {k: os.environ.get(k) for k in ("ERRAND_HOME", "ERRAND_RUNTIME_DIR", "ERRAND_SANDBOX_UID")}
     os.environ["ERRAND_HOME"] = home
     os.environ["ERRAND_RUNTIME_DIR"] = runtime
+    # A host id range of this session's own, so leak checks count only our sandboxes.
+    os.environ["ERRAND_SANDBOX_UID"] = str(0x70000000 + 65536 * (1 + os.getpid() % 4096))
     yield
     for key, value in saved.items():
         if value is None:

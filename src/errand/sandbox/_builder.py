@@ -34,6 +34,9 @@ _memo: dict[Image, ImageConfig] = {}
 async def build(image: Image, *, log: LogSink | None = None, store: LayerStore | None = None) -> ImageConfig:
     sink = log or logger.info
     if store is None and image in _memo:
+        if log is not None:
+            for step in image.steps[1:]:
+                sink(f"CACHED {step.describe()}")
         return _memo[image]
     store = store or LayerStore()
     config = await _root(image, store, sink)

@@ -34,6 +34,12 @@ def host_pip_settings() -> tuple[dict[str, str], tuple[str, ...]]:
         if key in _PATHLIKE:
             for item in value.split():
                 path = item.removeprefix("file://")
-                if path.startswith("/") and os.path.exists(path) and not path.startswith("/usr/"):
-                    paths.add(os.path.dirname(path) if os.path.isfile(path) else path)
+                if not path.startswith("/") or not os.path.exists(path) or path.startswith("/usr/"):
+                    continue
+                if os.path.isfile(path):
+                    path = os.path.dirname(path)
+                elif key.endswith("index-url"):
+                    # A local index's pages link to files beside it (../files/...).
+                    path = os.path.dirname(path.rstrip("/"))
+                paths.add(path)
     return env, tuple(sorted(paths))

@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from errand.errors import ConfigError
 from errand.sandbox.config import sandbox_path
@@ -71,6 +71,25 @@ class Image:
     def from_config(cls, config: ImageConfig) -> Image:
         return cls((Step("config", (config.key,)),), config)
 
+    @classmethod
+    def from_steps(cls, steps: list[dict[str, Any]]) -> Image:
+        """An image from data, e.g. errand.toml's ``[[image]]`` tables.
+
+        Each item has exactly one key: ``base``/``debian`` (first item only),
+        ``run``, ``pip_install``, ``apt_install``, ``copy`` (``[source, target]``),
+        ``env`` (a table) or ``workdir``.
+        """
+        if not isinstance(steps, list):
+            raise ConfigError("image steps must be a list of one-key tables", code="invalid_image_step")
+        image = cls.base()
+        for index, item in enumerate(steps):
+            if not isinstance(item, dict) or len(item) != 1:
+                raise ConfigError(f"image step {index + 1} must have exactly one key, got {item!r}",
+                                  code="invalid_image_step")
+            ((kind, value),) = item.items()
+            image = _apply_step(image, index, kind, value)
+        return image
+
     def run(self, *commands: str) -> Image:
         """Run shell commands, each as its own cached layer."""
         image = self
@@ -125,6 +144,29 @@ class Image:
         from errand.sandbox._builder import build
 
         return await build(self, log=log, store=store)
+
+
+def _apply_step(image: Image, index: int, kind: str, value: Any) -> Image:
+    if kind in ("base", "debian"):
+        if index != 0:
+            raise ConfigError(f"{kind} can only be the first image step", code="invalid_image_step")
+        return Image.base() if kind == "base" else Image.debian(value if isinstance(value, str) else "bookworm")
+    listed = [value] if isinstance(value, str) else value
+    if kind == "run":
+        return image.run(*listed)
+    if kind == "pip_install":
+        return image.pip_install(*listed)
+    if kind == "apt_install":
+        return image.apt_install(*listed)
+    if kind == "copy" and isinstance(value, list) and len(value) == 2:
+        return image.copy(value[0], value[1])
+    if kind == "env" and isinstance(value, dict):
+        return image.env(value)
+    if kind == "workdir" and isinstance(value, str):
+        return image.workdir(value)
+    known = "base, debian, run, pip_install, apt_install, copy, env, workdir"
+    raise ConfigError(f"image step {index + 1}: unknown step or bad value {kind!r}: {value!r} "
+                      f"(steps are: {known})", code="invalid_image_step")
 
 
 def _packages(packages: tuple[str, ...], what: str) -> list[str]:

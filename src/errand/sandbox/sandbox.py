@@ -10,6 +10,7 @@ import secrets
 import shutil
 import string
 import subprocess
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -54,6 +55,8 @@ class AsyncSandbox:
         self._process = process
         self._dead = asyncio.Event()
         self._terminated = False
+        self._finished = False
+        self._finish_lock = threading.Lock()
         self._watch_exit()
         self.files = AsyncFiles(self.id, self._connect)
         self._image = ImageConfig.from_json(json.dumps(record.image))
@@ -274,11 +277,15 @@ class AsyncSandbox:
         if self._process is not None:
             self._process.poll()  # reap our child
         self._dead.set()
+        if not self._terminated:
+            # It ended by itself (lifetime or idle timeout): tidy up now, not at the next gc.
+            self._cleanup_task = asyncio.get_running_loop().run_in_executor(None, self._finish)
 
     def _finish(self) -> None:
-        if getattr(self, "_finished", False):
-            return
-        self._finished = True
+        with self._finish_lock:
+            if self._finished:
+                return
+            self._finished = True
         self._backend.cleanup(self._record)
 
     def _ensure_alive(self) -> None:

@@ -1,0 +1,138 @@
+"""Nothing leaks: processes, mounts, cgroups and scratch return to where they started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from errand import Mount, Resources, Sandbox, _settings
+from errand.sandbox import _gc
+from errand.sandbox._cgroups import Cgroup
+
+
+def _sandbox_processes() -> set[int]:
+    """Host pids running as a sandbox uid or as errand's launcher/agent."""
+    base = _settings.sandbox_uid()
+    runtime = str(_settings.runtime_dir()).encode()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+        if base <= uid < base + 65536 or (b"errand-agent" in cmdline and runtime in cmdline):
+            found.add(int(entry))
+    return found
+
+
+def _host_mounts() -> list[str]:
+    runtime, home = str(_settings.runtime_dir()), str(_settings.home())
+    with open("/proc/self/mountinfo") as handle:
+        return [line for line in handle if runtime in line or home in line]
+
+
+_ours: set[str] = set()
+
+
+def _snapshot_of_host() -> dict[str, object]:
+    runtime = _settings.runtime_dir()
+    scratch = _settings.home() / "scratch"
+    return {
+        "processes": len(_sandbox_processes()),
+        "mounts": len(_host_mounts()),
+        "cgroups": sorted(name for name in Cgroup.list_names() if name in _ours),
+        "runtime": sorted(os.listdir(runtime)) if runtime.is_dir() else [],
+        "scratch": sorted(os.listdir(scratch)) if scratch.is_dir() else [],
+    }
+
+
+def _settled(before: dict[str, object], timeout: float = 10.0) -> dict[str, object]:
+    # Killed processes are reaped asynchronously by the kernel and init; allow a bounded wait.
+    deadline = time.monotonic() + timeout
+    while True:
+        now = _snapshot_of_host()
+        if now == before or time.monotonic() > deadline:
+            return now
+        time.sleep(0.05)
+
+
+def test_two_hundred_cycles_leave_nothing(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "file.txt").write_text("content")
+    _gc.collect()
+    before = _snapshot_of_host()
+    for n in range(200):
+        mounts = [Mount.copy(tmp_path / "repo", "/workspace")] if n % 10 == 0 else []
+        with Sandbox.create(mounts=mounts, resources=Resources(memory="256MiB", pids=64)) as sandbox:
+            _ours.add(sandbox.id)
+            if n % 20 == 0:
+                sandbox.run("sh", "-c", "(setsid sleep 1000 &) ; echo started")
+            else:
+                assert sandbox.run("true").exit_code == 0
+    assert _settled(before) == before
+
+
+CHILD = textwrap.dedent("""
+    import sys
+    from errand import Sandbox
+    sandbox = Sandbox.create(timeout=600)
+    sandbox.run("sh", "-c", "(setsid sleep 1000 &)")
+    process = sandbox.exec("sleep", "1000")
+    print(sandbox.id, flush=True)
+    sys.stdin.read()
+""")
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_sigkilled_owner_then_gc_leaves_nothing(count: int) -> None:
+    _gc.collect()
+    before = _snapshot_of_host()
+    children = [subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True) for _ in range(count)]
+    ids = []
+    try:
+        for child in children:
+            assert child.stdout is not None
+            ids.append(child.stdout.readline().strip())
+        assert all(sandbox_id.startswith("sb-") for sandbox_id in ids)
+        _ours.update(ids)
+        live = {info.id for info in Sandbox.list()}
+        assert set(ids) <= live
+    finally:
+        for child in children:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+    report = _gc.collect()
+    assert set(ids) <= set(report.sandboxes)
+    assert _settled(before) == before
+
+
+def test_gc_reaps_a_sandbox_whose_owner_died_but_processes_live() -> None:
+    """A detached-by-accident case: the owner is gone, the sandbox is not (e.g. owner was SIGKILLed
+    between fork and prctl). gc must end it, not just tidy after it."""
+    _gc.collect()
+    before = _snapshot_of_host()
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        from errand import Sandbox
+        sandbox = Sandbox.create(detach=True, timeout=600)
+        print(sandbox.id, flush=True)
+    """)], stdout=subprocess.PIPE, text=True)
+    sandbox_id = child.communicate()[0].strip()
+    _ours.add(sandbox_id)
+    assert sandbox_id in {info.id for info in Sandbox.list()}
+    # Detached sandboxes belong to no process: gc leaves them alone while they run.
+    assert sandbox_id not in _gc.collect().sandboxes
+    Sandbox.from_id(sandbox_id).terminate()
+    assert sandbox_id not in {info.id for info in Sandbox.list()}
+    assert _settled(before) == before
