@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from errand import _settings
 from errand.errors import ConfigError, ImageBuildError
@@ -22,6 +23,7 @@ from errand.sandbox import _pipconfig
 from errand.sandbox._base import base_config
 from errand.sandbox.image import Image, Step
 from errand.sandbox.layers import ImageConfig, LayerStore
+from errand.sandbox.network import Network
 from errand.sandbox.process import AsyncProcess, AsyncStream
 
 __all__ = ["build"]
@@ -105,12 +107,19 @@ async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: st
 
     env = dict(config.env)
     mounts: tuple[Mount, ...] = ()
-    if step.network:
-        pip_env, paths = _pipconfig.host_pip_settings()
-        env.update(pip_env)
-        mounts = tuple(Mount.bind(p, p) for p in paths)
+    network = Network.none()
+    if step.network == "pip":
+        settings = _pipconfig.host_pip_settings()
+        env.update(settings.env)
+        mounts = tuple(Mount.bind(p, p) for p in settings.paths)
+        network = Network.allow(*settings.hosts) if settings.hosts else network
+    elif step.network == "apt":
+        hosts = _apt_hosts()
+        network = Network.allow(*hosts) if hosts else network
+    if network.mode != "none":
+        sink(f"NETWORK only {', '.join(network.domains)} (the {step.network} registry, through the egress proxy)")
     spec = SandboxSpec(id=_new_id(), image=config, mounts=mounts, timeout=3600, workdir=config.workdir,
-                       env=tuple(env.items()), build_network=step.network)
+                       env=tuple(env.items()), network=network)
     sandbox = await AsyncSandbox._start(NamespaceBackend(store), spec)
     try:
         process = await sandbox.exec("/bin/sh", "-c", step.args[0])
@@ -127,6 +136,13 @@ async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: st
     finally:
         await sandbox.terminate()
     return image
+
+
+def _apt_hosts() -> list[str]:
+    """The hosts of the mirrors apt is configured with, read from apt's own sources."""
+    from errand.sandbox import _debian
+
+    return sorted({urlsplit(uri).hostname or "" for source in _debian.apt_sources() for uri in source.uris} - {""})
 
 
 async def _merged(process: AsyncProcess) -> AsyncIterator[str]:

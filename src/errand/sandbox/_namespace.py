@@ -22,6 +22,7 @@ from errand import _settings
 from errand.errors import BackendUnavailable, ConfigError
 from errand.sandbox import _seccomp
 from errand.sandbox._cgroups import Cgroup, Limits
+from errand.sandbox._egress import PROXY_PORT
 from errand.sandbox._native import agent_binary
 from errand.sandbox._registry import Record, process_start
 from errand.sandbox._spec import SandboxSpec
@@ -73,6 +74,7 @@ class NamespaceBackend:
                copy_layers: list[Path]) -> Record:
         uid = _settings.sandbox_uid()
         seccomp = _seccomp.filter_fd()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         try:
             # Host paths are staged by the launcher (as root) at <run>/b/<n>, in order.
             staged = [str(agent_binary())] + [str(m.source) for m in spec.mounts if m.kind == "bind"]
@@ -85,15 +87,27 @@ class NamespaceBackend:
             launch = [str(agent_binary()), "launch",
                       *[arg for path in cgroup.procs_files() for arg in ("--cgroup", path)],
                       *[arg for path in staged for arg in ("--bind", path)],
+                      *self._network_args(spec, theirs.fileno()),
                       "--run", str(directory / "mnt"), "--lower", lower,
                       "--tmpfs", f"size={spec.resources.disk},mode=0711", "--uid", str(uid), "--", *bwrap]
             with open(directory / "log", "ab") as log:
                 process = subprocess.Popen(
                     launch, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env={"PATH": "/usr/bin:/bin"},
-                    pass_fds=(listener.fileno(), seccomp), start_new_session=spec.detach)
+                    pass_fds=(listener.fileno(), seccomp, theirs.fileno()), start_new_session=spec.detach)
+        except BaseException:
+            ours.close()
+            raise
         finally:
             os.close(seccomp)
-        return self._record(spec, process, cgroup, copy_layers)
+            theirs.close()
+        channel = ours if _wants_proxy(spec) else None
+        if channel is None:
+            ours.close()
+        record = self._record(spec, process, cgroup, copy_layers)
+        record.proxy_channel = channel  # type: ignore[attr-defined]
+        record.proxied = channel is not None
+        record.save()
+        return record
 
     def _record(self, spec: SandboxSpec, process: subprocess.Popen[bytes], cgroup: Cgroup,
                 copy_layers: list[Path]) -> Record:
@@ -109,6 +123,12 @@ class NamespaceBackend:
         record.process = process  # type: ignore[attr-defined]
         return record
 
+    def _network_args(self, spec: SandboxSpec, channel: int) -> list[str]:
+        args = ["--netns", "new"]
+        if _wants_proxy(spec):
+            args += ["--proxy-channel", str(channel), "--proxy-port", str(PROXY_PORT)]
+        return args
+
     def _lowerdirs(self, spec: SandboxSpec, copy_layers: list[Path]) -> str:
         paths = [str(self.store.path(layer)) for layer in spec.image.layers] + [str(p) for p in copy_layers]
         lower = ":".join(reversed(paths))  # overlayfs lists the top layer first
@@ -119,8 +139,8 @@ class NamespaceBackend:
 
     def _bwrap_args(self, spec: SandboxSpec, directory: Path, listen_fd: int, seccomp_fd: int,
                     binds: list[str]) -> list[str]:
-        network = [] if spec.build_network else ["--unshare-net"]
-        args = ["bwrap", "--unshare-pid", *network, "--unshare-ipc", "--unshare-uts",
+        # The network namespace is the launcher's (see _network_args), not bwrap's.
+        args = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup", "--new-session", "--hostname", "sandbox",
                 # The agent needs these to start commands as other in-sandbox users; it
                 # clears every capability in each command it starts.
@@ -130,8 +150,6 @@ class NamespaceBackend:
             args.append("--die-with-parent")
         for source, target in spec.image.binds:
             args += ["--ro-bind", source, target]
-        if spec.build_network and os.path.exists("/etc/resolv.conf"):
-            args += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
         args += ["--proc", "/proc", "--dev", "/dev", *binds]
         args += ["--dir", spec.workdir, "--seccomp", str(seccomp_fd), "--chdir", "/", "--",
                  AGENT_PATH, "serve", "--fd", str(listen_fd),
@@ -169,6 +187,11 @@ class NamespaceBackend:
 
     def memory_usage(self, record: Record) -> int:
         return Cgroup.open(record.cgroup).memory_usage()
+
+
+def _wants_proxy(spec: SandboxSpec) -> bool:
+    # Detached sandboxes outlive this process, which serves the proxy; they get none.
+    return not spec.detach
 
 
 def _image_fields(spec: SandboxSpec) -> dict[str, object]:

@@ -1,9 +1,10 @@
 """The host's pip settings, read from pip itself at build time, for pip_install steps.
 
-pip_install runs inside a sandbox; it should find packages where the host's
-pip does (index, extra indexes, local wheel directories, CA bundle,
-constraints), so those settings are passed in as ``PIP_*`` variables and any
-local paths they name are bound read-only.
+pip_install runs inside a sandbox whose only way out is the egress proxy, and
+it should find packages where the host's pip does: the index, extra indexes,
+local wheel directories, CA bundle and constraints are passed in as ``PIP_*``
+variables, local paths they name are bound read-only, and the proxy allows
+exactly the index hosts (pip's configured ones, or pip's own default).
 """
 
 from __future__ import annotations
@@ -12,34 +13,56 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from functools import lru_cache
+from urllib.parse import urlsplit
 
-__all__ = ["host_pip_settings"]
+__all__ = ["PipSettings", "host_pip_settings"]
 
 _LINE = re.compile(r"^(?:[\w:.-]*\.)?([a-z][a-z0-9-]*)='(.*)'$")
 _PATHLIKE = ("find-links", "extra-index-url", "index-url", "cert", "constraint", "client-cert")
+# pip's built-in default index and file host, asked of pip rather than written here.
+_DEFAULT_INDEX = ("from pip._internal.models.index import PyPI\n"
+                  "print(PyPI.netloc)\nprint(PyPI.file_storage_domain)")
+
+
+@dataclass(frozen=True)
+class PipSettings:
+    env: dict[str, str]
+    paths: tuple[str, ...]
+    hosts: tuple[str, ...]
 
 
 @lru_cache(maxsize=1)
-def host_pip_settings() -> tuple[dict[str, str], tuple[str, ...]]:
+def host_pip_settings() -> PipSettings:
     result = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
     env: dict[str, str] = {}
     paths: set[str] = set()
+    hosts: set[str] = set()
     for line in result.stdout.splitlines():
         match = _LINE.match(line.strip())
         if not match:
             continue
         key, value = match.groups()
         env["PIP_" + key.upper().replace("-", "_")] = value
-        if key in _PATHLIKE:
-            for item in value.split():
-                path = item.removeprefix("file://")
-                if not path.startswith("/") or not os.path.exists(path) or path.startswith("/usr/"):
-                    continue
-                if os.path.isfile(path):
-                    path = os.path.dirname(path)
-                elif key.endswith("index-url"):
-                    # A local index's pages link to files beside it (../files/...).
-                    path = os.path.dirname(path.rstrip("/"))
+        for item in value.split() if key in _PATHLIKE else ():
+            if item.startswith(("http://", "https://")):
+                hosts.add(urlsplit(item).hostname or "")
+            elif (path := _local_path(key, item)) is not None:
                 paths.add(path)
-    return env, tuple(sorted(paths))
+    if "PIP_INDEX_URL" not in env:
+        default = subprocess.run([sys.executable, "-c", _DEFAULT_INDEX], capture_output=True, text=True)
+        hosts.update(default.stdout.split())
+    return PipSettings(env, tuple(sorted(paths)), tuple(sorted(hosts - {""})))
+
+
+def _local_path(key: str, item: str) -> str | None:
+    path = item.removeprefix("file://")
+    if not path.startswith("/") or not os.path.exists(path) or path.startswith("/usr/"):
+        return None
+    if os.path.isfile(path):
+        return os.path.dirname(path)
+    if key.endswith("index-url"):
+        # A local index's pages link to files beside it (../files/...).
+        return os.path.dirname(path.rstrip("/"))
+    return path

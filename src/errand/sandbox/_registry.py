@@ -34,6 +34,7 @@ class Record:
     env: dict[str, str]
     copy_layers: list[str] = field(default_factory=list)
     cgroup: str = ""
+    proxied: bool = False         # served by the owner's egress proxy at 127.0.0.1:3128 inside
 
     @property
     def directory(self) -> Path:

@@ -23,6 +23,3 @@ class SandboxSpec:
     workdir: str = "/"
     env: tuple[tuple[str, str], ...] = ()
     detach: bool = False
-    # Image build steps that install packages share the host's network until the
-    # egress proxy exists; user sandboxes never do.
-    build_network: bool = False

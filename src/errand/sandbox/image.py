@@ -35,7 +35,7 @@ class Step:
 
     kind: str
     args: tuple[str, ...] = ()
-    network: bool = False
+    network: str = ""  # which package registry the step may reach: "", "pip" or "apt"
 
     def fingerprint(self) -> str:
         if self.kind == "copy":
@@ -103,7 +103,7 @@ class Image:
         names = _packages(packages, "pip_install")
         command = ("python3 -m pip install --user --no-warn-script-location --break-system-packages "
                    "--disable-pip-version-check " + " ".join(shlex.quote(p) for p in names))
-        return self._then(Step("run", (command,), network=True))
+        return self._then(Step("run", (command,), network="pip"))
 
     def apt_install(self, *packages: str) -> Image:
         names = _packages(packages, "apt_install")
@@ -113,7 +113,7 @@ class Image:
         command = ("apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
                    "--no-install-recommends " + " ".join(shlex.quote(p) for p in names)
                    + " && apt-get clean && rm -rf /var/lib/apt/lists/*")
-        return self._then(Step("run", (command,), network=True))
+        return self._then(Step("run", (command,), network="apt"))
 
     def copy(self, source: str | os.PathLike[str], target: str) -> Image:
         path = Path(os.path.abspath(os.fspath(source)))

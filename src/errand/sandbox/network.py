@@ -65,3 +65,82 @@ def _cidr(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
         return ipaddress.ip_network(text, strict=True)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"not a CIDR network: {text!r} ({error})", code="invalid_cidr") from None
+
+
+# --------------------------------------------------------------- decisions
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# Never reachable unless an explicit CIDR names them: the host itself, private
+# networks behind it, cloud metadata services, and addresses that are not
+# unicast. The documentation ranges (TEST-NET) are *not* here: they are not
+# private, and some registries resolve into them.
+_REFUSED = tuple(ipaddress.ip_network(n) for n in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
+    "::/128", "::1/128", "fc00::/7", "fe80::/10", "ff00::/8", "64:ff9b:1::/48",
+))
+_REFUSED_REASON = "loopback, private, link-local, CGNAT, metadata or non-unicast address"
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    reason: str
+
+
+def decide_name(policy: Network, host: str) -> Decision:
+    """May the sandbox ask for this host name (or IP literal)? Decided before any DNS query."""
+    literal = _literal(host)
+    if policy.mode == "none":
+        return Decision(False, "network is none")
+    if literal is not None:
+        if any(literal in net for net in policy.cidrs):
+            return Decision(True, "address in an allowed CIDR")
+        if policy.mode == "open" and not _refused(literal):
+            return Decision(True, "open network")
+        return Decision(False, "IP literal not covered by an allowed CIDR")
+    name = host.lower().rstrip(".")
+    if policy.mode == "open":
+        return Decision(True, "open network")
+    for pattern in policy.domains:
+        if pattern.startswith("*."):
+            if name.endswith(pattern[1:]) and name != pattern[2:]:
+                return Decision(True, f"matches {pattern}")
+        elif name == pattern:
+            return Decision(True, f"matches {pattern}")
+    return Decision(False, "domain not in the allowlist")
+
+
+def decide_address(policy: Network, address: Address) -> Decision:
+    """May the proxy connect to this resolved address on the sandbox's behalf?"""
+    if any(_unmapped(address) in net for net in policy.cidrs):
+        return Decision(True, "address in an allowed CIDR")
+    if _refused(address):
+        return Decision(False, f"resolves to a {_REFUSED_REASON} ({address})")
+    return Decision(True, "public address")
+
+
+def _literal(host: str) -> Address | None:
+    try:
+        return _unmapped(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        return None
+
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _unmapped(address: Address) -> Address:
+    """The IPv4 address inside an IPv4-mapped or NAT64 IPv6 address; else the address."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped
+        if address in _NAT64:
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
+
+
+def _refused(address: Address) -> bool:
+    address = _unmapped(address)
+    return any(address.version == net.version and address in net for net in _REFUSED)

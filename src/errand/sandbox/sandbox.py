@@ -8,11 +8,13 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import string
 import subprocess
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from errand import _settings
 from errand.errors import ConfigError, SandboxError, SandboxNotFound, SandboxTerminated
 from errand.sandbox import _gc
 from errand.sandbox._channel import AgentChannel
+from errand.sandbox._egress import EgressEvent, EgressProxy, proxy_env
 from errand.sandbox._registry import Record, records
 from errand.sandbox._spec import SandboxSpec
 from errand.sandbox.backend import Backend, get_backend
@@ -54,6 +57,7 @@ class AsyncSandbox:
         self._backend = backend
         self._process = process
         self._dead = asyncio.Event()
+        self._proxy: EgressProxy | None = None
         self._terminated = False
         self._finished = False
         self._finish_lock = threading.Lock()
@@ -81,6 +85,9 @@ class AsyncSandbox:
     ) -> AsyncSandbox:
         """Create a sandbox. Everything about it is declared here and validated first."""
         spec_args = _validate(image, mounts, network, resources, timeout, idle_timeout, workdir, env)
+        if detach and spec_args["network"] != Network.none():
+            raise ConfigError("a detached sandbox outlives this process, which serves the egress proxy; "
+                              "detached sandboxes can only use Network.none()", code="invalid_network")
         backend = get_backend(isolation)
         backend.check()
         _gc.collect_once()
@@ -98,7 +105,43 @@ class AsyncSandbox:
             for path in copies:
                 shutil.rmtree(path, ignore_errors=True)
             raise
-        return cls(record, backend, getattr(record, "process", None))
+        sandbox = cls(record, backend, getattr(record, "process", None))
+        channel = getattr(record, "proxy_channel", None)
+        if channel is not None:
+            try:
+                await sandbox._serve_egress(channel, spec.network)
+            except BaseException:
+                await sandbox.terminate()
+                raise
+        return sandbox
+
+    async def _serve_egress(self, channel: socket.socket, network: Network) -> None:
+        """Receive the proxy listener the launcher made inside the sandbox's network namespace."""
+        loop = asyncio.get_running_loop()
+        channel.setblocking(False)
+        received: asyncio.Future[list[int]] = loop.create_future()
+
+        def ready() -> None:
+            try:
+                _data, fds, _flags, _address = socket.recv_fds(channel, 1, 1)
+            except BlockingIOError:
+                return
+            loop.remove_reader(channel.fileno())
+            if not received.done():
+                received.set_result(fds)
+
+        loop.add_reader(channel.fileno(), ready)
+        try:
+            fds = await asyncio.wait_for(received, 30)
+        finally:
+            loop.remove_reader(channel.fileno())
+            channel.close()
+        if not fds:
+            raise SandboxError(f"sandbox {self.id} failed to start: {self._record.log_tail().strip()}",
+                               sandbox_id=self.id, code="start_failed")
+        self._proxy = _egress_proxy()
+        listener = socket.socket(fileno=fds[0])
+        await self._proxy.serve(self.id, listener, network, self._record.directory / "egress.log")
 
     @classmethod
     async def from_id(cls, sandbox_id: str) -> AsyncSandbox:
@@ -129,7 +172,8 @@ class AsyncSandbox:
         argv = _argv(args)
         directory = sandbox_path(cwd, what="cwd") if cwd is not None else self._record.workdir
         uid, gid = await self._resolve_user(user)
-        environment = {**dict(self._image.env), **self._record.env, **(env or {})}
+        proxy = proxy_env() if self._record.proxied else {}
+        environment = {**dict(self._image.env), **proxy, **self._record.env, **(env or {})}
         _check_env(environment)
         if timeout is not None and timeout <= 0:
             raise ConfigError(f"timeout must be positive, not {timeout!r}", code="invalid_timeout")
@@ -222,6 +266,35 @@ class AsyncSandbox:
         store.copy_tree_into(self._backend.upper_dir(self._record), partial)
         store.commit(partial, layer)
 
+    # ---------------------------------------------------------------- network
+
+    async def set_network(self, network: Network) -> None:
+        """Replace the egress policy at once; live connections it forbids are closed."""
+        if not isinstance(network, Network):
+            raise ConfigError("set_network takes a Network value, e.g. Network.none()", code="invalid_network")
+        self._ensure_alive()
+        if self._proxy is None:
+            raise SandboxError("only the process that created a sandbox serves its egress proxy and can change "
+                               "its policy", sandbox_id=self.id, code="not_owner")
+        self._proxy.set_policy(self.id, network)
+
+    async def egress_log(self) -> builtins.list[EgressEvent]:
+        """Every egress decision so far (bounded): time, host, port, verdict, reason, bytes."""
+        try:
+            text = (self._record.directory / "egress.log").read_text()
+        except FileNotFoundError:
+            return []
+        return [EgressEvent(**json.loads(line)) for line in text.splitlines() if line.strip()]
+
+    async def egress_events(self) -> AsyncIterator[EgressEvent]:
+        """Egress decisions as they happen, until the sandbox ends."""
+        if self._proxy is None:
+            raise SandboxError("egress events stream only in the process that created the sandbox",
+                               sandbox_id=self.id, code="not_owner")
+        queue = self._proxy.subscribe(self.id)
+        while (event := await queue.get()) is not None:
+            yield event
+
     @property
     def alive(self) -> bool:
         return not self._dead.is_set() and self._record.processes_alive()
@@ -235,6 +308,8 @@ class AsyncSandbox:
         if self._terminated:
             return
         self._terminated = True
+        if self._proxy is not None:
+            await self._proxy.stop(self.id)
         await asyncio.to_thread(self._backend.kill, self._record)
         if self._process is not None or self._pidfd is not None:
             try:
@@ -331,9 +406,9 @@ def _validate(image: object, mounts: Sequence[Mount], network: Network | None, r
             raise ConfigError(f"{name} must be a positive number of seconds or None, not {value!r}",
                               code="invalid_timeout")
     network = network or Network.none()
-    if network.mode != "none":
-        raise ConfigError("egress allowlists need errand's egress proxy, which this build does not have "
-                          "yet; use Network.none()", code="network_unsupported")
+    if not isinstance(network, Network):
+        raise ConfigError("network must be a Network value, e.g. Network.allow('example.org')",
+                          code="invalid_network")
     if resources is not None and not isinstance(resources, Resources):
         raise ConfigError("resources must be a Resources(...) value", code="invalid_limit")
     environment = dict(env or {})
@@ -362,6 +437,17 @@ def _argv(args: Iterable[str]) -> list[str]:
             raise ConfigError(f"command arguments must be strings without NUL bytes, not {arg!r}",
                               code="invalid_command")
     return argv
+
+
+_proxies: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, EgressProxy] = weakref.WeakKeyDictionary()
+
+
+def _egress_proxy() -> EgressProxy:
+    loop = asyncio.get_running_loop()
+    proxy = _proxies.get(loop)
+    if proxy is None:
+        proxy = _proxies[loop] = EgressProxy()
+    return proxy
 
 
 def _new_id() -> str:

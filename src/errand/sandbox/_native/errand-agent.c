@@ -28,7 +28,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <arpa/inet.h>
 #include <linux/capability.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -122,6 +126,47 @@ static void mount_root(const char *run, const char *lower, const char *tmpfs_opt
     free(opts);
 }
 
+/* A network namespace owned by the host's (initial) user namespace: processes
+ * in the sandbox's own user namespace hold no capability over it, so they can
+ * change no address, route or filter. Only loopback is up. */
+static void make_netns(void) {
+    if (unshare(CLONE_NEWNET) < 0) die("unshare network namespace");
+    int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    strcpy(ifr.ifr_name, "lo");
+    if (sock < 0 || ioctl(sock, SIOCGIFFLAGS, &ifr) < 0) die("read loopback flags");
+    ifr.ifr_flags |= IFF_UP;
+    if (ioctl(sock, SIOCSIFFLAGS, &ifr) < 0) die("bring loopback up");
+    close(sock);
+}
+
+/* The egress proxy's listening socket, made inside the sandbox's network
+ * namespace and sent to the host over `channel`; the host serves it. */
+static void send_proxy_listener(int channel, int port) {
+    int sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (sock < 0 || setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        bind(sock, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(sock, 1024) < 0)
+        die("proxy listener");
+    char byte = 'L';
+    struct iovec iov = {&byte, 1};
+    union { struct cmsghdr h; char space[CMSG_SPACE(sizeof(int))]; } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
+                         .msg_controllen = sizeof control.space};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &sock, sizeof(int));
+    if (sendmsg(channel, &msg, 0) != 1) die("send proxy listener");
+    close(sock);
+    close(channel);
+}
+
 /* Host paths the sandbox binds are first bound here, as root, at <run>/b/<n>:
  * bwrap resolves its sources by path as the unprivileged uid, which may not be
  * able to traverse to them (a project under /root, say). */
@@ -141,7 +186,7 @@ static void stage_binds(const char *run, const char **binds, int nbinds) {
 static int launch(int argc, char **argv) {
     const char *run = NULL, *lower = NULL, *tmpfs_opts = "size=1g,mode=0711";
     const char *binds[256];
-    int nbinds = 0;
+    int nbinds = 0, proxy_channel = -1, proxy_port = 0, own_netns = 0;
     uid_t uid = 0;
     int i = 2;
     for (; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
@@ -153,12 +198,17 @@ static int launch(int argc, char **argv) {
         else if (strcmp(key, "--tmpfs") == 0) tmpfs_opts = val;
         else if (strcmp(key, "--uid") == 0) uid = (uid_t)strtoul(val, NULL, 10);
         else if (strcmp(key, "--bind") == 0 && nbinds < 256) binds[nbinds++] = val;
+        else if (strcmp(key, "--netns") == 0) own_netns = strcmp(val, "new") == 0;
+        else if (strcmp(key, "--proxy-channel") == 0) proxy_channel = atoi(val);
+        else if (strcmp(key, "--proxy-port") == 0) proxy_port = atoi(val);
         else { fprintf(stderr, "errand-agent: unknown option %s\n", key); return 2; }
     }
     if (!run || !lower || uid == 0 || i + 1 >= argc) {
         fprintf(stderr, "errand-agent: launch needs --run, --lower, --uid and a command\n");
         return 2;
     }
+    if (own_netns) make_netns();
+    if (proxy_channel >= 0) send_proxy_listener(proxy_channel, proxy_port);
     int userns = make_userns(uid);
     mount_root(run, lower, tmpfs_opts, uid);
     stage_binds(run, binds, nbinds);
