@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -34,6 +35,16 @@ def cache_dir() -> Path:
         return Path(explicit)
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return Path(cache) / "errand"
+
+
+def cgroup_scope() -> str:
+    """A short tag for this runtime directory, prefixed to its sandboxes' cgroup names.
+
+    cgroups are machine-wide; runtime directories are not. gc reaps only the
+    groups of its own runtime directory, so two errand installations (or two
+    test sessions) on one machine never reap each other's sandboxes.
+    """
+    return hashlib.sha256(str(runtime_dir().resolve()).encode()).hexdigest()[:8]
 
 
 def sandbox_uid() -> int:

@@ -51,7 +51,8 @@ def _snapshot_of_host() -> dict[str, object]:
     return {
         "processes": len(_sandbox_processes()),
         "mounts": len(_host_mounts()),
-        "cgroups": sorted(name for name in Cgroup.list_names() if name in _ours),
+        "cgroups": sorted(name for name in Cgroup.list_names()
+                          if name.removeprefix(_settings.cgroup_scope() + "-") in _ours),
         "runtime": sorted(os.listdir(runtime)) if runtime.is_dir() else [],
         "scratch": sorted(os.listdir(scratch)) if scratch.is_dir() else [],
     }

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from errand import _settings
+from errand.errors import SandboxError
 from errand.sandbox._cgroups import Cgroup
 from errand.sandbox._registry import records
 from errand.sandbox.layers import LayerStore
@@ -60,9 +61,14 @@ def collect() -> GcReport:
         if time.time() - path.stat().st_mtime > _CREATION_GRACE:
             shutil.rmtree(path, ignore_errors=True)
             report.sandboxes.append(entry)
+    scope = _settings.cgroup_scope() + "-"
     for name in Cgroup.list_names():
-        if name.startswith("sb-") and name not in known and name not in in_creation:
-            Cgroup.open(name).remove()
+        sandbox_id = name.removeprefix(scope)
+        if name.startswith(scope) and sandbox_id not in known and sandbox_id not in in_creation:
+            try:
+                Cgroup.open(name).remove()
+            except SandboxError:
+                continue  # another process's gc got there first
             report.cgroups.append(name)
     report.scratch = _scratch(known | in_creation)
     LayerStore().remove_partials()

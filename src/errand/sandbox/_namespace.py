@@ -60,7 +60,7 @@ class NamespaceBackend:
             listener.listen(128)
             limits = Limits(memory_bytes=spec.resources.memory, pids=spec.resources.pids,
                             cpus=spec.resources.cpus)
-            cgroup = Cgroup.create(spec.id, limits)
+            cgroup = Cgroup.create(f"{_settings.cgroup_scope()}-{spec.id}", limits)
             return self._spawn(spec, directory, listener, cgroup, copy_layers)
         except BaseException:
             if cgroup is not None:

@@ -42,9 +42,15 @@ class AsyncStream:
         while line := await self._reader.readline():
             yield line.decode(errors="replace") if self._text else line
 
-    async def read(self) -> str | bytes:
-        data = await self._reader.read()
+    async def read(self, size: int = -1) -> str | bytes:
+        """Everything until the stream ends, or with ``size``, at most that many bytes as they come."""
+        data = await self._reader.read(size)
         return data.decode(errors="replace") if self._text else data
+
+    async def chunks(self, size: int = 65536) -> AsyncIterator[bytes]:
+        """Raw output as it arrives, however long its lines."""
+        while chunk := await self._reader.read(size):
+            yield chunk
 
 
 class AsyncWriter:

@@ -93,7 +93,8 @@ class AsyncSandbox:
         _gc.collect_once()
         config = await (image or Image.base()).build_async(log=log)
         spec = SandboxSpec(id=_new_id(), image=config, detach=detach,
-                           workdir=workdir or config.workdir, **spec_args)  # type: ignore[arg-type]
+                           workdir=spec_args.pop("workdir", None) or config.workdir,  # type: ignore[arg-type]
+                           **spec_args)  # type: ignore[arg-type]
         return await cls._start(backend, spec)
 
     @classmethod
