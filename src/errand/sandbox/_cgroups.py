@@ -244,6 +244,19 @@ class Cgroup:
     def procs_files(self) -> list[str]:
         return [os.path.join(d, "cgroup.procs") for d in self._dirs()]
 
+    def join_files(self) -> list[str]:
+        """The files a *single-threaded* process writes "0" to, to join this group.
+
+        Writing to a ``cgroup.procs`` file waits for an RCU grace period (~10 ms
+        here); a v1 ``tasks`` file moves the one thread without it. On hybrid
+        hosts the v2 group carries no controller, so it is not joined: kill()
+        then works through the v1 freezer, which it does anyway when v2 is absent.
+        """
+        v1 = [os.path.join(d, "tasks") for d in dict.fromkeys(self.v1_dirs.values())]
+        if v1:
+            return v1
+        return [os.path.join(self.v2_dir, "cgroup.procs")] if self.v2_dir else []
+
     def pids(self) -> list[int]:
         """Every pid in the group in any hierarchy (a half-placed process counts too)."""
         found: set[int] = set()

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import array
 import asyncio
+import collections
 import os
 import socket
 import struct
+from typing import Any
 
 from errand.errors import SandboxError, SandboxTerminated
 
@@ -47,7 +49,9 @@ class AgentChannel:
         self._dead = dead
         self._buffer = bytearray()
         self._fds: list[int] = []
-        self._replies: asyncio.Queue[AgentReply | None] = asyncio.Queue()
+        self._replies: collections.deque[AgentReply] = collections.deque()
+        self._eof = False
+        self._wakeup: asyncio.Future[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(sock.fileno(), self._on_readable)
 
@@ -79,25 +83,29 @@ class AgentChannel:
                                     sandbox_id=self._sandbox_id) from None
 
     async def receive(self) -> AgentReply:
-        """The next message; raises SandboxTerminated if the sandbox ends first."""
-        get = asyncio.ensure_future(self._replies.get())
-        waits: set[asyncio.Future[object]] = {get}  # type: ignore[arg-type]
-        dead = asyncio.ensure_future(self._dead.wait()) if self._dead is not None else None
-        if dead is not None:
-            waits.add(dead)  # type: ignore[arg-type]
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
+        """The next message; raises SandboxTerminated if the sandbox ends first.
+
+        Messages wait in a queue that only this method takes from, so a receive
+        that is cancelled (a timeout, say) loses nothing: the next one gets it.
+        """
+        while not self._replies:
+            if self._eof:
+                raise SandboxTerminated(f"sandbox {self._sandbox_id} closed the connection",
+                                        sandbox_id=self._sandbox_id)
+            if self._dead is not None and self._dead.is_set():
+                raise SandboxTerminated(f"sandbox {self._sandbox_id} has ended", sandbox_id=self._sandbox_id)
+            self._wakeup = self._loop.create_future()
+            waits: list[asyncio.Future[Any]] = [self._wakeup]
+            dead = asyncio.ensure_future(self._dead.wait()) if self._dead is not None else None
             if dead is not None:
-                dead.cancel()
-        if not get.done():
-            get.cancel()
-            raise SandboxTerminated(f"sandbox {self._sandbox_id} has ended", sandbox_id=self._sandbox_id)
-        reply = get.result()
-        if reply is None:
-            raise SandboxTerminated(f"sandbox {self._sandbox_id} closed the connection",
-                                    sandbox_id=self._sandbox_id)
-        return reply
+                waits.append(dead)
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if dead is not None:
+                    dead.cancel()
+                self._wakeup = None
+        return self._replies.popleft()
 
     def close(self) -> None:
         if self._sock.fileno() >= 0:
@@ -121,7 +129,8 @@ class AgentChannel:
                 self._fds.extend(array.array("i", raw[:usable]))
         if not data:
             self._loop.remove_reader(self._sock.fileno())
-            self._replies.put_nowait(None)
+            self._eof = True
+            self._wake()
             return
         self._buffer += data
         self._parse()
@@ -135,7 +144,12 @@ class AgentChannel:
             del self._buffer[:4 + length]
             fields = payload.decode("utf-8", "surrogateescape").split("\0")
             fds, self._fds = self._fds, []
-            self._replies.put_nowait(AgentReply(fields, fds))
+            self._replies.append(AgentReply(fields, fds))
+            self._wake()
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
 
     async def _wait_writable(self) -> None:
         ready = self._loop.create_future()

@@ -57,6 +57,11 @@ _DPKG_OPTIONS = (
 _MERGED_USR_HOOK = Path("/usr/share/mmdebstrap/hooks/maybe-merged-usr")
 _ENV = (("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"), ("HOME", "/root"),
         ("LANG", "C.UTF-8"))
+# Commands in a sandbox run without capabilities, so apt cannot switch to its _apt
+# user to download, nor use _apt-owned directories; the sandbox is the isolation.
+_APT_SANDBOX = ("// errand: sandboxed commands hold no capabilities, so apt downloads as root\n"
+                'APT::Sandbox::User "root";\n')
+_APT_PARTIALS = ("var/lib/apt/lists/partial", "var/cache/apt/archives/partial")
 _HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 _SUITE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+-]*$")
 _ID_RANGE = 65536  # in-sandbox ids 0..65535 are mapped
@@ -234,7 +239,7 @@ async def debian_config(store: LayerStore, suite: str, log: LogSink) -> ImageCon
 def _layer_id(suite: str, mirror: str, components: tuple[str, ...], base: int) -> str:
     month = datetime.datetime.now(datetime.UTC).strftime("%Y-%m")
     recipe = [_RECIPE, suite, mirror, ",".join(components), _VARIANT, str(base), os.uname().machine, month,
-              *_INCLUDE, *_APT_OPTIONS, *_DPKG_OPTIONS, str(_MERGED_USR_HOOK.is_dir())]
+              *_INCLUDE, *_APT_OPTIONS, *_DPKG_OPTIONS, str(_MERGED_USR_HOOK.is_dir()), _APT_SANDBOX]
     digest = hashlib.sha256("\0".join(recipe).encode()).hexdigest()[:24]
     return f"debian-{suite}-{digest}"
 
@@ -304,7 +309,7 @@ def _emit(raw: bytes, tail: collections.deque[str], log: LogSink) -> None:
 # ------------------------------------------------------------------ after mmdebstrap
 
 def _finish_root(root: Path, base: int) -> None:
-    """Trim what a sandbox supplies itself, write its identity, then shift ids to the sandbox range."""
+    """Trim what a sandbox supplies itself, fit it to capability-less root, then shift ids to the sandbox range."""
     _refuse_mounts(root)
     for name in ("dev", "proc", "sys"):
         directory = root / name
@@ -323,6 +328,11 @@ def _finish_root(root: Path, base: int) -> None:
         (etc / name).unlink(missing_ok=True)  # mmdebstrap may leave a copy of the host's
         (etc / name).write_text(text)
         os.chmod(etc / name, 0o644)
+    (etc / "apt/apt.conf.d/00errand-sandbox").write_text(_APT_SANDBOX)
+    os.chmod(etc / "apt/apt.conf.d/00errand-sandbox", 0o644)
+    for name in _APT_PARTIALS:
+        if (root / name).is_dir():
+            os.lchown(root / name, 0, 0)
     if not (etc / "hosts").exists():
         (etc / "hosts").write_text(_HOSTS)
         os.chmod(etc / "hosts", 0o644)

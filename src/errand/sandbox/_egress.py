@@ -21,18 +21,18 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from errand.sandbox._tls import TLS_RECORD_HEADER, client_hello_length, server_name
-from errand.sandbox.network import Address, Decision, Network, decide_address, decide_name
+from errand.sandbox.network import Address, Network, decide_address, decide_name
 
 __all__ = ["PROXY_PORT", "EgressEvent", "EgressProxy", "proxy_env"]
 
 PROXY_PORT = 3128
 _HEAD_LIMIT = 65536
-_HEAD_TIMEOUT = 30.0
+_HEAD_TIMEOUT = 10.0
+_MAX_CONNECTIONS = 512  # per sandbox
 _CONNECT_TIMEOUT = 10.0
 _LOG_LIMIT = 1 << 20  # bytes of egress log kept per sandbox
 
@@ -54,7 +54,7 @@ class EgressEvent:
     time: float
     host: str
     port: int
-    verdict: str  # "allowed" or "denied"
+    verdict: str  # "allowed" (opened), "denied", or "closed" (with the bytes it carried)
     reason: str
     bytes_out: int = 0
     bytes_in: int = 0
@@ -68,7 +68,24 @@ class _Refused(Exception):
         self.status = status
 
 
-Resolver = Callable[[str, int], "asyncio.Future[list[str]] | object"]
+class _Connection:
+    """One client connection, tracked from accept, so a policy change reaches it at any stage."""
+
+    def __init__(self, client: asyncio.WriteTransport) -> None:
+        self.client = client
+        self.upstream: asyncio.WriteTransport | None = None
+        self.host, self.port, self.address = "?", 0, ""
+        self.answered = False  # a CONNECT was answered 200: no HTTP error can follow
+
+    def allowed_under(self, policy: Network) -> bool:
+        if self.host != "?" and not decide_name(policy, self.host).allowed:
+            return False
+        return not self.address or decide_address(policy, ipaddress.ip_address(self.address)).allowed
+
+    def abort(self) -> None:
+        for transport in (self.client, self.upstream):
+            if transport is not None and not transport.is_closing():
+                transport.abort()
 
 
 class EgressProxy:
@@ -77,7 +94,7 @@ class EgressProxy:
     def __init__(self) -> None:
         self._policies: dict[str, Network] = {}
         self._servers: dict[str, asyncio.base_events.Server] = {}
-        self._live: dict[str, set[_Tunnel]] = {}
+        self._live: dict[str, set[_Connection]] = {}
         self._logs: dict[str, Path] = {}
         self._listeners: dict[str, list[asyncio.Queue[EgressEvent | None]]] = {}
 
@@ -96,11 +113,11 @@ class EgressProxy:
         """Swap the policy; close live connections it forbids. Returns how many were closed."""
         self._policies[sandbox_id] = policy
         closed = 0
-        for tunnel in list(self._live.get(sandbox_id, ())):
-            if not tunnel.still_allowed(policy):
-                tunnel.abort()
+        for connection in list(self._live.get(sandbox_id, ())):
+            if not connection.allowed_under(policy):
+                connection.abort()
                 closed += 1
-                self._record(sandbox_id, EgressEvent(time.time(), tunnel.host, tunnel.port, "denied",
+                self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "denied",
                                                      "closed: the new policy forbids it"))
         return closed
 
@@ -108,8 +125,8 @@ class EgressProxy:
         server = self._servers.pop(sandbox_id, None)
         if server is not None:
             server.close()
-        for tunnel in self._live.pop(sandbox_id, set()):
-            tunnel.abort()
+        for connection in self._live.pop(sandbox_id, set()):
+            connection.abort()
         self._policies.pop(sandbox_id, None)
         self._logs.pop(sandbox_id, None)
         for queue in self._listeners.pop(sandbox_id, []):
@@ -117,100 +134,106 @@ class EgressProxy:
 
     def subscribe(self, sandbox_id: str) -> asyncio.Queue[EgressEvent | None]:
         queue: asyncio.Queue[EgressEvent | None] = asyncio.Queue()
-        self._listeners.setdefault(sandbox_id, []).append(queue)
+        if sandbox_id in self._servers:
+            self._listeners.setdefault(sandbox_id, []).append(queue)
+        else:
+            queue.put_nowait(None)  # already stopped: the stream is over
         return queue
+
+    def unsubscribe(self, sandbox_id: str, queue: asyncio.Queue[EgressEvent | None]) -> None:
+        queues = self._listeners.get(sandbox_id, [])
+        if queue in queues:
+            queues.remove(queue)
 
     # ---------------------------------------------------------------- requests
 
     async def _handle(self, sandbox_id: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        _no_delay(writer)
-        host, port = "?", 0
+        live = self._live.get(sandbox_id)
+        if live is None or len(live) >= _MAX_CONNECTIONS:
+            # One sandbox must not exhaust the descriptors every other sandbox here needs.
+            writer.transport.abort()
+            return
+        _no_delay(writer.get_extra_info("socket"))
+        connection = _Connection(writer.transport)
+        live.add(connection)
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEAD_TIMEOUT)
+            async with asyncio.timeout(_HEAD_TIMEOUT):
+                head = await reader.readuntil(b"\r\n\r\n")
             method, target, headers = _parse_head(head)
             if method == "CONNECT":
-                host, port = _split_host_port(target, 443)
-                await self._tunnel(sandbox_id, host, port, reader, writer)
+                connection.host, connection.port = _split_host_port(target, 443)
+                await self._tunnel(sandbox_id, connection, reader, writer)
             else:
-                host, port, request = _origin_request(method, target, headers, head)
-                await self._forward(sandbox_id, host, port, request, reader, writer)
+                connection.host, connection.port, path = _absolute_target(target)
+                request = _origin_request(method, path, headers, connection.host, connection.port)
+                self._check_name(sandbox_id, connection.host)
+                await self._relay(sandbox_id, connection, request + _buffered(reader))
         except _Refused as refusal:
-            self._record(sandbox_id, EgressEvent(time.time(), host, port, "denied", refusal.reason))
-            await _reply(writer, refusal.status, refusal.reason)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError, ValueError):
-            await _reply(writer, 400, "bad proxy request")
+            self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "denied",
+                                                 refusal.reason))
+            if not connection.answered:
+                await _reply(writer, refusal.status, refusal.reason)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError,
+                ValueError, UnicodeError):
+            if not connection.answered:
+                await _reply(writer, 400, "bad proxy request")
         finally:
-            writer.close()
+            live.discard(connection)
+            connection.abort()
 
-    async def _open(self, sandbox_id: str, host: str, port: int) -> tuple[asyncio.StreamReader,
-                                                                          asyncio.StreamWriter, str]:
-        policy = self._policies[sandbox_id]
+    def _check_name(self, sandbox_id: str, host: str) -> Network:
+        policy = self._policies.get(sandbox_id)
+        if policy is None:
+            raise _Refused("the sandbox has ended")
         decision = decide_name(policy, host)
         if not decision.allowed:
             raise _Refused(decision.reason)
-        addresses = await _resolve(host, port)
+        return policy
+
+    async def _tunnel(self, sandbox_id: str, connection: _Connection, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        host = connection.host
+        # Name and addresses are checked before answering, so a refusal is a clear 403;
+        # but nothing is connected until the ClientHello shows which name the client
+        # really wants, so a fronting attempt never reaches any server.
+        await self._addresses(sandbox_id, connection)
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        connection.answered = True
+        hello = await _client_hello(reader)
+        sni = server_name(hello)
+        if sni is None and _literal(host) is None:
+            raise _Refused("TLS ClientHello without a server name")
+        if sni is not None and sni != host.rstrip(".").lower():
+            raise _Refused(f"TLS server name {sni!r} does not match CONNECT host {host!r}")
+        await self._relay(sandbox_id, connection, hello + _buffered(reader))
+
+    async def _addresses(self, sandbox_id: str, connection: _Connection) -> list[Address]:
+        """The name is checked (before any lookup), resolved here, and each address checked."""
+        policy = self._check_name(sandbox_id, connection.host)
+        addresses = await _resolve(connection.host, connection.port)
         if not addresses:
-            raise _Refused(f"cannot resolve {host}", 502)
+            raise _Refused(f"cannot resolve {connection.host}", 502)
         verdicts = [(address, decide_address(policy, address)) for address in addresses]
         usable = [address for address, verdict in verdicts if verdict.allowed]
         if not usable:
             raise _Refused(verdicts[0][1].reason)
-        last_error: Exception | None = None
-        for address in usable:
-            try:
-                upstream_reader, upstream_writer = await asyncio.wait_for(
-                    asyncio.open_connection(str(address), port), _CONNECT_TIMEOUT)
-            except (OSError, TimeoutError) as error:
-                last_error = error
-                continue
-            _no_delay(upstream_writer)
-            return upstream_reader, upstream_writer, str(address)
-        raise _Refused(f"cannot connect to {host}:{port} ({last_error})", 502)
+        return usable
 
-    async def _tunnel(self, sandbox_id: str, host: str, port: int, reader: asyncio.StreamReader,
-                      writer: asyncio.StreamWriter) -> None:
-        upstream_reader, upstream_writer, address = await self._open(sandbox_id, host, port)
+    async def _relay(self, sandbox_id: str, connection: _Connection, first: bytes) -> None:
+        """Connect to a checked address, then splice the two transports directly."""
+        usable = await self._addresses(sandbox_id, connection)  # the policy may have changed meanwhile
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        counts = [len(first), 0, 0]  # bytes out, bytes in, directions ended
+        connection.upstream = await _connect(connection, usable, done, counts)
+        self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "allowed",
+                                             "allowed by policy", address=connection.address))
+        _hand_over(connection.client, _Relay(connection.upstream, done, counts, 0))
+        connection.upstream.write(first)
         try:
-            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            await writer.drain()
-            first = await _client_hello(reader)
-            if first is not None:
-                if (sni := server_name(first)) is not None and sni != host.lower().rstrip("."):
-                    raise _Refused(f"TLS server name {sni!r} does not match CONNECT host {host!r}")
-                if sni is None and _literal(host) is None:
-                    raise _Refused("TLS ClientHello without a server name")
-                upstream_writer.write(first)
-        except BaseException:
-            upstream_writer.close()
-            raise
-        await self._splice(sandbox_id, host, port, address, reader, writer, upstream_reader, upstream_writer,
-                           sent=len(first or b""))
-
-    async def _forward(self, sandbox_id: str, host: str, port: int, request: bytes, reader: asyncio.StreamReader,
-                       writer: asyncio.StreamWriter) -> None:
-        upstream_reader, upstream_writer, address = await self._open(sandbox_id, host, port)
-        upstream_writer.write(request)
-        await self._splice(sandbox_id, host, port, address, reader, writer, upstream_reader, upstream_writer,
-                           sent=len(request))
-
-    async def _splice(self, sandbox_id: str, host: str, port: int, address: str, reader: asyncio.StreamReader,
-                      writer: asyncio.StreamWriter, upstream_reader: asyncio.StreamReader,
-                      upstream_writer: asyncio.StreamWriter, sent: int) -> None:
-        tunnel = _Tunnel(host, port, writer, upstream_writer)
-        live = self._live.get(sandbox_id)
-        if live is None:
-            upstream_writer.close()
-            return
-        live.add(tunnel)
-        counts = [sent, 0]
-        try:
-            await asyncio.gather(_pump(reader, upstream_writer, counts, 0),
-                                 _pump(upstream_reader, writer, counts, 1))
+            await done
         finally:
-            live.discard(tunnel)
-            upstream_writer.close()
-            self._record(sandbox_id, EgressEvent(time.time(), host, port, "allowed",
-                                                 "allowed by policy", counts[0], counts[1], address))
+            self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "closed",
+                                                 "connection ended", counts[0], counts[1], connection.address))
 
     # ------------------------------------------------------------------- log
 
@@ -230,54 +253,124 @@ class EgressProxy:
             pass  # the sandbox's directory is gone: it has ended
 
 
-class _Tunnel:
-    def __init__(self, host: str, port: int, client: asyncio.StreamWriter, upstream: asyncio.StreamWriter) -> None:
-        self.host, self.port = host, port
-        self._client, self._upstream = client, upstream
+class _Relay(asyncio.Protocol):
+    """Copies what one side sends straight to the other, with flow control both ways."""
 
-    def still_allowed(self, policy: Network) -> bool:
-        return decide_name(policy, self.host).allowed
+    def __init__(self, peer: asyncio.WriteTransport, done: asyncio.Future[None], counts: list[int],
+                 index: int) -> None:
+        self.peer = peer
+        self.done, self.counts, self.index = done, counts, index
 
-    def abort(self) -> None:
-        for writer in (self._client, self._upstream):
-            transport = writer.transport
-            if not transport.is_closing():
-                transport.abort()
+    def data_received(self, data: bytes) -> None:
+        self.counts[self.index] += len(data)
+        self.peer.write(data)
 
+    def eof_received(self) -> bool:
+        # counts[2] counts the directions that have ended; when both have, nothing is left to carry.
+        self.counts[2] += 1
+        if self.counts[2] < 2 and self.peer.can_write_eof():
+            self.peer.write_eof()
+            return True  # half-close: the other direction may still be talking
+        self.peer.close()
+        return False
 
-async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, counts: list[int], index: int) -> None:
-    try:
-        while chunk := await source.read(65536):
-            counts[index] += len(chunk)
-            sink.write(chunk)
-            await sink.drain()
-        if sink.can_write_eof():
-            sink.write_eof()
-    except (ConnectionError, OSError):
-        sink.transport.abort()
+    def pause_writing(self) -> None:
+        # This side's send buffer is full: stop reading from the side that fills it.
+        if isinstance(self.peer, asyncio.ReadTransport):
+            self.peer.pause_reading()
 
+    def resume_writing(self) -> None:
+        if isinstance(self.peer, asyncio.ReadTransport):
+            self.peer.resume_reading()
 
-async def _client_hello(reader: asyncio.StreamReader) -> bytes | None:
-    """The first TLS record the client sends, or None if it does not speak TLS first."""
-    try:
-        header = await asyncio.wait_for(reader.readexactly(TLS_RECORD_HEADER), _HEAD_TIMEOUT)
-    except asyncio.IncompleteReadError as partial:
-        return partial.partial or None
-    length = client_hello_length(header)
-    if length is None:
-        raise _Refused("the tunnel must start with a TLS ClientHello")
-    return header + await asyncio.wait_for(reader.readexactly(length - TLS_RECORD_HEADER), _HEAD_TIMEOUT)
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.peer.is_closing():
+            self.peer.close()
+        if not self.done.done():
+            self.done.set_result(None)
 
 
-def _parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:
+async def _connect(connection: _Connection, addresses: list[Address], done: asyncio.Future[None],
+                   counts: list[int]) -> asyncio.WriteTransport:
+    loop = asyncio.get_running_loop()
+    last_error: Exception | None = None
+    for address in addresses:
+        try:
+            async with asyncio.timeout(_CONNECT_TIMEOUT):
+                transport, _ = await loop.create_connection(
+                    lambda: _Relay(connection.client, done, counts, 1), str(address), connection.port)
+        except (OSError, TimeoutError) as error:
+            last_error = error
+            continue
+        _no_delay(transport.get_extra_info("socket"))
+        connection.address = str(address)
+        return transport
+    raise _Refused(f"cannot connect to {connection.host}:{connection.port} ({last_error})", 502)
+
+
+def _hand_over(client: asyncio.WriteTransport, relay: _Relay) -> None:
+    """Move the client's transport from its stream reader to the relay."""
+    client.set_protocol(relay)
+    if isinstance(client, asyncio.ReadTransport) and not client.is_reading():
+        client.resume_reading()  # the stream reader may have paused it when its buffer filled
+
+
+def _buffered(reader: asyncio.StreamReader) -> bytes:
+    """Bytes the client sent beyond what was parsed (TLS early data, say): none may be lost
+    when its transport passes from the stream reader to the relay."""
+    buffer = getattr(reader, "_buffer", b"")
+    data = bytes(buffer)
+    if isinstance(buffer, bytearray):
+        buffer.clear()
+    return data
+
+
+async def _client_hello(reader: asyncio.StreamReader) -> bytes:
+    """The first TLS record the client sends; a tunnel that does not start with one is refused."""
+    async with asyncio.timeout(_HEAD_TIMEOUT):
+        header = await reader.readexactly(TLS_RECORD_HEADER)
+        length = client_hello_length(header)
+        if length is None:
+            raise _Refused("a tunnel must start with a TLS ClientHello (only TLS is carried)")
+        return header + await reader.readexactly(length - TLS_RECORD_HEADER)
+
+
+def _parse_head(head: bytes) -> tuple[str, str, list[tuple[str, str]]]:
     lines = head.decode("latin-1").split("\r\n")
     method, target, _version = lines[0].split(" ", 2)
-    headers = {}
+    headers = []
     for line in lines[1:]:
-        if ":" in line:
-            name, value = line.split(":", 1)
-            headers[name.strip().lower()] = value.strip()
+        if not line:
+            continue
+        if ":" not in line or line[0] in " \t":
+            raise ValueError("malformed header line")  # obsolete line folding could hide a second Host
+        name, value = line.split(":", 1)
+        headers.append((name.strip().lower(), value.strip()))
     return method.upper(), target, headers
+
+
+def _absolute_target(target: str) -> tuple[str, int, str]:
+    if not target.lower().startswith("http://"):
+        raise _Refused("only http:// URLs can be proxied without CONNECT", 400)
+    authority, _, path = target[7:].partition("/")
+    host, port = _split_host_port(authority.rsplit("@", 1)[-1], 80)
+    return host, port, "/" + path
+
+
+def _origin_request(method: str, path: str, headers: list[tuple[str, str]], host: str, port: int) -> bytes:
+    """The request as the origin server gets it: origin form, exactly one Host, one request."""
+    hosts = [value for name, value in headers if name == "host"]
+    if len(hosts) > 1:
+        raise _Refused("more than one Host header")
+    if hosts and _split_host_port(hosts[0], port) != (host, port):
+        raise _Refused(f"Host header {hosts[0]!r} does not match the request's host {host!r}")
+    hop_by_hop = ("host", "proxy-connection", "proxy-authorization", "connection", "keep-alive")
+    kept = [f"{name}: {value}" for name, value in headers if name not in hop_by_hop]
+    authority = host if port == 80 else f"{host}:{port}"
+    # One request per connection: a later request on a kept-alive connection could
+    # name another host without passing through these checks.
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {authority}", *kept, "Connection: close", "", ""]
+    return "\r\n".join(lines).encode("latin-1")
 
 
 def _split_host_port(target: str, default_port: int) -> tuple[str, int]:
@@ -292,26 +385,6 @@ def _split_host_port(target: str, default_port: int) -> tuple[str, int]:
     if not host or not 0 < port < 65536:
         raise ValueError(target)
     return host.lower().rstrip("."), port
-
-
-def _origin_request(method: str, target: str, headers: dict[str, str], head: bytes) -> tuple[str, int, bytes]:
-    """Turn an absolute-form proxy request into an origin-form request for one host."""
-    if not target.lower().startswith("http://"):
-        raise _Refused("only http:// URLs can be proxied without CONNECT", 400)
-    authority, _, path = target[7:].partition("/")
-    host, port = _split_host_port(authority.rsplit("@", 1)[-1], 80)
-    host_header = headers.get("host")
-    if host_header is not None and _split_host_port(host_header, port) != (host, port):
-        raise _Refused(f"Host header {host_header!r} does not match the request's host {host!r}")
-    lines = head.decode("latin-1").split("\r\n")
-    kept = [line for line in lines[1:] if line and line.split(":", 1)[0].strip().lower() not in
-            ("proxy-connection", "proxy-authorization", "connection", "keep-alive")]
-    if host_header is None:
-        kept.append(f"Host: {authority}")
-    # One request per connection: a later request on a kept-alive connection
-    # could name another host without passing through these checks.
-    request = "\r\n".join([f"{method} /{path} HTTP/1.1", *kept, "Connection: close", "", ""])
-    return host, port, request.encode("latin-1")
 
 
 async def _resolve(host: str, port: int) -> list[Address]:
@@ -344,8 +417,7 @@ def _literal(host: str) -> Address | None:
         return None
 
 
-def _no_delay(writer: asyncio.StreamWriter) -> None:
-    sock = writer.get_extra_info("socket")
+def _no_delay(sock: socket.socket | None) -> None:
     if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -371,5 +443,3 @@ def _trim(path: Path) -> None:
     partial.write_bytes(keep)
     os.replace(partial, path)
 
-
-_unused = Decision

@@ -52,10 +52,11 @@ class NamespaceBackend:
         directory.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(directory.parent, 0o711)
         directory.mkdir(mode=0o711)
-        (directory / "mnt").mkdir(mode=0o711)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        listener = None
         cgroup = None
         try:
+            (directory / "mnt").mkdir(mode=0o711)
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
             listener.bind(str(directory / "ctl"))
             listener.listen(128)
             limits = Limits(memory_bytes=spec.resources.memory, pids=spec.resources.pids,
@@ -68,7 +69,8 @@ class NamespaceBackend:
             shutil.rmtree(directory, ignore_errors=True)
             raise
         finally:
-            listener.close()
+            if listener is not None:
+                listener.close()
 
     def _spawn(self, spec: SandboxSpec, directory: Path, listener: socket.socket, cgroup: Cgroup,
                copy_layers: list[Path]) -> Record:
@@ -85,7 +87,7 @@ class NamespaceBackend:
             lower = self._lowerdirs(spec, copy_layers)
             bwrap = self._bwrap_args(spec, directory, listener.fileno(), seccomp, binds)
             launch = [str(agent_binary()), "launch",
-                      *[arg for path in cgroup.procs_files() for arg in ("--cgroup", path)],
+                      *[arg for path in cgroup.join_files() for arg in ("--cgroup", path)],
                       *[arg for path in staged for arg in ("--bind", path)],
                       *self._network_args(spec, theirs.fileno()),
                       "--run", str(directory / "mnt"), "--lower", lower,
@@ -103,14 +105,12 @@ class NamespaceBackend:
         channel = ours if _wants_proxy(spec) else None
         if channel is None:
             ours.close()
-        record = self._record(spec, process, cgroup, copy_layers)
+        record = self._record(spec, process, cgroup, copy_layers, proxied=channel is not None)
         record.proxy_channel = channel  # type: ignore[attr-defined]
-        record.proxied = channel is not None
-        record.save()
         return record
 
     def _record(self, spec: SandboxSpec, process: subprocess.Popen[bytes], cgroup: Cgroup,
-                copy_layers: list[Path]) -> Record:
+                copy_layers: list[Path], *, proxied: bool) -> Record:
         now = time.time()
         record = Record(
             id=spec.id, backend=self.name, pid=process.pid, pid_start=process_start(process.pid) or 0,
@@ -118,7 +118,7 @@ class NamespaceBackend:
             owner_start=None if spec.detach else process_start(os.getpid()),
             created_at=now, deadline=now + spec.timeout if spec.timeout else None,
             image=_image_fields(spec), workdir=spec.workdir, env=dict(spec.env),
-            copy_layers=[str(p) for p in copy_layers], cgroup=cgroup.name)
+            copy_layers=[str(p) for p in copy_layers], cgroup=cgroup.name, proxied=proxied)
         record.save()
         record.process = process  # type: ignore[attr-defined]
         return record

@@ -46,9 +46,10 @@ class AsyncFiles:
 
     async def read(self, path: str) -> bytes:
         fd = await self._open(path, os.O_RDONLY)
+        if stats.S_ISDIR(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise self._error(path, errnos.EISDIR, "is a directory")
         with open(fd, "rb", closefd=True) as handle:
-            if stats.S_ISDIR(os.fstat(handle.fileno()).st_mode):
-                raise self._error(path, errnos.EISDIR, "is a directory")
             return await asyncio.to_thread(handle.read)
 
     async def read_text(self, path: str) -> str:

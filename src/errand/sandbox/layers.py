@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errand import _settings
+from errand.errors import SandboxError
 
 __all__ = ["ImageConfig", "LayerStore"]
 
@@ -75,10 +76,19 @@ class LayerStore:
             shutil.rmtree(partial, ignore_errors=True)
         return target
 
-    def copy_tree_into(self, source: Path, partial: Path) -> None:
-        """Copy a tree keeping ownership, modes, xattrs and overlay whiteouts."""
-        subprocess.run(["cp", "-a", "--no-target-directory", str(source), str(partial)],
-                       check=True, capture_output=True)
+    def copy_into_layer(self, source: Path, layer_id: str) -> Path:
+        """Commit a copy of a tree as a layer, keeping ownership, modes, xattrs and whiteouts."""
+        partial = self.partial()
+        try:
+            result = subprocess.run(["cp", "-a", "--no-target-directory", str(source), str(partial)],
+                                    capture_output=True, text=True)
+            if result.returncode != 0:
+                raise SandboxError(f"copying {source} into a layer failed: {result.stderr.strip()}",
+                                   code="layer_copy_failed")
+            return self.commit(partial, layer_id)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
 
     def cached_image(self, key: str) -> ImageConfig | None:
         path = self.images / f"{key}.json"

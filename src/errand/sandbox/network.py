@@ -26,6 +26,18 @@ class Network:
     domains: tuple[str, ...] = ()
     cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
 
+    def __post_init__(self) -> None:
+        # Validate however the value was made (the classmethods, or Network(...) directly).
+        if self.mode not in ("none", "allow", "open"):
+            raise ConfigError(f"network mode must be 'none', 'allow' or 'open', not {self.mode!r}",
+                              code="invalid_network")
+        if isinstance(self.domains, str) or isinstance(self.cidrs, str):
+            raise ConfigError("domains and cidrs must be sequences, not a single string", code="invalid_network")
+        object.__setattr__(self, "domains", tuple(_domain(d) for d in self.domains))
+        object.__setattr__(self, "cidrs", tuple(_cidr(c) for c in self.cidrs))
+        if self.mode != "allow" and (self.domains or self.cidrs):
+            raise ConfigError(f"Network.{self.mode}() takes no domains or CIDRs", code="invalid_network")
+
     @classmethod
     def none(cls) -> Network:
         """Loopback only: nothing leaves the sandbox."""
@@ -37,7 +49,7 @@ class Network:
         if not domains and not cidrs:
             raise ConfigError("Network.allow() needs at least one domain or CIDR; "
                               "use Network.none() to allow nothing", code="empty_allowlist")
-        return cls("allow", tuple(_domain(d) for d in domains), tuple(_cidr(c) for c in cidrs))
+        return cls("allow", tuple(domains), tuple(cidrs))  # type: ignore[arg-type]
 
     @classmethod
     def open(cls) -> Network:
@@ -49,6 +61,9 @@ def _domain(pattern: str) -> str:
     if not isinstance(pattern, str):
         raise ConfigError(f"a domain must be a string, not {pattern!r}", code="invalid_domain")
     name = pattern.strip().lower().rstrip(".")
+    if _literal(name) is not None or name.isdigit() or name.replace(".", "").isdigit():
+        raise ConfigError(f"{pattern!r} is an address, not a domain: allow it with cidrs=[...]",
+                          code="invalid_domain")
     wildcard = name.startswith("*.")
     labels = (name[2:] if wildcard else name).split(".")
     if not all(_LABEL.match(label) for label in labels):
@@ -60,11 +75,20 @@ def _domain(pattern: str) -> str:
     return name
 
 
-def _cidr(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
-    try:
-        return ipaddress.ip_network(text, strict=True)
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"not a CIDR network: {text!r} ({error})", code="invalid_cidr") from None
+def _cidr(text: object) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    if isinstance(text, ipaddress.IPv4Network | ipaddress.IPv6Network):
+        network = text
+    else:
+        try:
+            network = ipaddress.ip_network(text, strict=True)  # type: ignore[arg-type]
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"not a CIDR network: {text!r} ({error})", code="invalid_cidr") from None
+    # 0.0.0.0/0 would re-open loopback, private and metadata ranges; Network.open() is
+    # the public internet without them.
+    if network.prefixlen < 8:
+        raise ConfigError(f"{text!r} is too broad (a /{network.prefixlen}); name narrower networks, or use "
+                          "Network.open() for any public address", code="overbroad_cidr")
+    return network
 
 
 # --------------------------------------------------------------- decisions

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import json
+import math
 import os
 import secrets
 import shutil
@@ -61,6 +63,7 @@ class AsyncSandbox:
         self._terminated = False
         self._finished = False
         self._finish_lock = threading.Lock()
+        self._cleanup: asyncio.Future[None] | None = None
         self._watch_exit()
         self.files = AsyncFiles(self.id, self._connect)
         self._image = ImageConfig.from_json(json.dumps(record.image))
@@ -176,7 +179,8 @@ class AsyncSandbox:
         proxy = proxy_env() if self._record.proxied else {}
         environment = {**dict(self._image.env), **proxy, **self._record.env, **(env or {})}
         _check_env(environment)
-        if timeout is not None and timeout <= 0:
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                    or not math.isfinite(timeout) or timeout <= 0):
             raise ConfigError(f"timeout must be positive, not {timeout!r}", code="invalid_timeout")
         return await self._spawn(argv, directory, uid, gid, environment, timeout, text)
 
@@ -244,7 +248,8 @@ class AsyncSandbox:
         try:
             await asyncio.to_thread(self._copy_out, store, layer, copies)
         finally:
-            await asyncio.to_thread(self._backend.thaw, self._record)
+            with contextlib.suppress(SandboxError):  # a sandbox gone meanwhile has nothing to thaw
+                await asyncio.to_thread(self._backend.thaw, self._record)
         config = replace(image, key=layer, layers=image.layers + tuple(copies) + (layer,),
                          workdir=self._record.workdir, env=image.env + tuple(self._record.env.items()))
         store.save_image(config)
@@ -253,19 +258,13 @@ class AsyncSandbox:
     async def _snapshot_layer(self, layer: str) -> str:
         """Commit just the writable layer under a given name (image build steps)."""
         store = LayerStore()
-        partial = store.partial()
-        await asyncio.to_thread(store.copy_tree_into, self._backend.upper_dir(self._record), partial)
-        store.commit(partial, layer)
+        await asyncio.to_thread(store.copy_into_layer, self._backend.upper_dir(self._record), layer)
         return layer
 
     def _copy_out(self, store: LayerStore, layer: str, copies: builtins.list[str]) -> None:
         for source, name in zip(self._record.copy_layers, copies, strict=True):
-            partial = store.partial()
-            store.copy_tree_into(Path(source), partial)
-            store.commit(partial, name)
-        partial = store.partial()
-        store.copy_tree_into(self._backend.upper_dir(self._record), partial)
-        store.commit(partial, layer)
+            store.copy_into_layer(Path(source), name)
+        store.copy_into_layer(self._backend.upper_dir(self._record), layer)
 
     # ---------------------------------------------------------------- network
 
@@ -293,8 +292,11 @@ class AsyncSandbox:
             raise SandboxError("egress events stream only in the process that created the sandbox",
                                sandbox_id=self.id, code="not_owner")
         queue = self._proxy.subscribe(self.id)
-        while (event := await queue.get()) is not None:
-            yield event
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+        finally:
+            self._proxy.unsubscribe(self.id, queue)
 
     @property
     def alive(self) -> bool:
@@ -317,12 +319,12 @@ class AsyncSandbox:
                 await asyncio.wait_for(self._dead.wait(), 10)
             except TimeoutError:
                 pass
-        self._finish()
+        await self._finished_cleanup()
 
     async def wait(self) -> None:
         """Wait until the sandbox ends (its timeout, idle timeout or a terminate)."""
         await self._dead.wait()
-        self._finish()
+        await self._finished_cleanup()
 
     async def __aenter__(self) -> AsyncSandbox:
         return self
@@ -353,16 +355,27 @@ class AsyncSandbox:
         if self._process is not None:
             self._process.poll()  # reap our child
         self._dead.set()
+        if self._proxy is not None:
+            self._proxy_stop = asyncio.ensure_future(self._proxy.stop(self.id))
         if not self._terminated:
             # It ended by itself (lifetime or idle timeout): tidy up now, not at the next gc.
-            self._cleanup_task = asyncio.get_running_loop().run_in_executor(None, self._finish)
+            try:
+                self._cleanup = asyncio.get_running_loop().run_in_executor(None, self._finish)
+            except RuntimeError:  # the loop is shutting down: no executor left, so tidy inline
+                self._finish()
 
     def _finish(self) -> None:
+        # Held for the whole cleanup: whoever comes second returns only once it is done.
         with self._finish_lock:
-            if self._finished:
-                return
-            self._finished = True
-        self._backend.cleanup(self._record)
+            if not self._finished:
+                self._backend.cleanup(self._record)
+                self._finished = True
+
+    async def _finished_cleanup(self) -> None:
+        if self._cleanup is not None:
+            await self._cleanup
+        else:
+            await asyncio.to_thread(self._finish)
 
     def _ensure_alive(self) -> None:
         if self._dead.is_set() or self._terminated:
@@ -403,7 +416,8 @@ def _validate(image: object, mounts: Sequence[Mount], network: Network | None, r
     if len(set(targets)) != len(targets):
         raise ConfigError(f"two mounts share a target: {sorted(targets)}", code="invalid_mount")
     for name, value in (("timeout", timeout), ("idle_timeout", idle_timeout)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                  or not math.isfinite(value) or value <= 0):
             raise ConfigError(f"{name} must be a positive number of seconds or None, not {value!r}",
                               code="invalid_timeout")
     network = network or Network.none()

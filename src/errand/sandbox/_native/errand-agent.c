@@ -309,11 +309,15 @@ static void exec_in_path(char **argv, char **envp) {
     errno = saved;
 }
 
-/* A child must not keep the agent's CAP_SETUID/SETGID/SETPCAP: clear the
- * bounding, ambient and process sets before exec. */
-static void drop_all_caps(void) {
+/* A child must not keep the agent's CAP_SETUID/SETGID/SETPCAP. The bounding
+ * set must be emptied while CAP_SETPCAP is still held, i.e. before switching
+ * to another uid; the process sets are cleared last. */
+static void drop_bounding_caps(void) {
     for (int cap = 0; cap <= 63; cap++) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+}
+
+static void drop_all_caps(void) {
     struct __user_cap_header_struct head = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct data[2];
     memset(data, 0, sizeof data);
@@ -337,6 +341,7 @@ static void child_exec(int *fds, char **f, int nf, int env_at, int nenv) {
         dprintf(2, "errand: cannot enter working directory %s: %s\n", cwd, strerror(errno));
         _exit(126);
     }
+    drop_bounding_caps();
     if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0) {
         dprintf(2, "errand: cannot switch to uid %u gid %u: %s\n", uid, gid, strerror(errno));
         _exit(126);
@@ -403,7 +408,8 @@ static void handle(struct client *c, char *payload, size_t len, int *fds, int nf
     else if (strcmp(f[0], "open") == 0) do_open(c, f, nf);
     else if (strcmp(f[0], "mkdir") == 0) do_mkdir(c, f, nf);
     else if (strcmp(f[0], "signal") == 0 && nf == 2) {
-        if (c->pid) kill(-c->pid, atoi(f[1]));
+        /* Until the child's setsid() has run, its group does not exist yet: signal it alone. */
+        if (c->pid && kill(-c->pid, atoi(f[1])) < 0 && errno == ESRCH) kill(c->pid, atoi(f[1]));
     } else if (strcmp(f[0], "ping") == 0) reply(c->fd, "pong");
     else if (strcmp(f[0], "shutdown") == 0) _exit(0);
     else reply_errno(c->fd, ENOSYS);
@@ -414,7 +420,7 @@ out:
 static void drop_client(int i) {
     struct client *c = &clients[i];
     /* A host that hung up cannot collect the result: do not leave it running. */
-    if (c->pid) kill(-c->pid, SIGKILL);
+    if (c->pid && kill(-c->pid, SIGKILL) < 0 && errno == ESRCH) kill(c->pid, SIGKILL);
     close(c->fd);
     free(c->buf);
     clients[i] = clients[--nclients];
@@ -516,14 +522,19 @@ static int serve(int argc, char **argv) {
     for (;;) {
         double t = now();
         if (busy()) last_active = t;
-        double wait = -1;
-        if (lifetime > 0) wait = start + lifetime - t;
-        if (idle > 0 && (wait < 0 || last_active + idle - t < wait)) wait = last_active + idle - t;
-        if (wait != -1 && wait <= 0) return 0; /* lifetime or idle timeout: the sandbox ends */
+        /* The earliest deadline that applies; none means wait for ever. */
+        int deadline_set = 0;
+        double wait = 0;
+        if (lifetime > 0) { wait = start + lifetime - t; deadline_set = 1; }
+        if (idle > 0 && (!deadline_set || last_active + idle - t < wait)) {
+            wait = last_active + idle - t;
+            deadline_set = 1;
+        }
+        if (deadline_set && wait <= 0) return 0; /* lifetime or idle timeout: the sandbox ends */
         fds[0] = (struct pollfd){3, POLLIN, 0};
         fds[1] = (struct pollfd){sfd, POLLIN, 0};
         for (int i = 0; i < nclients; i++) fds[i + 2] = (struct pollfd){clients[i].fd, POLLIN, 0};
-        int timeout_ms = wait < 0 ? -1 : (int)(wait * 1000) + 1;
+        int timeout_ms = deadline_set ? (int)(wait * 1000) + 1 : -1;
         if (poll(fds, (nfds_t)nclients + 2, timeout_ms) < 0 && errno != EINTR) die("poll");
         if (fds[1].revents) {
             struct signalfd_siginfo info;
