@@ -1,7 +1,386 @@
-"""errand's command line (filled in by the CLI work)."""
+"""errand's command line: a thin face over the same sandbox API Python users call.
+
+Every command runs the async API once through :func:`_run`, which turns an
+:class:`~errand.ErrandError` into one red ``error: ...`` line and an exit code:
+2 for input that was rejected before anything happened (``ConfigError``), 124
+for a command that ran past ``--timeout`` (as ``timeout(1)`` does), 1 otherwise.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Coroutine, Iterator, Sequence
+from typing import IO, Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from errand import __version__
+from errand import demo as tour
+from errand.errors import ConfigError, ErrandError, ExecTimeout
+from errand.sandbox import AsyncProcess, AsyncSandbox, AsyncStream, Image, Mount, Resources, SandboxInfo, _gc
+from errand.sandbox._gc import GcReport
+
+__all__ = ["app", "main"]
+
+T = TypeVar("T")
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_TIMEOUT = 124
+EXIT_INTERRUPTED = 130
+# Once a command has ended, output still in flight is collected for this long; a
+# daemon it left behind may hold the pipes open forever (AsyncProcess.result does the same).
+_DRAIN = 0.5
+
+app = typer.Typer(name="errand", no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False)
+sandbox_app = typer.Typer(no_args_is_help=True, help="Create, use and remove sandboxes.")
+app.add_typer(sandbox_app, name="sandbox")
+
 
 def main() -> None:
-    raise SystemExit("errand: the command line is not built yet")
+    app(prog_name="errand")
+
+
+# ------------------------------------------------------------------ plumbing
+
+
+def _stdout() -> Console:
+    # Made per call, not at import: the streams (and whether they are terminals) are read now.
+    return Console()
+
+
+def _stderr() -> Console:
+    return Console(stderr=True)
+
+
+def _exit_code(error: ErrandError) -> int:
+    if isinstance(error, ConfigError):
+        return EXIT_USAGE
+    if isinstance(error, ExecTimeout):
+        return EXIT_TIMEOUT
+    return EXIT_ERROR
+
+
+def _report(error: ErrandError) -> None:
+    _stderr().print(f"error: {error.message}", style="red", markup=False, highlight=False, soft_wrap=True)
+
+
+def _run(work: Coroutine[Any, Any, T]) -> T:
+    """Run one piece of async API work; errand's errors end the command cleanly."""
+    try:
+        return asyncio.run(work)
+    except ErrandError as error:
+        _report(error)
+        raise typer.Exit(_exit_code(error)) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(f"errand {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="Print errand's version and exit.")] = False,
+) -> None:
+    """errand runs coding agents in the background, each in its own secure sandbox."""
+
+
+# ----------------------------------------------------------- option parsing
+
+
+def _image(name: str) -> Image:
+    if name == "base":
+        return Image.base()
+    if name == "debian" or name.startswith("debian:"):
+        return Image.debian(name.partition(":")[2] or "bookworm")
+    raise ConfigError(f"unknown image {name!r}; use 'base' or 'debian[:SUITE]'", code="invalid_image")
+
+
+def _mount_spec(text: str, option: str, modes: tuple[str, ...] = ()) -> tuple[str, str, str | None]:
+    """``SRC:DST`` (or ``SRC:DST:MODE`` where modes are allowed) → its parts."""
+    parts = text.split(":")
+    mode = parts.pop() if modes and len(parts) == 3 else None
+    if len(parts) != 2 or not all(parts) or (mode is not None and mode not in modes):
+        form = "SRC:DST" + (f"[:{'|'.join(modes)}]" if modes else "")
+        raise ConfigError(f"{option} takes {form}, not {text!r}", code="invalid_mount")
+    return parts[0], parts[1], mode
+
+
+def _mounts(copies: Sequence[str], binds: Sequence[str]) -> list[Mount]:
+    mounts = []
+    for text in copies:
+        source, target, _ = _mount_spec(text, "--copy")
+        mounts.append(Mount.copy(source, target))
+    for text in binds:
+        source, target, mode = _mount_spec(text, "--bind", ("ro", "rw"))
+        mounts.append(Mount.bind(source, target, read_only=mode != "rw"))
+    return mounts
+
+
+def _env(pairs: Sequence[str]) -> dict[str, str]:
+    env = {}
+    for text in pairs:
+        name, equals, value = text.partition("=")
+        if not name or not equals:
+            raise ConfigError(f"--env takes NAME=VALUE, not {text!r}", code="invalid_env")
+        env[name] = value
+    return env
+
+
+def _resources(cpus: float | None, memory: str | None, pids: int | None, disk: str | None) -> Resources | None:
+    given: dict[str, Any] = {name: value for name, value in (("cpus", cpus), ("memory", memory), ("pids", pids),
+                                                               ("disk", disk)) if value is not None}
+    return Resources(**given) if given else None
+
+
+def _user(user: str | None) -> str | int | None:
+    return int(user) if user is not None and user.isdigit() else user
+
+
+# ------------------------------------------------------------------- create
+
+
+@sandbox_app.command("create")
+def create(
+    image: Annotated[str, typer.Option(help="'base' (the host's programs, read-only) or 'debian[:SUITE]'.")] = "base",
+    copy: Annotated[list[str] | None, typer.Option(
+        "--copy", metavar="SRC:DST", help="Copy a host path in; the sandbox changes only its copy.")] = None,
+    bind: Annotated[list[str] | None, typer.Option(
+        "--bind", metavar="SRC:DST[:ro|rw]", help="Share a host path (read-only unless :rw).")] = None,
+    cpus: Annotated[float | None, typer.Option(help="CPU share, e.g. 0.5 or 2.")] = None,
+    memory: Annotated[str | None, typer.Option(help="Memory limit, e.g. 1GiB (default 2GiB).")] = None,
+    pids: Annotated[int | None, typer.Option(help="Most processes at once (default 1024).")] = None,
+    disk: Annotated[str | None, typer.Option(help="Size of what it may write, e.g. 2GiB (default 4GiB).")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds until the sandbox ends; 0 for no limit.")] = 300,
+    idle_timeout: Annotated[float, typer.Option(help="End after this many seconds without a command; 0 never.")] = 0,
+    workdir: Annotated[str | None, typer.Option(help="Commands' default directory.")] = None,
+    env: Annotated[list[str] | None, typer.Option(
+        "--env", metavar="NAME=VALUE", help="An environment variable for every command.")] = None,
+) -> None:
+    """Create a detached sandbox and print its id; it lives until its timeout or `errand sandbox rm`."""
+    async def start() -> AsyncSandbox:
+        return await AsyncSandbox.create(
+            _image(image), mounts=_mounts(copy or (), bind or ()), resources=_resources(cpus, memory, pids, disk),
+            timeout=timeout or None, idle_timeout=idle_timeout or None, workdir=workdir, env=_env(env or ()),
+            detach=True, log=lambda line: _stderr().print(line, style="dim", markup=False, highlight=False))
+
+    sandbox = _run(start())
+    if sys.stdout.isatty():
+        ends = f"ends in {timeout:g}s or on " if timeout else "ends on "
+        _stdout().print(f"created [bold]{sandbox.id}[/] ({ends}`errand sandbox rm {sandbox.id}`)", highlight=False)
+    else:
+        print(sandbox.id)
+
+
+# --------------------------------------------------------------------- exec
+
+
+@sandbox_app.command("exec")
+def exec_(
+    sandbox_id: Annotated[str, typer.Argument(metavar="ID", help="The sandbox's id.")],
+    command: Annotated[list[str], typer.Argument(metavar="CMD", help="The command and its arguments, after --.")],
+    cwd: Annotated[str | None, typer.Option(help="Directory to run in (default: the sandbox's workdir).")] = None,
+    env: Annotated[list[str] | None, typer.Option(
+        "--env", metavar="NAME=VALUE", help="An environment variable for this command.")] = None,
+    user: Annotated[str | None, typer.Option(help="User name or uid inside the sandbox (default root).")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Kill the command after this many seconds.")] = None,
+) -> None:
+    """Run a command in a sandbox: `errand sandbox exec ID -- CMD [ARGS]...`.
+
+    Output streams live; stdin is forwarded unless it is a terminal; errand exits with
+    the command's exit code (128+N when signal N ended it, 124 when --timeout did).
+    """
+    async def run() -> int:
+        sandbox = await AsyncSandbox.from_id(sandbox_id)
+        process = await sandbox.exec(*command, cwd=cwd, env=_env(env or ()), user=_user(user), timeout=timeout,
+                                     text=False)
+        return await _attach(process)
+
+    raise typer.Exit(_run(run()))
+
+
+async def _attach(process: AsyncProcess) -> int:
+    """Wire a running command to this terminal; its exit code, or 128+signal."""
+    pumps = [asyncio.ensure_future(_pump(process.stdout, sys.stdout, process)),
+             asyncio.ensure_future(_pump(process.stderr, sys.stderr, process))]
+    await _feed_stdin(process)
+    try:
+        with _forward_signals(process):
+            code = await process.wait()
+    finally:
+        await asyncio.wait(pumps, timeout=_DRAIN)
+        for pump in pumps:
+            pump.cancel()
+    return 128 + process.signal if process.signal else code
+
+
+async def _pump(stream: AsyncStream, target: IO[str], process: AsyncProcess) -> None:
+    target.flush()
+    output = target.buffer  # type: ignore[attr-defined]
+    # Chunks, not lines: output without newlines (a prompt, a progress bar, binary data) must
+    # show at once and pass whole; line iteration holds it back and drops lines over its limit.
+    # AsyncStream has no public chunked read yet, so this reads its reader directly.
+    while chunk := await stream._reader.read(65536):
+        try:
+            output.write(chunk)
+            output.flush()
+        except BrokenPipeError:
+            # Our reader went away (`errand sandbox exec ... | head`): end the command as a pipe would.
+            await process.kill(signal.SIGPIPE)
+            return
+
+
+async def _feed_stdin(process: AsyncProcess) -> None:
+    """Forward our stdin unless it is a terminal (commands are not interactive)."""
+    source = sys.stdin
+    if source is None or source.isatty():
+        await process.stdin.close()
+        return
+    loop = asyncio.get_running_loop()
+    # A blocking read in a daemon thread: stdin may be a pipe, a file or a test's buffer,
+    # and a reader still waiting when the command ends must not keep errand alive.
+    threading.Thread(target=_copy_stdin, args=(source.buffer, process, loop), daemon=True,
+                     name="errand-stdin").start()
+
+
+def _copy_stdin(source: IO[bytes], process: AsyncProcess, loop: asyncio.AbstractEventLoop) -> None:
+    def deliver(work: Coroutine[Any, Any, None]) -> None:
+        try:
+            future = asyncio.run_coroutine_threadsafe(work, loop)
+        except RuntimeError:  # the loop has closed
+            work.close()
+            raise
+        future.result()  # waits: backpressure from the command
+
+    try:
+        read = getattr(source, "read1", source.read)
+        while chunk := read(65536):
+            deliver(process.stdin.write(chunk))
+        deliver(process.stdin.close())
+    except (OSError, RuntimeError):
+        pass  # the command ended (its stdin is closed) or errand is exiting
+
+
+@contextlib.contextmanager
+def _forward_signals(process: AsyncProcess) -> Iterator[None]:
+    """Ctrl-C and friends go to the command; a second Ctrl-C kills it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    interrupts = 0
+    kills: set[asyncio.Future[None]] = set()
+
+    def forward(signum: int) -> None:
+        nonlocal interrupts
+        interrupts += signum == signal.SIGINT
+        kill = asyncio.ensure_future(process.kill(signal.SIGKILL if interrupts > 1 else signum))
+        kills.add(kill)
+        kill.add_done_callback(kills.discard)
+
+    forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    for signum in forwarded:
+        loop.add_signal_handler(signum, forward, signum)
+    try:
+        yield
+    finally:
+        for signum in forwarded:
+            loop.remove_signal_handler(signum)
+
+
+# -------------------------------------------------------------- ls, rm, gc
+
+
+@sandbox_app.command("ls")
+def ls(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
+    """List live sandboxes."""
+    sandboxes = _run(AsyncSandbox.list())
+    if as_json:
+        print(json.dumps([dataclasses.asdict(info) for info in sandboxes], indent=2))
+    elif not sandboxes:
+        _stderr().print("no live sandboxes", style="dim")
+    else:
+        _stdout().print(_table(sandboxes))
+
+
+def _table(sandboxes: Sequence[SandboxInfo]) -> Table:
+    table = Table(box=None, header_style="bold")
+    table.add_column("ID", no_wrap=True)
+    table.add_column("BACKEND")
+    table.add_column("AGE", justify="right")
+    table.add_column("OWNER")
+    table.add_column("IMAGE", overflow="fold")
+    now = time.time()
+    for info in sandboxes:
+        owner = "detached" if info.owner_pid is None else f"pid {info.owner_pid}"
+        table.add_row(info.id, info.backend, _age(now - info.created_at), owner, info.image)
+    return table
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{max(0, int(seconds))}s"
+
+
+@sandbox_app.command("rm")
+def rm(sandbox_ids: Annotated[list[str], typer.Argument(metavar="ID", help="Sandboxes to end.")]) -> None:
+    """End sandboxes: kill every process, remove what they left on the host."""
+    async def remove_all() -> int:
+        failures = 0
+        for sandbox_id in sandbox_ids:
+            try:
+                await (await AsyncSandbox.from_id(sandbox_id)).terminate()
+            except ErrandError as error:
+                _report(error)
+                failures += 1
+            else:
+                _stdout().print(f"removed {sandbox_id}", highlight=False)
+        return failures
+
+    if _run(remove_all()):
+        raise typer.Exit(EXIT_ERROR)
+
+
+@sandbox_app.command("gc")
+def gc() -> None:
+    """Reap orphans: sandboxes whose owner or own processes are gone, and what they left behind."""
+    async def collect() -> GcReport:
+        return await asyncio.to_thread(_gc.collect)
+
+    report = _run(collect())
+    console = _stdout()
+    removed = [(what, name) for what, names in (("sandbox", report.sandboxes), ("cgroup", report.cgroups),
+                                                ("scratch", report.scratch)) for name in names]
+    for what, name in removed:
+        console.print(f"removed {what} {name}", highlight=False)
+    if not removed:
+        console.print("nothing to collect", style="dim")
+
+
+# --------------------------------------------------------------------- demo
+
+
+@app.command()
+def demo() -> None:
+    """A narrated tour of errand's sandbox, run for real (a few seconds)."""
+    _run(tour.run(_stdout()))
+
+
+if __name__ == "__main__":
+    main()
