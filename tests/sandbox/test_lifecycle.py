@@ -45,26 +45,28 @@ def _host_mounts() -> list[str]:
 _ours: set[str] = set()
 
 
-def _snapshot_of_host() -> dict[str, object]:
+def _snapshot_of_host() -> dict[str, set[object]]:
     runtime = _settings.runtime_dir()
     scratch = _settings.home() / "scratch"
     return {
-        "processes": len(_sandbox_processes()),
-        "mounts": len(_host_mounts()),
-        "cgroups": sorted(name for name in Cgroup.list_names()
-                          if name.removeprefix(_settings.cgroup_scope() + "-") in _ours),
-        "runtime": sorted(os.listdir(runtime)) if runtime.is_dir() else [],
-        "scratch": sorted(os.listdir(scratch)) if scratch.is_dir() else [],
+        "processes": _sandbox_processes(),
+        "mounts": set(_host_mounts()),
+        "cgroups": {name for name in Cgroup.list_names()
+                    if name.removeprefix(_settings.cgroup_scope() + "-") in _ours},
+        "runtime": set(os.listdir(runtime)) if runtime.is_dir() else set(),
+        "scratch": set(os.listdir(scratch)) if scratch.is_dir() else set(),
     }
 
 
-def _settled(before: dict[str, object], timeout: float = 10.0) -> dict[str, object]:
-    # Killed processes are reaped asynchronously by the kernel and init; allow a bounded wait.
+def _settled(before: dict[str, set[object]], timeout: float = 10.0) -> dict[str, set[object]]:
+    """What exists now that did not before (other tests' sandboxes may end meanwhile, so
+    only additions count). Killed processes are reaped asynchronously: a bounded wait."""
     deadline = time.monotonic() + timeout
     while True:
         now = _snapshot_of_host()
-        if now == before or time.monotonic() > deadline:
-            return now
+        added = {key: now[key] - before[key] for key in now}  # type: ignore[operator]
+        if not any(added.values()) or time.monotonic() > deadline:
+            return added
         time.sleep(0.05)
 
 
@@ -81,7 +83,7 @@ def test_two_hundred_cycles_leave_nothing(tmp_path: Path) -> None:
                 sandbox.run("sh", "-c", "(setsid sleep 1000 &) ; echo started")
             else:
                 assert sandbox.run("true").exit_code == 0
-    assert _settled(before) == before
+    assert not any(_settled(before).values()), _settled(before, 0)
 
 
 CHILD = textwrap.dedent("""
@@ -116,7 +118,7 @@ def test_sigkilled_owner_then_gc_leaves_nothing(count: int) -> None:
             child.wait()
     report = _gc.collect()
     assert set(ids) <= set(report.sandboxes)
-    assert _settled(before) == before
+    assert not any(_settled(before).values()), _settled(before, 0)
 
 
 def test_gc_reaps_a_sandbox_whose_owner_died_but_processes_live() -> None:
@@ -136,4 +138,4 @@ def test_gc_reaps_a_sandbox_whose_owner_died_but_processes_live() -> None:
     assert sandbox_id not in _gc.collect().sandboxes
     Sandbox.from_id(sandbox_id).terminate()
     assert sandbox_id not in {info.id for info in Sandbox.list()}
-    assert _settled(before) == before
+    assert not any(_settled(before).values()), _settled(before, 0)

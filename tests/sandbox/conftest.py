@@ -1,0 +1,42 @@
+"""Fixtures for the sandbox conformance suite: every test runs once per isolation backend.
+
+A backend joins the suite by being added to ``BACKENDS``; the conformance and
+containment tests are written against the public API only, so they hold every
+backend to the same contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from errand import AsyncSandbox, Sandbox
+
+# gVisor ("gvisor") joins here once its backend lands.
+BACKENDS = ["namespace"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def sandbox(backend: str) -> Iterator[Sandbox]:
+    """A fresh blocking-API sandbox on the base image, terminated afterwards."""
+    sb = Sandbox.create(isolation=backend, timeout=120)
+    try:
+        yield sb
+    finally:
+        sb.terminate()
+
+
+@pytest.fixture
+async def async_sandbox(backend: str) -> AsyncIterator[AsyncSandbox]:
+    """A fresh async-API sandbox on the base image, terminated afterwards."""
+    sb = await AsyncSandbox.create(isolation=backend, timeout=120)
+    try:
+        yield sb
+    finally:
+        await sb.terminate()
