@@ -23,6 +23,7 @@ import socket
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TextIO
 
 from errand.sandbox._tls import TLS_RECORD_HEADER, client_hello_length, server_name
 from errand.sandbox.network import Address, Network, decide_address, decide_name
@@ -96,6 +97,7 @@ class EgressProxy:
         self._servers: dict[str, asyncio.base_events.Server] = {}
         self._live: dict[str, set[_Connection]] = {}
         self._logs: dict[str, Path] = {}
+        self._log_files: dict[str, TextIO] = {}
         self._listeners: dict[str, list[asyncio.Queue[EgressEvent | None]]] = {}
 
     async def serve(self, sandbox_id: str, listener: socket.socket, policy: Network, log_path: Path) -> None:
@@ -129,6 +131,9 @@ class EgressProxy:
             connection.abort()
         self._policies.pop(sandbox_id, None)
         self._logs.pop(sandbox_id, None)
+        handle = self._log_files.pop(sandbox_id, None)
+        if handle is not None:
+            handle.close()
         for queue in self._listeners.pop(sandbox_id, []):
             queue.put_nowait(None)
 
@@ -166,8 +171,7 @@ class EgressProxy:
             else:
                 connection.host, connection.port, path = _absolute_target(target)
                 request = _origin_request(method, path, headers, connection.host, connection.port)
-                self._check_name(sandbox_id, connection.host)
-                await self._relay(sandbox_id, connection, request + _buffered(reader))
+                await self._forward(sandbox_id, connection, request + _buffered(reader))
         except _Refused as refusal:
             self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "denied",
                                                  refusal.reason))
@@ -193,19 +197,38 @@ class EgressProxy:
     async def _tunnel(self, sandbox_id: str, connection: _Connection, reader: asyncio.StreamReader,
                       writer: asyncio.StreamWriter) -> None:
         host = connection.host
-        # Name and addresses are checked before answering, so a refusal is a clear 403;
-        # but nothing is connected until the ClientHello shows which name the client
-        # really wants, so a fronting attempt never reaches any server.
-        await self._addresses(sandbox_id, connection)
+        # Name and addresses are checked before answering, so a refusal is a clear 403.
+        usable = await self._addresses(sandbox_id, connection)
         writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         connection.answered = True
-        hello = await _client_hello(reader)
-        sni = server_name(hello)
-        if sni is None and _literal(host) is None:
-            raise _Refused("TLS ClientHello without a server name")
-        if sni is not None and sni != host.rstrip(".").lower():
-            raise _Refused(f"TLS server name {sni!r} does not match CONNECT host {host!r}")
-        await self._relay(sandbox_id, connection, hello + _buffered(reader))
+        # The upstream connection opens while the client sends its ClientHello, but not
+        # one byte goes to it until the hello's SNI is the CONNECT host: a fronted name
+        # never reaches the server.
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        counts = [0, 0, 0]  # bytes out, bytes in, directions ended
+        connecting = asyncio.ensure_future(_connect(connection, usable, done, counts))
+        try:
+            hello = await _client_hello(reader)
+            sni = server_name(hello)
+            if sni is None and _literal(host) is None:
+                raise _Refused("TLS ClientHello without a server name")
+            if sni is not None and sni != host.rstrip(".").lower():
+                raise _Refused(f"TLS server name {sni!r} does not match CONNECT host {host!r}")
+            self._recheck(sandbox_id, connection, usable)  # the policy may have changed meanwhile
+            upstream = await connecting
+        except BaseException:
+            connecting.cancel()
+            if connecting.done() and not connecting.cancelled() and connecting.exception() is None:
+                connecting.result().abort()
+            raise
+        await self._splice(sandbox_id, connection, upstream, hello + _buffered(reader), done, counts)
+
+    async def _forward(self, sandbox_id: str, connection: _Connection, request: bytes) -> None:
+        usable = await self._addresses(sandbox_id, connection)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        counts = [0, 0, 0]
+        upstream = await _connect(connection, usable, done, counts)
+        await self._splice(sandbox_id, connection, upstream, request, done, counts)
 
     async def _addresses(self, sandbox_id: str, connection: _Connection) -> list[Address]:
         """The name is checked (before any lookup), resolved here, and each address checked."""
@@ -219,16 +242,20 @@ class EgressProxy:
             raise _Refused(verdicts[0][1].reason)
         return usable
 
-    async def _relay(self, sandbox_id: str, connection: _Connection, first: bytes) -> None:
-        """Connect to a checked address, then splice the two transports directly."""
-        usable = await self._addresses(sandbox_id, connection)  # the policy may have changed meanwhile
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        counts = [len(first), 0, 0]  # bytes out, bytes in, directions ended
-        connection.upstream = await _connect(connection, usable, done, counts)
+    def _recheck(self, sandbox_id: str, connection: _Connection, usable: list[Address]) -> None:
+        policy = self._check_name(sandbox_id, connection.host)
+        if not all(decide_address(policy, address).allowed for address in usable):
+            raise _Refused("the policy changed: the address is no longer allowed")
+
+    async def _splice(self, sandbox_id: str, connection: _Connection, upstream: asyncio.WriteTransport,
+                      first: bytes, done: asyncio.Future[None], counts: list[int]) -> None:
+        """Splice the two transports directly; log the connection when it opens and ends."""
+        connection.upstream = upstream
         self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "allowed",
                                              "allowed by policy", address=connection.address))
-        _hand_over(connection.client, _Relay(connection.upstream, done, counts, 0))
-        connection.upstream.write(first)
+        _hand_over(connection.client, _Relay(upstream, done, counts, 0))
+        counts[0] += len(first)
+        upstream.write(first)
         try:
             await done
         finally:
@@ -244,10 +271,14 @@ class EgressProxy:
         if path is None:
             return
         try:
-            with open(path, "a") as handle:
-                handle.write(json.dumps(asdict(event)) + "\n")
-                size = handle.tell()
-            if size > _LOG_LIMIT:
+            handle = self._log_files.get(sandbox_id)
+            if handle is None:
+                # Line-buffered: each event is one write, readable at once by other processes.
+                handle = self._log_files[sandbox_id] = open(path, "a", buffering=1)  # noqa: SIM115
+            handle.write(json.dumps(asdict(event)) + "\n")
+            if handle.tell() > _LOG_LIMIT:
+                handle.close()
+                del self._log_files[sandbox_id]
                 _trim(path)
         except OSError:
             pass  # the sandbox's directory is gone: it has ended

@@ -1,0 +1,857 @@
+#!/usr/bin/env python3
+"""errand sandbox benchmarks, measured side by side in one run.
+
+    .venv/bin/python benchmarks/sandbox.py [--runs N] [--density K] [--json PATH]
+
+Sections (each printed in one table, with the issue's targets beside the figures):
+
+1. create -> first ``true`` result -> terminate: plain ``subprocess.run`` (the floor),
+   raw ``bwrap --unshare-all ...`` and errand (``with Sandbox.create() as sb: sb.run("true")``).
+2. exec of ``true`` in a running sandbox (errand) beside a plain subprocess.
+3. density: K idle sandboxes alive at once (errand, then raw ``bwrap ... sleep 600``), start rate,
+   and memory per sandbox by memory-cgroup accounting.
+4. snapshot of a sandbox holding 50 MB of fresh data.
+5. fork: create from that snapshot + first ``true`` + terminate vs the same from the base image.
+
+Latencies use ``time.perf_counter()``; subjects of one section are interleaved run by run so
+drift on the machine hits them alike (exec, being cheap, takes 3×N samples). The script reports,
+it does not assert: it exits 0 after printing whatever the figures are (130 if interrupted).
+Everything it starts (sandboxes, bwrap processes, cgroups under
+/sys/fs/cgroup/memory/errand-bench/run-<pid>, snapshot layers) is removed again, also on Ctrl-C
+or SIGTERM, and a last row checks that nothing this run made is left on the host.
+
+On a machine shared with other errand users, their errand gc can kill our sandboxes: a sample
+interrupted that way is redone and listed in the notes under the table, never silently. errand's
+own once-per-process gc is skipped here for the same reason unless ``--gc`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from errand import _settings
+from errand.errors import SandboxError
+from errand.sandbox import AsyncSandbox, Image, Sandbox, _gc
+from errand.sandbox._cgroups import Cgroup
+from errand.sandbox.layers import LayerStore
+
+TRUE = "/usr/bin/true"
+BWRAP_ARGS = ["--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+              "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+              "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+MEMORY_V1 = Path("/sys/fs/cgroup/memory")
+BENCH_CGROUP = MEMORY_V1 / "errand-bench"
+MIB = 1024 * 1024
+
+# The issue's targets.
+CREATE_P50_MS, CREATE_P95_MS = 30.0, 60.0
+EXEC_P50_MS = 3.0
+DENSITY_COUNT, DENSITY_MIB = 1000, 3.0
+SNAPSHOT_MS = 1000.0
+FORK_DELTA_MS = 10.0
+
+OURS: set[str] = set()  # ids of every sandbox this run created: the leak check looks only at these
+
+
+def track(sandbox: Any) -> Any:
+    OURS.add(sandbox.id)
+    return sandbox
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..1) of a non-empty list."""
+    ordered = sorted(samples)
+    k = (len(ordered) - 1) * q
+    low = math.floor(k)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
+
+
+@dataclass
+class Row:
+    section: str
+    subject: str
+    p50: float | None = None
+    p95: float | None = None
+    figure: str = ""
+    target: str = ""
+    ok: bool | None = None  # None: no target, or the target cannot be judged from this run
+
+
+@dataclass
+class Report:
+    rows: list[Row] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+
+    def fail(self, section: str, subject: str, error: BaseException) -> None:
+        message = f"{type(error).__name__}: {error}"
+        self.errors.append(f"[{section}] {subject}: {message}")
+        self.add(Row(section, subject, figure=f"ERROR {message}"[:160]))
+        traceback.print_exception(error, file=sys.stderr)
+
+
+def p50_p95(samples: list[float]) -> tuple[float, float]:
+    ms = [s * 1000 for s in samples]
+    return percentile(ms, 0.5), percentile(ms, 0.95)
+
+
+def summary(samples: list[float]) -> dict[str, Any]:
+    ms = [s * 1000 for s in samples]
+    return {"p50_ms": percentile(ms, 0.5), "p95_ms": percentile(ms, 0.95), "min_ms": min(ms),
+            "max_ms": max(ms), "mean_ms": sum(ms) / len(ms), "n": len(ms), "samples_ms": ms}
+
+
+def timed(action: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+class Retries:
+    """Samples redone because errand raised mid-sample. Each is reported, never hidden: on this
+    shared machine another process's errand gc can kill our sandboxes (see the report's notes)."""
+
+    def __init__(self, budget: int = 30) -> None:
+        self.budget = budget
+        self.events: list[str] = []
+
+    def absorb(self, where: str, error: BaseException) -> None:
+        if not isinstance(error, SandboxError) or len(self.events) >= self.budget:
+            raise error
+        self.events.append(f"{where}: {type(error).__name__}: {error}")
+        print(f"retrying after {self.events[-1]}", file=sys.stderr)
+
+
+def interleaved(subjects: dict[str, Callable[[], object]], runs: int, warmups: int, retries: Retries,
+                recover: Callable[[], None] | None = None) -> dict[str, list[float]]:
+    """Time each subject once per round, round after round; drop the warm-up rounds."""
+    samples: dict[str, list[float]] = {name: [] for name in subjects}
+    for round_ in range(warmups + runs):
+        for name, action in subjects.items():
+            while True:
+                try:
+                    elapsed = timed(action)
+                    break
+                except Exception as error:  # noqa: BLE001 - Retries re-raises all but SandboxError
+                    retries.absorb(name, error)
+                    if recover is not None:
+                        recover()
+            if round_ >= warmups:
+                samples[name].append(elapsed)
+    return samples
+
+
+def retry_note(retries: Retries) -> str:
+    return f"{len(retries.events)} sample(s) redone after a SandboxError" if retries.events else ""
+
+
+def check_true(result: object) -> None:
+    code = getattr(result, "returncode", getattr(result, "exit_code", None))
+    if code != 0:
+        raise RuntimeError(f"`true` did not succeed: {result!r}")
+
+
+# ------------------------------------------------------------------ 1. create -> terminate
+
+
+def bench_lifecycle(report: Report, runs: int, warmups: int, bwrap: str) -> None:
+    section = "1 create→true→terminate"
+    loop = asyncio.new_event_loop()
+    retries = Retries()
+
+    def plain() -> None:
+        check_true(subprocess.run([TRUE]))
+
+    def raw_bwrap() -> None:
+        check_true(subprocess.run([bwrap, *BWRAP_ARGS, TRUE]))
+
+    def errand_sync() -> None:
+        with Sandbox.create() as sb:
+            track(sb)
+            check_true(sb.run("true"))
+
+    async def errand_async() -> None:
+        async with await AsyncSandbox.create() as sb:
+            track(sb)
+            check_true(await sb.run("true"))
+
+    subjects: dict[str, Callable[[], object]] = {
+        "plain subprocess.run (floor)": plain,
+        "raw bwrap --unshare-all": raw_bwrap,
+        "errand Sandbox (sync API)": errand_sync,
+        "errand AsyncSandbox (own loop)": lambda: loop.run_until_complete(errand_async()),
+    }
+    try:
+        samples = interleaved(subjects, runs, warmups, retries)
+    finally:
+        loop.close()
+    report.data["lifecycle"] = {name: summary(s) for name, s in samples.items()}
+    report.data["lifecycle"]["retries"] = retries.events
+    for name, s in samples.items():
+        p50, p95 = p50_p95(s)
+        row = Row(section, name, p50, p95, figure=f"n={len(s)}")
+        if name.startswith("errand Sandbox"):
+            row.target = f"p50 ≤ {CREATE_P50_MS:g} ms, p95 ≤ {CREATE_P95_MS:g} ms"
+            row.ok = p50 <= CREATE_P50_MS and p95 <= CREATE_P95_MS
+            row.figure = " · ".join(filter(None, [row.figure, retry_note(retries)]))
+        report.add(row)
+
+
+# ------------------------------------------------------------------------------ 2. exec
+
+
+def bench_exec(report: Report, runs: int, warmups: int) -> None:
+    section = "2 exec `true` in a running sandbox"
+    loop = asyncio.new_event_loop()
+    retries = Retries()
+    live: dict[str, Any] = {}
+
+    def start() -> None:
+        """(Re)create the two long-lived sandboxes; after a SandboxError, replace the dead one(s)."""
+        for key, make in (("sync", Sandbox.create), ("async", lambda: loop.run_until_complete(AsyncSandbox.create()))):
+            current = live.get(key)
+            if current is not None and current.alive:
+                continue
+            if current is not None:
+                stop(key)
+            live[key] = track(make())
+
+    def stop(key: str) -> None:
+        current = live.pop(key, None)
+        if current is None:
+            return
+        with contextlib.suppress(SandboxError):
+            if key == "sync":
+                current.terminate()
+            else:
+                loop.run_until_complete(current.terminate())
+
+    async def run_async() -> None:
+        check_true(await live["async"].run("true"))
+
+    try:
+        start()
+        subjects: dict[str, Callable[[], object]] = {
+            "plain subprocess.run (floor)": lambda: check_true(subprocess.run([TRUE])),
+            "errand sb.run (sync API)": lambda: check_true(live["sync"].run("true")),
+            "errand await sb.run (own loop)": lambda: loop.run_until_complete(run_async()),
+        }
+        samples = interleaved(subjects, runs * 3, warmups, retries, recover=start)  # cheap: 3× the runs
+    finally:
+        stop("sync")
+        stop("async")
+        loop.close()
+    report.data["exec"] = {name: summary(s) for name, s in samples.items()}
+    report.data["exec"]["retries"] = retries.events
+    for name, s in samples.items():
+        p50, p95 = p50_p95(s)
+        row = Row(section, name, p50, p95, figure=f"n={len(s)}")
+        if name.startswith("errand sb.run"):
+            row.target = f"p50 ≤ {EXEC_P50_MS:g} ms"
+            row.ok = p50 <= EXEC_P50_MS
+            row.figure = " · ".join(filter(None, [row.figure, retry_note(retries)]))
+        report.add(row)
+
+
+# --------------------------------------------------------------------------- 3. density
+
+
+def mem_available() -> int:
+    with open("/proc/meminfo") as handle:
+        for line in handle:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def in_chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+async def gather_chunked(calls: list[Callable[[], Awaitable[Any]]], size: int) -> list[Any]:
+    results: list[Any] = []
+    for chunk in in_chunks(calls, size):
+        results += await asyncio.gather(*(call() for call in chunk), return_exceptions=True)
+    return results
+
+
+def density_figures(kind: str, requested: int, started: int, ready: int, alive: int, seconds_ready: float,
+                    seconds_created: float, usage: list[int], avail_drop: int, teardown: float,
+                    errors: list[str]) -> dict[str, Any]:
+    return {
+        "kind": kind, "requested": requested, "started": started, "ready": ready, "alive": alive,
+        "start_rate_per_s": ready / seconds_ready if seconds_ready > 0 else 0.0,
+        "launch_rate_per_s": started / seconds_created if seconds_created > 0 else 0.0,
+        "seconds_to_all_ready": seconds_ready,
+        "memory_mean_mib": sum(usage) / len(usage) / MIB if usage else None,
+        "memory_max_mib": max(usage) / MIB if usage else None,
+        "memory_min_mib": min(usage) / MIB if usage else None,
+        "host_memavailable_drop_per_sandbox_mib": avail_drop / max(alive, 1) / MIB,
+        "teardown_seconds": teardown,
+        "errors": errors[:10], "error_count": len(errors),
+    }
+
+
+async def errand_density(count: int, chunk: int, settle: float) -> dict[str, Any]:
+    """K idle errand sandboxes at once: started in chunks, each proven up by an agent round trip."""
+    sandboxes: list[AsyncSandbox] = []
+    errors: list[str] = []
+    usage: list[int] = []
+    alive = ready = foreign = 0
+    seconds_created = seconds_ready = teardown = 0.0
+    avail_drop = 0
+    try:
+        before = mem_available()
+        start = time.perf_counter()
+        for size in [min(chunk, count - n) for n in range(0, count, chunk)]:
+            results = await asyncio.gather(*(AsyncSandbox.create(timeout=None) for _ in range(size)),
+                                           return_exceptions=True)
+            for result in results:
+                if isinstance(result, AsyncSandbox):
+                    sandboxes.append(track(result))
+                else:
+                    errors.append(f"create: {type(result).__name__}: {result}")
+            if len(errors) > 20:
+                break  # something is systematically wrong; report rather than hammer on
+        seconds_created = time.perf_counter() - start
+        # The agent answering a files request (it opens "/" and passes the fd back) proves the
+        # sandbox is up: create() itself returns before the agent runs.
+        answers = await gather_chunked([lambda sb=sb: sb.files.exists("/tmp") for sb in sandboxes], chunk)
+        seconds_ready = time.perf_counter() - start
+        for answer in answers:
+            if answer is True:
+                ready += 1
+            else:
+                errors.append(f"ready check: {type(answer).__name__}: {answer}")
+        await asyncio.sleep(settle)
+        alive = sum(1 for sb in sandboxes if sb.alive)
+        for sb in sandboxes:
+            if not sb.alive and killed_from_outside(sb):
+                foreign += 1
+                errors.append(f"{sb.id} was SIGKILLed while idle, not by this process (a foreign errand gc?)")
+        for sb in sandboxes:
+            with contextlib.suppress(Exception):
+                usage.append(sb.memory_usage())
+        avail_drop = before - mem_available()
+    finally:
+        t0 = time.perf_counter()
+        results = await gather_chunked([sb.terminate for sb in sandboxes], chunk)
+        teardown = time.perf_counter() - t0
+        errors += [f"terminate: {type(r).__name__}: {r}" for r in results if isinstance(r, BaseException)]
+    return {**density_figures("errand", count, len(sandboxes), ready, alive, seconds_ready, seconds_created,
+                              usage, avail_drop, teardown, errors), "foreign_cgroup_removals": foreign}
+
+
+def killed_from_outside(sandbox: AsyncSandbox) -> bool:
+    """An idle sandbox that ended by SIGKILL before we terminated it: nothing in this process did that
+    (no limit was near: they idle at < 1 MiB of a 2 GiB limit), so someone outside killed its cgroup."""
+    process = getattr(sandbox, "_process", None)  # errand keeps the launcher's Popen here
+    return process is not None and process.poll() == -signal.SIGKILL
+
+
+def bwrap_density(count: int, bwrap: str, settle: float) -> dict[str, Any]:
+    """K raw ``bwrap ... sleep 600``, each in its own v1 memory cgroup joined before bwrap starts."""
+    if not (MEMORY_V1 / "memory.usage_in_bytes").exists():
+        raise RuntimeError(f"no cgroup v1 memory hierarchy at {MEMORY_V1}")
+    parent = BENCH_CGROUP / f"run-{os.getpid()}"
+    parent.mkdir(parents=True, exist_ok=True)
+    groups: list[Path] = []
+    processes: list[subprocess.Popen[bytes]] = []
+    errors: list[str] = []
+    usage: list[int] = []
+    alive = ready = 0
+    seconds_created = seconds_ready = teardown = 0.0
+    avail_drop = 0
+    # dash joins the group, then execs bwrap: every page bwrap and its children touch is charged there.
+    join = 'echo 0 > "$1" || exit 125; shift; exec "$@"'
+    try:
+        before = mem_available()
+        start = time.perf_counter()
+        for n in range(count):
+            group = parent / f"bw-{n}"
+            groups.append(group)  # listed first, so an interrupt right after mkdir still cleans it up
+            group.mkdir()
+            processes.append(subprocess.Popen(
+                ["/bin/sh", "-c", join, "sh", str(group / "cgroup.procs"), bwrap, *BWRAP_ARGS,
+                 "/usr/bin/sleep", "600"], stdin=subprocess.DEVNULL))
+        seconds_created = time.perf_counter() - start
+        pending = set(range(count))
+        deadline = time.monotonic() + 120
+        while pending and time.monotonic() < deadline:
+            for n in list(pending):
+                if processes[n].poll() is not None:
+                    errors.append(f"bwrap {n} exited with {processes[n].returncode}")
+                    pending.discard(n)
+                elif any(_comm(pid) == "sleep" for pid in _procs(groups[n])):
+                    pending.discard(n)
+                    ready += 1
+            if pending:
+                time.sleep(0.005)
+        seconds_ready = time.perf_counter() - start
+        errors += [f"bwrap {n} not up after 120 s" for n in sorted(pending)]
+        time.sleep(settle)
+        alive = sum(1 for p in processes if p.poll() is None)
+        for group in groups:
+            usage.append(int((group / "memory.usage_in_bytes").read_text()))
+        avail_drop = before - mem_available()
+    finally:
+        t0 = time.perf_counter()
+        _remove_bench_groups(processes, groups, parent)
+        teardown = time.perf_counter() - t0
+    return density_figures("bwrap", count, len(processes), ready, alive, seconds_ready, seconds_created,
+                           usage, avail_drop, teardown, errors)
+
+
+def _procs(group: Path) -> list[int]:
+    try:
+        return [int(line) for line in (group / "cgroup.procs").read_text().split()]
+    except OSError:
+        return []
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _remove_bench_groups(processes: list[subprocess.Popen[bytes]], groups: list[Path], parent: Path) -> None:
+    """Kill what we started (by pid), then whatever is still charged to our groups, then the groups."""
+    for process in processes:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+    for group in groups:  # also catches a process whose Popen was interrupted before returning
+        deadline = time.monotonic() + 5
+        while (pids := _procs(group)) and time.monotonic() < deadline:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.01)
+    for group in [*groups, parent, BENCH_CGROUP]:
+        for _ in range(200):
+            try:
+                group.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError as error:
+                if group == BENCH_CGROUP and error.errno == 16 and any(BENCH_CGROUP.glob("run-*")):
+                    break  # another run's groups: not ours to remove
+                time.sleep(0.01)
+        else:
+            print(f"warning: could not remove cgroup {group}", file=sys.stderr)
+
+
+def bench_density(report: Report, count: int, chunk: int, settle: float, bwrap: str, attempts: int) -> None:
+    section = f"3 density ({count} idle)"
+    figures: dict[str, Any] = {}
+    report.data["density"] = figures
+    for kind in ("errand", "bwrap"):
+        subject = "errand AsyncSandbox" if kind == "errand" else "raw bwrap sleep 600"
+        try:
+            if kind == "errand":
+                # Another errand process's gc may remove our sandboxes' cgroups mid-measurement (see notes);
+                # then the attempt is repeated, up to `attempts` times, and the cleanest one is reported.
+                tries: list[dict[str, Any]] = []
+                while len(tries) < attempts:
+                    tries.append(asyncio.run(errand_density(count, chunk, settle)))
+                    if not tries[-1]["foreign_cgroup_removals"]:
+                        break
+                    print(f"density attempt {len(tries)}: {tries[-1]['foreign_cgroup_removals']} sandboxes "
+                          "killed from outside; repeating", file=sys.stderr)
+                figures[kind] = min(tries, key=lambda t: t["foreign_cgroup_removals"])
+                figures[kind]["attempts"] = [{k: v for k, v in t.items() if k != "errors"} for t in tries]
+            else:
+                figures[kind] = bwrap_density(count, bwrap, settle)
+        except Exception as error:  # noqa: BLE001 - reported in the table, the next section still runs
+            report.fail(section, subject, error)
+            continue
+        f = figures[kind]
+        errors = f" · {f['error_count']} errors (first: {f['errors'][0]})" if f["error_count"] else ""
+        if f.get("foreign_cgroup_removals"):
+            errors = (f" · {f['foreign_cgroup_removals']} killed from outside (best of "
+                      f"{len(f['attempts'])} attempts){errors}")
+        report.add(Row(section, f"{subject}: alive at once",
+                       figure=f"{f['alive']}/{f['requested']} alive · ready {f['ready']}{errors}",
+                       target=f"{DENSITY_COUNT:,} alive" if kind == "errand" else "",
+                       ok=(f["alive"] >= DENSITY_COUNT if count >= DENSITY_COUNT else None)
+                       if kind == "errand" else None))
+        report.add(Row(section, f"{subject}: start rate",
+                       figure=f"{f['start_rate_per_s']:.1f}/s to all ready ({f['seconds_to_all_ready']:.1f} s);"
+                              f" launches {f['launch_rate_per_s']:.1f}/s; teardown {f['teardown_seconds']:.1f} s"))
+        if f["memory_mean_mib"] is None:
+            report.add(Row(section, f"{subject}: memory per sandbox (cgroup)", figure="no live sandbox to measure",
+                           target=f"≤ {DENSITY_MIB:g} MiB each" if kind == "errand" else ""))
+        else:
+            report.add(Row(section, f"{subject}: memory per sandbox (cgroup)",
+                           figure=f"mean {f['memory_mean_mib']:.2f} MiB · max {f['memory_max_mib']:.2f} MiB"
+                                  f" · host MemAvailable drop {f['host_memavailable_drop_per_sandbox_mib']:.2f}"
+                                  " MiB/sandbox",
+                           target=f"≤ {DENSITY_MIB:g} MiB each" if kind == "errand" else "",
+                           ok=f["memory_max_mib"] <= DENSITY_MIB if kind == "errand" else None))
+
+
+# ------------------------------------------------------------------------- 4/5. snapshot, fork
+
+
+def remove_image(image: Image) -> None:
+    """Delete a snapshot's own layers and image record (never the base layers under it)."""
+    config = image.config
+    if config is None:
+        return
+    store = LayerStore()
+    for layer in config.layers:
+        if layer.startswith("snap-"):
+            shutil.rmtree(store.path(layer), ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        (store.images / f"{config.key}.json").unlink()
+
+
+def bench_snapshot_and_fork(report: Report, runs: int, warmups: int, snapshots: int, megabytes: int) -> None:
+    section = f"4 snapshot ({megabytes} MB written)"
+    images: list[Image] = []
+    retries = Retries()
+    try:
+        seconds: list[float] = []
+        while len(seconds) < snapshots:
+            try:
+                with Sandbox.create() as sb:
+                    track(sb)
+                    result = sb.run("dd", "if=/dev/urandom", "of=/data.bin", "bs=1M", f"count={megabytes}")
+                    if result.exit_code != 0:
+                        raise RuntimeError(f"dd failed in the sandbox: {result.stderr.strip()}")
+                    start = time.perf_counter()
+                    images.append(sb.snapshot())
+                    seconds.append(time.perf_counter() - start)
+            except Exception as error:  # noqa: BLE001 - Retries re-raises all but SandboxError
+                retries.absorb("snapshot", error)
+        report.data["snapshot"] = {**summary(seconds), "retries": retries.events}
+        p50, p95 = p50_p95(seconds)
+        report.add(Row(section, f"errand sb.snapshot() ×{len(seconds)}", p50, p95,
+                       figure=" · ".join(filter(None, [f"max {max(seconds) * 1000:.0f} ms", retry_note(retries)])),
+                       target=f"≤ {SNAPSHOT_MS:g} ms", ok=max(seconds) * 1000 <= SNAPSHOT_MS))
+
+        section = "5 fork: create+true+terminate"
+        snap = images[-1]
+        retries = Retries()
+
+        def from_image(image: Image | None) -> Callable[[], None]:
+            def go() -> None:
+                with Sandbox.create(image=image) as sb:
+                    track(sb)
+                    check_true(sb.run("true"))
+            return go
+
+        samples = interleaved({"from base image": from_image(None), "from the snapshot": from_image(snap)},
+                              runs, warmups, retries)
+        report.data["fork"] = {name: summary(s) for name, s in samples.items()}
+        base50, base95 = p50_p95(samples["from base image"])
+        snap50, snap95 = p50_p95(samples["from the snapshot"])
+        delta = snap50 - base50
+        report.data["fork"]["p50_delta_ms"] = delta
+        report.data["fork"]["retries"] = retries.events
+        report.add(Row(section, "errand from base image", base50, base95,
+                       figure=f"n={len(samples['from base image'])}"))
+        report.add(Row(section, f"errand from the {megabytes} MB snapshot", snap50, snap95,
+                       figure=" · ".join(filter(None, [f"p50 Δ {delta:+.1f} ms vs base", retry_note(retries)])),
+                       target=f"Δ p50 ≤ {FORK_DELTA_MS:g} ms", ok=delta <= FORK_DELTA_MS))
+    finally:
+        for image in images:
+            remove_image(image)
+
+
+# ------------------------------------------------------------------------ leaks, cleanup
+
+
+def host_state() -> dict[str, Any]:
+    """What this run left on the host: processes in our cgroups, mounts, cgroups, runtime, scratch, partial layers.
+
+    Only what this run can own is counted (other errand users share this machine): sandboxes by the ids in
+    OURS, bench cgroups by this pid, partial layers by this pid.
+    """
+    runtime, home = _settings.runtime_dir(), _settings.home()
+    ours = set(OURS)
+    bench = BENCH_CGROUP / f"run-{os.getpid()}"
+    processes = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                text = Path(f"/proc/{entry}/cgroup").read_text()
+                groups = {line.rsplit("/", 1)[-1] for line in text.splitlines()}
+                if groups & ours or f"errand-bench/run-{os.getpid()}/" in text:
+                    processes.append(int(entry))
+    with open("/proc/self/mountinfo") as handle:
+        mounts = [line.split()[4] for line in handle if any(i in line for i in ours)]
+    layers = home / "layers"
+    return {
+        "processes": sorted(processes),
+        "mounts": mounts,
+        "cgroups": sorted(set(Cgroup.list_names()) & ours),
+        "bench_cgroups": sorted(p.name for p in bench.iterdir() if p.is_dir()) if bench.is_dir() else [],
+        "runtime": sorted(name for name in os.listdir(runtime) if name in ours or _orphan_entry(runtime / name))
+        if runtime.is_dir() else [],
+        "scratch": sorted(n for n in os.listdir(home / "scratch") if n.rsplit("-", 1)[0] in ours)
+        if (home / "scratch").is_dir() else [],
+        "partial_layers": sorted(p.name for p in layers.glob(f".partial-{os.getpid()}-*")) if layers.is_dir() else [],
+    }
+
+
+def _orphan_entry(path: Path) -> bool:
+    """A runtime entry with no record (a create interrupted before it wrote one) or owned by this process."""
+    try:
+        return json.loads((path / "record.json").read_text()).get("owner_pid") == os.getpid()
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def leaks(before: dict[str, Any], timeout: float = 10.0) -> dict[str, list[Any]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        after = host_state()
+        grown = {key: sorted(set(after[key]) - set(before[key])) for key in after}
+        grown = {key: value for key, value in grown.items() if value}
+        if not grown or time.monotonic() > deadline:
+            return grown
+        time.sleep(0.1)
+
+
+def sweep_own_sandboxes() -> list[str]:
+    """Last resort: end any sandbox this process still owns (e.g. one created by a cancelled gather)."""
+    from errand.sandbox._registry import records
+    from errand.sandbox.backend import get_backend
+
+    swept = []
+    for record in records():
+        if record.owner_pid == os.getpid():
+            backend = get_backend(record.backend)
+            with contextlib.suppress(Exception):
+                backend.kill(record)
+            with contextlib.suppress(Exception):
+                backend.cleanup(record)
+            swept.append(record.id)
+    return swept
+
+
+def source_state() -> dict[str, str]:
+    """Which errand was measured: the commit, and a digest of uncommitted changes under src/ (if any)."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    diff = git("diff", "HEAD", "--", "src")
+    if not diff:
+        return {"git": commit}
+    return {"git": f"{commit}+dirty:{hashlib.sha256(diff.encode()).hexdigest()[:8]}"}
+
+
+# ------------------------------------------------------------------------------- output
+
+
+def mark(ok: bool | None) -> str:
+    return "" if ok is None else ("✓" if ok else "✗")
+
+
+def fmt(value: float | None) -> str:
+    return "" if value is None else (f"{value:.2f}" if value < 10 else f"{value:.1f}")
+
+
+def print_table(report: Report, title: str) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print_plain(report, title)
+        return
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    table = Table(title=title, title_justify="left", show_lines=False)
+    for name, justify in (("section", "left"), ("subject", "left"), ("p50 ms", "right"), ("p95 ms", "right"),
+                          ("figure", "left"), ("target", "left"), ("met", "center")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    previous = None
+    for row in report.rows:
+        if previous is not None and row.section != previous:
+            table.add_section()
+        table.add_row(row.section if row.section != previous else "", row.subject, fmt(row.p50), fmt(row.p95),
+                      row.figure, row.target, mark(row.ok))
+        previous = row.section
+    console.print(table)
+
+
+def print_plain(report: Report, title: str) -> None:
+    header = ("section", "subject", "p50 ms", "p95 ms", "figure", "target", "met")
+    lines = [(r.section, r.subject, fmt(r.p50), fmt(r.p95), r.figure, r.target, mark(r.ok)) for r in report.rows]
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *lines, strict=True)]
+    print(title)
+    for line in (header, tuple("-" * w for w in widths), *lines):
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip())
+
+
+# --------------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=30, help="measured runs per latency subject (default 30)")
+    parser.add_argument("--warmups", type=int, default=2, help="warm-up runs, not measured (default 2)")
+    parser.add_argument("--density", type=int, default=1000, metavar="K",
+                        help="idle sandboxes started at once (default 1000; 0 skips the density section)")
+    parser.add_argument("--density-attempts", type=int, default=3,
+                        help="repeat the errand density run if sandboxes are killed from outside (default 3)")
+    parser.add_argument("--chunk", type=int, default=50, help="sandboxes started/ended per asyncio.gather")
+    parser.add_argument("--settle", type=float, default=2.0, help="seconds idle before reading memory")
+    parser.add_argument("--snapshots", type=int, default=3, help="snapshots taken (default 3)")
+    parser.add_argument("--snapshot-mb", type=int, default=50, help="MB written before a snapshot")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write every figure here")
+    parser.add_argument("--gc", action="store_true",
+                        help="let errand run its once-per-process orphan gc (off by default: on a shared host it "
+                             "removes the cgroups of other runtime directories' live sandboxes)")
+    args = parser.parse_args(argv)
+    if (args.runs < 1 or args.warmups < 0 or args.density < 0 or args.chunk < 1 or args.snapshots < 1
+            or args.density_attempts < 1):
+        parser.error("--runs, --chunk, --snapshots and --density-attempts must be ≥ 1; --warmups and --density ≥ 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # A SIGTERM ends the run like Ctrl-C, through every finally, so nothing is left behind. It is turned
+    # into a SIGINT so that inside asyncio.run the runner cancels the main task at an await point (rather
+    # than an exception landing mid-statement inside errand's create).
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background by a shell
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    for name in ("ERRAND_HOME", "ERRAND_RUNTIME_DIR"):
+        if os.environ.get(name):
+            print(f"note: {name}={os.environ[name]} is set; the brief measures errand's defaults",
+                  file=sys.stderr)
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        print("bwrap is not installed", file=sys.stderr)
+        return 1
+    report = Report()
+    notes: list[str] = []
+    if not args.gc:
+        # errand's gc sweeps every sb-* cgroup not in *this* runtime directory, so on a machine shared with
+        # other errand users (test runs with their own ERRAND_RUNTIME_DIR) it kills their live sandboxes, as
+        # theirs kill ours. It runs once per process, before the first (warm-up) create, so skipping it does
+        # not change any timed figure; --gc restores it.
+        _gc.collect_once = lambda: None
+        notes.append("errand's once-per-process orphan gc was skipped (it kills other runtime dirs' sandboxes; "
+                     "--gc keeps it); no timed figure includes it either way")
+    report.data["machine"] = {
+        "python": sys.executable, "python_version": platform.python_version(), "kernel": platform.release(),
+        "cpus": os.cpu_count(), "pid_max": int(Path("/proc/sys/kernel/pid_max").read_text()),
+        "bwrap": subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip(),
+        "errand_home": str(_settings.home()), "errand_runtime_dir": str(_settings.runtime_dir()),
+        "loadavg_before": Path("/proc/loadavg").read_text().split()[:3],
+        **source_state(),
+    }
+    report.data["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    before = host_state()
+    interrupted = False
+    started = time.perf_counter()
+    # Density runs last (it is printed third): tearing down 2×K sandboxes leaves the kernel busy for a while
+    # (network namespaces are destroyed asynchronously), which would skew the latency sections after it.
+    sections: list[tuple[str, Callable[[], None]]] = [
+        ("1 create→true→terminate", lambda: bench_lifecycle(report, args.runs, args.warmups, bwrap)),
+        ("2 exec `true` in a running sandbox", lambda: bench_exec(report, args.runs, args.warmups)),
+        (f"4 snapshot ({args.snapshot_mb} MB written)",
+         lambda: bench_snapshot_and_fork(report, args.runs, args.warmups, args.snapshots, args.snapshot_mb)),
+    ]
+    if args.density:
+        sections.append((f"3 density ({args.density} idle)",
+                          lambda: bench_density(report, args.density, args.chunk, args.settle, bwrap,
+                                                args.density_attempts)))
+    try:
+        for name, run in sections:
+            print(f"… {name}", file=sys.stderr, flush=True)
+            try:
+                run()
+            except Exception as error:  # noqa: BLE001 - one broken section must not hide the others
+                report.fail(name, "section aborted", error)
+    except KeyboardInterrupt:
+        interrupted = True
+        print("interrupted: cleaning up", file=sys.stderr)
+    finally:
+        swept = sweep_own_sandboxes()
+        leaked = leaks(before)
+        for partial in leaked.get("partial_layers", []):  # reported above; ours (our pid), so remove them
+            shutil.rmtree(_settings.home() / "layers" / partial, ignore_errors=True)
+    report.data["machine"]["loadavg_after"] = Path("/proc/loadavg").read_text().split()[:3]
+    report.data["seconds"] = time.perf_counter() - started
+    report.data["swept_sandboxes"] = swept
+    report.data["leaks"] = leaked
+    report.data["errors"] = report.errors
+    report.data["targets"] = [
+        {"section": r.section, "subject": r.subject, "p50_ms": r.p50, "p95_ms": r.p95, "figure": r.figure,
+         "target": r.target, "met": r.ok} for r in report.rows if r.target]
+    leak_text = "none" if not leaked and not swept else (
+        (f"swept {len(swept)} sandboxes still owned at exit; " if swept else "")
+        + "; ".join(f"{k}: {len(v)} ({', '.join(map(str, v[:3]))}{', …' if len(v) > 3 else ''})"
+                    for k, v in leaked.items()))
+    report.add(Row("host after the run", "leaked processes/mounts/cgroups/runtime/scratch/layers",
+                   figure=leak_text, target="nothing left", ok=not leaked and not swept))
+    machine = report.data["machine"]
+    title = (f"errand sandbox benchmarks — {args.runs} runs after {args.warmups} warm-ups, "
+             f"{os.cpu_count()} CPUs, kernel {platform.release()}, {machine['bwrap']}, errand {machine['git']}, "
+             f"load {' '.join(machine['loadavg_before'])} → {' '.join(machine['loadavg_after'])}, "
+             f"{report.data['seconds']:.0f} s" + (" — INTERRUPTED" if interrupted else ""))
+    for key in ("lifecycle", "exec", "snapshot", "fork"):
+        for event in report.data.get(key, {}).get("retries", []):
+            notes.append(f"{key}: sample redone after {event}")
+    for kind, figures in report.data.get("density", {}).items():
+        for n, attempt in enumerate(figures.get("attempts", []), start=1):
+            if attempt["foreign_cgroup_removals"]:
+                notes.append(f"density/{kind} attempt {n}: {attempt['foreign_cgroup_removals']} of "
+                             f"{attempt['started']} sandboxes were SIGKILLed from outside while idle")
+    report.data["notes"] = notes
+    report.rows.sort(key=lambda row: row.section[:1] if row.section[:1].isdigit() else "9")  # stable: 1..5, then host
+    print_table(report, title)
+    for note in notes:
+        print(f"note: {note}")
+    if args.json:
+        args.json.write_text(json.dumps(report.data, indent=2, ensure_ascii=False) + "\n")
+        print(f"figures written to {args.json}")
+    return 130 if interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
