@@ -105,6 +105,20 @@ def _derive(attribute: str, member: Any) -> Any:
         return lambda self: wrap(run_sync(self._async.__aenter__())) and self
     if attribute == "__aiter__":
         return _iterate
+    if inspect.isasyncgenfunction(member):
+        @functools.wraps(member)
+        def generate(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            iterator = getattr(self._async, attribute)(*args, **kwargs)
+            try:
+                while True:
+                    try:
+                        yield wrap(run_sync(_next(iterator)))
+                    except StopAsyncIteration:
+                        return
+            finally:
+                run_sync(iterator.aclose())
+
+        return generate
     if inspect.iscoroutinefunction(member):
         @functools.wraps(member)
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:

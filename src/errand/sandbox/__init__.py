@@ -1,5 +1,7 @@
 """errand.sandbox: isolated environments with an image, mounts, limits and an egress policy."""
 
+from typing import TYPE_CHECKING
+
 from errand._sync import synchronize
 from errand.sandbox.config import Mount, Resources
 from errand.sandbox.files import AsyncFiles, FileInfo
@@ -8,11 +10,15 @@ from errand.sandbox.network import Network
 from errand.sandbox.process import AsyncProcess, AsyncStream, AsyncWriter, ExecResult
 from errand.sandbox.sandbox import AsyncSandbox, SandboxInfo
 
-Sandbox = synchronize(AsyncSandbox, "Sandbox")
-Process = synchronize(AsyncProcess, "Process")
-Stream = synchronize(AsyncStream, "Stream")
-Writer = synchronize(AsyncWriter, "Writer")
-Files = synchronize(AsyncFiles, "Files")
+if TYPE_CHECKING:
+    from errand.sandbox._blocking_types import Files, Process, Sandbox, Stream, Writer
+else:
+    # The blocking API, derived from the async one (see errand._sync).
+    Sandbox = synchronize(AsyncSandbox, "Sandbox")
+    Process = synchronize(AsyncProcess, "Process")
+    Stream = synchronize(AsyncStream, "Stream")
+    Writer = synchronize(AsyncWriter, "Writer")
+    Files = synchronize(AsyncFiles, "Files")
 
 __all__ = [
     "AsyncFiles", "AsyncProcess", "AsyncSandbox", "AsyncStream", "AsyncWriter", "ExecResult", "FileInfo",
