@@ -104,3 +104,15 @@ def test_pip_install_from_the_machines_package_index() -> None:
     with Sandbox.create(image=image) as sandbox:
         result = sandbox.run("python3", "-c", "import iniconfig; print(iniconfig.__name__)")
         assert result.stdout == "iniconfig\n", result.stderr
+
+
+def test_build_steps_run_as_a_capable_root_but_sandboxes_do_not(tmp_path: Path) -> None:
+    # Package installs chown files and create users, so build steps keep a root-like set of
+    # capabilities inside the sandbox's own user namespace; commands in a sandbox keep none.
+    image = Image.base().run(f"chown 1000:1000 /etc/hostname && grep CapEff /proc/self/status > /caps-{tmp_path.name}")
+    with Sandbox.create(image=image) as sandbox:
+        assert sandbox.run("stat", "-c", "%u", "/etc/hostname").stdout == "1000\n"
+        assert int(sandbox.files.read_text(f"/caps-{tmp_path.name}").split()[1], 16) != 0
+        runtime = sandbox.run("grep", "CapEff", "/proc/self/status").stdout
+        assert int(runtime.split()[1], 16) == 0
+        assert sandbox.run("chown", "1000", "/tmp").exit_code != 0

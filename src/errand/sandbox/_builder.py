@@ -119,7 +119,7 @@ async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: st
     if network.mode != "none":
         sink(f"NETWORK only {', '.join(network.domains)} (the {step.network} registry, through the egress proxy)")
     spec = SandboxSpec(id=_new_id(), image=config, mounts=mounts, timeout=3600, workdir=config.workdir,
-                       env=tuple(env.items()), network=network)
+                       env=tuple(env.items()), network=network, build_capabilities=True)
     sandbox = await AsyncSandbox._start(NamespaceBackend(store), spec)
     try:
         process = await sandbox.exec("/bin/sh", "-c", step.args[0])

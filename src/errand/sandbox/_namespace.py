@@ -31,6 +31,10 @@ from errand.sandbox.layers import LayerStore
 __all__ = ["NamespaceBackend"]
 
 AGENT_PATH = "/dev/.errand-agent"
+# What a package install needs as root (a subset of a container runtime's default
+# set); all of it is confined to ids the sandbox's user namespace maps.
+_BUILD_CAPABILITIES = {"CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_FOWNER": 3, "CAP_FSETID": 4, "CAP_KILL": 5,
+                       "CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_NET_BIND_SERVICE": 10}
 _MOUNT_DATA_LIMIT = 4000  # the kernel takes one page of mount options
 
 
@@ -151,8 +155,13 @@ class NamespaceBackend:
         for source, target in spec.image.binds:
             args += ["--ro-bind", source, target]
         args += ["--proc", "/proc", "--dev", "/dev", *binds]
+        keep = 0
+        if spec.build_capabilities:
+            for name, number in _BUILD_CAPABILITIES.items():
+                args += ["--cap-add", name]
+                keep |= 1 << number
         args += ["--dir", spec.workdir, "--seccomp", str(seccomp_fd), "--chdir", "/", "--",
-                 AGENT_PATH, "serve", "--fd", str(listen_fd),
+                 AGENT_PATH, "serve", "--fd", str(listen_fd), "--keep-caps", format(keep, "x"),
                  "--lifetime", str(spec.timeout or 0), "--idle", str(spec.idle_timeout or 0)]
         return args
 

@@ -23,3 +23,6 @@ class SandboxSpec:
     workdir: str = "/"
     env: tuple[tuple[str, str], ...] = ()
     detach: bool = False
+    # Image build steps run as a root with a container-like capability set inside
+    # the sandbox's own user namespace (chown, create users); user sandboxes never do.
+    build_capabilities: bool = False

@@ -312,15 +312,25 @@ static void exec_in_path(char **argv, char **envp) {
 /* A child must not keep the agent's CAP_SETUID/SETGID/SETPCAP. The bounding
  * set must be emptied while CAP_SETPCAP is still held, i.e. before switching
  * to another uid; the process sets are cleared last. */
+/* Image build steps (and only they) keep a root-like set inside the sandbox's
+ * own user namespace, so package installs can chown and create users; it is
+ * given with `serve --keep-caps MASK` and applies to commands run as uid 0. */
+static unsigned long long keep_caps;
+
 static void drop_bounding_caps(void) {
-    for (int cap = 0; cap <= 63; cap++) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+    for (int cap = 0; cap <= 63; cap++)
+        if (!(keep_caps & (1ULL << cap))) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 }
 
-static void drop_all_caps(void) {
+static void drop_all_caps(uid_t uid) {
     struct __user_cap_header_struct head = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct data[2];
     memset(data, 0, sizeof data);
+    if (uid == 0) {
+        data[0].permitted = data[0].effective = (uint32_t)keep_caps;
+        data[1].permitted = data[1].effective = (uint32_t)(keep_caps >> 32);
+    }
     if (syscall(SYS_capset, &head, data) < 0) _exit(125);
 }
 
@@ -346,7 +356,7 @@ static void child_exec(int *fds, char **f, int nf, int env_at, int nenv) {
         dprintf(2, "errand: cannot switch to uid %u gid %u: %s\n", uid, gid, strerror(errno));
         _exit(126);
     }
-    drop_all_caps();
+    drop_all_caps(uid);
     close_range(3, ~0U, 0);
     exec_in_path(argv, envp);
     int err = errno;
@@ -504,6 +514,7 @@ static int serve(int argc, char **argv) {
         if (strcmp(argv[i], "--lifetime") == 0) lifetime = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--idle") == 0) idle = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--fd") == 0) listen_fd = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--keep-caps") == 0) keep_caps = strtoull(argv[i + 1], NULL, 16);
     }
     /* Keep stdio and the listening socket (moved to fd 3); close whatever else
      * the launcher and bwrap passed along. */
