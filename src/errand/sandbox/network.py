@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from errand.errors import ConfigError
 
@@ -52,6 +52,27 @@ class Network:
         return cls("allow", tuple(domains), tuple(cidrs))  # type: ignore[arg-type]
 
     @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Network:
+        """A policy from data (errand.toml's ``[network]``, an API request).
+
+        ``{"mode": "allow", "domains": [...], "cidrs": [...]}``; ``mode`` defaults
+        to "allow" when domains or CIDRs are given, else "none". Unknown keys are
+        refused: a misspelt key must not silently widen or narrow a policy.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"a network policy must be a table, not {type(data).__name__}",
+                              code="invalid_network")
+        unknown = set(data) - {"mode", "domains", "cidrs"}
+        if unknown:
+            raise ConfigError(f"unknown network policy keys: {', '.join(sorted(unknown))} "
+                              "(known: mode, domains, cidrs)", code="unknown_key")
+        domains, cidrs = data.get("domains", ()), data.get("cidrs", ())
+        mode = data.get("mode", "allow" if domains or cidrs else "none")
+        if mode == "allow":
+            return cls.allow(*domains, cidrs=cidrs)
+        return cls(mode, tuple(domains), tuple(cidrs))
+
+    @classmethod
     def open(cls) -> Network:
         """Any public address; never loopback, private, link-local or metadata ranges."""
         return cls("open")
@@ -61,6 +82,9 @@ def _domain(pattern: str) -> str:
     if not isinstance(pattern, str):
         raise ConfigError(f"a domain must be a string, not {pattern!r}", code="invalid_domain")
     name = pattern.strip().lower().rstrip(".")
+    if name in ("*", "*.*"):
+        raise ConfigError(f"{pattern!r} would allow every domain; use Network.open() for that",
+                          code="overbroad_domain")
     if _literal(name) is not None or name.isdigit() or name.replace(".", "").isdigit():
         raise ConfigError(f"{pattern!r} is an address, not a domain: allow it with cidrs=[...]",
                           code="invalid_domain")
