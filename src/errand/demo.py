@@ -23,7 +23,7 @@ _TICKS = "for i in 1 2 3 4 5; do echo \"tick $i\"; sleep 0.15; done"
 _CONNECT = """\
 import socket
 try:
-    socket.create_connection(("1.1.1.1", 443), timeout=2)
+    socket.create_connection(("192.0.2.1", 443), timeout=2)
     print("connected")
 except OSError as error:
     print(error)
@@ -134,7 +134,7 @@ async def _containment(console: Console, sandbox: AsyncSandbox) -> None:
     host_uid = [*outputs[2].split(), "?", "?"][1]
     _fact(console, f"root inside is host uid {host_uid}, which owns nothing on the host; "
                    "the host's / is not there, only the image and /work")
-    _code(console, 'await sandbox.run("python3", "-c", "socket.create_connection((\'1.1.1.1\', 443))")')
+    _code(console, 'await sandbox.run("python3", "-c", "socket.create_connection((\'192.0.2.1\', 443))")')
     result = await sandbox.run("python3", "-c", _CONNECT)
     verdict = "no network" if result.exit_code == 1 else "UNEXPECTED"
     _fact(console, f"connect out → {(result.stdout or result.stderr).strip()} ({verdict}: Network.none())")

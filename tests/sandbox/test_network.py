@@ -59,7 +59,7 @@ def test_inward_addresses_are_refused_unless_a_cidr_names_them(address: str) -> 
         assert decide_address(Network.allow(cidrs=[f"{address}/32"]), parsed).allowed
 
 
-@pytest.mark.parametrize("address", ["203.0.113.7", "198.51.100.1", "192.0.2.1", "8.8.8.8", "2001:db8::1"])
+@pytest.mark.parametrize("address", ["203.0.113.7", "198.51.100.1", "192.0.2.1", "2001:db8::1"])
 def test_public_and_documentation_addresses_are_not_refused(address: str) -> None:
     assert decide_address(Network.open(), ipaddress.ip_address(address)).allowed
 
