@@ -19,6 +19,7 @@ from errand.errors import SandboxError, SandboxTerminated
 __all__ = ["AgentChannel", "AgentReply"]
 
 _MAX_FDS = 4
+_MAX_MESSAGE = 1 << 20  # the agent never sends more than a few hundred bytes
 
 
 class AgentReply:
@@ -138,6 +139,13 @@ class AgentChannel:
     def _parse(self) -> None:
         while len(self._buffer) >= 4:
             (length,) = struct.unpack_from("<I", self._buffer)
+            if length > _MAX_MESSAGE:
+                # Only a compromised sandbox sends this; it gets no more of our memory.
+                self._loop.remove_reader(self._sock.fileno())
+                self._buffer.clear()
+                self._eof = True
+                self._wake()
+                return
             if len(self._buffer) < 4 + length:
                 return
             payload = bytes(self._buffer[4:4 + length])

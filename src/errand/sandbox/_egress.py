@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import itertools
 import json
 import os
 import socket
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import TextIO
 
 from errand.sandbox._tls import TLS_RECORD_HEADER, client_hello_length, server_name
-from errand.sandbox.network import Address, Network, decide_address, decide_name
+from errand.sandbox.network import Address, Decision, Network, decide_address, decide_name
 
 __all__ = ["PROXY_PORT", "EgressEvent", "EgressProxy", "proxy_env"]
 
@@ -34,6 +35,7 @@ PROXY_PORT = 3128
 _HEAD_LIMIT = 65536
 _HEAD_TIMEOUT = 10.0
 _MAX_CONNECTIONS = 512  # per sandbox
+_LOCAL_REFRESH = 5.0  # seconds between re-reads of this host's own addresses
 _CONNECT_TIMEOUT = 10.0
 _LOG_LIMIT = 1 << 20  # bytes of egress log kept per sandbox
 
@@ -236,7 +238,8 @@ class EgressProxy:
         addresses = await _resolve(connection.host, connection.port)
         if not addresses:
             raise _Refused(f"cannot resolve {connection.host}", 502)
-        verdicts = [(address, decide_address(policy, address)) for address in addresses]
+        verdicts = [(address, _refuse_local(policy, address) or decide_address(policy, address))
+                    for address in addresses]
         usable = [address for address, verdict in verdicts if verdict.allowed]
         if not usable:
             raise _Refused(verdicts[0][1].reason)
@@ -430,6 +433,39 @@ async def _resolve(host: str, port: int) -> list[Address]:
     except socket.gaierror:
         return []
     return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
+
+
+def _refuse_local(policy: Network, address: Address) -> Decision | None:
+    """The host's own addresses (any interface, public ones included) reach services bound to
+    0.0.0.0 on the host itself: refused like loopback, unless a CIDR names them."""
+    if address in _local_addresses() and not any(address in net for net in policy.cidrs):
+        return Decision(False, f"resolves to an address of this host ({address})")
+    return None
+
+
+_local_cache: tuple[float, frozenset[Address]] = (0.0, frozenset())
+
+
+def _local_addresses() -> frozenset[Address]:
+    global _local_cache
+    if time.monotonic() - _local_cache[0] > _LOCAL_REFRESH:
+        _local_cache = (time.monotonic(), frozenset(_read_local_addresses()))
+    return _local_cache[1]
+
+
+def _read_local_addresses() -> set[Address]:
+    found: set[Address] = set()
+    try:
+        lines = Path("/proc/net/fib_trie").read_text().splitlines()
+        # "|-- A.B.C.D" followed by "/32 host LOCAL" marks an address of this host.
+        for previous, line in itertools.pairwise(lines):
+            if line.strip().startswith("/32 host LOCAL") and "|--" in previous:
+                found.add(ipaddress.ip_address(previous.split("|--")[1].strip()))
+        for line in Path("/proc/net/if_inet6").read_text().splitlines():
+            found.add(ipaddress.ip_address(":".join(line[i:i + 4] for i in range(0, 32, 4))))
+    except (OSError, ValueError):
+        pass
+    return found
 
 
 def _overrides() -> dict[str, list[Address]]:

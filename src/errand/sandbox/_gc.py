@@ -22,6 +22,8 @@ __all__ = ["GcReport", "collect", "collect_once"]
 # A runtime directory without a record is a sandbox being created right now;
 # only after this long is it considered abandoned.
 _CREATION_GRACE = 60.0
+# A sandbox past its lifetime by this much has had its agent stopped (or worse): end it here.
+_DEADLINE_GRACE = 5.0
 _once = threading.Lock()
 _done = False
 
@@ -48,7 +50,8 @@ def collect() -> GcReport:
     known = set()
     for record in records():
         known.add(record.id)
-        if record.processes_alive() and record.owner_alive():
+        expired = record.deadline is not None and time.time() > record.deadline + _DEADLINE_GRACE
+        if record.processes_alive() and record.owner_alive() and not expired:
             continue
         backend = get_backend(record.backend)
         backend.kill(record)

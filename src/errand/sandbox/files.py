@@ -3,8 +3,10 @@
 Every path is opened *by the agent inside the sandbox*, so it resolves against
 the sandbox's own root: ``..`` stops at that root, absolute symlinks point into
 the sandbox, and a symlink swapped in mid-call can only lead elsewhere inside
-it. The host then works only on the returned descriptor, or on one name
-(never a path) relative to a returned directory descriptor.
+it. Removal is done by the agent too, with the sandbox's own credentials.
+The host only reads metadata relative to returned directory descriptors, and
+reads or writes regular files through returned descriptors, within a size
+bound: FIFOs and devices are refused, so a sandbox cannot hang or exhaust it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from typing import Literal
 from errand.errors import ConfigError, FilesError, SandboxError
 from errand.sandbox._channel import AgentChannel, AgentReply
 
-__all__ = ["AsyncFiles", "FileInfo"]
+__all__ = ["MAX_READ", "AsyncFiles", "FileInfo"]
+
+MAX_READ = 256 * 1024 * 1024  # bytes files.read() returns unless asked for more
 
 _CODES = {errnos.ENOENT: "not_found", errnos.EEXIST: "exists", errnos.EACCES: "permission_denied",
           errnos.EPERM: "permission_denied", errnos.EROFS: "read_only", errnos.ENOSPC: "no_space",
@@ -44,22 +48,26 @@ class AsyncFiles:
         self._sandbox_id = sandbox_id
         self._connect = connect
 
-    async def read(self, path: str) -> bytes:
-        fd = await self._open(path, os.O_RDONLY)
-        if stats.S_ISDIR(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise self._error(path, errnos.EISDIR, "is a directory")
+    async def read(self, path: str, *, max_bytes: int = MAX_READ) -> bytes:
+        """A regular file's content. FIFOs, devices and files over ``max_bytes`` are refused:
+        the sandbox chooses what sits at a path, and must not hang or exhaust the host."""
+        fd = await self._open_regular(path, os.O_RDONLY)
         with open(fd, "rb", closefd=True) as handle:
-            return await asyncio.to_thread(handle.read)
+            if os.fstat(fd).st_size > max_bytes:
+                raise self._error(path, errnos.EFBIG, f"larger than max_bytes ({max_bytes})")
+            data = await asyncio.to_thread(handle.read, max_bytes + 1)
+        if len(data) > max_bytes:
+            raise self._error(path, errnos.EFBIG, f"larger than max_bytes ({max_bytes})")
+        return data
 
-    async def read_text(self, path: str) -> str:
-        return (await self.read(path)).decode()
+    async def read_text(self, path: str, *, max_bytes: int = MAX_READ) -> str:
+        return (await self.read(path, max_bytes=max_bytes)).decode()
 
     async def write(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
         """Create or replace a file, making missing parent directories."""
         payload = data.encode() if isinstance(data, str) else data
         await self.mkdir(posixpath.dirname(self._absolute(path)))
-        fd = await self._open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        fd = await self._open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         with open(fd, "wb", closefd=True) as handle:
             try:
                 await asyncio.to_thread(handle.write, payload)
@@ -109,22 +117,38 @@ class AsyncFiles:
 
     async def remove(self, path: str, *, recursive: bool = False) -> None:
         absolute = self._absolute(path)
-        parent, name = posixpath.split(absolute)
-        if not name:
+        if absolute == "/":
             raise ConfigError("refusing to remove the sandbox's root directory", code="invalid_path")
-        fd = await self._open(parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            await asyncio.to_thread(_remove, fd, name, recursive)
-        except OSError as error:
-            raise self._error(absolute, error.errno or 0, error.strerror or "remove failed") from None
-        finally:
-            os.close(fd)
+        await self._remove(absolute, recursive)
+
+    async def _remove(self, path: str, recursive: bool) -> None:
+        # The agent removes, with the sandbox's own credentials: the host never unlinks
+        # anything itself, so a symlink swapped in cannot make it delete a host file.
+        info = await self.stat(path)
+        if info.type == "directory" and recursive:
+            for entry in await self.list(path):
+                await self._remove(entry.path, True)
+        reply = await self._request(["unlink", path, "1" if info.type == "directory" else "0"])
+        if reply.kind == "error":
+            raise self._error(path, int(reply.fields[1]), reply.fields[2])
 
     def _absolute(self, path: str) -> str:
         if not isinstance(path, str) or not path.startswith("/") or "\0" in path:
             raise ConfigError(f"files API paths must be absolute paths inside the sandbox, not {path!r}",
                               code="relative_path")
         return posixpath.normpath(path).replace("//", "/")
+
+    async def _open_regular(self, path: str, flags: int, mode: int = 0o644) -> int:
+        # Non-blocking, so a FIFO cannot wedge the agent; no controlling terminal.
+        fd = await self._open(path, flags | os.O_NONBLOCK | os.O_NOCTTY, mode)
+        kind = os.fstat(fd).st_mode
+        if not stats.S_ISREG(kind):
+            os.close(fd)
+            if stats.S_ISDIR(kind):
+                raise self._error(path, errnos.EISDIR, "is a directory")
+            raise self._error(path, errnos.EINVAL, "not a regular file")
+        os.set_blocking(fd, True)
+        return fd
 
     async def _open(self, path: str, flags: int, mode: int = 0o644) -> int:
         reply = await self._request(["open", self._absolute(path), str(flags), format(mode, "o")])
@@ -166,19 +190,3 @@ def _list_dir(fd: int, path: str) -> list[FileInfo]:
             continue  # removed while listing
         entries.append(_info(info, name, posixpath.join(path, name)))
     return entries
-
-
-def _remove(parent_fd: int, name: str, recursive: bool) -> None:
-    """Remove one name under a directory descriptor; never follows a symlink."""
-    info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
-    if not stats.S_ISDIR(info.st_mode):
-        os.unlink(name, dir_fd=parent_fd)
-        return
-    if recursive:
-        child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
-        try:
-            for entry in os.listdir(child):
-                _remove(child, entry, True)
-        finally:
-            os.close(child)
-    os.rmdir(name, dir_fd=parent_fd)

@@ -61,6 +61,9 @@ class LayerStore:
     def partial(self) -> Path:
         """A fresh directory to fill before ``commit`` (removed by ``gc`` if abandoned)."""
         self.layers.mkdir(parents=True, exist_ok=True)
+        # Layers hold files a sandbox chose, owned by sandbox ids: no other host user
+        # may reach them (a setuid file there would run as a sandbox id on the host).
+        os.chmod(self.layers, 0o700)
         path = self.layers / f".partial-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         path.mkdir(mode=0o755)
         return path
@@ -77,7 +80,9 @@ class LayerStore:
         return target
 
     def copy_into_layer(self, source: Path, layer_id: str) -> Path:
-        """Commit a copy of a tree as a layer, keeping ownership, modes, xattrs and whiteouts."""
+        """Commit a copy of a sandbox-written tree as a layer, keeping ownership, modes,
+        xattrs and whiteouts, but no setuid/setgid bit: inside a sandbox they grant nothing
+        (no_new_privs), and on the host they would grant a sandbox's id."""
         partial = self.partial()
         try:
             result = subprocess.run(["cp", "-a", "--no-target-directory", str(source), str(partial)],
@@ -85,6 +90,8 @@ class LayerStore:
             if result.returncode != 0:
                 raise SandboxError(f"copying {source} into a layer failed: {result.stderr.strip()}",
                                    code="layer_copy_failed")
+            subprocess.run(["find", str(partial), "-type", "f", "-perm", "/6000", "-exec", "chmod", "ug-s", "{}",
+                            "+"], check=True, capture_output=True)
             return self.commit(partial, layer_id)
         except BaseException:
             shutil.rmtree(partial, ignore_errors=True)

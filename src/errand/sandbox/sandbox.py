@@ -14,6 +14,7 @@ import socket
 import string
 import subprocess
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -64,7 +65,9 @@ class AsyncSandbox:
         self._finished = False
         self._finish_lock = threading.Lock()
         self._cleanup: asyncio.Future[None] | None = None
+        self._deadline_timer: asyncio.TimerHandle | None = None
         self._watch_exit()
+        self._deadline_timer = self._enforce_deadline()
         self.files = AsyncFiles(self.id, self._connect)
         self._image = ImageConfig.from_json(json.dumps(record.image))
 
@@ -347,6 +350,18 @@ class AsyncSandbox:
             return
         loop.add_reader(self._pidfd, self._on_exit)
 
+    def _enforce_deadline(self) -> asyncio.TimerHandle | None:
+        """The agent ends the sandbox at its lifetime, but runs inside it (a process there
+        could stop it): the owner enforces the deadline too, as gc does for orphans."""
+        if self._record.deadline is None or self._process is None:
+            return None
+        delay = max(0.0, self._record.deadline - time.time()) + _DEADLINE_GRACE
+        return asyncio.get_running_loop().call_later(delay, self._expire)
+
+    def _expire(self) -> None:
+        if not self._dead.is_set():
+            self._expiry = asyncio.ensure_future(self.terminate())
+
     def _on_exit(self) -> None:
         if self._pidfd is not None:
             asyncio.get_running_loop().remove_reader(self._pidfd)
@@ -355,6 +370,8 @@ class AsyncSandbox:
         if self._process is not None:
             self._process.poll()  # reap our child
         self._dead.set()
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
         if self._proxy is not None:
             self._proxy_stop = asyncio.ensure_future(self._proxy.stop(self.id))
         if not self._terminated:
@@ -454,6 +471,7 @@ def _argv(args: Iterable[str]) -> list[str]:
     return argv
 
 
+_DEADLINE_GRACE = 1.0  # seconds after the lifetime before the host steps in
 _proxies: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, EgressProxy] = weakref.WeakKeyDictionary()
 
 

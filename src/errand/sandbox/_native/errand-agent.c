@@ -341,8 +341,13 @@ static void child_exec(int *fds, char **f, int nf, int env_at, int nenv) {
     char **envp = &f[env_at];
     char **argv = &f[env_at + nenv + 1];
     (void)nf;
+    /* Until exec, this child still holds the agent's listening socket: make it
+     * non-dumpable (no pidfd_getfd or /proc/<pid>/fd by other sandbox processes)
+     * and close every descriptor but stdio at once. exec makes it dumpable again. */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     setsid();
     for (int i = 0; i < 3; i++) if (dup2(fds[i], i) < 0) _exit(125);
+    close_range(3, ~0U, 0);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -357,7 +362,6 @@ static void child_exec(int *fds, char **f, int nf, int env_at, int nenv) {
         _exit(126);
     }
     drop_all_caps(uid);
-    close_range(3, ~0U, 0);
     exec_in_path(argv, envp);
     int err = errno;
     dprintf(2, "errand: cannot run %s: %s\n", argv[0], strerror(err));
@@ -403,6 +407,14 @@ static void do_open(struct client *c, char **f, int nf) {
     close(fd);
 }
 
+/* unlink: op path dir(0|1). Removal happens here, with the sandbox's own
+ * credentials, so the host can never delete what the sandbox could not. */
+static void do_unlink(struct client *c, char **f, int nf) {
+    if (nf != 3) { reply_errno(c->fd, EINVAL); return; }
+    if (unlinkat(AT_FDCWD, f[1], atoi(f[2]) ? AT_REMOVEDIR : 0) < 0) { reply_errno(c->fd, errno); return; }
+    reply(c->fd, "ok");
+}
+
 /* mkdir: op path mode (so new directories belong to the sandbox's user). */
 static void do_mkdir(struct client *c, char **f, int nf) {
     if (nf != 3) { reply_errno(c->fd, EINVAL); return; }
@@ -417,6 +429,7 @@ static void handle(struct client *c, char *payload, size_t len, int *fds, int nf
     if (strcmp(f[0], "exec") == 0) do_exec(c, f, nf, fds, nfds);
     else if (strcmp(f[0], "open") == 0) do_open(c, f, nf);
     else if (strcmp(f[0], "mkdir") == 0) do_mkdir(c, f, nf);
+    else if (strcmp(f[0], "unlink") == 0) do_unlink(c, f, nf);
     else if (strcmp(f[0], "signal") == 0 && nf == 2) {
         /* Until the child's setsid() has run, its group does not exist yet: signal it alone. */
         if (c->pid && kill(-c->pid, atoi(f[1])) < 0 && errno == ESRCH) kill(c->pid, atoi(f[1]));

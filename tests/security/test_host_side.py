@@ -1,0 +1,130 @@
+"""Attacks on the *host side* of the API: what a sandbox can make errand's host process do.
+
+The sandbox decides what sits at every path the files API touches, can stop its
+own agent, and writes the files snapshots copy. None of that may make the host
+(which runs as root) delete, hang, exhaust memory, skip a deadline, or grant a
+sandbox's id anything on the host. Each test fails if the attack works.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from errand import FilesError, Mount, Network, Sandbox
+from errand.sandbox import _gc
+from errand.sandbox.layers import LayerStore
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the namespace backend runs as root")
+
+
+def test_remove_through_a_planted_symlink_cannot_delete_host_files(backend: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "protected").mkdir(parents=True)
+    (data / "keep.txt").write_text("host")
+    (data / "protected" / "a").write_text("host")
+    os.chmod(data, 0o777)  # the sandbox may write here, but not delete root's files in 0755 dirs
+    with Sandbox.create(isolation=backend, mounts=[Mount.bind(data, "/data", read_only=False)]) as sandbox:
+        assert sandbox.run("rm", "-f", "/data/protected/a").exit_code != 0  # its own limits
+        sandbox.run("sh", "-c", "mkdir -p /workspace && rm -rf /workspace && ln -s /data /workspace")
+        os.chmod(data, 0o755)
+        with pytest.raises(FilesError):
+            sandbox.files.remove("/workspace/keep.txt")
+        with pytest.raises(FilesError):
+            sandbox.files.remove("/workspace/protected", recursive=True)
+    assert (data / "keep.txt").read_text() == "host"
+    assert (data / "protected" / "a").read_text() == "host"
+
+
+@pytest.mark.parametrize("setup", [
+    "ln -s /dev/zero /w/target",
+    "mkfifo /w/target",
+    "truncate -s 100G /w/target",
+])
+def test_reading_devices_fifos_and_huge_files_is_refused_quickly(backend: str, setup: str) -> None:
+    with Sandbox.create(isolation=backend) as sandbox:
+        assert sandbox.run("sh", "-c", f"mkdir -p /w && {setup}").exit_code == 0
+        started = time.monotonic()
+        with pytest.raises(FilesError):
+            sandbox.files.read("/w/target")
+        assert time.monotonic() - started < 10
+        # The agent is not wedged: the sandbox still answers.
+        assert sandbox.run("true").exit_code == 0
+        # Writing is refused for what is not a regular file, too (a FIFO would block the agent).
+        if "mkfifo" in setup:
+            with pytest.raises(FilesError) as caught:
+                sandbox.files.write("/w/target", "x")
+            assert caught.value.errno == errno.EINVAL
+
+
+def test_a_stopped_agent_does_not_outlive_the_lifetime(backend: str) -> None:
+    sandbox = Sandbox.create(isolation=backend, timeout=2)
+    try:
+        assert sandbox.run("cat", "/proc/2/cmdline").stdout.startswith("/dev/.errand-agent")
+        sandbox.exec("kill", "-STOP", "2")  # the agent; it can no longer answer, nor end the sandbox
+        deadline = time.monotonic() + 30
+        while sandbox.alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not sandbox.alive
+    finally:
+        sandbox.terminate()
+
+
+def test_gc_ends_a_detached_sandbox_past_its_lifetime(backend: str) -> None:
+    # Created by a process that then exits, as `errand sandbox create` does: no owner is left.
+    script = (f"from errand import Sandbox; print(Sandbox.create(isolation={backend!r}, timeout=1, "
+              "detach=True).id)")
+    created = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    sandbox = Sandbox.from_id(created.stdout.strip())
+    try:
+        sandbox.exec("kill", "-STOP", "2")
+        time.sleep(1 + _gc._DEADLINE_GRACE + 0.5)
+        assert sandbox.id in _gc.collect().sandboxes
+        assert sandbox.id not in {info.id for info in Sandbox.list()}
+    finally:
+        sandbox.terminate()
+
+
+def test_snapshots_strip_setuid_and_layers_are_private(backend: str) -> None:
+    with Sandbox.create(isolation=backend) as sandbox:
+        sandbox.run("sh", "-c", "cp /usr/bin/id /suid && chmod 6755 /suid")
+        image = sandbox.snapshot()
+    assert image.config is not None
+    top = LayerStore().path(image.config.layers[-1])
+    mode = (top / "suid").stat().st_mode
+    assert not mode & (stat.S_ISUID | stat.S_ISGID)
+    assert stat.S_IMODE(LayerStore().layers.stat().st_mode) == 0o700
+
+
+def test_open_network_cannot_reach_the_hosts_own_addresses(backend: str) -> None:
+    import socket
+    import threading
+
+    from errand.sandbox._egress import _read_local_addresses
+
+    public = [a for a in _read_local_addresses() if a.version == 4 and not a.is_loopback]
+    if not public:
+        pytest.skip("this host has no non-loopback IPv4 address to aim at")
+    server = socket.socket()
+    server.bind(("0.0.0.0", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    seen: list[object] = []
+    threading.Thread(target=lambda: seen.append(server.accept()), daemon=True).start()
+    try:
+        with Sandbox.create(isolation=backend, network=Network.open()) as sandbox:
+            result = sandbox.run("curl", "-sS", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}",
+                                 f"http://{public[0]}:{port}/")
+            assert result.stdout == "403", result
+            log = sandbox.egress_log()
+        assert any("address of this host" in event.reason for event in log), log
+        assert seen == []
+    finally:
+        server.close()
