@@ -61,7 +61,7 @@ def test_reading_devices_fifos_and_huge_files_is_refused_quickly(backend: str, s
         if "mkfifo" in setup:
             with pytest.raises(FilesError) as caught:
                 sandbox.files.write("/w/target", "x")
-            assert caught.value.errno == errno.EINVAL
+            assert caught.value.errno in (errno.EINVAL, errno.ENXIO)  # no reader: ENXIO at open
 
 
 def test_a_stopped_agent_does_not_outlive_the_lifetime(backend: str) -> None:
