@@ -20,9 +20,9 @@ Everything it starts (sandboxes, bwrap processes, cgroups under
 /sys/fs/cgroup/memory/errand-bench/run-<pid>, snapshot layers) is removed again, also on Ctrl-C
 or SIGTERM, and a last row checks that nothing this run made is left on the host.
 
-On a machine shared with other errand users, their errand gc can kill our sandboxes: a sample
-interrupted that way is redone and listed in the notes under the table, never silently. errand's
-own once-per-process gc is skipped here for the same reason unless ``--gc`` is given.
+A sample interrupted by something outside the run (another process killing a sandbox) is redone
+and listed in the notes under the table, never silently. errand's once-per-process gc runs before
+the first warm-up, outside every timed figure; ``--no-gc`` skips it.
 """
 
 from __future__ import annotations
@@ -740,9 +740,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--snapshots", type=int, default=3, help="snapshots taken (default 3)")
     parser.add_argument("--snapshot-mb", type=int, default=50, help="MB written before a snapshot")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write every figure here")
-    parser.add_argument("--gc", action="store_true",
-                        help="let errand run its once-per-process orphan gc (off by default: on a shared host it "
-                             "removes the cgroups of other runtime directories' live sandboxes)")
+    parser.add_argument("--no-gc", action="store_true",
+                        help="skip errand's once-per-process orphan gc (it runs before the first warm-up)")
     args = parser.parse_args(argv)
     if (args.runs < 1 or args.warmups < 0 or args.density < 0 or args.chunk < 1 or args.snapshots < 1
             or args.density_attempts < 1):
@@ -768,14 +767,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     report = Report()
     notes: list[str] = []
-    if not args.gc:
-        # errand's gc sweeps every sb-* cgroup not in *this* runtime directory, so on a machine shared with
-        # other errand users (test runs with their own ERRAND_RUNTIME_DIR) it kills their live sandboxes, as
-        # theirs kill ours. It runs once per process, before the first (warm-up) create, so skipping it does
-        # not change any timed figure; --gc restores it.
+    if args.no_gc:
         _gc.collect_once = lambda: None
-        notes.append("errand's once-per-process orphan gc was skipped (it kills other runtime dirs' sandboxes; "
-                     "--gc keeps it); no timed figure includes it either way")
+        notes.append("errand's once-per-process orphan gc was skipped (--no-gc)")
     report.data["machine"] = {
         "python": sys.executable, "python_version": platform.python_version(), "kernel": platform.release(),
         "cpus": os.cpu_count(), "pid_max": int(Path("/proc/sys/kernel/pid_max").read_text()),

@@ -152,6 +152,25 @@ def test_create_workdir(made: list[str]) -> None:
     assert cli("sandbox", "exec", sandbox_id, "--", "pwd").stdout == "/srv/app\n"
 
 
+def test_create_with_an_allowlist(made: list[str]) -> None:
+    # The detached sandbox's proxy is served by a supervisor process, so the allowlist holds
+    # after this command returns; a name outside it is refused (403) before any DNS lookup.
+    sandbox_id = create(made, "--allow", "allowed.errand.test")
+    result = errand("sandbox", "exec", sandbox_id, "--", "sh", "-c",
+                    'echo "$HTTPS_PROXY"; curl -sS -m 10 -o /dev/null -w "%{http_connect}" https://denied.errand.test/')
+    assert result.stdout.splitlines() == ["http://127.0.0.1:3128", "403"], result
+
+
+@pytest.mark.parametrize("args", [["--allow", "*.com"], ["--allow-cidr", "10.0.0.0/33"],
+                                  ["--open-network", "--allow", "example.org"]])
+def test_create_refuses_bad_policies(args: list[str]) -> None:
+    before = live_ids()
+    result = cli("sandbox", "create", *args)
+    assert result.exit_code == 2
+    assert "error:" in result.output
+    assert live_ids() == before
+
+
 def test_rm_unknown_id_fails_and_still_removes_the_others(made: list[str]) -> None:
     sandbox_id = create(made)
     result = cli("sandbox", "rm", "sb-unknown0000", sandbox_id)

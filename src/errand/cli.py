@@ -26,7 +26,7 @@ from rich.table import Table
 from errand import __version__
 from errand import demo as tour
 from errand.errors import ConfigError, ErrandError, ExecTimeout
-from errand.sandbox import AsyncProcess, AsyncSandbox, AsyncStream, Image, Mount, Resources, SandboxInfo, _gc
+from errand.sandbox import AsyncProcess, AsyncSandbox, AsyncStream, Image, Mount, Network, Resources, SandboxInfo, _gc
 from errand.sandbox._gc import GcReport
 
 __all__ = ["app", "main"]
@@ -170,11 +170,21 @@ def create(
     workdir: Annotated[str | None, typer.Option(help="Commands' default directory.")] = None,
     env: Annotated[list[str] | None, typer.Option(
         "--env", metavar="NAME=VALUE", help="An environment variable for every command.")] = None,
+    allow: Annotated[list[str] | None, typer.Option(
+        "--allow", metavar="DOMAIN", help="Let it reach this domain ('*.example.org': subdomains).")] = None,
+    allow_cidr: Annotated[list[str] | None, typer.Option(
+        "--allow-cidr", metavar="CIDR", help="Let it reach this network.")] = None,
+    open_network: Annotated[bool, typer.Option(
+        "--open-network", help="Let it reach any public address (never private or loopback).")] = False,
 ) -> None:
-    """Create a detached sandbox and print its id; it lives until its timeout or `errand sandbox rm`."""
+    """Create a detached sandbox and print its id; it lives until its timeout or `errand sandbox rm`.
+
+    Its network is loopback only unless --allow, --allow-cidr or --open-network say otherwise.
+    """
     async def start() -> AsyncSandbox:
         return await AsyncSandbox.create(
             _image(image), mounts=_mounts(copy or (), bind or ()), resources=_resources(cpus, memory, pids, disk),
+            network=_network(allow or (), allow_cidr or (), open_network),
             timeout=timeout or None, idle_timeout=idle_timeout or None, workdir=workdir, env=_env(env or ()),
             detach=True, log=lambda line: _stderr().print(line, style="dim", markup=False, highlight=False))
 
@@ -184,6 +194,15 @@ def create(
         _stdout().print(f"created [bold]{sandbox.id}[/] ({ends}`errand sandbox rm {sandbox.id}`)", highlight=False)
     else:
         print(sandbox.id)
+
+
+def _network(domains: Sequence[str], cidrs: Sequence[str], open_network: bool) -> Network:
+    if open_network:
+        if domains or cidrs:
+            raise ConfigError("--open-network already allows every public address; drop --allow",
+                              code="invalid_network")
+        return Network.open()
+    return Network.allow(*domains, cidrs=cidrs) if domains or cidrs else Network.none()
 
 
 # --------------------------------------------------------------------- exec

@@ -40,6 +40,29 @@ _CONNECT_TIMEOUT = 10.0
 _LOG_LIMIT = 1 << 20  # bytes of egress log kept per sandbox
 
 
+async def receive_listener(channel: socket.socket, timeout: float = 30.0) -> socket.socket | None:
+    """The listener the launcher sends over ``channel`` (None if it died first)."""
+    loop = asyncio.get_running_loop()
+    channel.setblocking(False)
+    received: asyncio.Future[list[int]] = loop.create_future()
+
+    def ready() -> None:
+        try:
+            _data, fds, _flags, _address = socket.recv_fds(channel, 1, 1)
+        except BlockingIOError:
+            return
+        if not received.done():
+            received.set_result(fds)
+
+    loop.add_reader(channel.fileno(), ready)
+    try:
+        fds = await asyncio.wait_for(received, timeout)
+    finally:
+        loop.remove_reader(channel.fileno())
+        channel.close()
+    return socket.socket(fileno=fds[0]) if fds else None
+
+
 def proxy_env() -> dict[str, str]:
     """What programs inside the sandbox need to find the proxy."""
     url = f"http://127.0.0.1:{PROXY_PORT}"

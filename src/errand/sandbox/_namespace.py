@@ -199,8 +199,9 @@ class NamespaceBackend:
 
 
 def _wants_proxy(spec: SandboxSpec) -> bool:
-    # Detached sandboxes outlive this process, which serves the proxy; they get none.
-    return not spec.detach
+    # A detached sandbox's proxy needs a supervisor process of its own: only worth it
+    # when the policy lets anything out.
+    return not spec.detach or spec.network.mode != "none"
 
 
 def _image_fields(spec: SandboxSpec) -> dict[str, object]:

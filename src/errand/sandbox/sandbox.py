@@ -25,9 +25,10 @@ from errand import _settings
 from errand.errors import ConfigError, SandboxError, SandboxNotFound, SandboxTerminated
 from errand.sandbox import _gc
 from errand.sandbox._channel import AgentChannel
-from errand.sandbox._egress import EgressEvent, EgressProxy, proxy_env
+from errand.sandbox._egress import EgressEvent, EgressProxy, proxy_env, receive_listener
 from errand.sandbox._registry import Record, records
 from errand.sandbox._spec import SandboxSpec
+from errand.sandbox._supervisor import set_supervised_policy, start_supervisor
 from errand.sandbox.backend import Backend, get_backend
 from errand.sandbox.config import Mount, Resources, sandbox_path
 from errand.sandbox.files import AsyncFiles
@@ -91,9 +92,6 @@ class AsyncSandbox:
     ) -> AsyncSandbox:
         """Create a sandbox. Everything about it is declared here and validated first."""
         spec_args = _validate(image, mounts, network, resources, timeout, idle_timeout, workdir, env)
-        if detach and spec_args["network"] != Network.none():
-            raise ConfigError("a detached sandbox outlives this process, which serves the egress proxy; "
-                              "detached sandboxes can only use Network.none()", code="invalid_network")
         backend = get_backend(isolation)
         backend.check()
         _gc.collect_once()
@@ -123,31 +121,16 @@ class AsyncSandbox:
         return sandbox
 
     async def _serve_egress(self, channel: socket.socket, network: Network) -> None:
-        """Receive the proxy listener the launcher made inside the sandbox's network namespace."""
-        loop = asyncio.get_running_loop()
-        channel.setblocking(False)
-        received: asyncio.Future[list[int]] = loop.create_future()
-
-        def ready() -> None:
-            try:
-                _data, fds, _flags, _address = socket.recv_fds(channel, 1, 1)
-            except BlockingIOError:
-                return
-            loop.remove_reader(channel.fileno())
-            if not received.done():
-                received.set_result(fds)
-
-        loop.add_reader(channel.fileno(), ready)
-        try:
-            fds = await asyncio.wait_for(received, 30)
-        finally:
-            loop.remove_reader(channel.fileno())
-            channel.close()
-        if not fds:
+        """Serve the proxy listener the launcher made inside the sandbox's network namespace:
+        here, or, for a detached sandbox, in a supervisor process that lives as long as it."""
+        if self._process is not None and self._record.owner_pid is None:
+            await start_supervisor(self._record, channel, network)
+            return
+        listener = await receive_listener(channel)
+        if listener is None:
             raise SandboxError(f"sandbox {self.id} failed to start: {self._record.log_tail().strip()}",
                                sandbox_id=self.id, code="start_failed")
         self._proxy = _egress_proxy()
-        listener = socket.socket(fileno=fds[0])
         await self._proxy.serve(self.id, listener, network, self._record.directory / "egress.log")
 
     @classmethod
@@ -276,10 +259,13 @@ class AsyncSandbox:
         if not isinstance(network, Network):
             raise ConfigError("set_network takes a Network value, e.g. Network.none()", code="invalid_network")
         self._ensure_alive()
-        if self._proxy is None:
-            raise SandboxError("only the process that created a sandbox serves its egress proxy and can change "
-                               "its policy", sandbox_id=self.id, code="not_owner")
-        self._proxy.set_policy(self.id, network)
+        if self._proxy is not None:
+            self._proxy.set_policy(self.id, network)
+        elif self._record.proxied:
+            await set_supervised_policy(self._record, network)
+        else:
+            raise SandboxError("this sandbox has no egress proxy to change: it was created detached with "
+                               "Network.none()", sandbox_id=self.id, code="no_proxy")
 
     async def egress_log(self) -> builtins.list[EgressEvent]:
         """Every egress decision so far (bounded): time, host, port, verdict, reason, bytes."""
