@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import pytest
 
 import errand
+from bounded import within
 from errand import (
     AsyncSandbox,
     ConfigError,
@@ -49,26 +49,6 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the namespace backend
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def within(seconds: float, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a blocking function, failing the test if it has not returned in ``seconds``."""
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = function(*args, **kwargs)
-        except BaseException as error:  # noqa: BLE001 - re-raised in the test's thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        pytest.fail(f"{getattr(function, '__name__', function)!r} did not return within {seconds}s")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
 
 
 def eventually(condition: Callable[[], bool], seconds: float = BOUND) -> bool:

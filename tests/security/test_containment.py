@@ -17,14 +17,14 @@ import signal
 import socket
 import subprocess
 import textwrap
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bounded import within
 from errand import ExecResult, FilesError, Mount, Resources, Sandbox, SandboxError, SandboxTerminated
 
 CGROUP_PIDS = Path("/sys/fs/cgroup/pids/errand")
@@ -34,26 +34,6 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the namespace backend
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def within(seconds: float, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a blocking function, failing the test if it has not returned in ``seconds``."""
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = function(*args, **kwargs)
-        except BaseException as error:  # noqa: BLE001 - re-raised in the test's thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        pytest.fail(f"{getattr(function, '__name__', function)!r} did not return within {seconds}s")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
 
 
 def py(sb: Sandbox, code: str, **kwargs: Any) -> ExecResult:
