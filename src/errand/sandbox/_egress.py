@@ -106,7 +106,7 @@ class _Connection:
     def allowed_under(self, policy: Network) -> bool:
         if self.host != "?" and not decide_name(policy, self.host).allowed:
             return False
-        return not self.address or decide_address(policy, ipaddress.ip_address(self.address)).allowed
+        return not self.address or _check_address(policy, ipaddress.ip_address(self.address)).allowed
 
     def abort(self) -> None:
         for transport in (self.client, self.upstream):
@@ -261,8 +261,7 @@ class EgressProxy:
         addresses = await _resolve(connection.host, connection.port)
         if not addresses:
             raise _Refused(f"cannot resolve {connection.host}", 502)
-        verdicts = [(address, _refuse_local(policy, address) or decide_address(policy, address))
-                    for address in addresses]
+        verdicts = [(address, _check_address(policy, address)) for address in addresses]
         usable = [address for address, verdict in verdicts if verdict.allowed]
         if not usable:
             raise _Refused(verdicts[0][1].reason)
@@ -270,7 +269,7 @@ class EgressProxy:
 
     def _recheck(self, sandbox_id: str, connection: _Connection, usable: list[Address]) -> None:
         policy = self._check_name(sandbox_id, connection.host)
-        if not all(decide_address(policy, address).allowed for address in usable):
+        if not all(_check_address(policy, address).allowed for address in usable):
             raise _Refused("the policy changed: the address is no longer allowed")
 
     async def _splice(self, sandbox_id: str, connection: _Connection, upstream: asyncio.WriteTransport,
@@ -458,12 +457,14 @@ async def _resolve(host: str, port: int) -> list[Address]:
     return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
 
 
-def _refuse_local(policy: Network, address: Address) -> Decision | None:
-    """The host's own addresses (any interface, public ones included) reach services bound to
-    0.0.0.0 on the host itself: refused like loopback, unless a CIDR names them."""
-    if address in _local_addresses() and not any(address in net for net in policy.cidrs):
+def _check_address(policy: Network, address: Address) -> Decision:
+    """The policy's verdict; then the host's own addresses (any interface, public ones
+    included), which reach services bound to 0.0.0.0 on the host: refused like loopback,
+    unless a CIDR names them."""
+    decision = decide_address(policy, address)
+    if decision.allowed and address in _local_addresses() and not any(address in net for net in policy.cidrs):
         return Decision(False, f"resolves to an address of this host ({address})")
-    return None
+    return decision
 
 
 _local_cache: tuple[float, frozenset[Address]] = (0.0, frozenset())
