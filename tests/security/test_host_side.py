@@ -128,3 +128,13 @@ def test_open_network_cannot_reach_the_hosts_own_addresses(backend: str) -> None
         assert seen == []
     finally:
         server.close()
+
+
+def test_endless_output_is_bounded_on_the_host(backend: str) -> None:
+    with Sandbox.create(isolation=backend) as sandbox:
+        result = sandbox.run("sh", "-c", "head -c 50000000 /dev/zero; echo done >&2", max_output=1_000_000)
+        assert result.exit_code == 0
+        assert len(result.stdout) == 1_000_000
+        assert result.truncated
+        assert result.stderr == "done\n"
+        assert not sandbox.run("true").truncated

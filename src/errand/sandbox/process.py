@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from errand.errors import ExecTimeout
 from errand.sandbox._channel import AgentChannel
 
-__all__ = ["AsyncProcess", "AsyncStream", "ExecResult"]
+__all__ = ["MAX_OUTPUT", "AsyncProcess", "AsyncStream", "ExecResult"]
+
+MAX_OUTPUT = 64 * 1024 * 1024  # bytes per stream result() keeps unless asked for more
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,7 @@ class ExecResult:
     stdout: str
     stderr: str
     signal: int | None = None
+    truncated: bool = False  # output past max_output was drained and dropped
 
     @property
     def ok(self) -> bool:
@@ -127,15 +130,17 @@ class AsyncProcess:
                               sandbox_id=self._sandbox_id, timeout=self._timeout or 0)
         return self.returncode
 
-    async def result(self) -> ExecResult:
-        """Wait, collecting all output.
+    async def result(self, max_output: int = MAX_OUTPUT) -> ExecResult:
+        """Wait, collecting output (up to ``max_output`` bytes per stream; the rest is
+        drained and dropped, so a command that prints for ever cannot exhaust the host).
 
         A daemon the command left behind may hold the output pipes open; once the
         command itself has ended, output is collected until the pipes close or
         stay quiet for ``_DRAIN`` seconds, so such a daemon cannot hang the call.
         """
         buffers = (bytearray(), bytearray())
-        readers = [asyncio.ensure_future(_collect(stream._reader, buffer))
+        dropped = [0]
+        readers = [asyncio.ensure_future(_collect(stream._reader, buffer, max_output, dropped))
                    for stream, buffer in zip((self.stdout, self.stderr), buffers, strict=True)]
         try:
             code = await self.wait()
@@ -144,12 +149,14 @@ class AsyncProcess:
             for reader in readers:
                 reader.cancel()
         stdout, stderr = (bytes(buffer).decode(errors="replace") for buffer in buffers)
-        return ExecResult(code, stdout, stderr, self.signal)
+        return ExecResult(code, stdout, stderr, self.signal, truncated=dropped[0] > 0)
 
 
 _DRAIN = 0.5
 
 
-async def _collect(reader: asyncio.StreamReader, buffer: bytearray) -> None:
+async def _collect(reader: asyncio.StreamReader, buffer: bytearray, limit: int, dropped: list[int]) -> None:
     while chunk := await reader.read(65536):
-        buffer += chunk
+        room = limit - len(buffer)
+        buffer += chunk[:max(room, 0)]
+        dropped[0] += max(len(chunk) - max(room, 0), 0)

@@ -35,7 +35,7 @@ from errand.sandbox.files import AsyncFiles
 from errand.sandbox.image import Image
 from errand.sandbox.layers import ImageConfig, LayerStore
 from errand.sandbox.network import Network
-from errand.sandbox.process import AsyncProcess, ExecResult
+from errand.sandbox.process import MAX_OUTPUT, AsyncProcess, ExecResult
 
 __all__ = ["AsyncSandbox", "SandboxInfo"]
 
@@ -213,13 +213,15 @@ class AsyncSandbox:
         env: Mapping[str, str] | None = None,
         user: str | int | None = None,
         timeout: float | None = None,
+        max_output: int = MAX_OUTPUT,
     ) -> ExecResult:
-        """Run a command to completion and collect its output."""
+        """Run a command to completion and collect its output (``max_output`` bytes per stream
+        at most; the result says ``truncated`` if there was more)."""
         process = await self.exec(*args, cwd=cwd, env=env, user=user, timeout=timeout)
         if input is not None:
             await process.stdin.write(input)
         await process.stdin.close()
-        return await process.result()
+        return await process.result(max_output)
 
     # ------------------------------------------------------- snapshots, state
 
