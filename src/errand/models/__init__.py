@@ -1,1 +1,61 @@
-"""errand.models — see DESIGN.md."""
+"""errand.models: language models behind one small protocol.
+
+Name a model ``provider:model`` and call :func:`get_model`::
+
+    openai:gpt-4.1             OpenAI, or any OpenAI-compatible server by base URL
+    anthropic:claude-sonnet-4-5
+    scripted:path/to/script.jsonl   replays a script (tests and demos)
+
+Every model is a :class:`Model`: ``await model.complete(messages, tools)``
+returns a :class:`Reply`. Failures raise :class:`ModelError`.
+"""
+
+from __future__ import annotations
+
+from errand.errors import ConfigError
+from errand.models.anthropic_adapter import AnthropicModel
+from errand.models.errors import ModelError
+from errand.models.openai_adapter import OpenAIModel
+from errand.models.protocol import Message, Model, Reply, Role, Tool, ToolCall, Usage
+from errand.models.scripted import ScriptedModel
+
+__all__ = [
+    "PROVIDERS",
+    "AnthropicModel",
+    "Message",
+    "Model",
+    "ModelError",
+    "OpenAIModel",
+    "Reply",
+    "Role",
+    "ScriptedModel",
+    "Tool",
+    "ToolCall",
+    "Usage",
+    "get_model",
+]
+
+PROVIDERS = ("openai", "anthropic", "scripted")
+
+
+def get_model(spec: str) -> Model:
+    """The model named by ``spec`` (``openai:NAME``, ``anthropic:NAME`` or ``scripted:PATH``).
+
+    Raises :class:`~errand.errors.ConfigError` for a malformed spec or unknown
+    provider, and :class:`ModelError` when a provider's client cannot be set up.
+    """
+    provider, colon, name = spec.partition(":")
+    provider = provider.strip().lower()
+    name = name.strip()
+    if not colon or not provider or not name:
+        raise ConfigError(
+            f"model {spec!r} is not of the form provider:model; providers are {', '.join(PROVIDERS)} "
+            "(e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5, scripted:demo.jsonl)"
+        )
+    if provider == "openai":
+        return OpenAIModel(name)
+    if provider == "anthropic":
+        return AnthropicModel(name)
+    if provider == "scripted":
+        return ScriptedModel.from_file(name)
+    raise ConfigError(f"unknown model provider {provider!r} in {spec!r}; providers are {', '.join(PROVIDERS)}")
