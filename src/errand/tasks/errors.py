@@ -1,0 +1,67 @@
+"""Errors of the task layer, beneath :class:`errand.errors.ErrandError`::
+
+    ErrandError
+    └── TaskError                a task or run could not be changed as asked; nothing changed
+        ├── TaskNotFound         no task has that id
+        ├── IllegalTransition    the lifecycle forbids ``current → target``
+        ├── StateConflict        the task was not in the state the caller expected
+        ├── RunNotFound          no run has that id
+        └── RunNotRunning        the run has already ended
+
+Branch on the class or on ``.code``, never on the message.
+"""
+
+from __future__ import annotations
+
+from errand.errors import ErrandError
+
+__all__ = ["IllegalTransition", "RunNotFound", "RunNotRunning", "StateConflict", "TaskError", "TaskNotFound"]
+
+
+class TaskError(ErrandError):
+    """An error about one task (``task_id``) or one of its runs (``run_id``)."""
+
+    code = "task_error"
+
+    def __init__(
+        self, message: str, *, task_id: str | None = None, run_id: str | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message, code=code)
+        self.task_id = task_id
+        self.run_id = run_id
+
+
+class TaskNotFound(TaskError):
+    code = "task_not_found"
+
+
+class IllegalTransition(TaskError):
+    """The lifecycle does not allow moving from ``current`` to ``target``."""
+
+    code = "illegal_transition"
+
+    def __init__(self, message: str, *, current: str, target: str, task_id: str | None = None) -> None:
+        super().__init__(message, task_id=task_id)
+        self.current = current
+        self.target = target
+
+
+class StateConflict(TaskError):
+    """The task was in ``actual``, not the ``expected`` state the caller named (another writer won)."""
+
+    code = "state_conflict"
+
+    def __init__(self, message: str, *, task_id: str, expected: str, actual: str) -> None:
+        super().__init__(message, task_id=task_id)
+        self.expected = expected
+        self.actual = actual
+
+
+class RunNotFound(TaskError):
+    code = "run_not_found"
+
+
+class RunNotRunning(TaskError):
+    """The run has already ended; it takes no more results."""
+
+    code = "run_not_running"

@@ -1,0 +1,83 @@
+"""The task lifecycle: states and the transitions allowed between them.
+
+::
+
+    queued → preparing → running ⇄ needs_input
+                            ↓
+                     ready_for_review → accepted | rejected
+
+    any non-final state → failed | cancelled
+    preparing | running | needs_input → queued      (the run was interrupted; requeued)
+    ready_for_review | rejected → queued            (follow-up: a new run on the task's branch)
+
+Final states are ``accepted``, ``failed`` and ``cancelled``, plus ``rejected``
+except for a follow-up. The follow-up rule: a follow-up is a reviewer's answer
+to work that has *not* landed, so it is allowed from ``ready_for_review`` and
+``rejected``. ``accepted`` is final because its commit has landed on the
+branch — more work on it is a new task (with ``parent_id`` naming this one),
+so "accepted" always means exactly what the reviewer accepted. ``failed`` and
+``cancelled`` are final too; retrying one is likewise a new task.
+
+The edge back to ``queued`` from an active state exists for recovery: a run
+whose worker died is marked interrupted and its task requeued (see
+:meth:`errand.tasks.store.TaskStore.recover_interrupted`).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from errand.tasks.errors import IllegalTransition
+
+__all__ = ["ACTIVE", "FINAL", "TRANSITIONS", "TaskState", "allowed", "transition"]
+
+
+class TaskState(enum.StrEnum):
+    QUEUED = "queued"
+    PREPARING = "preparing"
+    RUNNING = "running"
+    NEEDS_INPUT = "needs_input"
+    READY_FOR_REVIEW = "ready_for_review"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+S = TaskState
+
+#: States in which a run is (or should be) in progress on some worker.
+ACTIVE = frozenset({S.PREPARING, S.RUNNING, S.NEEDS_INPUT})
+#: States no transition leaves, except ``rejected`` → ``queued`` by follow-up.
+FINAL = frozenset({S.ACCEPTED, S.REJECTED, S.FAILED, S.CANCELLED})
+
+_FORWARD: dict[TaskState, frozenset[TaskState]] = {
+    S.QUEUED: frozenset({S.PREPARING}),
+    S.PREPARING: frozenset({S.RUNNING, S.QUEUED}),
+    S.RUNNING: frozenset({S.NEEDS_INPUT, S.READY_FOR_REVIEW, S.QUEUED}),
+    S.NEEDS_INPUT: frozenset({S.RUNNING, S.QUEUED}),
+    S.READY_FOR_REVIEW: frozenset({S.ACCEPTED, S.REJECTED, S.QUEUED}),
+    S.REJECTED: frozenset({S.QUEUED}),
+}
+
+#: Every allowed ``current → {targets}``; states absent from the keys allow nothing.
+TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
+    state: _FORWARD.get(state, frozenset()) | (frozenset() if state in FINAL else frozenset({S.FAILED, S.CANCELLED}))
+    for state in TaskState
+}
+
+
+def allowed(current: TaskState | str, target: TaskState | str) -> bool:
+    return TaskState(target) in TRANSITIONS[TaskState(current)]
+
+
+def transition(current: TaskState | str, target: TaskState | str) -> TaskState:
+    """Return ``target`` if the lifecycle allows ``current → target``; raise :class:`IllegalTransition` if not."""
+    current, target = TaskState(current), TaskState(target)
+    if target not in TRANSITIONS[current]:
+        possible = ", ".join(sorted(TRANSITIONS[current])) or "nothing (it is final)"
+        raise IllegalTransition(
+            f"a task cannot move from {current} to {target}; from {current} it can move to {possible}",
+            current=current.value, target=target.value,
+        )
+    return target

@@ -1,0 +1,95 @@
+"""The task store's tables, in SQLAlchemy Core (no ORM).
+
+Times are ``Double`` seconds since the Unix epoch (UTC). SQLite has no
+timezone-aware timestamp type: ``DateTime(timezone=True)`` is stored there as a
+naive string and read back without its zone, so the same code would see
+different values on SQLite and PostgreSQL. A float is unambiguous UTC, sorts and
+compares identically on both (``double precision`` on PostgreSQL, microsecond
+resolution), and is what ``time.time()`` gives. Convert at the edges.
+
+Changing a table here needs a new revision under ``migrations/versions``.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+__all__ = ["events", "metadata", "reviews", "runs", "tasks"]
+
+# Constraint names are fixed so later migrations (and SQLite batch mode) can refer to them.
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),  # "t-xxxxxxxx"
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("instruction", sa.Text, nullable=False),
+    sa.Column("repo", sa.Text, nullable=False),  # local path or git URL
+    sa.Column("base_ref", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=True),  # "provider:name"; None means the configured default
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="1"),  # parallel attempts per run
+    sa.Column("state", sa.String(32), nullable=False),
+    sa.Column("branch", sa.Text, nullable=True),  # "errand/<id>-<slug>", fixed at creation
+    sa.Column("parent_id", sa.String(32), sa.ForeignKey("tasks.id"), nullable=True),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("updated_at", sa.Double, nullable=False),
+    # Keyset pagination walks (created_at, id) downward, optionally within a state or repo.
+    sa.Index(None, "created_at", "id"),
+    sa.Index(None, "state", "created_at", "id"),
+    sa.Index(None, "repo", "created_at", "id"),
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.String(48), primary_key=True),  # "<task id>-r<attempt>"
+    sa.Column("task_id", sa.String(32), sa.ForeignKey("tasks.id"), nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),  # 1, 2, … within the task
+    # running | succeeded | failed | cancelled | interrupted. One column, not a
+    # state plus an "interrupted" flag that could disagree with it.
+    sa.Column("state", sa.String(32), nullable=False),
+    sa.Column("worker", sa.Text, nullable=False),
+    sa.Column("started_at", sa.Double, nullable=False),
+    sa.Column("ended_at", sa.Double, nullable=True),
+    sa.Column("result", sa.JSON, nullable=True),
+    # The last event seq handed out; bumped under the row's lock so seq is gap-free per run.
+    sa.Column("last_seq", sa.Integer, nullable=False, server_default="0"),
+    sa.UniqueConstraint("task_id", "attempt"),
+    sa.Index(None, "state", "worker"),
+)
+
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.String(32), sa.ForeignKey("tasks.id"), nullable=False),
+    sa.Column("run_id", sa.String(48), sa.ForeignKey("runs.id"), nullable=True),  # None: about the task
+    sa.Column("seq", sa.Integer, nullable=True),  # 1, 2, … within the run; None without a run
+    sa.Column("time", sa.Double, nullable=False),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.UniqueConstraint("run_id", "seq"),
+    sa.Index(None, "task_id", "id"),  # "events of a task after id N" (SSE resume)
+)
+
+reviews = sa.Table(
+    "reviews",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.String(32), sa.ForeignKey("tasks.id"), nullable=False),
+    sa.Column("run_id", sa.String(48), sa.ForeignKey("runs.id"), nullable=True),  # the run reviewed
+    sa.Column("verdict", sa.String(16), nullable=False),  # accepted | rejected | followup
+    sa.Column("reason", sa.Text, nullable=True),  # the rejection reason or follow-up instruction
+    sa.Column("time", sa.Double, nullable=False),
+    sa.CheckConstraint("verdict IN ('accepted', 'rejected', 'followup')", name="verdict"),
+    sa.Index(None, "task_id", "id"),
+)

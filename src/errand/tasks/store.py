@@ -1,0 +1,363 @@
+"""The task store: tasks, their runs, the events of every run, and reviews.
+
+Every method is one short transaction. State changes are compare-and-set
+(``UPDATE … WHERE state = :current``) so concurrent writers — two workers
+claiming one task, a cancel racing a finish — never both succeed.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Self
+
+import sqlalchemy as sa
+
+from errand.tasks import database
+from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict, TaskNotFound
+from errand.tasks.lifecycle import ACTIVE, TaskState, transition
+from errand.tasks.records import Event, Recovery, Review, Run, RunState, Task, Verdict
+from errand.tasks.schema import events, reviews, runs, tasks
+
+__all__ = ["TaskStore"]
+
+_VERDICT_STATE = {
+    Verdict.ACCEPTED: TaskState.ACCEPTED,
+    Verdict.REJECTED: TaskState.REJECTED,
+    Verdict.FOLLOWUP: TaskState.QUEUED,
+}
+
+
+class TaskStore:
+    """Tasks, runs, events and reviews in one SQL database."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self._writer = engine.execution_options(**{database.WRITE: True})
+
+    @classmethod
+    def open(cls, url: str | None = None) -> Self:
+        """Open (creating and migrating to the newest schema) the store at ``url``.
+
+        Without ``url``, ``errand.db`` in errand's home directory (``ERRAND_HOME``).
+        """
+        engine = database.connect(url or database.default_url())
+        database.migrate(engine)
+        return cls(engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- tasks -------------------------------------------------------------
+
+    def create_task(
+        self, *, title: str, instruction: str, repo: str, base_ref: str = "HEAD", model: str | None = None,
+        attempts: int = 1, parent_id: str | None = None,
+    ) -> Task:
+        """Record a new task in ``queued``; its branch is ``errand/<id>-<slug of title>``."""
+        now = time.time()
+        with self._write() as connection:
+            task_id = _new_task_id(connection)
+            row = {
+                "id": task_id, "title": title, "instruction": instruction, "repo": repo, "base_ref": base_ref,
+                "model": model, "attempts": attempts, "state": TaskState.QUEUED.value,
+                "branch": f"errand/{task_id}-{_slug(title)}", "parent_id": parent_id,
+                "created_at": now, "updated_at": now,
+            }
+            connection.execute(tasks.insert().values(row))
+        return _task(row)
+
+    def get_task(self, task_id: str) -> Task:
+        with self._read() as connection:
+            return _task(_task_row(connection, task_id))
+
+    def list_tasks(
+        self, *, state: TaskState | str | None = None, repo: str | None = None, limit: int = 50,
+        before: str | None = None,
+    ) -> list[Task]:
+        """Newest first. For the next page pass ``before=`` the last task's id (keyset, stable under inserts)."""
+        query = sa.select(tasks).order_by(tasks.c.created_at.desc(), tasks.c.id.desc()).limit(limit)
+        if state is not None:
+            query = query.where(tasks.c.state == TaskState(state).value)
+        if repo is not None:
+            query = query.where(tasks.c.repo == repo)
+        with self._read() as connection:
+            if before is not None:
+                cursor = _task_row(connection, before)
+                query = query.where(
+                    sa.or_(
+                        tasks.c.created_at < cursor["created_at"],
+                        sa.and_(tasks.c.created_at == cursor["created_at"], tasks.c.id < before),
+                    )
+                )
+            return [_task(row) for row in connection.execute(query).mappings()]
+
+    def set_state(
+        self, task_id: str, target: TaskState | str, *, expected: TaskState | str | None = None
+    ) -> Task:
+        """Move a task to ``target`` if the lifecycle allows it from the state it is in.
+
+        With ``expected``, the move happens only from that state (compare-and-set):
+        of several callers expecting the same state, exactly one wins and the others
+        get :class:`StateConflict`. Raises :class:`IllegalTransition` when the move
+        is not allowed; either way nothing changes.
+        """
+        target = TaskState(target)
+        with self._write() as connection:
+            current = TaskState(_task_row(connection, task_id)["state"])
+            if expected is not None and current != TaskState(expected):
+                raise StateConflict(
+                    f"task {task_id} is {current}, not {TaskState(expected)}; another writer changed it",
+                    task_id=task_id, expected=TaskState(expected).value, actual=current.value,
+                )
+            _move(connection, task_id, current, target)
+            return _task(_task_row(connection, task_id))
+
+    # -- runs ----------------------------------------------------------------
+
+    def start_run(self, task_id: str, worker: str) -> Run:
+        """Record that ``worker`` began a run of the task; runs are numbered 1, 2, … per task."""
+        now = time.time()
+        with self._write() as connection:
+            _task_row(connection, task_id)
+            last = connection.execute(
+                sa.select(sa.func.max(runs.c.attempt)).where(runs.c.task_id == task_id)
+            ).scalar_one()
+            attempt = (last or 0) + 1
+            row = {
+                "id": f"{task_id}-r{attempt}", "task_id": task_id, "attempt": attempt,
+                "state": RunState.RUNNING.value, "worker": worker, "started_at": now, "ended_at": None,
+                "result": None,
+            }
+            connection.execute(runs.insert().values(row))
+        return _run(row)
+
+    def finish_run(self, run_id: str, state: RunState | str, result: Any = None) -> Run:
+        """End a running run as succeeded, failed or cancelled, with a JSON-able ``result``."""
+        state = RunState(state)
+        if state in (RunState.RUNNING, RunState.INTERRUPTED):
+            raise ValueError(f"a run is finished as succeeded, failed or cancelled, not {state}")
+        with self._write() as connection:
+            _end_run(connection, run_id, state, result)
+            return _run(_run_row(connection, run_id))
+
+    def get_run(self, run_id: str) -> Run:
+        with self._read() as connection:
+            return _run(_run_row(connection, run_id))
+
+    def runs(self, task_id: str) -> list[Run]:
+        query = sa.select(runs).where(runs.c.task_id == task_id).order_by(runs.c.attempt)
+        with self._read() as connection:
+            return [_run(row) for row in connection.execute(query).mappings()]
+
+    # -- events ----------------------------------------------------------------
+
+    def append_event(self, task_id: str, run_id: str | None, kind: str, data: Any = None) -> int:
+        """Append an event and return its id. Events of a run get seq 1, 2, … with no gaps.
+
+        The seq comes from a counter on the run's row, bumped inside this
+        transaction: the row lock (PostgreSQL) or the write lock (SQLite) makes
+        concurrent appenders to one run take turns.
+        """
+        with self._write() as connection:
+            seq = None
+            if run_id is not None:
+                bumped = connection.execute(
+                    runs.update().where(runs.c.id == run_id, runs.c.task_id == task_id)
+                    .values(last_seq=runs.c.last_seq + 1)
+                )
+                if bumped.rowcount != 1:
+                    raise RunNotFound(f"task {task_id} has no run {run_id}", task_id=task_id, run_id=run_id)
+                seq = connection.execute(sa.select(runs.c.last_seq).where(runs.c.id == run_id)).scalar_one()
+            else:
+                _task_row(connection, task_id)
+            inserted = connection.execute(
+                events.insert().values(
+                    task_id=task_id, run_id=run_id, seq=seq, time=time.time(), kind=kind,
+                    data={} if data is None else data,
+                )
+            )
+            event_id = inserted.inserted_primary_key
+            assert event_id is not None
+            return int(event_id[0])
+
+    def events(self, task_id: str, after_id: int = 0, limit: int = 1000) -> list[Event]:
+        """The task's events with id greater than ``after_id``, oldest first (resume from the last id seen)."""
+        query = (
+            sa.select(events).where(events.c.task_id == task_id, events.c.id > after_id)
+            .order_by(events.c.id).limit(limit)
+        )
+        with self._read() as connection:
+            return [Event(**row) for row in connection.execute(query).mappings()]
+
+    # -- reviews ---------------------------------------------------------------
+
+    def add_review(self, task_id: str, verdict: Verdict | str, reason: str | None = None) -> Review:
+        """Record a person's review and move the task by it, in one transaction.
+
+        ``accepted`` → accepted, ``rejected`` → rejected, ``followup`` → queued (a
+        new run on the same branch; ``reason`` holds the follow-up instruction).
+        Raises :class:`IllegalTransition` when the task's state does not allow it,
+        recording nothing.
+        """
+        verdict = Verdict(verdict)
+        now = time.time()
+        with self._write() as connection:
+            current = TaskState(_task_row(connection, task_id)["state"])
+            _move(connection, task_id, current, _VERDICT_STATE[verdict])
+            last_run = connection.execute(
+                sa.select(runs.c.id).where(runs.c.task_id == task_id).order_by(runs.c.attempt.desc()).limit(1)
+            ).scalar()
+            row = {"task_id": task_id, "run_id": last_run, "verdict": verdict.value, "reason": reason, "time": now}
+            inserted = connection.execute(reviews.insert().values(row))
+            key = inserted.inserted_primary_key
+            assert key is not None
+            return _review({"id": key[0], **row})
+
+    def reviews(self, task_id: str) -> list[Review]:
+        query = sa.select(reviews).where(reviews.c.task_id == task_id).order_by(reviews.c.id)
+        with self._read() as connection:
+            return [_review(row) for row in connection.execute(query).mappings()]
+
+    # -- recovery --------------------------------------------------------------
+
+    def recover_interrupted(self, worker: str | None = None, *, max_interruptions: int = 1) -> list[Recovery]:
+        """Settle the runs a dead worker left ``running``; call it when a worker (re)starts.
+
+        The rule: each such run is marked ``interrupted`` (ended now, every event
+        it wrote kept). If its task is still active (preparing, running or
+        needs_input) the task is requeued — unless its last ``max_interruptions + 1``
+        runs were all interrupted, in which case it is failed: a task that keeps
+        killing its worker is likelier the cause than the victim. A run that ends
+        any other way resets the count. With the default, a task is requeued
+        after its first interruption and failed after a second in a row. A task
+        that already left the active states (cancelled meanwhile, say) keeps its state.
+
+        ``worker`` limits recovery to that worker's runs; ``None`` takes every
+        running run, which is right only when no other worker is alive (the
+        single-machine engine at start-up).
+        """
+        query = sa.select(runs.c.id).where(runs.c.state == RunState.RUNNING.value).order_by(runs.c.started_at)
+        if worker is not None:
+            query = query.where(runs.c.worker == worker)
+        with self._read() as connection:
+            run_ids = list(connection.execute(query).scalars())
+        recoveries = []
+        for run_id in run_ids:
+            with self._write() as connection:
+                recovery = _recover(connection, run_id, max_interruptions)
+            if recovery is not None:
+                recoveries.append(recovery)
+        return recoveries
+
+    # -- transactions ----------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sa.Connection]:
+        with self._writer.begin() as connection:
+            yield connection
+
+    @contextmanager
+    def _read(self) -> Iterator[sa.Connection]:
+        with self.engine.begin() as connection:
+            yield connection
+
+
+def _move(connection: sa.Connection, task_id: str, current: TaskState, target: TaskState) -> None:
+    """Compare-and-set the task from ``current`` to ``target``, checked against the lifecycle."""
+    try:
+        transition(current, target)
+    except IllegalTransition as error:
+        error.task_id = task_id
+        raise
+    moved = connection.execute(
+        tasks.update().where(tasks.c.id == task_id, tasks.c.state == current.value)
+        .values(state=target.value, updated_at=time.time())
+    )
+    if moved.rowcount != 1:
+        # Only without a write lock held up front (PostgreSQL, read committed) can
+        # another writer slip in between the read and this update.
+        actual = TaskState(_task_row(connection, task_id)["state"])
+        raise StateConflict(
+            f"task {task_id} changed from {current} to {actual} while moving it to {target}; read it again",
+            task_id=task_id, expected=current.value, actual=actual.value,
+        )
+
+
+def _end_run(connection: sa.Connection, run_id: str, state: RunState, result: Any) -> None:
+    ended = connection.execute(
+        runs.update().where(runs.c.id == run_id, runs.c.state == RunState.RUNNING.value)
+        .values(state=state.value, ended_at=time.time(), result=result)
+    )
+    if ended.rowcount != 1:
+        row = _run_row(connection, run_id)
+        raise RunNotRunning(
+            f"run {run_id} already ended as {row['state']}", task_id=row["task_id"], run_id=run_id
+        )
+
+
+def _recover(connection: sa.Connection, run_id: str, max_interruptions: int) -> Recovery | None:
+    try:
+        _end_run(connection, run_id, RunState.INTERRUPTED, None)
+    except RunNotRunning:
+        return None  # it ended (or another recoverer took it) since we looked
+    task_id = _run_row(connection, run_id)["task_id"]
+    previous = TaskState(_task_row(connection, task_id)["state"])
+    if previous not in ACTIVE:
+        return Recovery(run_id=run_id, task_id=task_id, previous=previous, state=previous)
+    recent = connection.execute(
+        sa.select(runs.c.state).where(runs.c.task_id == task_id)
+        .order_by(runs.c.attempt.desc()).limit(max_interruptions + 1)
+    ).scalars().all()
+    gave_up = len(recent) > max_interruptions and all(s == RunState.INTERRUPTED.value for s in recent)
+    target = TaskState.FAILED if gave_up else TaskState.QUEUED
+    _move(connection, task_id, previous, target)
+    return Recovery(run_id=run_id, task_id=task_id, previous=previous, state=target)
+
+
+def _task_row(connection: sa.Connection, task_id: str) -> Mapping[Any, Any]:
+    row = connection.execute(sa.select(tasks).where(tasks.c.id == task_id)).mappings().first()
+    if row is None:
+        raise TaskNotFound(f"no task has id {task_id!r}; `errand ls` lists them", task_id=task_id)
+    return row
+
+
+def _run_row(connection: sa.Connection, run_id: str) -> Mapping[Any, Any]:
+    row = connection.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
+    if row is None:
+        raise RunNotFound(f"no run has id {run_id!r}", run_id=run_id)
+    return row
+
+
+def _new_task_id(connection: sa.Connection) -> str:
+    # 32 random bits keep ids short to type; the check makes a collision a retry, not an error.
+    while True:
+        task_id = f"t-{secrets.token_hex(4)}"
+        if connection.execute(sa.select(tasks.c.id).where(tasks.c.id == task_id)).first() is None:
+            return task_id
+
+
+def _slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40].rstrip("-") or "task"
+
+
+def _task(row: Mapping[Any, Any]) -> Task:
+    return Task(**{**row, "state": TaskState(row["state"])})
+
+
+def _run(row: Mapping[Any, Any]) -> Run:
+    fields = {key: value for key, value in row.items() if key != "last_seq"}
+    return Run(**{**fields, "state": RunState(row["state"])})
+
+
+def _review(row: Mapping[Any, Any]) -> Review:
+    return Review(**{**row, "verdict": Verdict(row["verdict"])})

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlalchemy.exc
+
+from errand.tasks.store import TaskStore
+
+
+def test_open_creates_the_schema_and_records_the_revision(tmp_path: Path) -> None:
+    path = tmp_path / "errand.db"
+    TaskStore.open(f"sqlite:///{path}").close()
+    with sqlite3.connect(path) as db:
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"tasks", "runs", "events", "reviews", "alembic_version"} <= tables
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0001",)]
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_reopening_runs_no_migration_and_keeps_data(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    url = f"sqlite:///{tmp_path / 'errand.db'}"
+    with caplog.at_level(logging.INFO, logger="alembic"), TaskStore.open(url) as store:
+        task = store.create_task(title="t", instruction="i", repo="/r")
+    assert "Running upgrade" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="alembic"), TaskStore.open(url) as store:
+        assert store.get_task(task.id) == task
+    assert "Running upgrade" not in caplog.text
+
+
+def test_default_location_is_errand_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERRAND_HOME", str(tmp_path / "home"))
+    with TaskStore.open() as store:
+        store.create_task(title="t", instruction="i", repo="/r")
+    assert (tmp_path / "home" / "errand.db").is_file()
+
+
+def test_foreign_keys_are_enforced(store: TaskStore) -> None:
+    from errand.tasks.errors import TaskNotFound
+
+    with pytest.raises(TaskNotFound):
+        store.start_run("t-missing", "w")
+    with pytest.raises(sqlalchemy.exc.IntegrityError, match="FOREIGN KEY"):
+        store.create_task(title="t", instruction="i", repo="/r", parent_id="t-missing")
+
+
+def test_the_migrations_build_exactly_the_schema_module(store: TaskStore) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from errand.tasks.schema import metadata
+
+    with store.engine.connect() as connection:
+        assert compare_metadata(MigrationContext.configure(connection), metadata) == []

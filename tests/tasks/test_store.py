@@ -1,0 +1,190 @@
+from __future__ import annotations
+
+import itertools
+import threading
+
+import pytest
+
+from errand.tasks.errors import IllegalTransition, RunNotRunning, StateConflict, TaskNotFound
+from errand.tasks.lifecycle import TRANSITIONS, TaskState
+from errand.tasks.records import RunState, Verdict
+from errand.tasks.store import TaskStore
+
+S = TaskState
+
+# A path through the lifecycle reaching each state, from queued.
+PATH_TO = {
+    S.QUEUED: [],
+    S.PREPARING: [S.PREPARING],
+    S.RUNNING: [S.PREPARING, S.RUNNING],
+    S.NEEDS_INPUT: [S.PREPARING, S.RUNNING, S.NEEDS_INPUT],
+    S.READY_FOR_REVIEW: [S.PREPARING, S.RUNNING, S.READY_FOR_REVIEW],
+    S.ACCEPTED: [S.PREPARING, S.RUNNING, S.READY_FOR_REVIEW, S.ACCEPTED],
+    S.REJECTED: [S.PREPARING, S.RUNNING, S.READY_FOR_REVIEW, S.REJECTED],
+    S.FAILED: [S.FAILED],
+    S.CANCELLED: [S.CANCELLED],
+}
+
+
+def task_in(store: TaskStore, state: TaskState) -> str:
+    task_id = store.create_task(title="Fix the test", instruction="make it pass", repo="/repo").id
+    for step in PATH_TO[state]:
+        store.set_state(task_id, step)
+    return task_id
+
+
+def test_create_and_get(store: TaskStore) -> None:
+    task = store.create_task(title="Fix: the flaky test!", instruction="do it", repo="/r", model="openai:m")
+    assert task.id.startswith("t-") and len(task.id) == 10
+    assert task.state is S.QUEUED
+    assert task.branch == f"errand/{task.id}-fix-the-flaky-test"
+    assert store.get_task(task.id) == task
+    with pytest.raises(TaskNotFound):
+        store.get_task("t-00000000")
+
+
+@pytest.mark.parametrize(("current", "target"), sorted(itertools.product(TaskState, TaskState)))
+def test_set_state_over_the_whole_matrix(store: TaskStore, current: TaskState, target: TaskState) -> None:
+    task_id = task_in(store, current)
+    before = store.get_task(task_id)
+    if target in TRANSITIONS[current]:
+        assert store.set_state(task_id, target).state is target
+    else:
+        with pytest.raises(IllegalTransition) as caught:
+            store.set_state(task_id, target)
+        assert caught.value.task_id == task_id
+        assert store.get_task(task_id) == before
+
+
+def test_expected_state_is_compare_and_set(store: TaskStore) -> None:
+    task_id = task_in(store, S.RUNNING)
+    with pytest.raises(StateConflict) as caught:
+        store.set_state(task_id, S.CANCELLED, expected=S.QUEUED)
+    assert (caught.value.expected, caught.value.actual) == ("queued", "running")
+    assert store.get_task(task_id).state is S.RUNNING
+
+
+@pytest.mark.parametrize("expected", [S.QUEUED, None])
+def test_concurrent_setters_exactly_one_wins(url: str, expected: TaskState | None) -> None:
+    stores = [TaskStore.open(url) for _ in range(4)]
+    try:
+        for _ in range(10):
+            task_id = task_in(stores[0], S.QUEUED)
+            barrier = threading.Barrier(len(stores))
+            outcomes: list[str] = []
+
+            def claim(
+                store: TaskStore, task_id: str = task_id, barrier: threading.Barrier = barrier,
+                outcomes: list[str] = outcomes,
+            ) -> None:
+                barrier.wait()
+                try:
+                    store.set_state(task_id, S.PREPARING, expected=expected)
+                    outcomes.append("won")
+                except (StateConflict, IllegalTransition):
+                    outcomes.append("lost")
+
+            threads = [threading.Thread(target=claim, args=(store,)) for store in stores]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert sorted(outcomes) == ["lost"] * (len(stores) - 1) + ["won"]
+            assert stores[0].get_task(task_id).state is S.PREPARING
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_events_keep_order_and_seq_per_run(store: TaskStore) -> None:
+    task_id = task_in(store, S.RUNNING)
+    first, second = store.start_run(task_id, "w1"), store.start_run(task_id, "w1")
+    assert (first.attempt, second.attempt) == (1, 2)
+    ids = []
+    for index in range(25):
+        run = first if index % 2 else second
+        ids.append(store.append_event(task_id, run.id, "step", {"n": index}))
+    ids.append(store.append_event(task_id, None, "note", None))
+    assert ids == sorted(ids)
+    everything = store.events(task_id)
+    assert [event.id for event in everything] == ids
+    assert [e.seq for e in everything if e.run_id == first.id] == list(range(1, 13))
+    assert [e.seq for e in everything if e.run_id == second.id] == list(range(1, 14))
+    assert everything[-1].seq is None and everything[-1].data == {}
+    assert [e.data["n"] for e in everything[:-1]] == list(range(25))
+
+    paged, after = [], 0
+    while page := store.events(task_id, after_id=after, limit=4):
+        assert len(page) <= 4
+        paged.extend(page)
+        after = page[-1].id
+    assert paged == everything
+    assert store.events(task_id, after_id=ids[10]) == everything[11:]
+
+
+def test_concurrent_appenders_get_distinct_gapless_seqs(url: str) -> None:
+    stores = [TaskStore.open(url) for _ in range(3)]
+    try:
+        task_id = task_in(stores[0], S.RUNNING)
+        run = stores[0].start_run(task_id, "w")
+
+        def append(store: TaskStore) -> None:
+            for _ in range(20):
+                store.append_event(task_id, run.id, "chunk", {})
+
+        threads = [threading.Thread(target=append, args=(store,)) for store in stores]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [event.seq for event in stores[0].events(task_id)] == list(range(1, 61))
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_finish_run(store: TaskStore) -> None:
+    task_id = task_in(store, S.RUNNING)
+    run = store.start_run(task_id, "w")
+    finished = store.finish_run(run.id, RunState.SUCCEEDED, {"diff": "+x"})
+    assert finished.state is RunState.SUCCEEDED and finished.result == {"diff": "+x"} and finished.ended_at
+    with pytest.raises(RunNotRunning):
+        store.finish_run(run.id, RunState.FAILED)
+    assert store.get_run(run.id) == finished
+
+
+def test_reviews_move_the_task(store: TaskStore) -> None:
+    task_id = task_in(store, S.READY_FOR_REVIEW)
+    store.start_run(task_id, "w")
+    review = store.add_review(task_id, Verdict.REJECTED, "wrong file")
+    assert store.get_task(task_id).state is S.REJECTED
+    store.add_review(task_id, "followup", "edit the other file")
+    assert store.get_task(task_id).state is S.QUEUED
+    with pytest.raises(IllegalTransition):
+        store.add_review(task_id, Verdict.ACCEPTED)
+    assert [r.verdict for r in store.reviews(task_id)] == [Verdict.REJECTED, Verdict.FOLLOWUP]
+    assert store.reviews(task_id)[0] == review and review.run_id == f"{task_id}-r1"
+
+
+def test_list_tasks_keyset_pagination(store: TaskStore) -> None:
+    created = [store.create_task(title=f"t{n}", instruction="i", repo=f"/r{n % 2}") for n in range(23)]
+    for task in created[::3]:
+        store.set_state(task.id, S.CANCELLED)
+    newest_first = sorted(created, key=lambda task: (task.created_at, task.id), reverse=True)
+
+    def walk(**filters: object) -> list[str]:
+        seen: list[str] = []
+        before = None
+        while page := store.list_tasks(limit=5, before=before, **filters):  # type: ignore[arg-type]
+            seen.extend(task.id for task in page)
+            before = page[-1].id
+        return seen
+
+    assert walk() == [task.id for task in newest_first]
+    assert walk(repo="/r1") == [task.id for task in newest_first if task.repo == "/r1"]
+    cancelled = {task.id for task in created[::3]}
+    assert walk(state=S.CANCELLED) == [task.id for task in newest_first if task.id in cancelled]
+    # A task created after the walk began does not shift later pages.
+    first_page = store.list_tasks(limit=5)
+    store.create_task(title="new", instruction="i", repo="/r0")
+    assert store.list_tasks(limit=5, before=first_page[-1].id)[0].id == newest_first[5].id
