@@ -1,0 +1,132 @@
+"""Working copies: a fresh, self-contained checkout of one commit for an agent.
+
+:meth:`WorkingCopy.prepare` never writes to the user's repository. It makes two
+things:
+
+* ``host_git`` — a bare copy of the source that only the host ever touches. For
+  a local source it is a ``git clone --bare`` (git hard-links the object files,
+  so it costs no copy and no disk; a cross-device clone copies). It holds the
+  base commit under ``refs/errand/base`` and is the trusted object store that
+  :func:`errand.repo.diff.diff_tree` diffs against.
+* ``path`` — the checkout the sandbox mounts, with its own ``.git`` made with
+  ``--no-hardlinks`` (the agent may write into its ``.git``; a shared inode
+  would let it rewrite the host's objects), detached at the base commit, with
+  no remote (the host path would mean nothing in the sandbox).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from errand.errors import ConfigError
+from errand.repo.diff import Diff, build_index, diff_tree
+from errand.repo.git import run_git
+
+__all__ = ["WorkingCopy", "is_url"]
+
+_URL = re.compile(r"^(?:file|https?|ssh|git)://[^\s]+$")
+_SCP = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$")  # git@host:owner/repo.git
+_INDEX_SEED = "errand-index"
+
+
+def is_url(source: str) -> bool:
+    return bool(_URL.match(source) or _SCP.match(source))
+
+
+def _check_ref_syntax(base: str) -> None:
+    if not base or base.startswith("-") or any(c.isspace() or ord(c) < 32 for c in base):
+        raise ConfigError(f"not a valid git ref: {base!r}", code="unknown_ref")
+
+
+def _resolve(git_dir: Path, base: str, where: str) -> str:
+    out = run_git(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], git_dir, git_dir=git_dir, check=False)
+    sha = out.strip()
+    if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
+        raise ConfigError(f"unknown ref {base!r} in {where}: no commit by that name", code="unknown_ref")
+    return sha
+
+
+def _local_git_dir(path: Path) -> Path:
+    if not path.is_dir():
+        raise ConfigError(f"{path} is not a git repository (no such directory)", code="not_a_git_repo")
+    out = run_git(["rev-parse", "--absolute-git-dir"], path, check=False).strip()
+    if not out:
+        raise ConfigError(f"{path} is not a git repository", code="not_a_git_repo")
+    return Path(out)
+
+
+@dataclass(frozen=True)
+class WorkingCopy:
+    source: str
+    path: Path
+    base_ref: str
+    base_commit: str
+    host_git: Path
+
+    @classmethod
+    def prepare(
+        cls, source: str | Path, base: str = "HEAD", *, dest: Path, host_git: Path | None = None
+    ) -> WorkingCopy:
+        """Check ``base`` of ``source`` (a local repository or a git URL) out at ``dest``.
+
+        ``dest`` must not exist (or be an empty directory). ``host_git`` (default:
+        a sibling ``<dest>.host.git``) must be somewhere the sandbox cannot write.
+        Bad input raises :class:`ConfigError` (``not_a_git_repo``, ``unknown_ref``,
+        ``bad_url``, ``dest_exists``) and leaves nothing behind.
+        """
+        dest = Path(dest).absolute()
+        host_git = Path(host_git).absolute() if host_git is not None else dest.with_name(dest.name + ".host.git")
+        _check_ref_syntax(base)
+        for target in (dest, host_git):
+            if target.exists() and (not target.is_dir() or any(target.iterdir())):
+                raise ConfigError(f"{target} already exists and is not empty", code="dest_exists")
+        local_sha: str | None = None
+        if isinstance(source, Path) or not is_url(source):
+            if isinstance(source, str) and "://" in source:
+                raise ConfigError(f"unsupported git URL {source!r} (use file://, http(s)://, ssh://, git://)",
+                                  code="bad_url")
+            src_dir = _local_git_dir(Path(source).expanduser().absolute())
+            # Resolve in the user's own repository so every ref they can name works
+            # (origin/main, HEAD~2, a tag); a bare copy would not have all of them.
+            local_sha = _resolve(src_dir, base, str(source))
+            clone_from = str(src_dir)
+        else:
+            clone_from = str(source)
+        created: list[Path] = [p for p in (dest, host_git) if not p.exists()]
+        try:
+            run_git(["clone", "--bare", "--quiet", "--template=", "--", clone_from, str(host_git)], dest.parent)
+            sha = local_sha or _resolve(host_git, base, str(source))
+            run_git(["update-ref", "refs/errand/base", sha], host_git, git_dir=host_git)
+            cls._checkout(host_git, dest, sha)
+            wc = cls(source=str(source), path=dest, base_ref=base, base_commit=sha, host_git=host_git)
+            build_index(dest, host_git, sha, host_git / _INDEX_SEED)
+            return wc
+        except BaseException:
+            for p in created:
+                shutil.rmtree(p, ignore_errors=True)
+            raise
+
+    @staticmethod
+    def _checkout(host_git: Path, dest: Path, sha: str) -> None:
+        # --no-hardlinks: dest/.git is the agent's to write; it must share no inode with host_git.
+        # Hooks off for the host-side checkout even though the template is empty.
+        run_git(["clone", "--no-checkout", "--no-hardlinks", "--quiet", "--template=", "--",
+                 str(host_git), str(dest)], dest.parent)
+        git_dir = dest / ".git"
+        run_git(["-c", "core.hooksPath=/dev/null", "checkout", "--quiet", "--detach", sha], dest,
+                git_dir=git_dir, work_tree=dest)
+        run_git(["remote", "remove", "origin"], dest, git_dir=git_dir)
+
+    def diff(self) -> Diff:
+        """What changed in the working copy since :attr:`base_commit` (see :func:`diff_tree`)."""
+        return diff_tree(self.path, self.base_commit, objects_from=self.host_git,
+                         index_seed=self.host_git / _INDEX_SEED)
+
+    def remove(self) -> None:
+        """Delete the checkout and the host copy."""
+        for p in (self.path, self.host_git):
+            shutil.rmtree(p, ignore_errors=True)
+
