@@ -1,0 +1,315 @@
+"""A repository's environment, read strictly from its ``errand.toml``.
+
+``Environment.load(repo)`` gives the image, the setup/test/lint commands, the
+egress allowlist, resource limits and which instruction files the agent reads.
+No file means the defaults. Anything unknown or mistyped is a ConfigError
+naming the key and the file: a misspelt key must never be silently ignored.
+
+``instructions(repo)`` collects the project instruction files (AGENTS.md and
+kin) for the model; ``cache_key(repo)`` is the key a set-up environment's image
+layer is cached under, from the setup-relevant config and the lockfiles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from errand.errors import ConfigError
+from errand.sandbox.config import Resources
+from errand.sandbox.image import Image
+from errand.sandbox.network import Network
+
+__all__ = [
+    "CONFIG_FILE",
+    "DEFAULT_INSTRUCTIONS",
+    "LOCKFILE_PATTERNS",
+    "Environment",
+    "cache_key",
+    "instructions",
+]
+
+CONFIG_FILE = "errand.toml"
+DEFAULT_INSTRUCTIONS: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md", ".cursorrules", ".github/copilot-instructions.md")
+# Looked for at the repository root only (globs, matched by Path.glob).
+LOCKFILE_PATTERNS: tuple[str, ...] = (
+    "requirements*.txt", "poetry.lock", "uv.lock", "Pipfile.lock", "package-lock.json",
+    "pnpm-lock.yaml", "yarn.lock", "Cargo.lock", "go.sum",
+)
+MAX_CONFIG_BYTES = 1024**2
+MAX_INSTRUCTION_FILE_BYTES = 32 * 1024
+MAX_INSTRUCTIONS_BYTES = 64 * 1024
+
+# table -> its known keys
+_SCHEMA: dict[str, tuple[str, ...]] = {
+    "image": ("steps",),
+    "setup": ("commands",),
+    "test": ("command",),
+    "lint": ("command",),
+    "network": ("mode", "domains", "cidrs"),
+    "resources": ("cpus", "memory", "pids", "disk"),
+    "agent": ("instructions",),
+}
+_CACHE_VERSION = "errand-environment-v1"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What a task's sandbox is built from and what runs in it."""
+
+    image: Image = field(default_factory=Image.base)
+    setup: tuple[str, ...] = ()
+    test: str | None = None
+    lint: str | None = None
+    network: Network = field(default_factory=Network.none)
+    resources: Resources = field(default_factory=Resources)
+    instruction_files: tuple[str, ...] = DEFAULT_INSTRUCTIONS
+    source: Path | None = None  # the errand.toml read, or None for the defaults
+
+    @classmethod
+    def load(cls, repo_dir: Path) -> Environment:
+        """The environment from ``repo_dir/errand.toml``, or the defaults if there is none."""
+        repo = Path(repo_dir).resolve()
+        path = repo / CONFIG_FILE
+        if not os.path.lexists(path):
+            return cls()
+        raw = _read_inside(repo, CONFIG_FILE, MAX_CONFIG_BYTES)
+        if raw is None:
+            raise ConfigError(f"{path} is not a regular file inside the repository", code="outside_repo")
+        data, truncated = raw
+        if truncated:
+            raise ConfigError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes", code="invalid_config")
+        try:
+            document = tomllib.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raise ConfigError(f"{path}: not UTF-8 text ({error})", code="invalid_toml") from None
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"{path}: malformed TOML: {error}", code="invalid_toml") from None
+        return _parse(document, repo, path)
+
+
+def _parse(document: dict[str, Any], repo: Path, path: Path) -> Environment:
+    _known_keys(document, _SCHEMA, path, where="top level", noun="table")
+    tables: dict[str, Mapping[str, Any]] = {}
+    for name in _SCHEMA:
+        if name not in document:
+            continue
+        table = document[name]
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: [{name}] must be a table, not {_type(table)}", code="invalid_config")
+        _known_keys(table, {key: () for key in _SCHEMA[name]}, path, where=f"[{name}]", noun="key")
+        tables[name] = table
+    values: dict[str, Any] = {"source": path}
+
+    image = tables.get("image", {})
+    if "steps" in image:
+        steps = image["steps"]
+        if not isinstance(steps, list) or not all(isinstance(item, dict) for item in steps):
+            raise _type_error(path, "image.steps", "a list of one-key tables such as {run = \"...\"}", steps)
+        with _context(path, "image.steps"):
+            values["image"] = Image.from_steps([_resolve_copy(item, repo, path) for item in steps])
+
+    if "commands" in tables.get("setup", {}):
+        values["setup"] = tuple(_strings(tables["setup"]["commands"], path, "setup.commands", allow_empty=True))
+    for name in ("test", "lint"):
+        if "command" in tables.get(name, {}):
+            values[name] = _command(tables[name]["command"], path, f"{name}.command")
+
+    if "network" in tables:
+        network = tables["network"]
+        if "mode" in network and not isinstance(network["mode"], str):
+            raise _type_error(path, "network.mode", "a string", network["mode"])
+        policy: dict[str, Any] = {}
+        for key in ("domains", "cidrs"):
+            if key in network:
+                policy[key] = _strings(network[key], path, f"network.{key}", allow_empty=True)
+        for key, allowed in (("domains", policy.get("domains")), ("cidrs", policy.get("cidrs"))):
+            if allowed:  # check each list on its own first, so an error names the key at fault
+                with _context(path, f"network.{key}"):
+                    Network.from_dict({key: allowed})
+        if "mode" in network:
+            policy["mode"] = network["mode"]
+        with _context(path, "network"):
+            values["network"] = Network.from_dict(policy)
+
+    if "resources" in tables:
+        resources = tables["resources"]
+        if "cpus" in resources and (isinstance(resources["cpus"], bool)
+                                    or not isinstance(resources["cpus"], int | float)):
+            raise _type_error(path, "resources.cpus", "a number", resources["cpus"])
+        if "pids" in resources and (isinstance(resources["pids"], bool) or not isinstance(resources["pids"], int)):
+            raise _type_error(path, "resources.pids", "an integer", resources["pids"])
+        for key in ("memory", "disk"):
+            if key in resources and (isinstance(resources[key], bool)
+                                     or not isinstance(resources[key], int | str)):
+                raise _type_error(path, f"resources.{key}", "a size such as \"2GiB\" or a byte count",
+                                  resources[key])
+        with _context(path, "resources"):
+            values["resources"] = Resources(**resources)
+
+    if "instructions" in tables.get("agent", {}):
+        files = _strings(tables["agent"]["instructions"], path, "agent.instructions", allow_empty=True)
+        for name in files:
+            pure = PurePosixPath(name)
+            if pure.is_absolute() or ".." in pure.parts or "\0" in name:
+                raise ConfigError(f"{path}: agent.instructions: {name!r} must be a path relative to the "
+                                  "repository, without '..'", code="invalid_config")
+        values["instruction_files"] = tuple(files)
+    return Environment(**values)
+
+
+def instructions(repo_dir: Path, environment: Environment | None = None, *,
+                 max_file_bytes: int = MAX_INSTRUCTION_FILE_BYTES,
+                 max_total_bytes: int = MAX_INSTRUCTIONS_BYTES) -> str:
+    """The project's instruction files that exist, in order, each under a heading with its path.
+
+    Each file is cut at ``max_file_bytes`` and the whole at ``max_total_bytes``.
+    A file that is a symlink resolving outside the repository (or is not a
+    regular file) is skipped, never read.
+    """
+    repo = Path(repo_dir).resolve()
+    files = (environment or Environment.load(repo)).instruction_files
+    sections: list[str] = []
+    used = 0
+    for name in files:
+        budget = min(max_file_bytes, max_total_bytes - used)
+        if budget <= 0:
+            break
+        read = _read_inside(repo, name, budget)
+        if read is None:
+            continue
+        data, truncated = read
+        text = data.decode("utf-8", errors="replace").rstrip()
+        if truncated:
+            text += f"\n\n[… {name} truncated at {budget} bytes]"
+        used += len(data)
+        sections.append(f"## {name}\n\n{text}\n")
+    return "\n".join(sections)
+
+
+def cache_key(repo_dir: Path, environment: Environment | None = None) -> str:
+    """The key a set-up environment's image layer is cached under.
+
+    It covers what determines the result of setup: the image steps (copy steps
+    by their content), the setup commands, the network policy setup runs under,
+    and the bytes of the root-level lockfiles. Test and lint commands, resource
+    limits, instruction files, comments and formatting in errand.toml, and every
+    other file in the repository leave it unchanged.
+    """
+    repo = Path(repo_dir).resolve()
+    env = environment or Environment.load(repo)
+    digest = hashlib.sha256()
+    config = {
+        "version": _CACHE_VERSION,
+        "image": [step.fingerprint() for step in env.image.steps],
+        "setup": list(env.setup),
+        "network": {"mode": env.network.mode, "domains": list(env.network.domains),
+                    "cidrs": [str(cidr) for cidr in env.network.cidrs]},
+    }
+    digest.update(json.dumps(config, sort_keys=True).encode())
+    names = sorted({p.name for pattern in LOCKFILE_PATTERNS for p in repo.glob(pattern)})
+    for name in names:
+        read = _read_inside(repo, name, None)
+        if read is None:  # not a regular file inside the repository: only its presence counts
+            digest.update(f"\0lock\0{name}\0unreadable\0".encode())
+            continue
+        data = read[0]
+        digest.update(f"\0lock\0{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def _read_inside(repo: Path, name: str, limit: int | None) -> tuple[bytes, bool] | None:
+    """Up to ``limit`` bytes of ``repo/name`` and whether it was cut; None if it is missing,
+    not a regular file, or resolves (through symlinks) outside the repository."""
+    try:
+        resolved = (repo / name).resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if not resolved.is_relative_to(repo):
+        return None
+    try:
+        fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read() if limit is None else handle.read(limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if limit is None:
+        return data, False
+    return data[:limit], len(data) > limit
+
+
+def _resolve_copy(item: dict[str, Any], repo: Path, path: Path) -> dict[str, Any]:
+    """A copy step with its source made absolute against the repo, and kept inside it."""
+    if set(item) != {"copy"} or not isinstance(item["copy"], list) or len(item["copy"]) != 2:
+        return item
+    source, target = item["copy"]
+    if not isinstance(source, str) or not source:
+        raise _type_error(path, "image.steps copy source", "a non-empty path string", source)
+    resolved = (repo / source).resolve()
+    if not resolved.is_relative_to(repo):
+        raise ConfigError(f"{path}: image.steps: copy source {source!r} resolves outside the repository",
+                          code="outside_repo")
+    return {"copy": [str(resolved), target]}
+
+
+class _context:
+    """Re-raise a ConfigError from a value object with the file and key in front, keeping its code."""
+
+    def __init__(self, path: Path, key: str) -> None:
+        self.prefix = f"{path}: {key}: "
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
+        if isinstance(error, ConfigError):
+            raise ConfigError(self.prefix + error.message, code=error.code) from None
+
+
+def _known_keys(table: Mapping[str, Any], known: Mapping[str, Any], path: Path, *, where: str, noun: str) -> None:
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        shown = ", ".join(f"[{key}]" if noun == "table" else repr(key) for key in unknown)
+        raise ConfigError(f"{path}: unknown {noun}{'s' if len(unknown) > 1 else ''} {shown} at {where} "
+                          f"(known: {', '.join(known)})", code="unknown_key")
+
+
+def _strings(value: object, path: Path, key: str, *, allow_empty: bool = False) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+        raise _type_error(path, key, "a list of non-empty strings", value)
+    if not value and not allow_empty:
+        raise _type_error(path, key, "a non-empty list of strings", value)
+    return list(value)
+
+
+def _command(value: object, path: Path, key: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _type_error(path, key, "a non-empty shell command string", value)
+    return value
+
+
+def _type_error(path: Path, key: str, expected: str, value: object) -> ConfigError:
+    return ConfigError(f"{path}: {key} must be {expected}, not {_type(value)} {value!r}", code="invalid_config")
+
+
+def _type(value: object) -> str:
+    return {str: "string", int: "integer", float: "float", bool: "boolean", list: "array",
+            dict: "table"}.get(type(value), type(value).__name__)

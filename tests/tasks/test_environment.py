@@ -1,0 +1,288 @@
+"""errand.toml → Environment, instruction files, and the setup cache key."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from errand.errors import ConfigError
+from errand.sandbox.config import Resources
+from errand.sandbox.image import Image, Step
+from errand.sandbox.network import Network
+from errand.tasks.environment import Environment, cache_key, instructions
+
+FULL = """
+[image]
+steps = [ {base = true}, {pip_install = ["pytest"]}, {run = "mkdir -p /data"}, {copy = ["tools", "/opt/tools"]} ]
+
+[setup]
+commands = ["pip install -e .", "make deps"]
+[test]
+command = "python -m pytest -q"
+[lint]
+command = "ruff check ."
+
+[network]
+domains = ["pypi.example"]
+cidrs = ["203.0.113.0/24"]
+
+[resources]
+cpus = 2
+memory = "2GiB"
+pids = 512
+disk = "4GiB"
+
+[agent]
+instructions = ["AGENTS.md", "docs/RULES.md"]
+"""
+
+
+def write(repo: Path, text: str) -> Path:
+    path = repo / "errand.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def error_for(repo: Path, text: str) -> ConfigError:
+    write(repo, text)
+    with pytest.raises(ConfigError) as caught:
+        Environment.load(repo)
+    return caught.value
+
+
+def test_defaults_without_a_file(tmp_path: Path) -> None:
+    env = Environment.load(tmp_path)
+    assert env == Environment()
+    assert env.image == Image.base()
+    assert env.setup == () and env.test is None and env.lint is None
+    assert env.network == Network.none()
+    assert env.resources == Resources()
+    assert env.instruction_files == ("AGENTS.md", "CLAUDE.md", ".cursorrules", ".github/copilot-instructions.md")
+    assert env.source is None
+
+
+def test_empty_file_is_the_defaults(tmp_path: Path) -> None:
+    write(tmp_path, "# nothing here\n")
+    env = Environment.load(tmp_path)
+    assert (env.image, env.setup, env.network, env.resources) == (Image.base(), (), Network.none(), Resources())
+
+
+def test_full_file_round_trips(tmp_path: Path) -> None:
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "x.sh").write_text("echo hi\n")
+    path = write(tmp_path, FULL)
+    env = Environment.load(tmp_path)
+    assert env.image == (Image.base().pip_install("pytest").run("mkdir -p /data")
+                         .copy(tmp_path / "tools", "/opt/tools"))
+    copy = env.image.steps[-1]
+    assert copy == Step("copy", (str((tmp_path / "tools").resolve()), "/opt/tools"))
+    assert env.setup == ("pip install -e .", "make deps")
+    assert env.test == "python -m pytest -q"
+    assert env.lint == "ruff check ."
+    assert env.network == Network.allow("pypi.example", cidrs=["203.0.113.0/24"])
+    assert env.resources == Resources(cpus=2, memory="2GiB", pids=512, disk="4GiB")
+    assert env.resources.memory == 2 * 1024**3
+    assert env.instruction_files == ("AGENTS.md", "docs/RULES.md")
+    assert env.source == path.resolve()
+
+
+def test_copy_source_is_relative_to_the_repo_not_the_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    write(repo, '[image]\nsteps = [{copy = ["data", "/data"]}]\n')
+    assert Environment.load(repo).image.steps[-1].args == (str(repo.resolve() / "data"), "/data")
+
+
+def test_copy_source_outside_the_repo_is_refused(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (tmp_path / "secret").write_text("x")
+    error = error_for(repo, '[image]\nsteps = [{copy = ["../secret", "/s"]}]\n')
+    assert error.code == "outside_repo" and "copy" in error.message
+
+
+@pytest.mark.parametrize(("text", "code", "named"), [
+    ("[tests]\ncommand = 'pytest'\n", "unknown_key", "[tests]"),
+    ("[test]\ncmd = 'pytest'\n", "unknown_key", "'cmd'"),
+    ("[network]\ndomain = ['pypi.example']\n", "unknown_key", "'domain'"),
+    ("test = 'pytest'\n", "invalid_config", "[test]"),
+    ("[setup]\ncommands = 'make deps'\n", "invalid_config", "setup.commands"),
+    ("[setup]\ncommands = ['ok', 3]\n", "invalid_config", "setup.commands"),
+    ("[test]\ncommand = ['pytest']\n", "invalid_config", "test.command"),
+    ("[lint]\ncommand = ''\n", "invalid_config", "lint.command"),
+    ("[network]\ndomains = 'pypi.example'\n", "invalid_config", "network.domains"),
+    ("[network]\ndomains = ['*.com']\n", "overbroad_domain", "network.domains"),
+    ("[network]\ncidrs = ['0.0.0.0/0']\n", "overbroad_cidr", "network.cidrs"),
+    ("[resources]\npids = '512'\n", "invalid_config", "resources.pids"),
+    ("[resources]\ncpus = true\n", "invalid_config", "resources.cpus"),
+    ("[resources]\npids = 2\n", "invalid_limit", "resources"),
+    ("[resources]\ncpus = -1\n", "invalid_limit", "resources"),
+    ("[resources]\nmemory = 'lots'\n", "invalid_size", "resources"),
+    ("[resources]\nmemory = '1MiB'\n", "invalid_limit", "resources"),
+    ("[image]\nsteps = [{frobnicate = 'x'}]\n", "invalid_image_step", "image.steps"),
+    ("[image]\nsteps = {run = 'x'}\n", "invalid_config", "image.steps"),
+    ("[image]\nsteps = [{run = 'a', pip_install = ['b']}]\n", "invalid_image_step", "image.steps"),
+    ("[agent]\ninstructions = 'AGENTS.md'\n", "invalid_config", "agent.instructions"),
+    ("[agent]\ninstructions = ['../x.md']\n", "invalid_config", "agent.instructions"),
+])
+def test_bad_input_is_refused_naming_key_and_file(tmp_path: Path, text: str, code: str, named: str) -> None:
+    error = error_for(tmp_path, text)
+    assert error.code == code, error.message
+    assert named in error.message
+    assert "errand.toml" in error.message
+
+
+def test_unknown_keys_list_the_known_ones(tmp_path: Path) -> None:
+    error = error_for(tmp_path, "[test]\ncmd = 'pytest'\n")
+    assert "known: command" in error.message
+    error = error_for(tmp_path, "[imgae]\nsteps = []\n")
+    assert "[imgae]" in error.message and "image" in error.message and "resources" in error.message
+
+
+def test_broken_toml_gives_line_and_column(tmp_path: Path) -> None:
+    error = error_for(tmp_path, "[test]\ncommand = 'pytest'\n[setup\n")
+    assert error.code == "invalid_toml"
+    assert "line 3" in error.message and "column" in error.message and "errand.toml" in error.message
+
+
+def test_non_utf8_is_invalid_toml(tmp_path: Path) -> None:
+    (tmp_path / "errand.toml").write_bytes(b"[test]\ncommand = '\xff'\n")
+    with pytest.raises(ConfigError) as caught:
+        Environment.load(tmp_path)
+    assert caught.value.code == "invalid_toml"
+
+
+def test_config_symlinked_out_of_the_repo_is_refused(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (tmp_path / "elsewhere.toml").write_text("[test]\ncommand = 'x'\n")
+    (repo / "errand.toml").symlink_to(tmp_path / "elsewhere.toml")
+    with pytest.raises(ConfigError) as caught:
+        Environment.load(repo)
+    assert caught.value.code == "outside_repo"
+
+
+# ------------------------------------------------------------ instructions
+
+
+def test_instructions_in_order_under_headings(tmp_path: Path) -> None:
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "copilot-instructions.md").write_text("copilot says")
+    (tmp_path / "CLAUDE.md").write_text("claude says")
+    (tmp_path / "AGENTS.md").write_text("agents say")
+    text = instructions(tmp_path)
+    assert ".cursorrules" not in text
+    positions = [text.index(s) for s in ("## AGENTS.md", "agents say", "## CLAUDE.md", "claude says",
+                                         "## .github/copilot-instructions.md", "copilot says")]
+    assert positions == sorted(positions)
+
+
+def test_instructions_follow_the_config(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("agents")
+    (tmp_path / "RULES.md").write_text("rules")
+    write(tmp_path, "[agent]\ninstructions = ['RULES.md']\n")
+    assert instructions(tmp_path) == "## RULES.md\n\nrules\n"
+    write(tmp_path, "[agent]\ninstructions = []\n")
+    assert instructions(tmp_path) == ""
+
+
+def test_instructions_none_present(tmp_path: Path) -> None:
+    assert instructions(tmp_path) == ""
+
+
+def test_instructions_are_bounded(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("a" * 100_000)
+    (tmp_path / "CLAUDE.md").write_text("c" * 100)
+    text = instructions(tmp_path, max_file_bytes=1000, max_total_bytes=1050)
+    assert text.count("a") <= 1000 + 10 and "AGENTS.md truncated at 1000 bytes" in text
+    assert "CLAUDE.md truncated at 50 bytes" in text
+    assert len(instructions(tmp_path)) < 70_000
+
+
+def test_instructions_skip_symlinks_out_of_the_repo(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET")
+    (repo / "AGENTS.md").symlink_to(secret)
+    (repo / ".github").symlink_to(tmp_path)  # a directory link out of the repo
+    (tmp_path / "copilot-instructions.md").write_text("ALSO SECRET")
+    (repo / "CLAUDE.md").write_text("fine")
+    text = instructions(repo)
+    assert "SECRET" not in text
+    assert text == "## CLAUDE.md\n\nfine\n"
+
+
+def test_instructions_follow_symlinks_that_stay_inside(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "agents.md").write_text("inside")
+    (tmp_path / "AGENTS.md").symlink_to("docs/agents.md")
+    assert "inside" in instructions(tmp_path)
+
+
+def test_instructions_ignore_non_regular_files(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").mkdir()
+    os.mkfifo(tmp_path / "CLAUDE.md")
+    assert instructions(tmp_path) == ""
+
+
+# --------------------------------------------------------------- cache key
+
+
+def test_cache_key_tracks_config_and_lockfiles_only(tmp_path: Path) -> None:
+    write(tmp_path, "[setup]\ncommands = ['pip install -r requirements.txt']\n")
+    (tmp_path / "requirements.txt").write_text("pytest==8.0\n")
+    (tmp_path / "uv.lock").write_text("v1\n")
+    (tmp_path / "main.py").write_text("print(1)\n")
+    first = cache_key(tmp_path)
+    assert len(first) == 64 and cache_key(tmp_path) == first
+
+    (tmp_path / "main.py").write_text("print(2)\n")
+    (tmp_path / "README.md").write_text("docs\n")
+    assert cache_key(tmp_path) == first
+
+    (tmp_path / "requirements.txt").write_text("pytest==8.1\n")
+    second = cache_key(tmp_path)
+    assert second != first
+    (tmp_path / "uv.lock").write_text("v2\n")
+    third = cache_key(tmp_path)
+    assert third != second
+    (tmp_path / "requirements-dev.txt").write_text("ruff\n")
+    fourth = cache_key(tmp_path)
+    assert fourth != third
+
+    write(tmp_path, "[setup]\ncommands = ['pip install -r requirements.txt', 'make']\n")
+    fifth = cache_key(tmp_path)
+    assert fifth != fourth
+    write(tmp_path, "[image]\nsteps = [{run = 'true'}]\n[setup]\ncommands = ['pip install -r requirements.txt', "
+                    "'make']\n")
+    assert cache_key(tmp_path) != fifth
+
+
+def test_cache_key_ignores_what_does_not_affect_setup(tmp_path: Path) -> None:
+    write(tmp_path, "[setup]\ncommands = ['make']\n")
+    base = cache_key(tmp_path)
+    write(tmp_path, "# a comment\n[setup]\ncommands = [ 'make' ]\n[test]\ncommand = 'pytest'\n"
+                    "[resources]\npids = 64\n")
+    assert cache_key(tmp_path) == base
+
+
+def test_cache_key_without_config_and_network(tmp_path: Path) -> None:
+    none = cache_key(tmp_path)
+    write(tmp_path, "[network]\ndomains = ['pypi.example']\n")
+    assert cache_key(tmp_path) != none
+
+
+def test_cache_key_does_not_read_lockfiles_outside_the_repo(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    outside = tmp_path / "poetry.lock"
+    outside.write_text("one")
+    (repo / "poetry.lock").symlink_to(outside)
+    key = cache_key(repo)
+    outside.write_text("two")
+    assert cache_key(repo) == key
