@@ -1,0 +1,206 @@
+"""The agent loop: run → step → query → execute, until something ends the run.
+
+The loop is short and linear on purpose (after mini-swe-agent's
+``DefaultAgent``): all variation lives in the injected :class:`~errand.models.Model`
+and :class:`~errand.sandbox.AsyncSandbox`. :attr:`Agent.messages` *is* the
+trajectory. Every step is reported through ``on_event`` before the next step
+begins, so a store that saves events loses nothing when a worker dies. Each
+way a run ends is an exception from :mod:`errand.agent.exits` that carries its
+exit status; :meth:`Agent.run` turns it into an :class:`AgentResult`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from errand.agent.budgets import Budgets, Spent
+from errand.agent.exits import BudgetExhausted, ExitStatus, Finished, NeedsInput, RunEnded, RunFailed, Stuck
+from errand.agent.prompt import system_prompt
+from errand.agent.tools import TOOLS, ToolResult, run_tool
+from errand.errors import ConfigError, SandboxNotFound, SandboxTerminated
+from errand.models import Message, Model, ModelError, Reply, ToolCall
+from errand.sandbox import AsyncSandbox
+
+__all__ = ["Agent", "AgentResult", "EventHandler"]
+
+EventHandler = Callable[[str, dict[str, Any]], Awaitable[None] | None]
+
+_NUDGE = ("Reply with tool calls: keep working with the tools, call ask_user if you need an answer "
+          "from the person, or call finish when the task is done.")
+_NOT_RUN = "not run: the run paused for the user's answer first; call it again if you still need it"
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """How a run ended (``status``), why (``detail``), and its whole trajectory.
+
+    ``summary`` and ``assumptions`` are set when the run finished, ``question``
+    when it needs input, ``budget`` (steps, tokens, cost or seconds) when a
+    budget ran out.
+    """
+
+    status: ExitStatus
+    detail: str
+    messages: list[Message]
+    spent: Spent
+    summary: str | None = None
+    assumptions: list[str] = field(default_factory=list)
+    question: str | None = None
+    budget: str | None = None
+
+
+class Agent:
+    """A coding agent: a model that works in a sandbox through tools, within budgets."""
+
+    def __init__(self, model: Model, sandbox: AsyncSandbox, *, workdir: str, budgets: Budgets | None = None,
+                 on_event: EventHandler | None = None, instructions: str | None = None) -> None:
+        if not isinstance(workdir, str) or not workdir.startswith("/"):
+            raise ConfigError(f"workdir must be an absolute path inside the sandbox, not {workdir!r}")
+        self.model = model
+        self.sandbox = sandbox
+        self.workdir = workdir
+        self.budgets = budgets or Budgets()
+        self.instructions = instructions
+        self.messages: list[Message] = []
+        self.spent = Spent()
+        self._on_event = on_event
+        self._inbox: list[str] = []
+        self._waiting: NeedsInput | None = None
+        self._last_call: tuple[str, int] = ("", 0)  # signature of the last tool call, times in a row
+        self._seconds_before = 0.0
+        self._segment_start = 0.0
+
+    # ------------------------------------------------------------ public API
+
+    async def run(self, task: str) -> AgentResult:
+        """Work on ``task`` until the run finishes, needs input, or is stopped."""
+        if self.messages:
+            raise ConfigError("this agent has already run; use resume(answer) to continue it", code="already_run")
+        await self._add(Message("system", system_prompt(self.workdir, self.instructions)))
+        await self._add(Message("user", task))
+        return await self._loop()
+
+    async def resume(self, answer: str) -> AgentResult:
+        """Continue a run that stopped with ``needs_input``, giving the model ``answer``."""
+        if self._waiting is None:
+            raise ConfigError("the agent is not waiting for an answer; only a needs_input run resumes",
+                              code="not_waiting")
+        call_id, self._waiting = self._waiting.call_id, None
+        await self._add(Message("tool", f"The user answered: {answer}", tool_call_id=call_id))
+        return await self._loop()
+
+    def send_message(self, text: str) -> None:
+        """Queue a person's message; it is delivered to the model at the next step."""
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError("a message needs some text", code="empty_message")
+        self._inbox.append(text)
+
+    # ------------------------------------------------------------ the loop
+
+    async def _loop(self) -> AgentResult:
+        self._segment_start = time.monotonic()
+        try:
+            while True:
+                await self.step()
+        except RunEnded as end:
+            result = self._result(end)
+        finally:
+            self._seconds_before = self._seconds()
+        await self._emit("exit", {"status": result.status, "detail": result.detail, "budget": result.budget})
+        return result
+
+    async def step(self) -> None:
+        """Deliver queued messages, query the model, execute each tool call it asks for."""
+        self.spent.seconds = self._seconds()
+        self.spent.check(self.budgets)
+        await self._deliver_messages()
+        reply = await self.query()
+        if not reply.message.tool_calls:
+            await self._add(Message("user", _NUDGE))
+            return
+        for index, call in enumerate(reply.message.tool_calls):
+            try:
+                await self.execute(call)
+            except NeedsInput as pause:
+                self._waiting = pause
+                for skipped in reply.message.tool_calls[index + 1:]:
+                    await self._add_result(skipped, ToolResult(_NOT_RUN, ok=False))
+                raise
+
+    async def query(self) -> Reply:
+        try:
+            reply = await self.model.complete(self.messages, TOOLS)
+        except ModelError as error:
+            raise RunFailed(f"the model failed: {error.message}") from error
+        self.spent.steps += 1
+        self.spent.tokens += reply.usage.input_tokens + reply.usage.output_tokens
+        self.spent.cost += reply.cost or 0.0
+        self.messages.append(reply.message)
+        await self._emit("model", {
+            "content": reply.message.content, "tool_calls": [_call_data(c) for c in reply.message.tool_calls],
+            "input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens,
+            "cost": reply.cost, "stop": reply.raw_stop})
+        return reply
+
+    async def execute(self, call: ToolCall) -> None:
+        self._check_stuck(call)
+        await self._emit("tool_call", _call_data(call))
+        try:
+            result = await run_tool(self.sandbox, self.workdir, call)
+        except (SandboxTerminated, SandboxNotFound) as error:
+            raise RunFailed(f"the sandbox is gone: {error.message}") from error
+        await self._add_result(call, result)
+
+    # ------------------------------------------------------------ helpers
+
+    def _check_stuck(self, call: ToolCall) -> None:
+        signature = f"{call.name} {json.dumps(call.arguments, sort_keys=True, default=str)}"
+        previous, count = self._last_call
+        count = count + 1 if signature == previous else 1
+        self._last_call = (signature, count)
+        if count >= self.budgets.max_repeats:
+            raise Stuck(f"the same tool call {count} times in a row: {signature}")
+
+    async def _deliver_messages(self) -> None:
+        while self._inbox:
+            text = self._inbox.pop(0)
+            self.messages.append(Message("user", f"Message from the person who gave you this task: {text}"))
+            await self._emit("message_delivered", {"text": text})
+
+    async def _add(self, message: Message) -> None:
+        self.messages.append(message)
+        await self._emit("message", {"role": message.role, "content": message.content,
+                                     "tool_call_id": message.tool_call_id})
+
+    async def _add_result(self, call: ToolCall, result: ToolResult) -> None:
+        self.messages.append(Message("tool", result.content, tool_call_id=call.id))
+        await self._emit("tool_result", {"id": call.id, "name": call.name, "ok": result.ok,
+                                         "content": result.content})
+
+    async def _emit(self, kind: str, data: dict[str, Any]) -> None:
+        if self._on_event is None:
+            return
+        outcome = self._on_event(kind, {"step": self.spent.steps, **data})
+        if inspect.isawaitable(outcome):
+            await outcome
+
+    def _seconds(self) -> float:
+        return self._seconds_before + time.monotonic() - self._segment_start
+
+    def _result(self, end: RunEnded) -> AgentResult:
+        self.spent.seconds = self._seconds()
+        return AgentResult(
+            status=end.status, detail=end.detail, messages=list(self.messages), spent=replace(self.spent),
+            summary=end.summary if isinstance(end, Finished) else None,
+            assumptions=end.assumptions if isinstance(end, Finished) else [],
+            question=end.question if isinstance(end, NeedsInput) else None,
+            budget=end.budget if isinstance(end, BudgetExhausted) else None)
+
+
+def _call_data(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "name": call.name, "arguments": call.arguments}
