@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -103,15 +105,22 @@ def test_snapshots_strip_setuid_and_layers_are_private(backend: str) -> None:
     assert stat.S_IMODE(LayerStore().layers.stat().st_mode) == 0o700
 
 
-def test_open_network_cannot_reach_the_hosts_own_addresses(backend: str) -> None:
+@pytest.fixture
+def host_public_address() -> Iterator[str]:
+    """A public-looking (documentation-range) address this test adds to the host's loopback
+    interface and removes: the kind of address a service bound to 0.0.0.0 answers on."""
+    address = f"198.51.100.{secrets.randbelow(200) + 20}"
+    subprocess.run(["ip", "addr", "add", f"{address}/32", "dev", "lo"], check=True)
+    try:
+        yield address
+    finally:
+        subprocess.run(["ip", "addr", "del", f"{address}/32", "dev", "lo"], check=False)
+
+
+def test_open_network_cannot_reach_the_hosts_own_addresses(backend: str, host_public_address: str) -> None:
     import socket
     import threading
 
-    from errand.sandbox._egress import _read_local_addresses
-
-    public = [a for a in _read_local_addresses() if a.version == 4 and not a.is_loopback]
-    if not public:
-        pytest.skip("this host has no non-loopback IPv4 address to aim at")
     server = socket.socket()
     server.bind(("0.0.0.0", 0))
     server.listen(8)
@@ -121,11 +130,16 @@ def test_open_network_cannot_reach_the_hosts_own_addresses(backend: str) -> None
     try:
         with Sandbox.create(isolation=backend, network=Network.open()) as sandbox:
             result = sandbox.run("curl", "-sS", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}",
-                                 f"http://{public[0]}:{port}/")
+                                 f"http://{host_public_address}:{port}/")
             assert result.stdout == "403", result
             log = sandbox.egress_log()
-        assert any("address of this host" in event.reason for event in log), log
+        assert [event.reason for event in log] == [f"resolves to an address of this host ({host_public_address})"]
         assert seen == []
+        # The same address is reachable when a CIDR names it explicitly (the test of the test).
+        with Sandbox.create(isolation=backend, network=Network.allow(cidrs=[f"{host_public_address}/32"])) as sandbox:
+            result = sandbox.run("curl", "-sS", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}",
+                                 f"http://{host_public_address}:{port}/")
+            assert result.stdout != "403", result
     finally:
         server.close()
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import itertools
 import json
 import os
 import socket
@@ -35,7 +34,6 @@ PROXY_PORT = 3128
 _HEAD_LIMIT = 65536
 _HEAD_TIMEOUT = 10.0
 _MAX_CONNECTIONS = 512  # per sandbox
-_LOCAL_REFRESH = 5.0  # seconds between re-reads of this host's own addresses
 _CONNECT_TIMEOUT = 10.0
 _LOG_LIMIT = 1 << 20  # bytes of egress log kept per sandbox
 
@@ -462,34 +460,21 @@ def _check_address(policy: Network, address: Address) -> Decision:
     included), which reach services bound to 0.0.0.0 on the host: refused like loopback,
     unless a CIDR names them."""
     decision = decide_address(policy, address)
-    if decision.allowed and address in _local_addresses() and not any(address in net for net in policy.cidrs):
+    if decision.allowed and not any(address in net for net in policy.cidrs) and _is_local(address):
         return Decision(False, f"resolves to an address of this host ({address})")
     return decision
 
 
-_local_cache: tuple[float, frozenset[Address]] = (0.0, frozenset())
-
-
-def _local_addresses() -> frozenset[Address]:
-    global _local_cache
-    if time.monotonic() - _local_cache[0] > _LOCAL_REFRESH:
-        _local_cache = (time.monotonic(), frozenset(_read_local_addresses()))
-    return _local_cache[1]
-
-
-def _read_local_addresses() -> set[Address]:
-    found: set[Address] = set()
-    try:
-        lines = Path("/proc/net/fib_trie").read_text().splitlines()
-        # "|-- A.B.C.D" followed by "/32 host LOCAL" marks an address of this host.
-        for previous, line in itertools.pairwise(lines):
-            if line.strip().startswith("/32 host LOCAL") and "|--" in previous:
-                found.add(ipaddress.ip_address(previous.split("|--")[1].strip()))
-        for line in Path("/proc/net/if_inet6").read_text().splitlines():
-            found.add(ipaddress.ip_address(":".join(line[i:i + 4] for i in range(0, 32, 4))))
-    except (OSError, ValueError):
-        pass
-    return found
+def _is_local(address: Address) -> bool:
+    """Whether ``address`` belongs to this host right now: binding to it succeeds only then.
+    One syscall, always current (no cached interface list to go stale)."""
+    family = socket.AF_INET if address.version == 4 else socket.AF_INET6
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind((str(address), 0))
+        except OSError:
+            return False
+    return True
 
 
 def _overrides() -> dict[str, list[Address]]:
