@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import subprocess
+import shutil
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +22,7 @@ from errand.errors import ConfigError, ImageBuildError
 from errand.sandbox import _pipconfig
 from errand.sandbox._base import base_config
 from errand.sandbox.image import Image, Step
-from errand.sandbox.layers import ImageConfig, LayerStore
+from errand.sandbox.layers import ImageConfig, LayerStore, copy_owned_tree
 from errand.sandbox.network import Network
 from errand.sandbox.process import AsyncProcess, AsyncStream
 
@@ -89,11 +89,11 @@ async def _apply(step: Step, config: ImageConfig, key: str, store: LayerStore, s
 
 def _copy_layer(source: Path, target: str, store: LayerStore, key: str) -> str:
     partial = store.partial()
-    destination = partial / target.lstrip("/")
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["cp", "-a", "--no-target-directory", str(source), str(destination)], check=True)
-    uid = _settings.sandbox_uid()
-    subprocess.run(["chown", "-R", "-h", f"{uid}:{uid}", str(partial)], check=True)
+    try:
+        copy_owned_tree(source, partial / target.lstrip("/"), partial, _settings.sandbox_uid())
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     layer = f"layer-{key}"
     store.commit(partial, layer)
     return layer

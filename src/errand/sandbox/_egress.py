@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TextIO
 
 from errand.sandbox._tls import TLS_RECORD_HEADER, client_hello_length, server_name
-from errand.sandbox.network import Address, Decision, Network, decide_address, decide_name
+from errand.sandbox.network import Address, Decision, Network, decide_address, decide_name, parse_address
 
 __all__ = ["PROXY_PORT", "EgressEvent", "EgressProxy", "proxy_env"]
 
@@ -61,8 +61,7 @@ async def receive_listener(channel: socket.socket, timeout: float = 30.0) -> soc
     return socket.socket(fileno=fds[0]) if fds else None
 
 
-def proxy_env() -> dict[str, str]:
-    """What programs inside the sandbox need to find the proxy."""
+def _proxy_env() -> dict[str, str]:
     url = f"http://127.0.0.1:{PROXY_PORT}"
     env = {}
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "PIP_PROXY", "npm_config_proxy",
@@ -71,6 +70,14 @@ def proxy_env() -> dict[str, str]:
         env[name.lower()] = url
     env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1"
     return env
+
+
+_PROXY_ENV = _proxy_env()
+
+
+def proxy_env() -> dict[str, str]:
+    """What programs inside the sandbox need to find the proxy (a fresh copy; built once)."""
+    return dict(_PROXY_ENV)
 
 
 @dataclass(frozen=True)
@@ -233,7 +240,7 @@ class EgressProxy:
         try:
             hello = await _client_hello(reader)
             sni = server_name(hello)
-            if sni is None and _literal(host) is None:
+            if sni is None and parse_address(host) is None:
                 raise _Refused("TLS ClientHello without a server name")
             if sni is not None and sni != host.rstrip(".").lower():
                 raise _Refused(f"TLS server name {sni!r} does not match CONNECT host {host!r}")
@@ -442,7 +449,7 @@ def _split_host_port(target: str, default_port: int) -> tuple[str, int]:
 
 
 async def _resolve(host: str, port: int) -> list[Address]:
-    literal = _literal(host)
+    literal = parse_address(host)
     if literal is not None:
         return [literal]
     override = _overrides().get(host)
@@ -484,13 +491,6 @@ def _overrides() -> dict[str, list[Address]]:
         name, _, address = item.partition("=")
         mapping.setdefault(name.strip().lower(), []).append(ipaddress.ip_address(address.strip()))
     return mapping
-
-
-def _literal(host: str) -> Address | None:
-    try:
-        return ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
 
 
 def _no_delay(sock: socket.socket | None) -> None:

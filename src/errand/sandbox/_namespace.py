@@ -121,7 +121,7 @@ class NamespaceBackend:
             owner_pid=None if spec.detach else os.getpid(),
             owner_start=None if spec.detach else process_start(os.getpid()),
             created_at=now, deadline=now + spec.timeout if spec.timeout else None,
-            image=_image_fields(spec), workdir=spec.workdir, env=dict(spec.env),
+            image=spec.image.to_fields(), workdir=spec.workdir, env=dict(spec.env),
             copy_layers=[str(p) for p in copy_layers], cgroup=cgroup.name, proxied=proxied)
         record.save()
         record.process = process  # type: ignore[attr-defined]
@@ -202,9 +202,3 @@ def _wants_proxy(spec: SandboxSpec) -> bool:
     # A detached sandbox's proxy needs a supervisor process of its own: only worth it
     # when the policy lets anything out.
     return not spec.detach or spec.network.mode != "none"
-
-
-def _image_fields(spec: SandboxSpec) -> dict[str, object]:
-    import json
-
-    return dict(json.loads(spec.image.to_json()))

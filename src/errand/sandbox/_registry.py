@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -105,12 +104,3 @@ def records() -> list[Record]:
         if record is not None:
             found.append(record)
     return found
-
-
-def wait_gone(pid: int, start: int | None, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while same_process(pid, start):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.002)
-    return True

@@ -66,8 +66,15 @@ class AsyncFiles:
     async def write(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
         """Create or replace a file, making missing parent directories."""
         payload = data.encode() if isinstance(data, str) else data
-        await self.mkdir(posixpath.dirname(self._absolute(path)))
-        fd = await self._open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        try:
+            fd = await self._open_regular(path, flags, mode)
+        except FilesError as error:
+            if error.code != "not_found":
+                raise
+            # Parents are made only when missing: the common write costs one round trip.
+            await self.mkdir(posixpath.dirname(self._absolute(path)))
+            fd = await self._open_regular(path, flags, mode)
         with open(fd, "wb", closefd=True) as handle:
             try:
                 await asyncio.to_thread(handle.write, payload)

@@ -12,13 +12,15 @@ import os
 import shutil
 import subprocess
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from errand import _settings
 from errand.errors import SandboxError
 
-__all__ = ["ImageConfig", "LayerStore"]
+__all__ = ["ImageConfig", "LayerStore", "copy_owned_tree"]
 
 
 @dataclass(frozen=True)
@@ -33,15 +35,26 @@ class ImageConfig:
     kind: str = "base"  # "base" (host programs, read-only) or "rootfs" (a full root)
     labels: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
-    def to_json(self) -> str:
-        return json.dumps({"key": self.key, "layers": self.layers, "binds": self.binds, "env": self.env,
-                           "workdir": self.workdir, "kind": self.kind, "labels": self.labels})
+    def to_fields(self) -> dict[str, Any]:
+        return {"key": self.key, "layers": list(self.layers), "binds": [list(b) for b in self.binds],
+                "env": [list(e) for e in self.env], "workdir": self.workdir, "kind": self.kind,
+                "labels": dict(self.labels)}
 
     @classmethod
-    def from_json(cls, text: str) -> ImageConfig:
-        data = json.loads(text)
+    def from_fields(cls, data: Mapping[str, Any]) -> ImageConfig:
         return cls(data["key"], tuple(data["layers"]), tuple(tuple(b) for b in data["binds"]),
-                   tuple(tuple(e) for e in data["env"]), data["workdir"], data["kind"], data["labels"])
+                   tuple(tuple(e) for e in data["env"]), data["workdir"], data["kind"], dict(data["labels"]))
+
+
+def copy_owned_tree(source: Path, destination: Path, owner: Path, uid: int) -> None:
+    """Copy a host tree to ``destination`` and give everything under ``owner`` to the sandbox's
+    root (host ``uid``), so the sandbox can change what it was given."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    for command in (["cp", "-a", "--no-target-directory", str(source), str(destination)],
+                    ["chown", "-R", "-h", f"{uid}:{uid}", str(owner)]):
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise SandboxError(f"copying {source} failed: {result.stderr.strip()}", code="copy_failed")
 
 
 class LayerStore:
@@ -100,7 +113,7 @@ class LayerStore:
     def cached_image(self, key: str) -> ImageConfig | None:
         path = self.images / f"{key}.json"
         try:
-            config = ImageConfig.from_json(path.read_text())
+            config = ImageConfig.from_fields(json.loads(path.read_text()))
         except (OSError, ValueError, KeyError):
             return None
         return config if all(self.has(layer) for layer in config.layers) else None
@@ -108,7 +121,7 @@ class LayerStore:
     def save_image(self, config: ImageConfig) -> None:
         self.images.mkdir(parents=True, exist_ok=True)
         partial = self.images / f".{config.key}.{uuid.uuid4().hex[:8]}"
-        partial.write_text(config.to_json())
+        partial.write_text(json.dumps(config.to_fields()))
         os.replace(partial, self.images / f"{config.key}.json")
 
     def remove_partials(self) -> int:

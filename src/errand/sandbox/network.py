@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from errand.errors import ConfigError
 
-__all__ = ["Network"]
+__all__ = ["Decision", "Network", "decide_address", "decide_name", "parse_address"]
 
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 
@@ -85,7 +85,7 @@ def _domain(pattern: str) -> str:
     if name in ("*", "*.*"):
         raise ConfigError(f"{pattern!r} would allow every domain; use Network.open() for that",
                           code="overbroad_domain")
-    if _literal(name) is not None or name.isdigit() or name.replace(".", "").isdigit():
+    if parse_address(name) is not None or name.isdigit() or name.replace(".", "").isdigit():
         raise ConfigError(f"{pattern!r} is an address, not a domain: allow it with cidrs=[...]",
                           code="invalid_domain")
     wildcard = name.startswith("*.")
@@ -139,7 +139,7 @@ class Decision:
 
 def decide_name(policy: Network, host: str) -> Decision:
     """May the sandbox ask for this host name (or IP literal)? Decided before any DNS query."""
-    literal = _literal(host)
+    literal = parse_address(host)
     if policy.mode == "none":
         return Decision(False, "network is none")
     if literal is not None:
@@ -169,7 +169,8 @@ def decide_address(policy: Network, address: Address) -> Decision:
     return Decision(True, "public address")
 
 
-def _literal(host: str) -> Address | None:
+def parse_address(host: str) -> Address | None:
+    """The address an IP literal names (brackets allowed; mapped/NAT64 forms unwrapped), or None."""
     try:
         return _unmapped(ipaddress.ip_address(host.strip("[]")))
     except ValueError:

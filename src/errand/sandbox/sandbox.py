@@ -33,7 +33,7 @@ from errand.sandbox.backend import Backend, get_backend
 from errand.sandbox.config import Mount, Resources, sandbox_path
 from errand.sandbox.files import AsyncFiles
 from errand.sandbox.image import Image
-from errand.sandbox.layers import ImageConfig, LayerStore
+from errand.sandbox.layers import ImageConfig, LayerStore, copy_owned_tree
 from errand.sandbox.network import Network
 from errand.sandbox.process import MAX_OUTPUT, AsyncProcess, ExecResult
 
@@ -70,7 +70,7 @@ class AsyncSandbox:
         self._watch_exit()
         self._deadline_timer = self._enforce_deadline()
         self.files = AsyncFiles(self.id, self._connect)
-        self._image = ImageConfig.from_json(json.dumps(record.image))
+        self._image = ImageConfig.from_fields(record.image)
 
     # ---------------------------------------------------------------- creation
 
@@ -482,22 +482,16 @@ def _valid_id(sandbox_id: object) -> bool:
 
 def _copy_layers(spec: SandboxSpec) -> list[Path]:
     """Each Mount.copy becomes a private lower layer holding the copied tree."""
-    layers = []
-    uid = _settings.sandbox_uid()
+    layers: list[Path] = []
     try:
         for n, mount in enumerate(m for m in spec.mounts if m.kind == "copy"):
             layer = _settings.home() / "scratch" / f"{spec.id}-{n}"
-            target = layer / mount.target.lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
             layers.append(layer)
-            subprocess.run(["cp", "-a", "--no-target-directory", str(mount.source), str(target)],
-                           check=True, capture_output=True)
-            subprocess.run(["chown", "-R", "-h", f"{uid}:{uid}", str(layer)], check=True, capture_output=True)
-    except subprocess.CalledProcessError as error:
+            copy_owned_tree(mount.source, layer / mount.target.lstrip("/"), layer, _settings.sandbox_uid())
+    except BaseException:
         for path in layers:
             shutil.rmtree(path, ignore_errors=True)
-        raise SandboxError(f"copying a mount into the sandbox failed: {error.stderr.decode(errors='replace')}",
-                           code="copy_failed") from None
+        raise
     return layers
 
 
