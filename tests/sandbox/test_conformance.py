@@ -41,6 +41,7 @@ from errand import (
 )
 from errand.sandbox import AsyncFiles, AsyncProcess, AsyncStream, AsyncWriter, Files, Process, Stream, Writer
 from errand.sandbox.image import Step
+from hostfacts import cgroup_dir
 
 CGROUP_PIDS = Path("/sys/fs/cgroup/pids/errand")
 BOUND = 20.0  # seconds: the most any single wait in this file may take before it counts as a hang
@@ -97,16 +98,6 @@ def assert_nothing_created(before: dict[str, set[str]]) -> None:
     assert after["scratch"] - before["scratch"] == set(), "a scratch copy was left behind"
     leaked = {name for name in after["cgroups"] - before["cgroups"] if _ours(name)}
     assert leaked == set(), "a cgroup was left behind"
-
-
-def cgroup_dir(sandbox_id: str, controller: str = "pids") -> Path:
-    """The sandbox's cgroup directory (named by its id, possibly behind a scope prefix)."""
-    parent = Path("/sys/fs/cgroup") / controller / "errand"
-    if parent.is_dir():
-        for path in parent.iterdir():
-            if path.name == sandbox_id or path.name.endswith("-" + sandbox_id):
-                return path
-    return parent / sandbox_id
 
 
 # ------------------------------------------------------------------------- creation

@@ -26,6 +26,7 @@ import pytest
 
 from bounded import within
 from errand import ExecResult, FilesError, Mount, Resources, Sandbox, SandboxError, SandboxTerminated
+from hostfacts import cgroup_dir
 
 CGROUP_PIDS = Path("/sys/fs/cgroup/pids/errand")
 BOUND = 30.0
@@ -62,16 +63,6 @@ def alive(pid: int, started: str) -> bool:
     except OSError:
         return False
     return state != "Z" and start_time(pid) == started
-
-
-def cgroup_dir(sandbox_id: str, controller: str = "pids") -> Path:
-    """The sandbox's cgroup directory (named by its id, possibly behind a scope prefix)."""
-    parent = Path("/sys/fs/cgroup") / controller / "errand"
-    if parent.is_dir():
-        for path in parent.iterdir():
-            if path.name == sandbox_id or path.name.endswith("-" + sandbox_id):
-                return path
-    return parent / sandbox_id
 
 
 def cgroup_processes(sandbox_id: str) -> dict[int, str]:
