@@ -19,6 +19,7 @@ from typing import Any
 
 from errand import _settings
 from errand.errors import SandboxError
+from errand.sandbox._registry import process_start
 
 __all__ = ["ImageConfig", "LayerStore", "copy_owned_tree"]
 
@@ -129,17 +130,8 @@ class LayerStore:
             return 0
         # Partials of a process that is still running are builds in progress.
         stale = [p for p in self.layers.iterdir()
-                 if p.name.startswith(".partial-") and not _running(int(p.name.split("-")[1]))]
+                 if p.name.startswith(".partial-") and process_start(int(p.name.split("-")[1])) is None]
         for path in stale:
             shutil.rmtree(path, ignore_errors=True)
         return len(stale)
 
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
