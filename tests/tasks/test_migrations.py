@@ -10,13 +10,26 @@ import sqlalchemy.exc
 from errand.tasks.store import TaskStore
 
 
+def _head() -> str:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from errand.tasks.database import MIGRATIONS
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    assert head is not None
+    return head
+
+
 def test_open_creates_the_schema_and_records_the_revision(tmp_path: Path) -> None:
     path = tmp_path / "errand.db"
     TaskStore.open(f"sqlite:///{path}").close()
     with sqlite3.connect(path) as db:
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"tasks", "runs", "events", "reviews", "alembic_version"} <= tables
-        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0001",)]
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(_head(),)]
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
@@ -55,3 +68,27 @@ def test_the_migrations_build_exactly_the_schema_module(store: TaskStore) -> Non
 
     with store.engine.connect() as connection:
         assert compare_metadata(MigrationContext.configure(connection), metadata) == []
+
+
+def test_a_version_1_store_upgrades_keeping_its_runs(tmp_path: Path) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from errand.tasks import database
+
+    url = f"sqlite:///{tmp_path / 'errand.db'}"
+    engine = database.connect(url)
+    config = Config()
+    config.set_main_option("script_location", str(database.MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+        connection.exec_driver_sql("INSERT INTO tasks (id, title, instruction, repo, base_ref, attempts, state, "
+                                   "created_at, updated_at) VALUES ('t-1', 't', 'i', '/r', 'HEAD', 1, 'running', 1, 1)")
+        connection.exec_driver_sql("INSERT INTO runs (id, task_id, attempt, state, worker, started_at) "
+                                   "VALUES ('t-1-r1', 't-1', 1, 'running', 'w', 1)")
+    engine.dispose()
+    with TaskStore.open(url) as store:
+        [run] = store.runs("t-1")
+        assert (run.attempt, run.round) == (1, 1)
+        assert store.start_run("t-1", "w").round == 2

@@ -98,3 +98,30 @@ def test_recovery_only_touches_the_named_worker_and_leaves_inactive_tasks(store:
     assert (recovery.task_id, recovery.state) == (mine, S.CANCELLED)
     assert store.get_task(theirs).state is S.PREPARING
     assert store.runs(theirs)[0].state is RunState.RUNNING
+
+
+def test_parallel_attempts_interrupted_together_count_as_one_interruption(url: str) -> None:
+    with TaskStore.open(url) as store:
+        task = store.create_task(title="t", instruction="i", repo="/r", attempts=3)
+        store.set_state(task.id, S.PREPARING)
+        for _ in range(3):
+            store.start_run(task.id, "w", round=1)
+        recoveries = store.recover_interrupted()
+        assert store.get_task(task.id).state is S.QUEUED
+        assert [r.state for r in recoveries] == [S.QUEUED, S.QUEUED, S.QUEUED]
+        # A second interrupted round in a row fails the task.
+        store.set_state(task.id, S.PREPARING)
+        for _ in range(3):
+            store.start_run(task.id, "w", round=2)
+        store.recover_interrupted()
+        assert store.get_task(task.id).state is S.FAILED
+
+
+def test_an_active_task_without_a_running_run_is_requeued_at_start_up(url: str) -> None:
+    with TaskStore.open(url) as store:
+        task = store.create_task(title="t", instruction="i", repo="/r")
+        assert store.claim_next("w") is not None  # the worker died right after claiming
+        assert store.recover_interrupted(worker="w") == []  # one worker's recovery cannot tell
+        [recovery] = store.recover_interrupted()
+        assert (recovery.run_id, recovery.previous, recovery.state) == (None, S.PREPARING, S.QUEUED)
+        assert store.get_task(task.id).state is S.QUEUED

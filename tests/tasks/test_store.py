@@ -188,3 +188,35 @@ def test_list_tasks_keyset_pagination(store: TaskStore) -> None:
     first_page = store.list_tasks(limit=5)
     store.create_task(title="new", instruction="i", repo="/r0")
     assert store.list_tasks(limit=5, before=first_page[-1].id)[0].id == newest_first[5].id
+
+
+def test_runs_of_one_claim_share_a_round(store: TaskStore) -> None:
+    task = store.create_task(title="t", instruction="i", repo="/r", attempts=2)
+    assert store.next_round(task.id) == 1
+    first = store.start_run(task.id, "w", round=1)
+    second = store.start_run(task.id, "w", round=1)
+    assert [(r.attempt, r.round) for r in (first, second)] == [(1, 1), (2, 1)]
+    assert store.next_round(task.id) == 2
+    third = store.start_run(task.id, "w")
+    assert third.round == 2
+    assert [r.id for r in store.runs(task.id, round=1)] == [first.id, second.id]
+
+
+def test_claim_next_takes_the_oldest_queued_task_once(store: TaskStore) -> None:
+    older = store.create_task(title="a", instruction="i", repo="/r")
+    newer = store.create_task(title="b", instruction="i", repo="/r")
+    claimed = store.claim_next("w1")
+    assert claimed is not None and claimed.id == older.id and claimed.state is TaskState.PREPARING
+    again = store.claim_next("w2")
+    assert again is not None and again.id == newer.id
+    assert store.claim_next("w3") is None
+
+
+def test_events_filter_by_kind_and_run(store: TaskStore) -> None:
+    task = store.create_task(title="t", instruction="i", repo="/r")
+    run = store.start_run(task.id, "w")
+    store.append_event(task.id, None, "answer", {"text": "yes"})
+    store.append_event(task.id, run.id, "model", {})
+    store.append_event(task.id, None, "message", {"text": "hi"})
+    assert [e.kind for e in store.events(task.id, kinds=["answer", "message"])] == ["answer", "message"]
+    assert [e.kind for e in store.events(task.id, run_id=run.id)] == ["model"]

@@ -46,6 +46,7 @@ class Run:
     id: str
     task_id: str
     attempt: int
+    round: int
     state: RunState
     worker: str
     started_at: float
@@ -82,7 +83,7 @@ class Review:
 class Recovery:
     """What :meth:`TaskStore.recover_interrupted` did about one run left running."""
 
-    run_id: str
+    run_id: str | None  # None: an active task whose worker died before it started a run
     task_id: str
     previous: TaskState
     state: TaskState  # the task's state afterwards; equal to ``previous`` if the task was not active

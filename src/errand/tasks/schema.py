@@ -54,6 +54,9 @@ runs = sa.Table(
     sa.Column("id", sa.String(48), primary_key=True),  # "<task id>-r<attempt>"
     sa.Column("task_id", sa.String(32), sa.ForeignKey("tasks.id"), nullable=False),
     sa.Column("attempt", sa.Integer, nullable=False),  # 1, 2, … within the task
+    # A round is one claim of the task: its first run, a follow-up, a requeue after
+    # an interruption. A round of a task with attempts=N has N runs side by side.
+    sa.Column("round", sa.Integer, nullable=False, server_default="1"),
     # running | succeeded | failed | cancelled | interrupted. One column, not a
     # state plus an "interrupted" flag that could disagree with it.
     sa.Column("state", sa.String(32), nullable=False),
@@ -65,6 +68,7 @@ runs = sa.Table(
     sa.Column("last_seq", sa.Integer, nullable=False, server_default="0"),
     sa.UniqueConstraint("task_id", "attempt"),
     sa.Index(None, "state", "worker"),
+    sa.Index(None, "task_id", "round"),
 )
 
 events = sa.Table(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Self
 
@@ -124,22 +124,52 @@ class TaskStore:
 
     # -- runs ----------------------------------------------------------------
 
-    def start_run(self, task_id: str, worker: str) -> Run:
-        """Record that ``worker`` began a run of the task; runs are numbered 1, 2, … per task."""
+    def start_run(self, task_id: str, worker: str, *, round: int | None = None) -> Run:  # noqa: A002
+        """Record that ``worker`` began a run of the task; runs are numbered 1, 2, … per task.
+
+        ``round`` groups the runs of one claim (parallel attempts share it); by
+        default a run opens the round after the task's last one.
+        """
         now = time.time()
         with self._write() as connection:
             _task_row(connection, task_id)
-            last = connection.execute(
-                sa.select(sa.func.max(runs.c.attempt)).where(runs.c.task_id == task_id)
-            ).scalar_one()
-            attempt = (last or 0) + 1
+            last_attempt, last_round = connection.execute(
+                sa.select(sa.func.max(runs.c.attempt), sa.func.max(runs.c.round)).where(runs.c.task_id == task_id)
+            ).one()
+            attempt = (last_attempt or 0) + 1
             row = {
                 "id": f"{task_id}-r{attempt}", "task_id": task_id, "attempt": attempt,
+                "round": round if round is not None else (last_round or 0) + 1,
                 "state": RunState.RUNNING.value, "worker": worker, "started_at": now, "ended_at": None,
                 "result": None,
             }
             connection.execute(runs.insert().values(row))
         return _run(row)
+
+    def next_round(self, task_id: str) -> int:
+        """The number the task's next round takes (1 for a task never run)."""
+        with self._read() as connection:
+            last = connection.execute(sa.select(sa.func.max(runs.c.round)).where(runs.c.task_id == task_id))
+            return int(last.scalar() or 0) + 1
+
+    def claim_next(self, worker: str) -> Task | None:
+        """Move the oldest queued task to ``preparing`` for ``worker``; None when none is queued.
+
+        Compare-and-set: of workers racing for one task exactly one gets it, the
+        others move on to the next.
+        """
+        query = (sa.select(tasks.c.id).where(tasks.c.state == TaskState.QUEUED.value)
+                 .order_by(tasks.c.updated_at, tasks.c.id).limit(8))
+        while True:
+            with self._read() as connection:
+                candidates = list(connection.execute(query).scalars())
+            if not candidates:
+                return None
+            for task_id in candidates:
+                try:
+                    return self.set_state(task_id, TaskState.PREPARING, expected=TaskState.QUEUED)
+                except StateConflict:
+                    continue
 
     def finish_run(self, run_id: str, state: RunState | str, result: Any = None) -> Run:
         """End a running run as succeeded, failed or cancelled, with a JSON-able ``result``."""
@@ -154,8 +184,11 @@ class TaskStore:
         with self._read() as connection:
             return _run(_run_row(connection, run_id))
 
-    def runs(self, task_id: str) -> list[Run]:
+    def runs(self, task_id: str, *, round: int | None = None) -> list[Run]:  # noqa: A002
+        """The task's runs in order, or those of one ``round``."""
         query = sa.select(runs).where(runs.c.task_id == task_id).order_by(runs.c.attempt)
+        if round is not None:
+            query = query.where(runs.c.round == round)
         with self._read() as connection:
             return [_run(row) for row in connection.execute(query).mappings()]
 
@@ -190,12 +223,20 @@ class TaskStore:
             assert event_id is not None
             return int(event_id[0])
 
-    def events(self, task_id: str, after_id: int = 0, limit: int = 1000) -> list[Event]:
-        """The task's events with id greater than ``after_id``, oldest first (resume from the last id seen)."""
+    def events(
+        self, task_id: str, after_id: int = 0, limit: int = 1000, *, kinds: Sequence[str] | None = None,
+        run_id: str | None = None,
+    ) -> list[Event]:
+        """The task's events with id greater than ``after_id``, oldest first (resume from the last id seen);
+        only those of ``kinds`` or of one run when asked."""
         query = (
             sa.select(events).where(events.c.task_id == task_id, events.c.id > after_id)
             .order_by(events.c.id).limit(limit)
         )
+        if kinds is not None:
+            query = query.where(events.c.kind.in_(list(kinds)))
+        if run_id is not None:
+            query = query.where(events.c.run_id == run_id)
         with self._read() as connection:
             return [Event(**row) for row in connection.execute(query).mappings()]
 
@@ -236,15 +277,18 @@ class TaskStore:
         The rule: each such run is marked ``interrupted`` (ended now, every event
         it wrote kept). If its task is still active (preparing, running or
         needs_input) the task is requeued — unless its last ``max_interruptions + 1``
-        runs were all interrupted, in which case it is failed: a task that keeps
-        killing its worker is likelier the cause than the victim. A run that ends
-        any other way resets the count. With the default, a task is requeued
-        after its first interruption and failed after a second in a row. A task
-        that already left the active states (cancelled meanwhile, say) keeps its state.
+        rounds were all interrupted, in which case it is failed: a task that keeps
+        killing its worker is likelier the cause than the victim. A round that ends
+        any other way resets the count, and the parallel attempts of one round count
+        once. With the default, a task is requeued after its first interruption and
+        failed after a second in a row. A task that already left the active states
+        (cancelled meanwhile, say) keeps its state.
 
         ``worker`` limits recovery to that worker's runs; ``None`` takes every
         running run, which is right only when no other worker is alive (the
-        single-machine engine at start-up).
+        single-machine engine at start-up). Then an active task with no running
+        run at all (its worker died between claiming it and starting a run) is
+        requeued too.
         """
         query = sa.select(runs.c.id).where(runs.c.state == RunState.RUNNING.value).order_by(runs.c.started_at)
         if worker is not None:
@@ -257,6 +301,25 @@ class TaskStore:
                 recovery = _recover(connection, run_id, max_interruptions)
             if recovery is not None:
                 recoveries.append(recovery)
+        if worker is None:
+            recoveries += self._requeue_runless()
+        return recoveries
+
+    def _requeue_runless(self) -> list[Recovery]:
+        running = sa.select(runs.c.task_id).where(runs.c.state == RunState.RUNNING.value)
+        query = sa.select(tasks.c.id, tasks.c.state).where(
+            tasks.c.state.in_([state.value for state in ACTIVE]), tasks.c.id.not_in(running))
+        with self._read() as connection:
+            orphans = connection.execute(query).all()
+        recoveries = []
+        for task_id, state in orphans:
+            with self._write() as connection:
+                try:
+                    _move(connection, task_id, TaskState(state), TaskState.QUEUED)
+                except StateConflict:
+                    continue
+            recoveries.append(Recovery(run_id=None, task_id=task_id, previous=TaskState(state),
+                                       state=TaskState.QUEUED))
         return recoveries
 
     # -- transactions ----------------------------------------------------------
@@ -314,14 +377,28 @@ def _recover(connection: sa.Connection, run_id: str, max_interruptions: int) -> 
     previous = TaskState(_task_row(connection, task_id)["state"])
     if previous not in ACTIVE:
         return Recovery(run_id=run_id, task_id=task_id, previous=previous, state=previous)
-    recent = connection.execute(
-        sa.select(runs.c.state).where(runs.c.task_id == task_id)
-        .order_by(runs.c.attempt.desc()).limit(max_interruptions + 1)
-    ).scalars().all()
-    gave_up = len(recent) > max_interruptions and all(s == RunState.INTERRUPTED.value for s in recent)
+    gave_up = _interrupted_rounds(connection, task_id, max_interruptions + 1) > max_interruptions
     target = TaskState.FAILED if gave_up else TaskState.QUEUED
     _move(connection, task_id, previous, target)
     return Recovery(run_id=run_id, task_id=task_id, previous=previous, state=target)
+
+
+def _interrupted_rounds(connection: sa.Connection, task_id: str, limit: int) -> int:
+    """How many of the task's last ``limit`` rounds, newest first, in a row, were interrupted.
+
+    A round is interrupted when one of its runs was: parallel attempts die together
+    with their worker, and count as one interruption, not N.
+    """
+    rounds = connection.execute(
+        sa.select(runs.c.round, sa.func.max(sa.case((runs.c.state == RunState.INTERRUPTED.value, 1), else_=0)))
+        .where(runs.c.task_id == task_id).group_by(runs.c.round).order_by(runs.c.round.desc()).limit(limit)
+    ).all()
+    count = 0
+    for _round, interrupted in rounds:
+        if not interrupted:
+            break
+        count += 1
+    return count
 
 
 def _task_row(connection: sa.Connection, task_id: str) -> Mapping[Any, Any]:
