@@ -58,10 +58,12 @@ async def test_fixes_the_bug_and_finishes(sandbox: AsyncSandbox) -> None:
     assert recorder.kinds == ["message", "message",
                               "model", "tool_call", "tool_result",
                               "model", "tool_call", "tool_result",
-                              "model", "tool_call", "tool_result",
+                              "model", "tool_call", "output", "tool_result",
                               "model", "tool_call", "exit"]
-    test_result = recorder.events[10][1]
+    output, test_result = recorder.events[10][1], recorder.events[11][1]
+    assert output["text"] == "1 passed\n" and output["id"] == recorder.events[9][1]["id"]
     assert test_result["ok"] and test_result["content"] == "exit code 0\n1 passed\n"
+    assert test_result["exit_code"] == 0
     assert [data["step"] for kind, data in recorder.events if kind == "model"] == [1, 2, 3, 4]
     system = seen(model, 0)[0]
     assert system.role == "system" and "Run tests with python3 test_calc.py." in system.content

@@ -69,7 +69,7 @@ class Agent:
         self.messages: list[Message] = []
         self.spent = Spent()
         self._on_event = on_event
-        self._inbox: list[str] = []
+        self._inbox: list[tuple[str, Any]] = []
         self._waiting: NeedsInput | None = None
         self._last_call: tuple[str, int] = ("", 0)  # signature of the last tool call, times in a row
         self._seconds_before = 0.0
@@ -94,11 +94,20 @@ class Agent:
         await self._add(Message("tool", f"The user answered: {answer}", tool_call_id=call_id))
         return await self._loop()
 
-    def send_message(self, text: str) -> None:
-        """Queue a person's message; it is delivered to the model at the next step."""
+    def send_message(self, text: str, *, ref: Any = None) -> None:
+        """Queue a person's message; it is delivered to the model at the next step.
+
+        The ``message_delivered`` event then carries ``ref`` (say, the id of the
+        stored message), so whoever sent it can show it as delivered.
+        """
         if not isinstance(text, str) or not text.strip():
             raise ConfigError("a message needs some text", code="empty_message")
-        self._inbox.append(text)
+        self._inbox.append((text, ref))
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the run is paused on a question (``needs_input``) until :meth:`resume`."""
+        return self._waiting is not None
 
     # ------------------------------------------------------------ the loop
 
@@ -151,7 +160,8 @@ class Agent:
         self._check_stuck(call)
         await self._emit("tool_call", _call_data(call))
         try:
-            result = await run_tool(self.sandbox, self.workdir, call)
+            result = await run_tool(self.sandbox, self.workdir, call,
+                                    on_output=lambda text: self._emit("output", {"id": call.id, "text": text}))
         except (SandboxTerminated, SandboxNotFound) as error:
             raise RunFailed(f"the sandbox is gone: {error.message}") from error
         await self._add_result(call, result)
@@ -168,9 +178,9 @@ class Agent:
 
     async def _deliver_messages(self) -> None:
         while self._inbox:
-            text = self._inbox.pop(0)
+            text, ref = self._inbox.pop(0)
             self.messages.append(Message("user", f"Message from the person who gave you this task: {text}"))
-            await self._emit("message_delivered", {"text": text})
+            await self._emit("message_delivered", {"text": text, "ref": ref})
 
     async def _add(self, message: Message) -> None:
         self.messages.append(message)
@@ -180,7 +190,7 @@ class Agent:
     async def _add_result(self, call: ToolCall, result: ToolResult) -> None:
         self.messages.append(Message("tool", result.content, tool_call_id=call.id))
         await self._emit("tool_result", {"id": call.id, "name": call.name, "ok": result.ok,
-                                         "content": result.content})
+                                         "exit_code": result.exit_code, "content": result.content})
 
     async def _emit(self, kind: str, data: dict[str, Any]) -> None:
         if self._on_event is None:

@@ -11,6 +11,7 @@ the :mod:`~errand.agent.exits` that pause or end the run.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import posixpath
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -21,7 +22,10 @@ from errand.errors import ConfigError, ExecTimeout, FilesError, SandboxNotFound,
 from errand.models import Tool, ToolCall
 from errand.sandbox import AsyncSandbox
 
-__all__ = ["TOOLS", "ToolResult", "run_tool"]
+__all__ = ["TOOLS", "OutputHandler", "ToolResult", "run_tool"]
+
+#: Receives a shell command's output as it arrives (text, decoded incrementally).
+OutputHandler = Callable[[str], Awaitable[None]]
 
 MAX_SHELL_OUTPUT = 16_000  # characters of a command's output the model sees (the tail)
 MAX_READ_LINES = 400  # lines read_file returns when no range is asked for
@@ -66,10 +70,15 @@ TOOLS: tuple[Tool, ...] = (
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What a tool call answered; ``ok`` is false for an ``error:`` result."""
+    """What a tool call answered; ``ok`` is false for an ``error:`` result.
+
+    ``exit_code`` is the shell command's (``None`` for other tools, or a command
+    killed by its timeout).
+    """
 
     content: str
     ok: bool = True
+    exit_code: int | None = None
 
 
 class ToolArgumentError(Exception):
@@ -80,13 +89,17 @@ def _error(message: str) -> ToolResult:
     return ToolResult(f"error: {message}", ok=False)
 
 
-async def run_tool(sandbox: AsyncSandbox, workdir: str, call: ToolCall) -> ToolResult:
-    """Run one tool call. Raises only the run's exits, and sandbox errors that end it."""
+async def run_tool(sandbox: AsyncSandbox, workdir: str, call: ToolCall, *,
+                   on_output: OutputHandler | None = None) -> ToolResult:
+    """Run one tool call. Raises only the run's exits, and sandbox errors that end it.
+
+    ``on_output`` sees a shell command's output while it runs.
+    """
     handler = _HANDLERS.get(call.name)
     if handler is None:
         return _error(f"unknown tool {call.name!r}; the tools are {', '.join(t.name for t in TOOLS)}")
     try:
-        return await handler(_Context(sandbox, workdir, call), call.arguments)
+        return await handler(_Context(sandbox, workdir, call, on_output), call.arguments)
     except ToolArgumentError as error:
         return _error(f"{call.name}: {error}")
     except (SandboxTerminated, SandboxNotFound):
@@ -102,6 +115,7 @@ class _Context:
     sandbox: AsyncSandbox
     workdir: str
     call: ToolCall
+    on_output: OutputHandler | None = None
 
     def path(self, arguments: dict[str, Any], name: str = "path", default: str | None = None) -> str:
         value = arguments.get(name, default)
@@ -137,7 +151,7 @@ async def _shell(context: _Context, arguments: dict[str, Any]) -> ToolResult:
     # eval keeps the command's own text intact; exec 2>&1 interleaves stderr as the model would see it.
     process = await context.sandbox.exec("sh", "-c", 'exec 2>&1; eval "$1"', "sh", command,
                                          cwd=context.workdir, timeout=float(timeout))
-    tail = _Tail(MAX_SHELL_OUTPUT)
+    tail = _Tail(MAX_SHELL_OUTPUT, context.on_output)
     reader = asyncio.ensure_future(tail.collect(process.stdout.chunks()))
     try:
         exit_code: int | None = await process.wait()
@@ -147,19 +161,26 @@ async def _shell(context: _Context, arguments: dict[str, Any]) -> ToolResult:
         await asyncio.wait([reader], timeout=_DRAIN)
         reader.cancel()
     status = f"timed out after {timeout:g}s and was killed" if exit_code is None else f"exit code {exit_code}"
-    return ToolResult(f"{status}\n{tail.text()}", ok=exit_code == 0)
+    return ToolResult(f"{status}\n{tail.text()}", ok=exit_code == 0, exit_code=exit_code)
 
 
 class _Tail:
-    """Keeps the last ``limit`` bytes of a stream: the end of a log is where the error is."""
+    """Keeps the last ``limit`` bytes of a stream: the end of a log is where the error is.
 
-    def __init__(self, limit: int) -> None:
+    Every chunk is also handed, decoded, to ``on_output`` as it arrives.
+    """
+
+    def __init__(self, limit: int, on_output: OutputHandler | None = None) -> None:
         self.limit = limit
         self.buffer = bytearray()
         self.dropped = 0
+        self._on_output = on_output
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     async def collect(self, chunks: Any) -> None:
         async for chunk in chunks:
+            if self._on_output is not None and (text := self._decoder.decode(chunk)):
+                await self._on_output(text)
             self.buffer += chunk
             excess = len(self.buffer) - self.limit
             if excess > 0:
