@@ -67,6 +67,7 @@ class AsyncSandbox:
         self._finish_lock = threading.Lock()
         self._cleanup: asyncio.Future[None] | None = None
         self._deadline_timer: asyncio.TimerHandle | None = None
+        self._paused = False
         self._watch_exit()
         self._deadline_timer = self._enforce_deadline()
         self.files = AsyncFiles(self.id, self._connect)
@@ -236,8 +237,9 @@ class AsyncSandbox:
         try:
             await asyncio.to_thread(self._copy_out, store, layer, copies)
         finally:
-            with contextlib.suppress(SandboxError):  # a sandbox gone meanwhile has nothing to thaw
-                await asyncio.to_thread(self._backend.thaw, self._record)
+            if not self._paused:
+                with contextlib.suppress(SandboxError):  # a sandbox gone meanwhile has nothing to thaw
+                    await asyncio.to_thread(self._backend.thaw, self._record)
         config = replace(image, key=layer, layers=image.layers + tuple(copies) + (layer,),
                          workdir=self._record.workdir, env=image.env + tuple(self._record.env.items()))
         store.save_image(config)
@@ -253,6 +255,23 @@ class AsyncSandbox:
         for source, name in zip(self._record.copy_layers, copies, strict=True):
             store.copy_into_layer(Path(source), name)
         store.copy_into_layer(self._backend.upper_dir(self._record), layer)
+
+    async def pause(self) -> None:
+        """Freeze every process in the sandbox where it stands (cgroup freezer); memory and
+        files are kept. Commands started meanwhile wait. Safe to call when already paused."""
+        self._ensure_alive()
+        await asyncio.to_thread(self._backend.freeze, self._record)
+        self._paused = True
+
+    async def resume(self) -> None:
+        """Let a paused sandbox's processes run again."""
+        self._ensure_alive()
+        await asyncio.to_thread(self._backend.thaw, self._record)
+        self._paused = False
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
 
     # ---------------------------------------------------------------- network
 
