@@ -6,7 +6,7 @@ import pytest
 from repohelpers import BINARY, git, tree_hashes
 
 from errand.errors import ConfigError
-from errand.repo.workcopy import WorkingCopy
+from errand.repo.workcopy import WorkingCopy, resolve_base
 
 
 def _full_state(repo: Path) -> dict[str, str]:
@@ -94,3 +94,39 @@ def test_existing_dest_is_rejected(user_repo: Path, tmp_path: Path) -> None:
         WorkingCopy.prepare(user_repo, dest=dest)
     assert info.value.code == "dest_exists"
     assert [p.name for p in dest.iterdir()] == ["keep"]
+
+
+def test_resolve_base_names_the_commit_without_cloning(user_repo: Path) -> None:
+    head = git(user_repo, "rev-parse", "HEAD").strip()
+    tag = git(user_repo, "rev-parse", "v1^{commit}").strip()
+    assert resolve_base(user_repo, "HEAD") == head
+    assert resolve_base(str(user_repo), "v1") == tag
+    assert resolve_base(f"file://{user_repo}", "main") == head
+    assert resolve_base(f"file://{user_repo}", "v1") in (tag, git(user_repo, "rev-parse", "v1").strip())
+    with pytest.raises(ConfigError) as error:
+        resolve_base(f"file://{user_repo}", "no-such-branch")
+    assert error.value.code == "unknown_ref"
+    with pytest.raises(ConfigError) as error:
+        resolve_base(user_repo, "no-such-ref")
+    assert error.value.code == "unknown_ref"
+    with pytest.raises(ConfigError) as error:
+        resolve_base(user_repo.parent / "nowhere", "HEAD")
+    assert error.value.code == "not_a_git_repo"
+
+
+def test_owner_gets_the_checkout_and_apply_replays_a_diff(user_repo: Path, tmp_path: Path) -> None:
+    first = WorkingCopy.prepare(user_repo, "HEAD", dest=tmp_path / "a", owner=4242)
+    assert {p.stat().st_uid for p in first.path.rglob("*")} == {4242}
+    (first.path / "src/app.py").write_text("def add(a, b):\n    return a + b\n")
+    (first.path / "new.txt").write_text("new\n")
+    patch = first.diff().text
+
+    second = WorkingCopy.prepare(user_repo, "HEAD", dest=tmp_path / "b", owner=4242)
+    second.apply(patch)
+    assert (second.path / "new.txt").read_text() == "new\n"
+    assert (second.path / "new.txt").stat().st_uid == 4242
+    assert second.diff().text == patch
+    from errand.repo.errors import RepoError
+
+    with pytest.raises(RepoError):
+        second.apply(patch)  # already applied: it no longer applies, and says so

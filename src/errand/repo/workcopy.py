@@ -16,16 +16,18 @@ things:
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from errand.errors import ConfigError
-from errand.repo.diff import Diff, build_index, diff_tree
+from errand.repo.diff import Diff, _scratch_git_dir, build_index, diff_tree
+from errand.repo.errors import RepoError
 from errand.repo.git import run_git
 
-__all__ = ["WorkingCopy", "is_url"]
+__all__ = ["WorkingCopy", "is_url", "resolve_base"]
 
 _URL = re.compile(r"^(?:file|https?|ssh|git)://[^\s]+$")
 _SCP = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$")  # git@host:owner/repo.git
@@ -58,6 +60,34 @@ def _local_git_dir(path: Path) -> Path:
     return Path(out)
 
 
+def resolve_base(source: str | Path, base: str = "HEAD") -> str:
+    """The commit ``base`` names in ``source`` now, without cloning anything.
+
+    A local repository resolves every name git knows (``HEAD~2``, a tag, a
+    remote-tracking branch); a URL only the refs it advertises (``git ls-remote``).
+    Raises :class:`ConfigError` (``not_a_git_repo``, ``unknown_ref``, ``bad_url``).
+    """
+    _check_ref_syntax(base)
+    if isinstance(source, Path) or not is_url(source):
+        if isinstance(source, str) and "://" in source:
+            raise ConfigError(f"unsupported git URL {source!r} (use file://, http(s)://, ssh://, git://)",
+                              code="bad_url")
+        git_dir = _local_git_dir(Path(source).expanduser().absolute())
+        return _resolve(git_dir, base, str(source))
+    if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", base):
+        return base
+    try:
+        listing = run_git(["ls-remote", "--", str(source), base], Path.cwd())
+    except RepoError as error:
+        raise ConfigError(f"cannot read {source}: {error.stderr or error.message}", code="not_a_git_repo") from None
+    for line in listing.splitlines():
+        sha, _, name = line.partition("\t")
+        if name in (base, f"refs/heads/{base}", f"refs/tags/{base}"):
+            return sha
+    raise ConfigError(f"unknown ref {base!r} in {source}: the remote has no branch or tag by that name",
+                      code="unknown_ref")
+
+
 @dataclass(frozen=True)
 class WorkingCopy:
     source: str
@@ -68,14 +98,16 @@ class WorkingCopy:
 
     @classmethod
     def prepare(
-        cls, source: str | Path, base: str = "HEAD", *, dest: Path, host_git: Path | None = None
+        cls, source: str | Path, base: str = "HEAD", *, dest: Path, host_git: Path | None = None,
+        owner: int | None = None,
     ) -> WorkingCopy:
         """Check ``base`` of ``source`` (a local repository or a git URL) out at ``dest``.
 
         ``dest`` must not exist (or be an empty directory). ``host_git`` (default:
         a sibling ``<dest>.host.git``) must be somewhere the sandbox cannot write.
-        Bad input raises :class:`ConfigError` (``not_a_git_repo``, ``unknown_ref``,
-        ``bad_url``, ``dest_exists``) and leaves nothing behind.
+        ``owner`` (a host uid) is given the checkout, so a sandbox mapped onto that
+        uid can write it. Bad input raises :class:`ConfigError` (``not_a_git_repo``,
+        ``unknown_ref``, ``bad_url``, ``dest_exists``) and leaves nothing behind.
         """
         dest = Path(dest).absolute()
         host_git = Path(host_git).absolute() if host_git is not None else dest.with_name(dest.name + ".host.git")
@@ -102,7 +134,9 @@ class WorkingCopy:
             run_git(["update-ref", "refs/errand/base", sha], host_git, git_dir=host_git)
             cls._checkout(host_git, dest, sha)
             wc = cls(source=str(source), path=dest, base_ref=base, base_commit=sha, host_git=host_git)
-            build_index(dest, host_git, sha, host_git / _INDEX_SEED)
+            if owner is not None:
+                _chown_tree(dest, owner)
+            build_index(dest, host_git, sha, host_git / _INDEX_SEED)  # after chown: it records ctimes
             return wc
         except BaseException:
             for p in created:
@@ -120,6 +154,18 @@ class WorkingCopy:
                 git_dir=git_dir, work_tree=dest)
         run_git(["remote", "remove", "origin"], dest, git_dir=git_dir)
 
+    def apply(self, patch: str) -> None:
+        """Apply ``patch`` (from an earlier :meth:`diff`) to the checkout: a follow-up
+        starts from the work it follows. Raises :class:`RepoError` if it does not apply."""
+        if not patch.strip():
+            return
+        owner = self.path.stat().st_uid
+        with _scratch_git_dir(self.host_git) as git_dir:
+            run_git(["apply", "--whitespace=nowarn", "-"], self.path, untrusted=True, input=patch,
+                    git_dir=git_dir, work_tree=self.path)
+        if owner != 0:
+            _chown_tree(self.path, owner)
+
     def diff(self) -> Diff:
         """What changed in the working copy since :attr:`base_commit` (see :func:`diff_tree`)."""
         return diff_tree(self.path, self.base_commit, objects_from=self.host_git,
@@ -130,3 +176,10 @@ class WorkingCopy:
         for p in (self.path, self.host_git):
             shutil.rmtree(p, ignore_errors=True)
 
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    os.lchown(root, uid, uid)
+    for directory, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.lchown(os.path.join(directory, name), uid, uid)

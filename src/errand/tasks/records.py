@@ -32,6 +32,7 @@ class Task:
     instruction: str
     repo: str
     base_ref: str
+    base_commit: str | None
     model: str | None
     attempts: int
     state: TaskState

@@ -35,6 +35,9 @@ tasks = sa.Table(
     sa.Column("instruction", sa.Text, nullable=False),
     sa.Column("repo", sa.Text, nullable=False),  # local path or git URL
     sa.Column("base_ref", sa.Text, nullable=False),
+    # The commit base_ref named when the task was submitted: every round (and the
+    # accept) starts from it even if the ref moves. None for tasks from before 0002.
+    sa.Column("base_commit", sa.String(64), nullable=True),
     sa.Column("model", sa.Text, nullable=True),  # "provider:name"; None means the configured default
     sa.Column("attempts", sa.Integer, nullable=False, server_default="1"),  # parallel attempts per run
     sa.Column("state", sa.String(32), nullable=False),

@@ -61,7 +61,7 @@ class TaskStore:
 
     def create_task(
         self, *, title: str, instruction: str, repo: str, base_ref: str = "HEAD", model: str | None = None,
-        attempts: int = 1, parent_id: str | None = None,
+        attempts: int = 1, parent_id: str | None = None, base_commit: str | None = None,
     ) -> Task:
         """Record a new task in ``queued``; its branch is ``errand/<id>-<slug of title>``."""
         now = time.time()
@@ -69,7 +69,7 @@ class TaskStore:
             task_id = _new_task_id(connection)
             row = {
                 "id": task_id, "title": title, "instruction": instruction, "repo": repo, "base_ref": base_ref,
-                "model": model, "attempts": attempts, "state": TaskState.QUEUED.value,
+                "base_commit": base_commit, "model": model, "attempts": attempts, "state": TaskState.QUEUED.value,
                 "branch": f"errand/{task_id}-{_slug(title)}", "parent_id": parent_id,
                 "created_at": now, "updated_at": now,
             }

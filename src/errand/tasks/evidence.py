@@ -1,0 +1,200 @@
+"""Evidence about a run's result, and a confidence level drawn only from it.
+
+The model's own opinion of its work is not evidence. What is: the project's
+test command run on the base and on the result (each in a sandbox, the base
+on a checkout the agent never touched), the lint command on the result, what
+the diff touches, the agent's commands that failed, the assumptions it
+stated, and how the run ended. :func:`assess` turns that into ``high``,
+``medium`` or ``low`` with the reasons, each one a fact a reviewer can check.
+
+The rules, the weakest finding deciding the level:
+
+* **low** — the run did not finish; it changed nothing; there is no test
+  command; the tests fail after the change; fewer tests pass than on the base;
+  the only files changed to turn failing tests green are test files.
+* **medium** — the tests passed already on the base and no test was added or
+  changed (nothing shows the change is exercised); test files were changed
+  along with the code; lint fails; the diff is large; the agent stated
+  assumptions the task did not settle.
+* **high** — none of the above, with tests passing after the change.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Confidence", "Evidence", "TestRun", "assess", "is_test_file", "parse_counts"]
+
+Level = Literal["high", "medium", "low"]
+_ORDER: dict[Level, int] = {"low": 0, "medium": 1, "high": 2}
+LARGE_DIFF_LINES = 400
+_TEST_PATTERNS = ("test_*.py", "*_test.py", "*_test.go", "*.test.[jt]s", "*.test.[jt]sx", "*.spec.[jt]s",
+                  "*.spec.[jt]sx", "*Test.java", "*_spec.rb", "conftest.py")
+_TEST_DIRS = ("test", "tests", "__tests__", "spec")
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """One run of a check command: its exit code (``None``: killed by its timeout) and
+    the counts its output reports, when it reports them in a format errand knows."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    command: str
+    exit_code: int | None
+    seconds: float
+    output: str  # the tail
+    passed: int | None = None
+    failed: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def describe(self) -> str:
+        counts = []
+        if self.passed is not None:
+            counts.append(f"{self.passed} passed")
+        if self.failed:
+            counts.append(f"{self.failed} failed")
+        verdict = "pass" if self.ok else ("timed out" if self.exit_code is None else f"fail (exit {self.exit_code})")
+        return f"{verdict}{' — ' + ', '.join(counts) if counts else ''}"
+
+
+@dataclass(frozen=True)
+class Confidence:
+    level: Level
+    reasons: list[str]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything a reviewer needs besides the diff itself; stored with the run."""
+
+    exit_status: str
+    exit_detail: str
+    tests_before: TestRun | None
+    tests_after: TestRun | None
+    lint_after: TestRun | None
+    files: list[dict[str, Any]]  # path, status, additions, deletions
+    test_files: list[str]  # files the diff adds or changes that are tests
+    additions: int
+    deletions: int
+    commands_run: int
+    failed_commands: list[dict[str, Any]]  # command, exit_code
+    assumptions: list[str]
+    summary: str | None
+    confidence: Confidence = field(default_factory=lambda: Confidence("low", ["not assessed"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Evidence:
+        runs = {key: TestRun(**data[key]) if data.get(key) else None
+                for key in ("tests_before", "tests_after", "lint_after")}
+        return cls(**{**data, **runs, "confidence": Confidence(**data["confidence"])})
+
+
+def is_test_file(path: str) -> bool:
+    parts = path.split("/")
+    name = parts[-1]
+    return any(fnmatch.fnmatch(name, pattern) for pattern in _TEST_PATTERNS) or any(
+        part in _TEST_DIRS for part in parts[:-1])
+
+
+_PYTEST = re.compile(r"(\d+) (passed|failed|errors?)\b")
+_UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
+_UNITTEST_FAILED = re.compile(r"^FAILED \((.*)\)\s*$", re.MULTILINE)
+_JEST = re.compile(r"^Tests:\s+(.*)$", re.MULTILINE)
+_GO = re.compile(r"^(--- PASS|--- FAIL|ok |FAIL\t)", re.MULTILINE)
+
+
+def parse_counts(output: str) -> tuple[int | None, int | None]:
+    """``(passed, failed)`` from a test runner's summary (pytest, unittest, jest, go test),
+    or ``(None, None)`` when the output has no summary errand recognises."""
+    if match := _JEST.search(output):
+        counts = dict((kind, int(n)) for n, kind in re.findall(r"(\d+) (passed|failed)", match.group(1)))
+        return counts.get("passed", 0), counts.get("failed", 0)
+    if ran := _UNITTEST_RAN.search(output):
+        total = int(ran.group(1))
+        failed = 0
+        if failure := _UNITTEST_FAILED.search(output):
+            failed = sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", failure.group(1)))
+        return total - failed, failed
+    summary = [line for line in output.splitlines() if _PYTEST.search(line) and " in " in line]
+    if summary:
+        counts = {"passed": 0, "failed": 0}
+        for n, kind in _PYTEST.findall(summary[-1]):
+            counts["passed" if kind == "passed" else "failed"] += int(n)
+        return counts["passed"], counts["failed"]
+    if go := _GO.findall(output):
+        return go.count("--- PASS"), go.count("--- FAIL")
+    return None, None
+
+
+def assess(evidence: Evidence) -> Confidence:
+    """The confidence level and its reasons (see the module docstring for the rules)."""
+    findings: list[tuple[Level, str]] = []
+    findings += _run_findings(evidence)
+    findings += _test_findings(evidence)
+    findings += _review_findings(evidence)
+    level: Level = min((lvl for lvl, _ in findings), key=_ORDER.__getitem__, default="high")
+    reasons = [reason for lvl, reason in sorted(findings, key=lambda item: _ORDER[item[0]])]
+    return Confidence(level, reasons)
+
+
+def _run_findings(evidence: Evidence) -> list[tuple[Level, str]]:
+    findings: list[tuple[Level, str]] = []
+    if evidence.exit_status != "finished":
+        findings.append(("low", f"the run did not finish ({evidence.exit_status}): {evidence.exit_detail}"))
+    if not evidence.files:
+        findings.append(("low", "the run changed no file"))
+    return findings
+
+
+def _test_findings(evidence: Evidence) -> list[tuple[Level, str]]:
+    before, after = evidence.tests_before, evidence.tests_after
+    if after is None:
+        return [("low", "no test command is configured ([test] command in errand.toml), so nothing checked "
+                        "the change")]
+    if not after.ok:
+        return [("low", f"the tests fail after the change: {after.describe()}")]
+    findings: list[tuple[Level, str]] = []
+    if before is not None and before.passed is not None and after.passed is not None and after.passed < before.passed:
+        findings.append(("low", f"fewer tests pass than on the base ({before.passed} → {after.passed})"))
+    code_files = [f["path"] for f in evidence.files if f["path"] not in evidence.test_files]
+    if before is not None and not before.ok:
+        if evidence.test_files and not code_files:
+            findings.append(("low", "the failing tests were made to pass by changing only test files: "
+                                    + ", ".join(evidence.test_files)))
+        else:
+            findings.append(("high", f"the tests failed on the base ({before.describe()}) and pass after the "
+                                     f"change ({after.describe()})"))
+    else:
+        findings.append(("high", f"the tests pass after the change ({after.describe()})"))
+        if not evidence.test_files:
+            findings.append(("medium", "the tests passed on the base too and no test was added or changed, so "
+                                       "nothing shows the change is exercised"))
+    if evidence.test_files and code_files and before is not None and not before.ok:
+        findings.append(("medium", "test files were changed along with the code; check the tests were not "
+                                   "weakened: " + ", ".join(evidence.test_files)))
+    return findings
+
+
+def _review_findings(evidence: Evidence) -> list[tuple[Level, str]]:
+    findings: list[tuple[Level, str]] = []
+    if evidence.lint_after is not None and not evidence.lint_after.ok:
+        findings.append(("medium", f"lint fails after the change: {evidence.lint_after.describe()}"))
+    if evidence.test_files and evidence.tests_before is not None and evidence.tests_before.ok:
+        findings.append(("high", "tests were added or changed: " + ", ".join(evidence.test_files)))
+    lines = evidence.additions + evidence.deletions
+    if lines > LARGE_DIFF_LINES:
+        findings.append(("medium", f"the diff is large ({lines} changed lines); review it in parts"))
+    if evidence.assumptions:
+        findings.append(("medium", f"the agent made {len(evidence.assumptions)} assumption"
+                                   f"{'s' if len(evidence.assumptions) != 1 else ''} the task did not settle"))
+    return findings
