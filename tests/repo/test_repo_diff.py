@@ -80,3 +80,13 @@ def test_symlinks_are_recorded_not_followed(user_repo: Path, tmp_path: Path) -> 
     assert {f.path for f in diff.files} == {"leak", "outside"}
     assert "host secret" not in diff.text
     assert "new file mode 120000" in diff.text
+
+
+def test_tool_caches_stay_out_of_the_diff(user_repo: Path, tmp_path: Path) -> None:
+    wc = WorkingCopy.prepare(user_repo, "HEAD", dest=tmp_path / "wc")
+    (wc.path / "src/__pycache__").mkdir()
+    (wc.path / "src/__pycache__/app.cpython-311.pyc").write_bytes(b"\0cache")
+    (wc.path / ".pytest_cache").mkdir()
+    (wc.path / ".pytest_cache/README.md").write_text("cache\n")
+    (wc.path / "src/app.py").write_text("def add(a, b):\n    return a + b\n")
+    assert [f.path for f in wc.diff().files] == ["src/app.py"]

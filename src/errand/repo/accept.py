@@ -60,7 +60,8 @@ def accept(
 ) -> str:
     """Commit ``patch`` on top of ``base_commit`` as new branch ``branch`` in ``repo``; return the commit sha.
 
-    ``author`` is ``"Name <email>"`` (default: the repository's configured user).
+    ``author`` is ``"Name <email>"``, author and committer both (default: the
+    repository's configured user).
     Raises :class:`ConfigError` for a non-repository (``not_a_git_repo``), an
     unknown base (``unknown_ref``), a bad or existing branch (``bad_branch``,
     ``branch_exists``), an empty patch or message (``empty_patch``, ``empty_message``);
@@ -88,7 +89,8 @@ def accept(
         m = _AUTHOR.match(author)
         if not m:
             raise ConfigError(f"author must look like 'Name <email>', got {author!r}")
-        extra = {"GIT_AUTHOR_NAME": m.group(1), "GIT_AUTHOR_EMAIL": m.group(2)}
+        extra = {"GIT_AUTHOR_NAME": m.group(1), "GIT_AUTHOR_EMAIL": m.group(2),
+                 "GIT_COMMITTER_NAME": m.group(1), "GIT_COMMITTER_EMAIL": m.group(2)}
     # No hook runs for plumbing; hooksPath is off anyway in case a future git adds one.
     hooks_off = ["-c", "core.hooksPath=/dev/null"]
     with tempfile.TemporaryDirectory(prefix="errand-accept-") as tmp:

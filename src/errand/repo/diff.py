@@ -39,6 +39,10 @@ __all__ = ["Diff", "DiffStats", "FileChange", "build_index", "diff_tree"]
 Status = Literal["added", "modified", "deleted", "renamed", "type_changed"]
 
 _NEUTRAL_ATTRIBUTES = "* !filter !diff !text !eol !ident !working-tree-encoding !merge !export-subst\n"
+# Caches that running a project's tools leaves in the tree; never part of an agent's change.
+# (A repository's own .gitignore is honoured as well.)
+DEFAULT_EXCLUDES = ("__pycache__/", "*.py[cod]", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/", ".hypothesis/",
+                    ".tox/", ".nox/", ".coverage", ".cache/")
 _STATUS = {"A": "added", "M": "modified", "D": "deleted", "R": "renamed", "T": "type_changed", "C": "added"}
 
 
@@ -93,7 +97,7 @@ def _scratch_git_dir(objects_from: Path) -> Iterator[Path]:
         (git_dir / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = false\n")
         (git_dir / "objects/info/alternates").write_text(f"{source_objects}\n")
         (git_dir / "info/attributes").write_text(_NEUTRAL_ATTRIBUTES)
-        (git_dir / "info/exclude").write_text("")
+        (git_dir / "info/exclude").write_text("".join(f"{pattern}\n" for pattern in DEFAULT_EXCLUDES))
         yield git_dir
 
 

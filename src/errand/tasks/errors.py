@@ -5,6 +5,7 @@
         ├── TaskNotFound         no task has that id
         ├── IllegalTransition    the lifecycle forbids ``current → target``
         ├── StateConflict        the task was not in the state the caller expected
+        ├── WrongState           the task's state does not allow the action (answer, accept, …)
         ├── RunNotFound          no run has that id
         └── RunNotRunning        the run has already ended
 
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 from errand.errors import ErrandError
 
-__all__ = ["IllegalTransition", "RunNotFound", "RunNotRunning", "StateConflict", "TaskError", "TaskNotFound"]
+__all__ = ["IllegalTransition", "RunNotFound", "RunNotRunning", "StateConflict", "TaskError", "TaskNotFound",
+           "WrongState"]
 
 
 class TaskError(ErrandError):
@@ -55,6 +57,16 @@ class StateConflict(TaskError):
         super().__init__(message, task_id=task_id)
         self.expected = expected
         self.actual = actual
+
+
+class WrongState(TaskError):
+    """The action needs the task in another state (an answer needs ``needs_input``); ``state`` is its state."""
+
+    code = "wrong_state"
+
+    def __init__(self, message: str, *, task_id: str, state: str) -> None:
+        super().__init__(message, task_id=task_id)
+        self.state = state
 
 
 class RunNotFound(TaskError):

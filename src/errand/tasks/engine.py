@@ -1,0 +1,376 @@
+"""The local engine: a worker pool in one process that runs queued tasks through the steps.
+
+``LocalEngine.serve()`` claims queued tasks (compare-and-set, so several
+engines may share a store), runs each claim as a *round* — one run per
+parallel attempt — and watches the store for what people send while it works:
+messages (delivered at the agent's next step), answers (resuming a run paused
+on a question, its sandbox frozen meanwhile) and cancellation.
+
+On start it settles what a dead worker left behind (see
+:meth:`~errand.tasks.store.TaskStore.recover_interrupted`): the rule is
+*requeue after a first interruption, fail after a second in a row*, every
+event kept. Only one engine per errand home takes that step, holding
+``worker.lock``; it is the single-machine engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from errand import _settings
+from errand.agent import Agent, AgentResult, Budgets
+from errand.errors import ConfigError, ErrandError
+from errand.models import Model, get_model
+from errand.repo import WorkingCopy
+from errand.sandbox import AsyncSandbox
+from errand.tasks import steps
+from errand.tasks.environment import Environment, instructions
+from errand.tasks.errors import IllegalTransition, StateConflict
+from errand.tasks.evidence import Evidence
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.prompt import task_prompt
+from errand.tasks.records import Run, RunState, Task
+from errand.tasks.store import TaskStore
+
+__all__ = ["EngineBusy", "LocalEngine", "ModelFactory"]
+
+log = logging.getLogger("errand.engine")
+
+#: Makes the model for one attempt: ``(spec, attempt index) -> Model``.
+ModelFactory = Callable[[str, int], Model]
+CONTROL_KINDS = ("message_sent", "answer_sent")
+
+
+class EngineBusy(ErrandError):
+    code = "engine_busy"
+
+
+def _default_models(spec: str, _index: int) -> Model:
+    return get_model(spec)
+
+
+@dataclass
+class _Attempt:
+    index: int
+    run: Run
+    journal: steps.Journal
+    copy: WorkingCopy | None = None
+    sandbox: AsyncSandbox | None = None
+    agent: Agent | None = None
+    answer: asyncio.Future[tuple[str, int]] | None = None
+
+
+@dataclass
+class _Round:
+    task: Task
+    attempts: list[_Attempt]
+    handle: asyncio.Task[None] | None = None
+    control_after: int = 0
+    messages: list[tuple[str, int]] = field(default_factory=list)
+
+
+class LocalEngine:
+    """Runs tasks from ``store``, ``concurrency`` tasks at a time."""
+
+    def __init__(self, store: TaskStore, *, concurrency: int = 2, worker: str | None = None,
+                 poll_interval: float = 0.1, default_model: str | None = None, budgets: Budgets | None = None,
+                 models: ModelFactory = _default_models) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigError(f"concurrency must be a positive integer, not {concurrency!r}")
+        self.store = store
+        self.concurrency = concurrency
+        self.worker = worker or f"{socket.gethostname()}:{os.getpid()}"
+        self.poll_interval = poll_interval
+        self.default_model = default_model or os.environ.get("ERRAND_MODEL") or None
+        self.budgets = budgets or Budgets()
+        self._models = models
+        self._rounds: dict[str, _Round] = {}
+
+    # ------------------------------------------------------------ serving
+
+    async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None) -> None:
+        """Work until ``stop`` is set (or, with ``exit_when_idle``, until nothing was
+        queued or running for that many seconds)."""
+        stop = stop or asyncio.Event()
+        with _worker_lock():
+            await self._recover()
+            idle_since = time.monotonic()
+            try:
+                while not stop.is_set():
+                    await self._claim()
+                    await self._poll_controls()
+                    if self._rounds:
+                        idle_since = time.monotonic()
+                    elif exit_when_idle is not None and time.monotonic() - idle_since >= exit_when_idle:
+                        return
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), self.poll_interval)
+            finally:
+                await self._shutdown()
+
+    async def _recover(self) -> None:
+        for recovery in await asyncio.to_thread(self.store.recover_interrupted):
+            if recovery.run_id is not None:
+                steps.remove_work(await asyncio.to_thread(self.store.get_run, recovery.run_id))
+            await self._event(recovery.task_id, None, "recovered", {
+                "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
+                "rule": "requeued after a first interruption, failed after a second in a row"})
+
+    async def _claim(self) -> None:
+        while len(self._rounds) < self.concurrency:
+            task = await asyncio.to_thread(self.store.claim_next, self.worker)
+            if task is None:
+                return
+            round_ = _Round(task, [])
+            self._rounds[task.id] = round_
+            round_.handle = asyncio.create_task(self._run_round(round_), name=f"errand-task-{task.id}")
+
+    async def _shutdown(self) -> None:
+        """Stop every round; their runs are left to recovery, which requeues them."""
+        handles = [r.handle for r in self._rounds.values() if r.handle is not None]
+        for handle in handles:
+            handle.cancel()
+        await asyncio.gather(*handles, return_exceptions=True)
+        await asyncio.to_thread(self.store.recover_interrupted, self.worker)
+
+    # ------------------------------------------------------------ control
+
+    async def _poll_controls(self) -> None:
+        for round_ in list(self._rounds.values()):
+            try:
+                await self._poll_round(round_)
+            except Exception:  # one task's trouble must not stop the engine
+                log.exception("reading controls of task %s failed", round_.task.id)
+
+    async def _poll_round(self, round_: _Round) -> None:
+        task = await asyncio.to_thread(self.store.get_task, round_.task.id)
+        if task.state not in (TaskState.PREPARING, TaskState.RUNNING, TaskState.NEEDS_INPUT):
+            if round_.handle is not None and not round_.handle.done():
+                round_.handle.cancel()  # cancelled (or failed) from outside
+            return
+        controls = await asyncio.to_thread(self.store.events, task.id, round_.control_after, kinds=CONTROL_KINDS)
+        for event in controls:
+            round_.control_after = event.id
+            text = str(event.data.get("text", ""))
+            if event.kind == "message_sent":
+                self._deliver_message(round_, text, event.id)
+            else:
+                self._deliver_answer(round_, text, event.id)
+
+    def _deliver_message(self, round_: _Round, text: str, ref: int) -> None:
+        round_.messages.append((text, ref))
+        for attempt in round_.attempts:
+            if attempt.agent is not None:
+                attempt.agent.send_message(text, ref=ref)
+
+    def _deliver_answer(self, round_: _Round, text: str, ref: int) -> None:
+        for attempt in round_.attempts:
+            if attempt.answer is not None and not attempt.answer.done():
+                attempt.answer.set_result((text, ref))
+
+    # ------------------------------------------------------------ a round
+
+    async def _run_round(self, round_: _Round) -> None:
+        task = round_.task
+        try:
+            round_.control_after = await self._last_control_id(task.id)
+            number = await asyncio.to_thread(self.store.next_round, task.id)
+            for index in range(task.attempts):
+                run = await asyncio.to_thread(self.store.start_run, task.id, self.worker, round=number)
+                round_.attempts.append(_Attempt(index, run, steps.Journal(self._sink(task.id, run.id))))
+            await self._event(task.id, None, "round_started", {
+                "round": number, "runs": [a.run.id for a in round_.attempts], "worker": self.worker})
+            await self._execute(round_, number)
+        except asyncio.CancelledError:
+            await self._end_cancelled(round_)
+        except Exception as error:  # noqa: BLE001 - any failure ends the task as failed, with its reason
+            await self._end_failed(round_, error)
+        finally:
+            await self._clean_up(round_)
+            self._rounds.pop(task.id, None)
+
+    async def _execute(self, round_: _Round, number: int) -> None:
+        task, attempts = round_.task, round_.attempts
+        patch = await asyncio.to_thread(self._followed_patch, task.id, number)
+        copies = await asyncio.gather(*(asyncio.to_thread(steps.prepare_copy, task, a.run, patch) for a in attempts))
+        for attempt, copy in zip(attempts, copies, strict=True):
+            attempt.copy = copy
+        first = attempts[0]
+        environment = await asyncio.to_thread(Environment.load, copies[0].path)
+        image = await steps.environment_image(environment, copies[0], first.journal)
+        baseline = asyncio.ensure_future(steps.tests_on_base(environment, image, copies[0], first.journal))
+        try:
+            sandboxes = await asyncio.gather(*(steps.start_sandbox(environment, image, c) for c in copies))
+            for attempt, sandbox in zip(attempts, sandboxes, strict=True):
+                attempt.sandbox = sandbox
+            await asyncio.to_thread(self.store.set_state, task.id, TaskState.RUNNING, expected=TaskState.PREPARING)
+            prompt = await asyncio.to_thread(task_prompt, self.store, task, number, environment)
+            guide = await asyncio.to_thread(instructions, copies[0].path, environment)
+            results = await asyncio.gather(*(self._attempt(round_, a, prompt, guide) for a in attempts))
+            tests_before = await baseline
+        finally:
+            if not baseline.done():
+                baseline.cancel()
+        evidence = await asyncio.gather(*(self._evidence(a, r, environment, tests_before)
+                                          for a, r in zip(attempts, results, strict=True)))
+        await self._finalize(round_, results, evidence)
+
+    async def _attempt(self, round_: _Round, attempt: _Attempt, prompt: str, guide: str) -> AgentResult:
+        assert attempt.sandbox is not None
+        spec = round_.task.model or self.default_model
+        if spec is None:
+            raise ConfigError("no model is configured: pass --model or set ERRAND_MODEL", code="no_model")
+        agent = Agent(self._models(spec, attempt.index), attempt.sandbox, workdir=steps.WORKSPACE,
+                      budgets=self.budgets, on_event=attempt.journal, instructions=guide or None)
+        for text, ref in round_.messages:
+            agent.send_message(text, ref=ref)
+        attempt.agent = agent
+        result = await agent.run(prompt)
+        while result.status == "needs_input":
+            answer, ref = await self._wait_for_answer(round_, attempt, result.question or "")
+            await attempt.journal("answer_delivered", {"text": answer, "ref": ref})
+            result = await agent.resume(answer)
+        return result
+
+    async def _wait_for_answer(self, round_: _Round, attempt: _Attempt, question: str) -> tuple[str, int]:
+        assert attempt.sandbox is not None
+        attempt.answer = asyncio.get_running_loop().create_future()
+        await attempt.journal("question", {"text": question})
+        await attempt.sandbox.pause()
+        await self._move(round_.task.id, TaskState.NEEDS_INPUT, TaskState.RUNNING)
+        try:
+            answer = await attempt.answer
+        finally:
+            attempt.answer = None
+        await attempt.sandbox.resume()
+        if not any(a.answer is not None for a in round_.attempts):
+            await self._move(round_.task.id, TaskState.RUNNING, TaskState.NEEDS_INPUT)
+        return answer
+
+    async def _evidence(self, attempt: _Attempt, result: AgentResult, environment: Environment,
+                        tests_before: Any) -> tuple[Evidence, str]:
+        assert attempt.copy is not None and attempt.sandbox is not None
+        diff = await asyncio.to_thread(attempt.copy.diff)
+        evidence = await steps.collect_evidence(result, diff, attempt.journal, environment=environment,
+                                                sandbox=attempt.sandbox, tests_before=tests_before)
+        return evidence, diff.text
+
+    async def _finalize(self, round_: _Round, results: list[AgentResult],
+                        collected: list[tuple[Evidence, str]]) -> None:
+        task = round_.task
+        order = steps.rank([evidence for evidence, _ in collected])
+        for place, index in enumerate(order, start=1):
+            attempt, result, (evidence, patch) = round_.attempts[index], results[index], collected[index]
+            outcome = {
+                "status": result.status, "detail": result.detail, "summary": result.summary,
+                "assumptions": result.assumptions, "budget": result.budget, "rank": place, "patch": patch,
+                "evidence": evidence.to_json(),
+                "spent": {"steps": result.spent.steps, "tokens": result.spent.tokens, "cost": result.spent.cost,
+                          "seconds": round(result.spent.seconds, 3)}}
+            state = RunState.SUCCEEDED if result.status == "finished" else RunState.FAILED
+            await asyncio.to_thread(self.store.finish_run, attempt.run.id, state, outcome)
+        if len(order) > 1:
+            await self._event(task.id, None, "ranking", {"runs": [round_.attempts[i].run.id for i in order],
+                                                         "rule": "finished with a change, tests passing, "
+                                                                 "confidence, smaller diff"})
+        best_evidence = collected[order[0]][0]
+        if best_evidence.files:
+            await asyncio.to_thread(self.store.set_state, task.id, TaskState.READY_FOR_REVIEW,
+                                    expected=TaskState.RUNNING)
+            await self._event(task.id, None, "ready_for_review", {
+                "run_id": round_.attempts[order[0]].run.id, "confidence": best_evidence.confidence.level})
+        else:
+            await asyncio.to_thread(self.store.set_state, task.id, TaskState.FAILED, expected=TaskState.RUNNING)
+            await self._event(task.id, None, "failed", {
+                "reason": f"no attempt changed anything ({best_evidence.exit_status}: {best_evidence.exit_detail})"})
+
+    # ------------------------------------------------------------ endings
+
+    async def _end_cancelled(self, round_: _Round) -> None:
+        task = await asyncio.to_thread(self.store.get_task, round_.task.id)
+        if task.state is not TaskState.CANCELLED:
+            return  # a shutdown: the runs stay running for recovery to requeue
+        for attempt in round_.attempts:
+            with contextlib.suppress(ErrandError):
+                await asyncio.to_thread(self.store.finish_run, attempt.run.id, RunState.CANCELLED, None)
+
+    async def _end_failed(self, round_: _Round, error: Exception) -> None:
+        reason = error.message if isinstance(error, ErrandError) else f"{type(error).__name__}: {error}"
+        if not isinstance(error, ErrandError):
+            log.exception("task %s failed", round_.task.id)
+        data: dict[str, Any] = {"reason": reason, "code": getattr(error, "code", "internal_error")}
+        if isinstance(error, steps.SetupFailed):
+            data.update(command=error.command, exit_code=error.exit_code, log=error.log[-steps.OUTPUT_TAIL:])
+        for attempt in round_.attempts:
+            with contextlib.suppress(ErrandError):
+                await asyncio.to_thread(self.store.finish_run, attempt.run.id, RunState.FAILED, data)
+        with contextlib.suppress(IllegalTransition, StateConflict):
+            await asyncio.to_thread(self.store.set_state, round_.task.id, TaskState.FAILED)
+            await self._event(round_.task.id, None, "failed", data)
+
+    async def _clean_up(self, round_: _Round) -> None:
+        for attempt in round_.attempts:
+            if attempt.sandbox is not None:
+                with contextlib.suppress(ErrandError):
+                    if attempt.sandbox.paused:
+                        await attempt.sandbox.resume()
+                await attempt.sandbox.terminate()
+            await asyncio.to_thread(steps.remove_work, attempt.run)
+
+    # ------------------------------------------------------------ helpers
+
+    def _sink(self, task_id: str, run_id: str) -> steps.EventSink:
+        async def sink(kind: str, data: dict[str, Any]) -> None:
+            await self._event(task_id, run_id, kind, data)
+        return sink
+
+    async def _event(self, task_id: str, run_id: str | None, kind: str, data: dict[str, Any]) -> None:
+        await asyncio.to_thread(self.store.append_event, task_id, run_id, kind, data)
+
+    async def _move(self, task_id: str, target: TaskState, expected: TaskState) -> None:
+        with contextlib.suppress(StateConflict):
+            await asyncio.to_thread(self.store.set_state, task_id, target, expected=expected)
+
+    async def _last_control_id(self, task_id: str) -> int:
+        """Controls sent before this round began were for an earlier one (or are in its prompt)."""
+        events = await asyncio.to_thread(self.store.events, task_id, 0, 1_000_000, kinds=CONTROL_KINDS)
+        return events[-1].id if events else 0
+
+    def _followed_patch(self, task_id: str, number: int) -> str | None:
+        """A round continues the best attempt of the last round that finished (a follow-up
+        builds on the work it follows); a task's first round starts from the base."""
+        finished = [r for r in self.store.runs(task_id) if r.round < number
+                    and isinstance(r.result, dict) and r.result.get("rank") == 1]
+        return str(finished[-1].result.get("patch") or "") or None if finished else None
+
+
+@contextlib.contextmanager
+def _worker_lock() -> Any:
+    path = _settings.home() / "worker.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle: TextIO = open(path, "a+")  # noqa: SIM115 - held for the engine's lifetime
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            owner = handle.read().strip() or "unknown"
+            raise EngineBusy(f"another errand worker is running on {path.parent} (pid {owner}); "
+                             "one worker serves one errand home") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield Path(path)
+    finally:
+        handle.close()

@@ -1,0 +1,236 @@
+"""What people do with tasks, as one service the CLI and the HTTP API both call.
+
+Every operation checks its input and the task's state first, and changes
+nothing when it refuses. A person talks to a running task only through the
+store — a message, an answer, a cancellation — so it reaches the task's worker
+wherever that runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from errand.errors import ConfigError
+from errand.models import PROVIDERS, get_model
+from errand.repo import accept as commit_patch
+from errand.repo.git import run_git
+from errand.repo.workcopy import is_url, resolve_base
+from errand.tasks.environment import CONFIG_FILE, Environment
+from errand.tasks.errors import TaskError, WrongState
+from errand.tasks.evidence import Evidence
+from errand.tasks.lifecycle import ACTIVE, TaskState
+from errand.tasks.records import Review, Run, Task, Verdict
+from errand.tasks.store import TaskStore
+
+__all__ = ["MAX_ATTEMPTS", "Accepted", "TaskService", "issue_instruction"]
+
+MAX_ATTEMPTS = 8
+MAX_INSTRUCTION_BYTES = 100_000
+MAX_TITLE = 72
+
+
+@dataclass(frozen=True)
+class Accepted:
+    task_id: str
+    run_id: str
+    branch: str
+    commit: str
+
+
+class TaskService:
+    """Submit, steer and review tasks in ``store``."""
+
+    def __init__(self, store: TaskStore) -> None:
+        self.store = store
+
+    # ------------------------------------------------------------ intake
+
+    def submit(self, instruction: str, *, repo: str | Path, base: str = "HEAD", model: str | None = None,
+               attempts: int = 1, title: str | None = None) -> Task:
+        """Queue a task after checking everything it names: the repository, the ref, the
+        repository's ``errand.toml`` at that ref, the model and the attempt count."""
+        text = _instruction(instruction)
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= MAX_ATTEMPTS:
+            raise ConfigError(f"attempts must be a whole number from 1 to {MAX_ATTEMPTS}, not {attempts!r}",
+                              code="invalid_attempts")
+        source = str(repo) if is_url(str(repo)) else str(Path(repo).expanduser().resolve())
+        spec = _model_spec(model)
+        commit = resolve_base(source, base)
+        if not is_url(source):
+            _check_config(Path(source), commit)
+        return self.store.create_task(title=_title(title, text), instruction=text, repo=source, base_ref=base,
+                                      base_commit=commit, model=spec, attempts=attempts)
+
+    # ------------------------------------------------------------ steering
+
+    def message(self, task_id: str, text: str) -> int:
+        """Send the running agent a message; it is delivered at its next step."""
+        task = self.store.get_task(task_id)
+        if task.state not in ACTIVE and task.state is not TaskState.QUEUED:
+            raise WrongState(f"task {task_id} is {task.state}; messages go to queued or running tasks "
+                             "(for finished work use `errand followup`)", task_id=task_id, state=task.state)
+        return self.store.append_event(task_id, None, "message_sent", {"text": _text(text, "a message")})
+
+    def answer(self, task_id: str, text: str) -> int:
+        """Answer the question a task is waiting on; its run resumes."""
+        task = self.store.get_task(task_id)
+        if task.state is not TaskState.NEEDS_INPUT:
+            raise WrongState(f"task {task_id} is {task.state}, not waiting for an answer", task_id=task_id,
+                             state=task.state)
+        return self.store.append_event(task_id, None, "answer_sent", {"text": _text(text, "an answer")})
+
+    def cancel(self, task_id: str) -> Task:
+        task = self.store.set_state(task_id, TaskState.CANCELLED)
+        self.store.append_event(task_id, None, "cancelled", {})
+        return task
+
+    # ------------------------------------------------------------ review
+
+    def followup(self, task_id: str, text: str) -> Review:
+        """Ask for more work on a task's result: a new round on the same branch."""
+        review = self.store.add_review(task_id, Verdict.FOLLOWUP, _text(text, "a follow-up instruction"))
+        self.store.append_event(task_id, None, "followup", {"text": review.reason})
+        return review
+
+    def reject(self, task_id: str, reason: str) -> Review:
+        review = self.store.add_review(task_id, Verdict.REJECTED, _text(reason, "a reason"))
+        self.store.append_event(task_id, None, "rejected", {"reason": review.reason})
+        return review
+
+    def accept(self, task_id: str, *, attempt: int | None = None, into: str | Path | None = None) -> Accepted:
+        """Commit the chosen run's diff on the task's branch in the repository (``into`` for a
+        task made from a URL). The current branch, index and worktree are left untouched."""
+        task = self.store.get_task(task_id)
+        if task.state is not TaskState.READY_FOR_REVIEW:
+            raise WrongState(f"task {task_id} is {task.state}; only a task ready for review can be accepted",
+                             task_id=task_id, state=task.state)
+        run = self.chosen_run(task_id, attempt)
+        repo = Path(into) if into is not None else _local_repo(task)
+        result = run.result if isinstance(run.result, dict) else {}
+        assert task.branch is not None
+        commit = commit_patch(repo, task.base_commit or task.base_ref, str(result.get("patch") or ""), task.branch,
+                              _commit_message(task, result), author=_author(repo))
+        self.store.add_review(task_id, Verdict.ACCEPTED, None)
+        self.store.append_event(task_id, None, "accepted", {"run_id": run.id, "branch": task.branch,
+                                                            "commit": commit})
+        return Accepted(task_id, run.id, task.branch, commit)
+
+    # ------------------------------------------------------------ reading
+
+    def chosen_run(self, task_id: str, attempt: int | None = None) -> Run:
+        """The run a review is about: the best-ranked of the last finished round, or the
+        run whose ``attempt`` number is given."""
+        runs = [r for r in self.store.runs(task_id) if isinstance(r.result, dict) and "rank" in r.result]
+        if attempt is not None:
+            for run in runs:
+                if run.attempt == attempt:
+                    return run
+            raise TaskError(f"task {task_id} has no finished run number {attempt} "
+                            f"(finished: {', '.join(str(r.attempt) for r in runs) or 'none'})",
+                            task_id=task_id, code="run_not_found")
+        if not runs:
+            raise TaskError(f"task {task_id} has no finished run yet", task_id=task_id, code="no_result")
+        last_round = max(r.round for r in runs)
+        return min((r for r in runs if r.round == last_round), key=lambda r: int(r.result["rank"]))
+
+    def round_runs(self, task_id: str) -> list[Run]:
+        """The runs of the last round that finished, best first."""
+        best = self.chosen_run(task_id)
+        runs = [r for r in self.store.runs(task_id, round=best.round) if isinstance(r.result, dict)
+                and "rank" in r.result]
+        return sorted(runs, key=lambda r: int(r.result["rank"]))
+
+    def evidence(self, run: Run) -> Evidence | None:
+        data = run.result.get("evidence") if isinstance(run.result, dict) else None
+        return Evidence.from_json(data) if data else None
+
+
+def issue_instruction(path: Path) -> tuple[str, str]:
+    """``(title, instruction)`` from an issue written in Markdown: the first heading (or
+    line) is the title, the whole text the instruction."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read issue file {path}: {error}", code="bad_issue") from None
+    text = _instruction(text)
+    first = next(line for line in text.splitlines() if line.strip())
+    return re.sub(r"^#+\s*", "", first).strip(), text
+
+
+# ------------------------------------------------------------------ checks
+
+
+def _instruction(instruction: object) -> str:
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise ConfigError("an instruction is needed: say what the agent should do", code="empty_instruction")
+    if len(instruction.encode()) > MAX_INSTRUCTION_BYTES:
+        raise ConfigError(f"the instruction is longer than {MAX_INSTRUCTION_BYTES} bytes", code="too_long")
+    return instruction.strip()
+
+
+def _text(text: object, what: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"{what} needs some text", code="empty_text")
+    if len(text.encode()) > MAX_INSTRUCTION_BYTES:
+        raise ConfigError(f"{what} is longer than {MAX_INSTRUCTION_BYTES} bytes", code="too_long")
+    return text.strip()
+
+
+def _title(title: str | None, instruction: str) -> str:
+    line = (title or instruction).strip().splitlines()[0].strip()
+    return line if len(line) <= MAX_TITLE else line[:MAX_TITLE - 1].rstrip() + "…"
+
+
+def _model_spec(model: str | None) -> str:
+    spec = (model or os.environ.get("ERRAND_MODEL") or "").strip()
+    if not spec:
+        raise ConfigError("no model is configured: pass --model (e.g. openai:gpt-4.1) or set ERRAND_MODEL",
+                          code="no_model")
+    provider, _, name = spec.partition(":")
+    if provider.strip().lower() == "scripted" and name:
+        spec = f"scripted:{Path(name.strip()).expanduser().resolve()}"  # the worker may run elsewhere
+    if provider.strip().lower() not in PROVIDERS:
+        raise ConfigError(f"unknown model {spec!r}: the provider must be one of {', '.join(PROVIDERS)} "
+                          "(e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5)", code="unknown_model")
+    get_model(spec)  # a malformed name, a missing script or an unusable client fails here, not later
+    return spec
+
+
+def _check_config(repo: Path, commit: str) -> None:
+    """Parse the repository's errand.toml as the base commit has it."""
+    listing = run_git(["ls-tree", "--name-only", commit, "--", CONFIG_FILE], repo).strip()
+    if not listing:
+        return
+    text = run_git(["show", f"{commit}:{CONFIG_FILE}"], repo)
+    with tempfile.TemporaryDirectory(prefix="errand-config-") as tmp:
+        (Path(tmp) / CONFIG_FILE).write_text(text, encoding="utf-8", errors="surrogateescape")
+        try:
+            Environment.load(Path(tmp))
+        except ConfigError as error:
+            message = error.message.replace(str(Path(tmp).resolve() / CONFIG_FILE), f"{CONFIG_FILE} at {commit[:12]}")
+            raise ConfigError(message, code=error.code) from None
+
+
+def _local_repo(task: Task) -> Path:
+    if is_url(task.repo):
+        raise ConfigError(f"task {task.id} came from {task.repo}; accept it into a local clone with --into PATH",
+                          code="needs_local_repo")
+    return Path(task.repo)
+
+
+def _commit_message(task: Task, result: dict[str, Any]) -> str:
+    summary = str(result.get("summary") or "").strip()
+    body = f"\n\n{summary}" if summary else ""
+    return f"{task.title}{body}\n\nerrand-task: {task.id}\n"
+
+
+def _author(repo: Path) -> str | None:
+    """The repository's own identity if it has one, else errand's (so an unconfigured
+    machine can still accept)."""
+    email = run_git(["config", "user.email"], repo, check=False).strip()
+    return None if email else "errand <errand@localhost>"

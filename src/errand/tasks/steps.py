@@ -1,0 +1,279 @@
+"""The task steps, written once for every engine: prepare, set up, run checks,
+collect evidence, finalize.
+
+Each step is a plain async function of its inputs. The local engine
+(:mod:`errand.tasks.engine`) calls them in-process; a distributed engine calls
+the same functions from its activities. A step reports what it does through a
+:class:`Journal`, which saves every event before the step goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from errand import _settings
+from errand.agent import AgentResult
+from errand.errors import ErrandError, ExecTimeout
+from errand.repo import Diff, WorkingCopy
+from errand.sandbox import AsyncSandbox, Image, Mount
+from errand.sandbox.layers import LayerStore
+from errand.tasks.environment import Environment, cache_key
+from errand.tasks.evidence import Evidence, TestRun, assess, is_test_file, parse_counts
+from errand.tasks.records import Run, Task
+
+__all__ = [
+    "WORKSPACE", "Journal", "SetupFailed", "check", "collect_evidence", "environment_image", "prepare_copy",
+    "rank", "start_sandbox", "tests_on_base",
+]
+
+WORKSPACE = "/workspace"
+SETUP_TIMEOUT = 1800.0
+CHECK_TIMEOUT = 900.0
+OUTPUT_TAIL = 8000
+_SETUP_LOCKS: dict[str, asyncio.Lock] = {}
+
+
+class SetupFailed(ErrandError):
+    """A setup command of the repository's environment failed; ``log`` is its output."""
+
+    code = "setup_failed"
+
+    def __init__(self, message: str, *, command: str, exit_code: int | None, log: str) -> None:
+        super().__init__(message)
+        self.command = command
+        self.exit_code = exit_code
+        self.log = log
+
+
+EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+@dataclass
+class Journal:
+    """Where one run's steps report: every event goes to ``sink`` (the store) at once,
+    and the agent's shell commands are tallied for the evidence."""
+
+    sink: EventSink
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    _pending: dict[str, str] = field(default_factory=dict)
+
+    async def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "tool_call" and data.get("name") == "shell":
+            self._pending[data["id"]] = str(data.get("arguments", {}).get("command", ""))
+        elif kind == "tool_result" and data.get("id") in self._pending:
+            self.commands.append({"command": self._pending.pop(data["id"]), "exit_code": data.get("exit_code"),
+                                  "ok": bool(data.get("ok"))})
+        await self.sink(kind, data)
+
+
+# ------------------------------------------------------------------ prepare
+
+
+def work_dir(run: Run) -> Path:
+    return _settings.home() / "work" / run.id
+
+
+def prepare_copy(task: Task, run: Run, patch: str | None = None) -> WorkingCopy:
+    """A fresh checkout of the task's base commit for one run, owned by the sandbox's uid,
+    with ``patch`` (the work a follow-up continues) applied."""
+    root = work_dir(run)
+    shutil.rmtree(root, ignore_errors=True)  # a requeued run's leftovers
+    root.mkdir(parents=True)
+    os.chmod(root, 0o711)  # the sandbox uid must reach its checkout, and read nothing else here
+    copy = WorkingCopy.prepare(task.repo, task.base_commit or task.base_ref, dest=root / "repo",
+                               host_git=root / "host.git", owner=_settings.sandbox_uid())
+    if patch:
+        copy.apply(patch)
+    return copy
+
+
+def remove_work(run: Run) -> None:
+    shutil.rmtree(work_dir(run), ignore_errors=True)
+
+
+# ------------------------------------------------------------------ set up
+
+
+async def environment_image(environment: Environment, copy: WorkingCopy, journal: Journal) -> Image:
+    """The image a task's sandbox starts from: the repository's image with its setup
+    commands already run, cached as an image layer keyed on the config and lockfiles
+    (:func:`~errand.tasks.environment.cache_key`).
+
+    Setup runs over a copy of the checkout, so what it writes in the working tree
+    stays out of the task's diff; what it writes elsewhere (packages, a virtualenv
+    under ``/opt``, caches) is the cached layer. A failing command raises
+    :class:`SetupFailed` with its log, after streaming it as ``setup_output`` events.
+    """
+    if not environment.setup:
+        return environment.image
+    key = f"env-{cache_key(copy.path, environment)}"
+    store = LayerStore()
+    async with _SETUP_LOCKS.setdefault(key, asyncio.Lock()):
+        cached = store.cached_image(key)
+        if cached is not None:
+            await journal("setup_cached", {"key": key})
+            return Image.from_config(cached)
+        await journal("setup_started", {"key": key, "commands": list(environment.setup)})
+        image = await _run_setup(environment, copy, journal)
+        assert image.config is not None
+        store.save_image(replace(image.config, key=key))
+        await journal("setup_finished", {"key": key})
+        return Image.from_config(replace(image.config, key=key))
+
+
+async def _run_setup(environment: Environment, copy: WorkingCopy, journal: Journal) -> Image:
+    async def log(line: str) -> None:
+        await journal("setup_output", {"text": line})
+
+    build_lines: list[str] = []
+    try:
+        image = await environment.image.build_async(log=build_lines.append)
+    except ErrandError as error:
+        raise SetupFailed(f"building the environment's image failed: {error.message}", command="image build",
+                          exit_code=None, log="\n".join(build_lines)) from error
+    finally:
+        for line in build_lines:
+            await log(line + "\n")
+    sandbox = await AsyncSandbox.create(
+        Image.from_config(image), mounts=[Mount.copy(copy.path, WORKSPACE)], network=environment.network,
+        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"})
+    try:
+        for command in environment.setup:
+            await log(f"$ {command}\n")
+            result = await _stream(sandbox, command, SETUP_TIMEOUT, log)
+            if not result.ok:
+                raise SetupFailed(f"setup command `{command}` {_ended(result)}; its output is in the task's log",
+                                  command=command, exit_code=result.exit_code, log=result.output)
+        return await sandbox.snapshot()
+    finally:
+        await sandbox.terminate()
+
+
+async def start_sandbox(environment: Environment, image: Image, copy: WorkingCopy) -> AsyncSandbox:
+    """The run's sandbox: the set-up image with the checkout bound writable at /workspace."""
+    return await AsyncSandbox.create(
+        image, mounts=[Mount.bind(copy.path, WORKSPACE, read_only=False)], network=environment.network,
+        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"})
+
+
+# ------------------------------------------------------------------ checks
+
+
+async def check(sandbox: AsyncSandbox, command: str, *, timeout: float = CHECK_TIMEOUT,
+                on_output: Callable[[str], Awaitable[None]] | None = None) -> TestRun:
+    """Run a check command (tests, lint) in the sandbox's working copy."""
+    async def ignore(_text: str) -> None:
+        return None
+
+    return await _stream(sandbox, command, timeout, on_output or ignore)
+
+
+async def _stream(sandbox: AsyncSandbox, command: str, timeout: float,
+                  on_output: Callable[[str], Awaitable[None]]) -> TestRun:
+    start = time.monotonic()
+    process = await sandbox.exec("sh", "-c", 'exec 2>&1; eval "$1"', "sh", command, cwd=WORKSPACE,
+                                 timeout=timeout)
+    await process.stdin.close()
+    output: list[str] = []
+    async for chunk in process.stdout.chunks():
+        text = chunk.decode(errors="replace")
+        output.append(text)
+        await on_output(text)
+    try:
+        exit_code: int | None = await process.wait()
+    except ExecTimeout:
+        exit_code = None
+    text = "".join(output)
+    passed, failed = parse_counts(text)
+    return TestRun(command, exit_code, round(time.monotonic() - start, 3), text[-OUTPUT_TAIL:], passed, failed)
+
+
+def _ended(result: TestRun) -> str:
+    return "timed out" if result.exit_code is None else f"exited with code {result.exit_code}"
+
+
+async def tests_on_base(environment: Environment, image: Image, copy: WorkingCopy, journal: Journal) -> TestRun | None:
+    """The test command's result on the base commit, in a sandbox of its own over a
+    checkout the agent never touches. Cached per (base commit, environment, command):
+    a second task on the same base does not pay for it again."""
+    if environment.test is None:
+        return None
+    digest = hashlib.sha256(json.dumps([copy.base_commit, cache_key(copy.path, environment),
+                                        environment.test]).encode()).hexdigest()[:32]
+    cached_at = _settings.cache_dir() / "baselines" / f"{digest}.json"
+    try:
+        return TestRun(**json.loads(cached_at.read_text()))
+    except (OSError, ValueError, TypeError):
+        pass
+    base_dir = copy.path.parent / "base"
+    base = await asyncio.to_thread(WorkingCopy.prepare, copy.host_git, copy.base_commit, dest=base_dir,
+                                   host_git=copy.path.parent / "base.git", owner=_settings.sandbox_uid())
+    try:
+        sandbox = await start_sandbox(environment, image, base)
+        try:
+            result = await check(sandbox, environment.test)
+        finally:
+            await sandbox.terminate()
+    finally:
+        await asyncio.to_thread(base.remove)
+    await journal("tests_before", {"command": result.command, "exit_code": result.exit_code,
+                                   "passed": result.passed, "failed": result.failed})
+    cached_at.parent.mkdir(parents=True, exist_ok=True)
+    partial = cached_at.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(result.__dict__))
+    os.replace(partial, cached_at)
+    return result
+
+
+# ------------------------------------------------------------------ evidence
+
+
+async def collect_evidence(
+    result: AgentResult, diff: Diff, journal: Journal, *, environment: Environment, sandbox: AsyncSandbox,
+    tests_before: TestRun | None,
+) -> Evidence:
+    """Run the checks on the result and put the evidence together with its confidence."""
+    async def output(text: str) -> None:
+        await journal("check_output", {"text": text})
+
+    tests_after = lint_after = None
+    if environment.test is not None:
+        tests_after = await check(sandbox, environment.test, on_output=output)
+    if environment.lint is not None:
+        lint_after = await check(sandbox, environment.lint, on_output=output)
+    files = [{"path": f.path, "status": f.status, "additions": f.additions, "deletions": f.deletions}
+             for f in diff.files]
+    evidence = Evidence(
+        exit_status=result.status, exit_detail=result.detail, tests_before=tests_before, tests_after=tests_after,
+        lint_after=lint_after, files=files,
+        test_files=[f.path for f in diff.files if f.status != "deleted" and is_test_file(f.path)],
+        additions=diff.stats.additions, deletions=diff.stats.deletions, commands_run=len(journal.commands),
+        failed_commands=[{"command": c["command"], "exit_code": c["exit_code"]}
+                         for c in journal.commands if not c["ok"]],
+        assumptions=list(result.assumptions), summary=result.summary)
+    return replace(evidence, confidence=assess(evidence))
+
+
+def rank(evidence: list[Evidence]) -> list[int]:
+    """Indices of ``evidence`` best first: finished runs with a change, then tests passing
+    after the change, then higher confidence, then the smaller diff."""
+    levels = {"high": 0, "medium": 1, "low": 2}
+
+    def key(index: int) -> tuple[int, int, int, int, int]:
+        item = evidence[index]
+        usable = item.exit_status == "finished" and bool(item.files)
+        passing = item.tests_after is not None and item.tests_after.ok
+        return (0 if usable else 1, 0 if passing else 1, levels[item.confidence.level],
+                item.additions + item.deletions, index)
+
+    return sorted(range(len(evidence)), key=key)
+
