@@ -23,7 +23,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from errand import __version__
+from errand import __version__, cli_tasks
 from errand import demo as tour
 from errand.errors import ConfigError, ErrandError, ExecTimeout
 from errand.sandbox import AsyncProcess, AsyncSandbox, AsyncStream, Image, Mount, Network, Resources, SandboxInfo, _gc
@@ -44,6 +44,7 @@ _DRAIN = 0.5
 app = typer.Typer(name="errand", no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False)
 sandbox_app = typer.Typer(no_args_is_help=True, help="Create, use and remove sandboxes.")
 app.add_typer(sandbox_app, name="sandbox")
+cli_tasks.register(app)
 
 
 def main() -> None:
@@ -346,15 +347,8 @@ def _table(sandboxes: Sequence[SandboxInfo]) -> Table:
     now = time.time()
     for info in sandboxes:
         owner = "detached" if info.owner_pid is None else f"pid {info.owner_pid}"
-        table.add_row(info.id, info.backend, _age(now - info.created_at), owner, info.image)
+        table.add_row(info.id, info.backend, cli_tasks.age(now - info.created_at), owner, info.image)
     return table
-
-
-def _age(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{max(0, int(seconds))}s"
 
 
 @sandbox_app.command("rm")

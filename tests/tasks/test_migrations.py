@@ -92,3 +92,10 @@ def test_a_version_1_store_upgrades_keeping_its_runs(tmp_path: Path) -> None:
         [run] = store.runs("t-1")
         assert (run.attempt, run.round) == (1, 1)
         assert store.start_run("t-1", "w").round == 2
+
+
+def test_the_database_url_can_come_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERRAND_DATABASE_URL", f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    with TaskStore.open() as store:
+        store.create_task(title="t", instruction="i", repo="/r")
+    assert (tmp_path / "elsewhere.db").is_file()

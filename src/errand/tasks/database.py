@@ -8,6 +8,7 @@ the ``alembic_version`` table; :func:`migrate` runs them in code, with no
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,11 @@ WRITE = "errand_write"
 
 
 def default_url() -> str:
-    """``sqlite:///<errand home>/errand.db``, creating the home directory."""
+    """``$ERRAND_DATABASE_URL`` if set (say, a PostgreSQL URL for several machines), else
+    ``sqlite:///<errand home>/errand.db``, creating the home directory."""
+    configured = os.environ.get("ERRAND_DATABASE_URL", "").strip()
+    if configured:
+        return configured
     home = _settings.home()
     home.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{home / 'errand.db'}"

@@ -247,8 +247,10 @@ async def collect_evidence(
 
     tests_after = lint_after = None
     if environment.test is not None:
+        await journal("check_started", {"what": "tests", "command": environment.test})
         tests_after = await check(sandbox, environment.test, on_output=output)
     if environment.lint is not None:
+        await journal("check_started", {"what": "lint", "command": environment.lint})
         lint_after = await check(sandbox, environment.lint, on_output=output)
     files = [{"path": f.path, "status": f.status, "additions": f.additions, "deletions": f.deletions}
              for f in diff.files]

@@ -1,0 +1,5 @@
+"""``python -m errand``: the command line."""
+
+from errand.cli import main
+
+main()

@@ -1,0 +1,408 @@
+"""The task commands of errand's command line: intake, watching, steering and review.
+
+They call :class:`~errand.tasks.service.TaskService` on the local store, the same
+service the HTTP API calls. ``errand run`` starts a background worker when none
+is running, so a person hands the task over and goes on working.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.syntax import Syntax
+from rich.table import Table
+
+from errand import _settings
+from errand.errors import ConfigError, ErrandError
+from errand.tasks.engine import LocalEngine
+from errand.tasks.evidence import Evidence
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.records import Event, Task
+from errand.tasks.service import TaskService, issue_instruction
+from errand.tasks.store import TaskStore
+
+__all__ = ["age", "register"]
+
+T = TypeVar("T")
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+_SETTLED = {TaskState.READY_FOR_REVIEW, TaskState.ACCEPTED, TaskState.REJECTED, TaskState.FAILED,
+            TaskState.CANCELLED}
+_STATE_STYLE = {"queued": "cyan", "preparing": "cyan", "running": "blue", "needs_input": "bold yellow",
+                "ready_for_review": "bold green", "accepted": "green", "rejected": "red", "failed": "bold red",
+                "cancelled": "dim"}
+
+
+def _out() -> Console:
+    return Console(highlight=False)
+
+
+@contextmanager
+def _service() -> Iterator[TaskService]:
+    """The local store, with errand's errors turned into one red line and an exit code."""
+    try:
+        with TaskStore.open() as store:
+            yield TaskService(store)
+    except ErrandError as error:
+        Console(stderr=True).print(f"error: {error.message}", style="red", markup=False, highlight=False,
+                                   soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE if isinstance(error, ConfigError) else EXIT_ERROR) from None
+
+
+TaskId = Annotated[str, typer.Argument(metavar="ID", help="The task's id (see `errand ls`).")]
+
+
+def register(app: typer.Typer) -> None:
+    for command in (run, ls, show, diff, logs, accept, reject, followup, answer, message, cancel, worker):
+        app.command(command.__name__.rstrip("_"))(command)
+
+
+# ------------------------------------------------------------------ intake
+
+
+def run(
+    instruction: Annotated[str | None, typer.Argument(help="What the agent should do.")] = None,
+    repo: Annotated[str, typer.Option("--repo", help="A local git repository or a git URL.")] = ".",
+    base: Annotated[str, typer.Option("--base", help="The ref the work starts from.")] = "HEAD",
+    model: Annotated[str | None, typer.Option("--model", help="provider:model (default: $ERRAND_MODEL).")] = None,
+    attempts: Annotated[int, typer.Option("--attempts", help="Attempts run in parallel, ranked by evidence.")] = 1,
+    issue: Annotated[Path | None, typer.Option("--issue", help="Take the task from an issue in Markdown.")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the task's log until it settles.")] = False,
+    start_worker: Annotated[bool, typer.Option("--worker/--no-worker",
+                                               help="Start a background worker if none runs.")] = True,
+) -> None:
+    """Hand a task to an agent; it runs in the background and comes back as a diff to review."""
+    with _service() as service:
+        title = None
+        if issue is not None:
+            if instruction is not None:
+                raise ConfigError("give an instruction or --issue FILE, not both", code="invalid_input")
+            title, instruction = issue_instruction(issue)
+        task = service.submit(instruction or "", repo=repo, base=base, model=model, attempts=attempts, title=title)
+        out = _out()
+        out.print(f"[bold]{task.id}[/] queued: {escape(task.title)}")
+        if start_worker:
+            _ensure_worker(out)
+        if follow:
+            _follow(service, task.id, out)
+        else:
+            out.print(f"[dim]follow it with `errand logs -f {task.id}`; review with `errand show {task.id}`[/]")
+
+
+def _ensure_worker(out: Console) -> None:
+    """Start ``errand worker`` in the background unless one holds this errand home's lock."""
+    lock = _settings.home() / "worker.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # a worker runs
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    log_path = _settings.home() / "worker.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "errand", "worker", "--exit-when-idle", "600"], stdin=subprocess.DEVNULL,
+            stdout=log, stderr=log, start_new_session=True, close_fds=True)
+    out.print(f"[dim]started a background worker (pid {process.pid}, log {log_path})[/]")
+
+
+# ------------------------------------------------------------------ reading
+
+
+def ls(
+    state: Annotated[str | None, typer.Option("--state", help="Only tasks in this state.")] = None,
+    repo: Annotated[str | None, typer.Option("--repo", help="Only tasks of this repository.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="How many, newest first.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List tasks, newest first."""
+    with _service() as service:
+        if state is not None and state not in TaskState.__members__.values():
+            raise ConfigError(f"unknown state {state!r}; states are {', '.join(TaskState)}", code="invalid_state")
+        if repo is not None and "://" not in repo:
+            repo = str(Path(repo).expanduser().resolve())
+        tasks = service.store.list_tasks(state=state, repo=repo, limit=limit)
+        if as_json:
+            print(json.dumps([_task_json(t) for t in tasks], indent=2))
+            return
+        table = Table("ID", "STATE", "AGE", "ATTEMPTS", "TITLE", "REPO", box=None, pad_edge=False)
+        for task in tasks:
+            table.add_row(task.id, _state(task.state), age(time.time() - task.created_at), str(task.attempts),
+                          escape(task.title), escape(task.repo))
+        _out().print(table)
+
+
+def show(task_id: TaskId, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """A task: its state, its runs, and the evidence and confidence of its result."""
+    with _service() as service:
+        task = service.store.get_task(task_id)
+        runs = service.store.runs(task_id)
+        if as_json:
+            print(json.dumps({**_task_json(task), "runs": [
+                {"id": r.id, "attempt": r.attempt, "round": r.round, "state": r.state.value,
+                 "result": {k: v for k, v in (r.result or {}).items() if k != "patch"}} for r in runs]}, indent=2))
+            return
+        out = _out()
+        out.print(f"[bold]{task.id}[/]  {_state(task.state)}  {escape(task.title)}")
+        out.print(f"[dim]repo {escape(task.repo)} at {task.base_ref} ({(task.base_commit or '')[:12]}), "
+                  f"branch {task.branch}, model {task.model}[/]")
+        if task.state is TaskState.NEEDS_INPUT:
+            questions = service.store.events(task_id, kinds=["question"])
+            if questions:
+                out.print(f"[bold yellow]? {escape(str(questions[-1].data.get('text')))}[/]")
+                out.print(f"[dim]answer with `errand answer {task.id} \"...\"`[/]")
+        try:
+            ranked = service.round_runs(task_id)
+        except ErrandError:
+            ranked = []
+        for r in ranked:
+            evidence = service.evidence(r)
+            if evidence is not None:
+                _print_evidence(out, r.attempt, int(r.result["rank"]), len(ranked), evidence, r.result)
+        if task.state is TaskState.READY_FOR_REVIEW:
+            out.print(f"[dim]`errand diff {task.id}`, then `errand accept {task.id}`, `errand reject {task.id} "
+                      f"--reason ...` or `errand followup {task.id} \"...\"`[/]")
+
+
+def _print_evidence(out: Console, attempt: int, rank: int, of: int, evidence: Evidence, result: dict[str, Any]) -> None:
+    level = evidence.confidence.level
+    colour = {"high": "green", "medium": "yellow", "low": "red"}[level]
+    ranking = f"  rank {rank} of {of}" if of > 1 else ""
+    out.print(f"\n[bold]attempt {attempt}[/]{ranking}: {result.get('status')} — confidence [{colour}]{level}[/]")
+    for reason in evidence.confidence.reasons:
+        out.print(f"  • {escape(reason)}")
+    if evidence.summary:
+        out.print(f"  summary: {escape(evidence.summary)}")
+    for label, check in (("tests on base", evidence.tests_before), ("tests after", evidence.tests_after),
+                         ("lint after", evidence.lint_after)):
+        if check is not None:
+            out.print(f"  {label}: {escape(check.describe())}  [dim]({escape(check.command)})[/]")
+    out.print(f"  diff: {len(evidence.files)} file(s), +{evidence.additions} −{evidence.deletions}: "
+              + escape(", ".join(f["path"] for f in evidence.files)))
+    if evidence.test_files:
+        out.print(f"  tests added or changed: {escape(', '.join(evidence.test_files))}")
+    for assumption in evidence.assumptions:
+        out.print(f"  assumed: {escape(assumption)}")
+    if evidence.failed_commands:
+        out.print(f"  commands that failed ({len(evidence.failed_commands)} of {evidence.commands_run} run):")
+        for failed in evidence.failed_commands[-5:]:
+            out.print(f"    [dim]exit {failed['exit_code']}[/] {escape(failed['command'])}")
+
+
+def diff(
+    task_id: TaskId,
+    attempt: Annotated[int | None, typer.Option("--attempt", help="Another attempt than the best.")] = None,
+    stat: Annotated[bool, typer.Option("--stat", help="Only which files changed, and how much.")] = False,
+) -> None:
+    """The task's diff (the best attempt's, unless --attempt), coloured on a terminal."""
+    with _service() as service:
+        run_ = service.chosen_run(task_id, attempt)
+        patch = str(run_.result.get("patch") or "")
+        out = _out()
+        if stat:
+            evidence = service.evidence(run_)
+            for f in (evidence.files if evidence else []):
+                out.print(f"{escape(f['path'])}  [green]+{f['additions']}[/] [red]−{f['deletions']}[/]")
+        elif out.is_terminal:
+            out.print(Syntax(patch, "diff", theme="ansi_dark", background_color="default"))
+        else:
+            sys.stdout.write(patch)
+
+
+def logs(
+    task_id: TaskId,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming until the task settles.")] = False,
+) -> None:
+    """The task's log: every step of the agent, command and output, as it happens with -f."""
+    with _service() as service:
+        service.store.get_task(task_id)
+        if follow:
+            _follow(service, task_id, _out())
+        else:
+            for event in service.store.events(task_id, limit=1_000_000):
+                _print_event(_out(), event)
+
+
+def _follow(service: TaskService, task_id: str, out: Console) -> None:
+    after = 0
+    while True:
+        task = service.store.get_task(task_id)  # read before the events: none is missed at the end
+        for event in service.store.events(task_id, after):
+            _print_event(out, event)
+            after = event.id
+        if task.state in _SETTLED:
+            out.print(f"[bold]{task.id}[/] is {_state(task.state)}")
+            return
+        time.sleep(0.2)
+
+
+def _print_event(out: Console, event: Event) -> None:
+    line = _event_line(event.kind, event.data if isinstance(event.data, dict) else {})
+    if line is None:
+        return
+    if event.kind in ("output", "setup_output", "check_output"):
+        out.print(escape(line), end="", style="dim")
+    else:
+        out.print(line)
+
+
+_EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
+    "round_started": lambda d: f"[bold]── round {d.get('round')}[/] ({', '.join(d.get('runs', []))})",
+    "setup_started": lambda d: "[cyan]setting up the environment[/]",
+    "setup_cached": lambda d: "[cyan]environment set up already (cached)[/]",
+    "setup_finished": lambda d: "[cyan]environment set up and cached[/]",
+    "check_started": lambda d: f"[cyan]checking the result: {d.get('what')}[/] {escape(str(d.get('command')))}",
+    "tests_before": lambda d: f"tests on the base: {'pass' if d.get('exit_code') == 0 else 'fail'}",
+    "model": lambda d: f"[blue]model:[/] {escape(str(d.get('content')))}" if d.get("content") else None,
+    "tool_call": lambda d: f"[bold]→ {d.get('name')}[/] {escape(_arguments(d))}",
+    "tool_result": lambda d: _result_line(d),
+    "question": lambda d: f"[bold yellow]? {escape(str(d.get('text')))}[/]",
+    "answer_sent": lambda d: f"[yellow]answer:[/] {escape(str(d.get('text')))}",
+    "answer_delivered": lambda d: "[dim]  (answer delivered; the run resumes)[/]",
+    "message_sent": lambda d: f"[yellow]message:[/] {escape(str(d.get('text')))}",
+    "message_delivered": lambda d: "[dim]  (message delivered)[/]",
+    "exit": lambda d: f"[bold]run ended:[/] {d.get('status')} — {escape(str(d.get('detail')))}",
+    "ranking": lambda d: f"ranking: {', '.join(d.get('runs', []))}",
+    "ready_for_review": lambda d: f"[bold green]ready for review[/] (confidence {d.get('confidence')})",
+    "failed": lambda d: f"[bold red]failed:[/] {escape(str(d.get('reason')))}"
+    + (f"\n{escape(str(d.get('log')))}" if d.get("log") else ""),
+    "cancelled": lambda d: "[dim]cancelled[/]",
+    "recovered": lambda d: f"[yellow]worker restarted: run {d.get('run_id')} interrupted, task {d.get('state')}[/]",
+    "followup": lambda d: f"[yellow]follow-up:[/] {escape(str(d.get('text')))}",
+    "rejected": lambda d: f"[red]rejected:[/] {escape(str(d.get('reason')))}",
+    "accepted": lambda d: f"[green]accepted[/] as {d.get('commit', '')[:12]} on {d.get('branch')}",
+    "output": lambda d: str(d.get("text", "")),
+    "setup_output": lambda d: str(d.get("text", "")),
+    "check_output": lambda d: str(d.get("text", "")),
+}
+
+
+def _result_line(data: dict[str, Any]) -> str | None:
+    if data.get("name") == "shell" and data.get("ok"):
+        return None  # its output was streamed already
+    first = (str(data.get("content") or "").splitlines() or [""])[0][:200]
+    return f"  [{'green' if data.get('ok') else 'red'}]← {escape(first)}[/]"
+
+
+def _event_line(kind: str, data: dict[str, Any]) -> str | None:
+    render = _EVENT_LINES.get(kind)
+    return render(data) if render is not None else None
+
+
+def _arguments(data: dict[str, Any]) -> str:
+    arguments = data.get("arguments") or {}
+    if data.get("name") == "shell":
+        return str(arguments.get("command", ""))
+    shown = {k: (v if len(str(v)) < 60 else str(v)[:57] + "…") for k, v in arguments.items()}
+    return " ".join(f"{k}={v!r}" for k, v in shown.items())
+
+
+# ------------------------------------------------------------------ steering and review
+
+
+def accept(
+    task_id: TaskId,
+    attempt: Annotated[int | None, typer.Option("--attempt", help="Accept another attempt than the best.")] = None,
+    into: Annotated[Path | None, typer.Option("--into", help="The local clone (for a task made from a URL).")] = None,
+) -> None:
+    """Commit the task's diff on its branch errand/<id>-<slug>; your checkout is left as it is."""
+    with _service() as service:
+        accepted = service.accept(task_id, attempt=attempt, into=into)
+        _out().print(f"[green]accepted[/] {task_id}: commit {accepted.commit[:12]} on branch "
+                     f"[bold]{accepted.branch}[/]")
+
+
+def reject(task_id: TaskId,
+           reason: Annotated[str, typer.Option("--reason", help="Why; errand remembers it.")]) -> None:
+    """Reject the task's result."""
+    with _service() as service:
+        service.reject(task_id, reason)
+        _out().print(f"[red]rejected[/] {task_id}")
+
+
+def followup(task_id: TaskId, text: Annotated[str, typer.Argument(help="What to do next.")]) -> None:
+    """Ask for more work on the result: a new round on the same branch."""
+    with _service() as service:
+        service.followup(task_id, text)
+        _out().print(f"{task_id} queued again with the follow-up")
+        _ensure_worker(_out())
+
+
+def answer(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your answer.")]) -> None:
+    """Answer the question the task is waiting on; it resumes."""
+    with _service() as service:
+        service.answer(task_id, text)
+        _out().print(f"answer sent to {task_id}")
+
+
+def message(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your message.")]) -> None:
+    """Send a running task a message; the agent gets it at its next step."""
+    with _service() as service:
+        service.message(task_id, text)
+        _out().print(f"message sent to {task_id}; `errand logs {task_id}` shows when it is delivered")
+
+
+def cancel(task_id: TaskId) -> None:
+    """Cancel a task; its sandbox is ended and nothing lands."""
+    with _service() as service:
+        service.cancel(task_id)
+        _out().print(f"cancelled {task_id}")
+
+
+def worker(
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Tasks run at once.")] = 2,
+    exit_when_idle: Annotated[float | None, typer.Option("--exit-when-idle", metavar="SECONDS",
+                                                         help="Exit after this long with nothing to do.")] = None,
+) -> None:
+    """Run queued tasks in this process until interrupted (one worker per errand home)."""
+    with _service() as service:
+        engine = LocalEngine(service.store, concurrency=concurrency)
+        Console(stderr=True).print(f"errand worker {engine.worker}: {concurrency} at a time, store "
+                                   f"{service.store.engine.url}", highlight=False)
+        asyncio.run(_serve_until_signalled(engine, exit_when_idle))
+
+
+async def _serve_until_signalled(engine: LocalEngine, exit_when_idle: float | None) -> None:
+    """SIGINT or SIGTERM stops the worker cleanly: its sandboxes end and its runs are requeued."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await engine.serve(stop=stop, exit_when_idle=exit_when_idle)
+
+
+# ------------------------------------------------------------------ formatting
+
+
+def _state(state: TaskState) -> str:
+    return f"[{_STATE_STYLE.get(state.value, '')}]{state.value}[/]"
+
+
+def age(seconds: float) -> str:
+    """``3d``, ``5h``, ``12m``, ``40s``: how long ago, roughly."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{max(0, int(seconds))}s"
+
+
+def _task_json(task: Task) -> dict[str, Any]:
+    return {"id": task.id, "title": task.title, "state": task.state.value, "repo": task.repo,
+            "base_ref": task.base_ref, "base_commit": task.base_commit, "model": task.model,
+            "attempts": task.attempts, "branch": task.branch, "created_at": task.created_at,
+            "updated_at": task.updated_at, "instruction": task.instruction}
+
