@@ -22,7 +22,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -77,6 +77,7 @@ class _Round:
     handle: asyncio.Task[None] | None = None
     control_after: int = 0
     messages: list[tuple[str, int]] = field(default_factory=list)
+    settling: bool = False  # finishing or cancelled: no more cancellation
 
 
 class LocalEngine:
@@ -154,10 +155,13 @@ class LocalEngine:
 
     async def _poll_round(self, round_: _Round) -> None:
         task = await asyncio.to_thread(self.store.get_task, round_.task.id)
-        if task.state not in (TaskState.PREPARING, TaskState.RUNNING, TaskState.NEEDS_INPUT):
-            if round_.handle is not None and not round_.handle.done():
-                round_.handle.cancel()  # cancelled (or failed) from outside
+        if task.state is TaskState.CANCELLED:
+            if round_.handle is not None and not round_.handle.done() and not round_.settling:
+                round_.settling = True
+                round_.handle.cancel()  # a person cancelled it
             return
+        if task.state not in (TaskState.PREPARING, TaskState.RUNNING, TaskState.NEEDS_INPUT):
+            return  # the round is ending it
         controls = await asyncio.to_thread(self.store.events, task.id, round_.control_after, kinds=CONTROL_KINDS)
         for event in controls:
             round_.control_after = event.id
@@ -194,10 +198,14 @@ class LocalEngine:
         except asyncio.CancelledError:
             await self._end_cancelled(round_)
         except Exception as error:  # noqa: BLE001 - any failure ends the task as failed, with its reason
+            round_.settling = True
             await self._end_failed(round_, error)
         finally:
-            await self._clean_up(round_)
-            self._rounds.pop(task.id, None)
+            round_.settling = True
+            try:
+                await _uncancellable(self._clean_up(round_))
+            finally:
+                self._rounds.pop(task.id, None)
 
     async def _execute(self, round_: _Round, number: int) -> None:
         task, attempts = round_.task, round_.attempts
@@ -223,6 +231,7 @@ class LocalEngine:
                 baseline.cancel()
         evidence = await asyncio.gather(*(self._evidence(a, r, environment, tests_before)
                                           for a, r in zip(attempts, results, strict=True)))
+        round_.settling = True  # from here a cancel comes too late: the result is being written
         await self._finalize(round_, results, evidence)
 
     async def _attempt(self, round_: _Round, attempt: _Attempt, prompt: str, guide: str) -> AgentResult:
@@ -352,6 +361,21 @@ class LocalEngine:
         finished = [r for r in self.store.runs(task_id) if r.round < number
                     and isinstance(r.result, dict) and r.result.get("rank") == 1]
         return str(finished[-1].result.get("patch") or "") or None if finished else None
+
+
+async def _uncancellable(work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` to its end even if the caller is cancelled meanwhile (then re-raise):
+    a sandbox must be ended and a working copy removed whatever stops the round."""
+    future = asyncio.ensure_future(work)
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.shield(future)
+        except asyncio.CancelledError:
+            cancelled = True
+    future.result()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 @contextlib.contextmanager

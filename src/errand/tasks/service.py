@@ -197,7 +197,10 @@ def _model_spec(model: str | None) -> str:
     if provider.strip().lower() not in PROVIDERS:
         raise ConfigError(f"unknown model {spec!r}: the provider must be one of {', '.join(PROVIDERS)} "
                           "(e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5)", code="unknown_model")
-    get_model(spec)  # a malformed name, a missing script or an unusable client fails here, not later
+    try:
+        get_model(spec)  # a malformed name, a missing script or an unusable client fails here, not later
+    except ConfigError as error:
+        raise ConfigError(f"unknown model {spec!r}: {error.message}", code="unknown_model") from None
     return spec
 
 
