@@ -12,12 +12,16 @@ returns a :class:`Reply`. Failures raise :class:`ModelError`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from errand.errors import ConfigError
-from errand.models.anthropic_adapter import AnthropicModel
 from errand.models.errors import ModelError
-from errand.models.openai_adapter import OpenAIModel
 from errand.models.protocol import Message, Model, Reply, Role, Tool, ToolCall, Usage
 from errand.models.scripted import ScriptedModel
+
+if TYPE_CHECKING:
+    from errand.models.anthropic_adapter import AnthropicModel
+    from errand.models.openai_adapter import OpenAIModel
 
 __all__ = [
     "PROVIDERS",
@@ -53,9 +57,26 @@ def get_model(spec: str) -> Model:
             "(e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5, scripted:demo.jsonl)"
         )
     if provider == "openai":
+        from errand.models.openai_adapter import OpenAIModel
+
         return OpenAIModel(name)
     if provider == "anthropic":
+        from errand.models.anthropic_adapter import AnthropicModel
+
         return AnthropicModel(name)
     if provider == "scripted":
         return ScriptedModel.from_file(name)
     raise ConfigError(f"unknown model provider {provider!r} in {spec!r}; providers are {', '.join(PROVIDERS)}")
+
+
+def __getattr__(name: str) -> Any:
+    # The provider SDKs take seconds to import; only a process that uses one pays for it.
+    if name == "OpenAIModel":
+        from errand.models.openai_adapter import OpenAIModel
+
+        return OpenAIModel
+    if name == "AnthropicModel":
+        from errand.models.anthropic_adapter import AnthropicModel
+
+        return AnthropicModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -125,6 +125,7 @@ class TaskService:
     def chosen_run(self, task_id: str, attempt: int | None = None) -> Run:
         """The run a review is about: the best-ranked of the last finished round, or the
         run whose ``attempt`` number is given."""
+        self.store.get_task(task_id)  # an unknown id is TaskNotFound, not "no result yet"
         runs = [r for r in self.store.runs(task_id) if isinstance(r.result, dict) and "rank" in r.result]
         if attempt is not None:
             for run in runs:
