@@ -192,3 +192,26 @@ async def test_the_stuck_detector_ends_a_run_repeating_itself(
     evidence = service.evidence(run)
     assert evidence is not None and evidence.confidence.level == "low"
     assert "did not finish (stuck)" in evidence.confidence.reasons[0]
+
+
+async def test_git_works_in_the_working_copy_and_the_pristine_checkout_stays_pristine(
+        store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
+    look = "git status --short && git diff --stat && git log -1 --format=%s"
+    commit = "git add -A && git -c user.email=a@b -c user.name=a commit -qm wip"
+    model = scripted([[FIX], [("shell", {"command": look})], [("shell", {"command": commit})], [FINISH]])
+    first = submit(service, repo, script_file)
+    second = submit(service, repo, script_file)
+    models = iter([model, scripted(FIX_SCRIPT)])
+    async with running_engine(store, lambda _s, _i: next(models), concurrency=1):
+        for task_id in (first, second):
+            await wait_for_state(store, task_id, S.READY_FOR_REVIEW, S.FAILED)
+    results = [e.data for e in store.events(first, kinds=["tool_result"]) if e.data["name"] == "shell"]
+    assert [r["exit_code"] for r in results] == [0, 0], [r["content"] for r in results]
+    assert " M calc.py" in results[0]["content"] and "initial" in results[0]["content"]
+    # The agent's commit changed its own .git only; the next task starts from the same clean base,
+    # and the diff is still taken against the base commit.
+    assert "+    return a + b" in service.chosen_run(first).result["patch"]
+    second_evidence = service.evidence(service.chosen_run(second))
+    assert second_evidence is not None and second_evidence.tests_before is not None
+    assert not second_evidence.tests_before.ok
+    assert [f["path"] for f in second_evidence.files] == ["calc.py"]

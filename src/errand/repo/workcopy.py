@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from errand.errors import ConfigError
+from errand.repo import checkouts
 from errand.repo.diff import Diff, _scratch_git_dir, build_index, diff_tree
 from errand.repo.errors import RepoError
 from errand.repo.git import run_git
@@ -95,6 +96,58 @@ class WorkingCopy:
     base_ref: str
     base_commit: str
     host_git: Path
+    index_seed: Path | None = None  # default: host_git / "errand-index"
+    overlay: bool = False  # an overlay on a shared pristine checkout (see errand.repo.checkouts)
+
+    @property
+    def object_mounts(self) -> list[Path]:
+        """Host directories a sandbox must see (read-only, at the same path) for git to work
+        in this checkout: the object store its ``.git`` borrows from."""
+        return [self.host_git / "objects"] if self.overlay else []
+
+    @classmethod
+    def overlaid(cls, source: str | Path, base: str = "HEAD", *, dest: Path, owner: int | None = None
+                 ) -> WorkingCopy:
+        """Like :meth:`prepare`, but as an overlay on a cached pristine checkout of the base
+        commit: the first working copy of a commit pays for the checkout, the next ones
+        cost a mount. ``dest`` is the mount point; its upper and work directories are
+        siblings (``<dest>.upper``, ``<dest>.work``). :meth:`remove` unmounts."""
+        dest = Path(dest).absolute()
+        if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+            raise ConfigError(f"{dest} already exists and is not empty", code="dest_exists")
+        sha = resolve_base(source, base)
+        clone_from = str(source) if is_url(str(source)) else str(_local_git_dir(Path(source).expanduser().absolute()))
+
+        def build(entry: Path, final: Path) -> None:
+            host_git, tree = entry / "host.git", entry / "tree"
+            run_git(["clone", "--bare", "--quiet", "--template=", "--", clone_from, str(host_git)], entry)
+            run_git(["update-ref", "refs/errand/base", sha], host_git, git_dir=host_git)
+            run_git(["clone", "--no-checkout", "--shared", "--quiet", "--template=", "--", str(host_git),
+                     str(tree)], entry)
+            run_git(["-c", "core.hooksPath=/dev/null", "checkout", "--quiet", "--detach", sha], tree,
+                    git_dir=tree / ".git", work_tree=tree)
+            run_git(["remote", "remove", "origin"], tree, git_dir=tree / ".git")
+            (tree / ".git/objects/info/alternates").write_text(f"{final / 'host.git' / 'objects'}\n")
+            if owner is not None:
+                _chown_tree(tree, owner)
+
+        entry = checkouts.pristine(clone_from, sha, owner, build)
+        upper, work = dest.with_name(dest.name + ".upper"), dest.with_name(dest.name + ".work")
+        wc = cls(source=str(source), path=dest, base_ref=base, base_commit=sha, host_git=entry / "host.git",
+                 index_seed=dest.with_name(dest.name + ".index"), overlay=True)
+        try:
+            checkouts.mount_overlay(entry / "tree", upper, work, dest)
+            if owner is not None:
+                os.lchown(upper, owner, owner)
+            build_index(dest, wc.host_git, sha, wc.seed)
+        except BaseException:
+            wc.remove()
+            raise
+        return wc
+
+    @property
+    def seed(self) -> Path:
+        return self.index_seed or self.host_git / _INDEX_SEED
 
     @classmethod
     def prepare(
@@ -163,19 +216,37 @@ class WorkingCopy:
         with _scratch_git_dir(self.host_git) as git_dir:
             run_git(["apply", "--whitespace=nowarn", "-"], self.path, untrusted=True, input=patch,
                     git_dir=git_dir, work_tree=self.path)
-        if owner != 0:
-            _chown_tree(self.path, owner)
+        if owner != 0:  # only what the patch made: a chown of every file would copy each one up
+            for change in self.diff().files:
+                _chown_created(self.path, change.path, owner)
 
     def diff(self) -> Diff:
         """What changed in the working copy since :attr:`base_commit` (see :func:`diff_tree`)."""
-        return diff_tree(self.path, self.base_commit, objects_from=self.host_git,
-                         index_seed=self.host_git / _INDEX_SEED)
+        return diff_tree(self.path, self.base_commit, objects_from=self.host_git, index_seed=self.seed)
 
     def remove(self) -> None:
-        """Delete the checkout and the host copy."""
+        """Delete the checkout and the host copy (an overlay: unmount it and delete its
+        layers; the shared pristine checkout stays)."""
+        if self.overlay:
+            checkouts.unmount(self.path)
+            for p in (self.path, self.path.with_name(self.path.name + ".upper"),
+                      self.path.with_name(self.path.name + ".work")):
+                shutil.rmtree(p, ignore_errors=True)
+            if self.index_seed is not None:
+                self.index_seed.unlink(missing_ok=True)
+            return
         for p in (self.path, self.host_git):
             shutil.rmtree(p, ignore_errors=True)
 
+
+
+def _chown_created(root: Path, relative: str, uid: int) -> None:
+    """Give ``uid`` a file the host made in the checkout, and the directories above it."""
+    path = root / relative
+    while path != root and root in path.parents:
+        if os.path.lexists(path) and os.lstat(path).st_uid != uid:
+            os.lchown(path, uid, uid)
+        path = path.parent
 
 
 def _chown_tree(root: Path, uid: int) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 from errand import _settings
 from errand.agent import AgentResult
 from errand.errors import ErrandError, ExecTimeout
-from errand.repo import Diff, WorkingCopy
+from errand.repo import Diff, WorkingCopy, checkouts
 from errand.sandbox import AsyncSandbox, Image, Mount
 from errand.sandbox.layers import LayerStore
 from errand.tasks.environment import Environment, cache_key
@@ -89,15 +89,19 @@ def prepare_copy(task: Task, run: Run, patch: str | None = None) -> WorkingCopy:
     shutil.rmtree(root, ignore_errors=True)  # a requeued run's leftovers
     root.mkdir(parents=True)
     os.chmod(root, 0o711)  # the sandbox uid must reach its checkout, and read nothing else here
-    copy = WorkingCopy.prepare(task.repo, task.base_commit or task.base_ref, dest=root / "repo",
-                               host_git=root / "host.git", owner=_settings.sandbox_uid())
+    copy = WorkingCopy.overlaid(task.repo, task.base_commit or task.base_ref, dest=root / "repo",
+                                owner=_settings.sandbox_uid())
     if patch:
         copy.apply(patch)
     return copy
 
 
 def remove_work(run: Run) -> None:
-    shutil.rmtree(work_dir(run), ignore_errors=True)
+    """Remove a run's working copies (unmounting their overlays) and everything else it kept."""
+    root = work_dir(run)
+    for name in ("repo", "base"):
+        checkouts.unmount(root / name)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ set up
@@ -160,8 +164,9 @@ async def _run_setup(environment: Environment, copy: WorkingCopy, journal: Journ
 
 async def start_sandbox(environment: Environment, image: Image, copy: WorkingCopy) -> AsyncSandbox:
     """The run's sandbox: the set-up image with the checkout bound writable at /workspace."""
+    objects = [Mount.bind(path, str(path), read_only=True) for path in copy.object_mounts]
     return await AsyncSandbox.create(
-        image, mounts=[Mount.bind(copy.path, WORKSPACE, read_only=False)], network=environment.network,
+        image, mounts=[Mount.bind(copy.path, WORKSPACE, read_only=False), *objects], network=environment.network,
         resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"})
 
 
@@ -214,9 +219,8 @@ async def tests_on_base(environment: Environment, image: Image, copy: WorkingCop
         return TestRun(**json.loads(cached_at.read_text()))
     except (OSError, ValueError, TypeError):
         pass
-    base_dir = copy.path.parent / "base"
-    base = await asyncio.to_thread(WorkingCopy.prepare, copy.host_git, copy.base_commit, dest=base_dir,
-                                   host_git=copy.path.parent / "base.git", owner=_settings.sandbox_uid())
+    base = await asyncio.to_thread(WorkingCopy.overlaid, copy.source, copy.base_commit,
+                                   dest=copy.path.parent / "base", owner=_settings.sandbox_uid())
     try:
         sandbox = await start_sandbox(environment, image, base)
         try:
