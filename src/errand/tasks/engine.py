@@ -295,13 +295,13 @@ class LocalEngine:
         best_evidence = collected[order[0]][0]
         if best_evidence.files:
             await asyncio.to_thread(self.store.set_state, task.id, TaskState.READY_FOR_REVIEW,
-                                    expected=TaskState.RUNNING)
-            await self._event(task.id, None, "ready_for_review", {
-                "run_id": round_.attempts[order[0]].run.id, "confidence": best_evidence.confidence.level})
+                                    expected=TaskState.RUNNING, event=("ready_for_review", {
+                                        "run_id": round_.attempts[order[0]].run.id,
+                                        "confidence": best_evidence.confidence.level}))
         else:
-            await asyncio.to_thread(self.store.set_state, task.id, TaskState.FAILED, expected=TaskState.RUNNING)
-            await self._event(task.id, None, "failed", {
-                "reason": f"no attempt changed anything ({best_evidence.exit_status}: {best_evidence.exit_detail})"})
+            reason = f"no attempt changed anything ({best_evidence.exit_status}: {best_evidence.exit_detail})"
+            await asyncio.to_thread(self.store.set_state, task.id, TaskState.FAILED, expected=TaskState.RUNNING,
+                                    event=("failed", {"reason": reason}))
 
     # ------------------------------------------------------------ endings
 
@@ -324,8 +324,7 @@ class LocalEngine:
             with contextlib.suppress(ErrandError):
                 await asyncio.to_thread(self.store.finish_run, attempt.run.id, RunState.FAILED, data)
         with contextlib.suppress(IllegalTransition, StateConflict):
-            await asyncio.to_thread(self.store.set_state, round_.task.id, TaskState.FAILED)
-            await self._event(round_.task.id, None, "failed", data)
+            await asyncio.to_thread(self.store.set_state, round_.task.id, TaskState.FAILED, event=("failed", data))
 
     async def _clean_up(self, round_: _Round) -> None:
         for attempt in round_.attempts:

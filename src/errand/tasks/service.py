@@ -85,9 +85,7 @@ class TaskService:
         return self.store.append_event(task_id, None, "answer_sent", {"text": _text(text, "an answer")})
 
     def cancel(self, task_id: str) -> Task:
-        task = self.store.set_state(task_id, TaskState.CANCELLED)
-        self.store.append_event(task_id, None, "cancelled", {})
-        return task
+        return self.store.set_state(task_id, TaskState.CANCELLED, event=("cancelled", {}))
 
     # ------------------------------------------------------------ review
 

@@ -102,14 +102,17 @@ class TaskStore:
             return [_task(row) for row in connection.execute(query).mappings()]
 
     def set_state(
-        self, task_id: str, target: TaskState | str, *, expected: TaskState | str | None = None
+        self, task_id: str, target: TaskState | str, *, expected: TaskState | str | None = None,
+        event: tuple[str, Any] | None = None,
     ) -> Task:
         """Move a task to ``target`` if the lifecycle allows it from the state it is in.
 
         With ``expected``, the move happens only from that state (compare-and-set):
         of several callers expecting the same state, exactly one wins and the others
         get :class:`StateConflict`. Raises :class:`IllegalTransition` when the move
-        is not allowed; either way nothing changes.
+        is not allowed; either way nothing changes. ``event`` (kind, data) is appended
+        to the task's events in the same transaction: a reader who sees the new
+        state also sees the event that says why.
         """
         target = TaskState(target)
         with self._write() as connection:
@@ -120,6 +123,8 @@ class TaskStore:
                     task_id=task_id, expected=TaskState(expected).value, actual=current.value,
                 )
             _move(connection, task_id, current, target)
+            if event is not None:
+                _insert_event(connection, task_id, None, *event)
             return _task(_task_row(connection, task_id))
 
     # -- runs ----------------------------------------------------------------
@@ -202,26 +207,7 @@ class TaskStore:
         concurrent appenders to one run take turns.
         """
         with self._write() as connection:
-            seq = None
-            if run_id is not None:
-                bumped = connection.execute(
-                    runs.update().where(runs.c.id == run_id, runs.c.task_id == task_id)
-                    .values(last_seq=runs.c.last_seq + 1)
-                )
-                if bumped.rowcount != 1:
-                    raise RunNotFound(f"task {task_id} has no run {run_id}", task_id=task_id, run_id=run_id)
-                seq = connection.execute(sa.select(runs.c.last_seq).where(runs.c.id == run_id)).scalar_one()
-            else:
-                _task_row(connection, task_id)
-            inserted = connection.execute(
-                events.insert().values(
-                    task_id=task_id, run_id=run_id, seq=seq, time=time.time(), kind=kind,
-                    data={} if data is None else data,
-                )
-            )
-            event_id = inserted.inserted_primary_key
-            assert event_id is not None
-            return int(event_id[0])
+            return _insert_event(connection, task_id, run_id, kind, data)
 
     def events(
         self, task_id: str, after_id: int = 0, limit: int = 1000, *, kinds: Sequence[str] | None = None,
@@ -381,6 +367,26 @@ def _recover(connection: sa.Connection, run_id: str, max_interruptions: int) -> 
     target = TaskState.FAILED if gave_up else TaskState.QUEUED
     _move(connection, task_id, previous, target)
     return Recovery(run_id=run_id, task_id=task_id, previous=previous, state=target)
+
+
+def _insert_event(connection: sa.Connection, task_id: str, run_id: str | None, kind: str, data: Any) -> int:
+    seq = None
+    if run_id is not None:
+        bumped = connection.execute(
+            runs.update().where(runs.c.id == run_id, runs.c.task_id == task_id).values(last_seq=runs.c.last_seq + 1)
+        )
+        if bumped.rowcount != 1:
+            raise RunNotFound(f"task {task_id} has no run {run_id}", task_id=task_id, run_id=run_id)
+        seq = connection.execute(sa.select(runs.c.last_seq).where(runs.c.id == run_id)).scalar_one()
+    else:
+        _task_row(connection, task_id)
+    inserted = connection.execute(
+        events.insert().values(task_id=task_id, run_id=run_id, seq=seq, time=time.time(), kind=kind,
+                               data={} if data is None else data)
+    )
+    event_id = inserted.inserted_primary_key
+    assert event_id is not None
+    return int(event_id[0])
 
 
 def _interrupted_rounds(connection: sa.Connection, task_id: str, limit: int) -> int:
