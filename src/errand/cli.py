@@ -23,8 +23,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from errand import __version__, cli_tasks
-from errand import demo as tour
+from errand import __version__, cli_tasks, tour
+from errand import demo as task_demo
 from errand.errors import ConfigError, ErrandError, ExecTimeout
 from errand.sandbox import AsyncProcess, AsyncSandbox, AsyncStream, Image, Mount, Network, Resources, SandboxInfo, _gc
 from errand.sandbox._gc import GcReport
@@ -390,8 +390,18 @@ def gc() -> None:
 
 
 @app.command()
-def demo() -> None:
-    """A narrated tour of errand's sandbox, run for real (a few seconds)."""
+def demo(
+    model: Annotated[str | None, typer.Option("--model", help="provider:model (default: $ERRAND_MODEL, else "
+                                                              "errand's scripted demo model).")] = None,
+) -> None:
+    """errand's main job, for real: an agent fixes a failing test in a sample repo; you see the diff,
+    the evidence, and the accept."""
+    _run(task_demo.run(_stdout(), model))
+
+
+@app.command("tour")
+def tour_() -> None:
+    """A narrated tour of errand's sandbox API, run for real (a few seconds)."""
     _run(tour.run(_stdout()))
 
 

@@ -34,7 +34,7 @@ from errand.tasks.records import Event, Task
 from errand.tasks.service import TaskService, issue_instruction
 from errand.tasks.store import TaskStore
 
-__all__ = ["age", "register"]
+__all__ = ["age", "print_event", "print_evidence", "register"]
 
 T = TypeVar("T")
 EXIT_ERROR = 1
@@ -172,13 +172,13 @@ def show(task_id: TaskId, as_json: Annotated[bool, typer.Option("--json", help="
         for r in ranked:
             evidence = service.evidence(r)
             if evidence is not None:
-                _print_evidence(out, r.attempt, int(r.result["rank"]), len(ranked), evidence, r.result)
+                print_evidence(out, r.attempt, int(r.result["rank"]), len(ranked), evidence, r.result)
         if task.state is TaskState.READY_FOR_REVIEW:
             out.print(f"[dim]`errand diff {task.id}`, then `errand accept {task.id}`, `errand reject {task.id} "
                       f"--reason ...` or `errand followup {task.id} \"...\"`[/]")
 
 
-def _print_evidence(out: Console, attempt: int, rank: int, of: int, evidence: Evidence, result: dict[str, Any]) -> None:
+def print_evidence(out: Console, attempt: int, rank: int, of: int, evidence: Evidence, result: dict[str, Any]) -> None:
     level = evidence.confidence.level
     colour = {"high": "green", "medium": "yellow", "low": "red"}[level]
     ranking = f"  rank {rank} of {of}" if of > 1 else ""
@@ -234,7 +234,7 @@ def logs(
             _follow(service, task_id, _out())
         else:
             for event in service.store.events(task_id, limit=1_000_000):
-                _print_event(_out(), event)
+                print_event(_out(), event)
 
 
 def _follow(service: TaskService, task_id: str, out: Console) -> None:
@@ -242,7 +242,7 @@ def _follow(service: TaskService, task_id: str, out: Console) -> None:
     while True:
         task = service.store.get_task(task_id)  # read before the events: none is missed at the end
         for event in service.store.events(task_id, after):
-            _print_event(out, event)
+            print_event(out, event)
             after = event.id
         if task.state in _SETTLED:
             out.print(f"[bold]{task.id}[/] is {_state(task.state)}")
@@ -250,7 +250,7 @@ def _follow(service: TaskService, task_id: str, out: Console) -> None:
         time.sleep(0.2)
 
 
-def _print_event(out: Console, event: Event) -> None:
+def print_event(out: Console, event: Event) -> None:
     line = _event_line(event.kind, event.data if isinstance(event.data, dict) else {})
     if line is None:
         return

@@ -1,182 +1,167 @@
-"""``errand demo``: a narrated tour of the sandbox API, run for real in a few seconds.
+"""``errand demo``: errand's main job, run for real on a sample repository.
 
-Each step prints the Python it runs, then what happened. Everything it makes
-(two sandboxes, a sample directory) is gone when it returns, even on failure.
+A small project with a failing test is made under errand's home; a task is
+submitted exactly as ``errand run`` submits it; a worker (in this process, or the
+background worker if one is running) runs the agent in a sandbox over a working
+copy; the log streams; then the evidence, the diff, and the accept, which commits
+on a new branch while the sample's own checkout stays as it was.
+
+The model is ``--model``, else ``$ERRAND_MODEL``, else errand's scripted demo
+model, a recorded fix replayed with no network — the demo says which, plainly.
 """
 
 from __future__ import annotations
 
-import contextlib
-import tempfile
+import asyncio
+import json
+import os
+import subprocess
 import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.syntax import Syntax
-from rich.text import Text
 
-from errand.sandbox import AsyncSandbox, Image, Mount, Network, Resources
+from errand import _settings, cli_tasks
+from errand.tasks.engine import EngineBusy, LocalEngine
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.service import TaskService
+from errand.tasks.store import TaskStore
 
 __all__ = ["run"]
 
-_TICKS = "for i in 1 2 3 4 5; do echo \"tick $i\"; sleep 0.15; done"
-_CONNECT = """\
-import socket
-try:
-    socket.create_connection(("192.0.2.1", 443), timeout=2)
-    print("connected")
-except OSError as error:
-    print(error)
-    raise SystemExit(1)
-"""
+PRICING = '''\
+"""Prices for the shop's checkout."""
 
 
-async def run(console: Console) -> None:
-    """The whole tour."""
-    with tempfile.TemporaryDirectory(prefix="errand-demo-") as scratch:
-        sample = _sample(Path(scratch))
-        async with contextlib.AsyncExitStack() as cleanup:
-            sandbox = await _create(console, sample)
-            cleanup.push_async_callback(sandbox.terminate)
-            await _stream(console, sandbox)
-            await _files(console, sandbox)
-            fork = await _fork(console, sandbox)
-            cleanup.push_async_callback(fork.terminate)
-            await _containment(console, sandbox)
-            await _teardown(console, sandbox, fork)
-    console.print()
-    console.print("[bold green]done.[/] Both sandboxes and the sample directory are gone; "
-                  "the snapshot's layer stays in errand's image store.")
+def total(prices: list[float], discount_percent: float = 0) -> float:
+    """The sum of ``prices`` less ``discount_percent`` percent, rounded to cents."""
+    subtotal = sum(prices)
+    return round(subtotal - discount_percent, 2)
+'''
+TESTS = '''\
+import unittest
+
+from pricing import total
 
 
-def _sample(root: Path) -> Path:
-    sample = root / "project"
-    (sample / "src").mkdir(parents=True)
-    (sample / "README.md").write_text("# sample project\n")
-    (sample / "src" / "hello.py").write_text('print("hello from the sandbox")\n')
-    return sample
+class TotalTest(unittest.TestCase):
+    def test_no_discount(self):
+        self.assertEqual(total([10.0, 5.5]), 15.5)
+
+    def test_discount_is_a_percentage(self):
+        self.assertEqual(total([200.0], discount_percent=10), 180.0)
 
 
-# -------------------------------------------------------------------- steps
+if __name__ == "__main__":
+    unittest.main()
+'''
+AGENTS = "# Notes for agents\n\nRun the tests with `python3 -m unittest -v`. Keep functions typed.\n"
+TOML = '[test]\ncommand = "python3 -m unittest -v"\n'
+INSTRUCTION = "The 10% discount test fails: total() subtracts the percentage as an amount. Fix it."
+FIXED = "    return round(subtotal * (1 - discount_percent / 100), 2)"
+SCRIPT = [
+    {"content": "Let me look at the code and run the tests first.",
+     "tool_calls": [{"name": "read_file", "arguments": {"path": "pricing.py"}},
+                    {"name": "shell", "arguments": {"command": "python3 -m unittest -v"}}]},
+    {"content": "discount_percent is subtracted as an amount; apply it as a percentage.",
+     "tool_calls": [{"name": "edit_file", "arguments": {
+         "path": "pricing.py", "old": "    return round(subtotal - discount_percent, 2)", "new": FIXED}}]},
+    {"tool_calls": [{"name": "shell", "arguments": {"command": "python3 -m unittest -v"}}]},
+    {"tool_calls": [{"name": "finish", "arguments": {
+        "summary": "total() now applies discount_percent as a percentage of the subtotal; both tests pass.",
+        "assumptions": ["A discount is a percentage from 0 to 100, applied before rounding."]}}]},
+]
 
 
-async def _create(console: Console, sample: Path) -> AsyncSandbox:
-    _step(console, 1, "create: image, mounts, limits and network, all declared up front")
-    _code(console, f"""\
-sandbox = await AsyncSandbox.create(
-    Image.base(),
-    mounts=[Mount.copy("{sample}", "/work")],
-    resources=Resources(cpus=1, memory="128MiB", pids=64, disk="64MiB"),
-    network=Network.none(),
-    timeout=60,
-)""")
-    started = time.perf_counter()
-    sandbox = await AsyncSandbox.create(
-        Image.base(), mounts=[Mount.copy(sample, "/work")],
-        resources=Resources(cpus=1, memory="128MiB", pids=64, disk="64MiB"),
-        network=Network.none(), timeout=60)
-    _fact(console, f"created {sandbox.id} in {time.perf_counter() - started:.2f}s")
-    return sandbox
+async def run(console: Console, model: str | None = None) -> None:
+    sample = _sample_repo(console)
+    spec = model or os.environ.get("ERRAND_MODEL")
+    if spec:
+        console.print(f"[bold]model:[/] {escape(spec)} (from {'--model' if model else 'ERRAND_MODEL'})")
+    else:
+        script = sample.parent / "demo-model.json"
+        script.write_text(json.dumps(SCRIPT, indent=1))
+        spec = f"scripted:{script}"
+        console.print("[bold yellow]No model is configured[/] (no --model, ERRAND_MODEL unset), so this demo uses "
+                      "errand's [bold]scripted demo model[/]: it replays a recorded fix, offline. Everything "
+                      "else — sandbox, git, tests, evidence, accept — runs for real. To use a real model: "
+                      "ERRAND_MODEL=openai:gpt-4.1 (with OPENAI_API_KEY) or anthropic:claude-sonnet-4-5.")
+    with TaskStore.open() as store:
+        service = TaskService(store)
+        task = service.submit(INSTRUCTION, repo=sample, model=spec)
+        console.print(f"\n[bold]1. submitted[/] {task.id} — as `errand run \"...\" --repo {sample}` does. "
+                      "It is queued; a worker runs it in the background.\n")
+        await _work(console, store, task.id)
+        _review(console, service, task.id, sample)
 
 
-async def _stream(console: Console, sandbox: AsyncSandbox) -> None:
-    _step(console, 2, "exec: output streams live, line by line")
-    _code(console, f"process = await sandbox.exec(\"sh\", \"-c\", {_TICKS!r})\n"
-                   "async for line in process.stdout: ...")
-    started = time.perf_counter()
-    process = await sandbox.exec("sh", "-c", _TICKS)
-    async for line in process.stdout:
-        _output(console, f"+{time.perf_counter() - started:.2f}s  {line!s}".rstrip())
-    _fact(console, f"exit code {await process.wait()}")
-    _code(console, 'await sandbox.run("python3", "/work/src/hello.py")  # the copied-in sample')
-    result = await sandbox.run("python3", "/work/src/hello.py")
-    _output(console, result.stdout or result.stderr)
+def _sample_repo(console: Console) -> Path:
+    root = _settings.home() / "demo" / time.strftime("pricing-%Y%m%d-%H%M%S")
+    root.mkdir(parents=True)
+    for name, text in (("pricing.py", PRICING), ("test_pricing.py", TESTS), ("AGENTS.md", AGENTS),
+                       ("errand.toml", TOML)):
+        (root / name).write_text(text)
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "errand demo"],
+                 ["config", "user.email", "demo@errand.invalid"], ["add", "-A"], ["commit", "-q", "-m", "pricing"]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+    console.print(f"[bold]0. a sample project[/] at {root}: pricing.py, a failing unittest, AGENTS.md, errand.toml")
+    return root
 
 
-async def _files(console: Console, sandbox: AsyncSandbox) -> None:
-    _step(console, 3, "files: write, read, list, remove")
-    _code(console, 'await sandbox.files.write("/work/notes.txt", "remember: tests live in tests/\\n")')
-    await sandbox.files.write("/work/notes.txt", "remember: tests live in tests/\n")
-    _code(console, 'await sandbox.files.read_text("/work/notes.txt")')
-    _output(console, await sandbox.files.read_text("/work/notes.txt"))
-    _code(console, 'await sandbox.files.list("/work")')
-    for info in await sandbox.files.list("/work"):
-        _output(console, f"{info.type:<9} {info.size:>5}  {info.name}")
-    _code(console, 'await sandbox.files.write("/tmp/scratch", "x"); await sandbox.files.remove("/tmp/scratch")')
-    await sandbox.files.write("/tmp/scratch", "x")
-    await sandbox.files.remove("/tmp/scratch")
-    _fact(console, f"/tmp/scratch exists afterwards: {await sandbox.files.exists('/tmp/scratch')}")
+async def _work(console: Console, store: TaskStore, task_id: str) -> None:
+    """Run a worker here and stream the task's log until it settles (or follow the
+    background worker's, if one already serves this errand home)."""
+    engine = LocalEngine(store, concurrency=1)
+    stop = asyncio.Event()
+    serving: asyncio.Task[None] | None = asyncio.create_task(engine.serve(stop=stop))
+    console.print("[bold]2. the worker runs it[/]: a working copy, a sandbox, the agent; every step is an event.")
+    after = 0
+    try:
+        while True:
+            if serving is not None and serving.done() and isinstance(serving.exception(), EngineBusy):
+                console.print("[dim](a background worker serves this errand home; following its work)[/]")
+                serving = None
+            state = (await asyncio.to_thread(store.get_task, task_id)).state
+            for event in await asyncio.to_thread(store.events, task_id, after):
+                cli_tasks.print_event(console, event)
+                after = event.id
+            if state in (TaskState.READY_FOR_REVIEW, TaskState.FAILED, TaskState.CANCELLED):
+                return
+            if state is TaskState.NEEDS_INPUT:
+                console.print(f"[yellow]answer in another terminal: errand answer {task_id} \"...\"[/]")
+            await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        if serving is not None:
+            await serving
 
 
-async def _fork(console: Console, sandbox: AsyncSandbox) -> AsyncSandbox:
-    _step(console, 4, "snapshot and fork: a sandbox's filesystem becomes an image")
-    _code(console, "image = await sandbox.snapshot()\nfork = await AsyncSandbox.create(image, network=Network.none())")
-    started = time.perf_counter()
-    image = await sandbox.snapshot()
-    fork = await AsyncSandbox.create(image, network=Network.none(), timeout=60)
-    _fact(console, f"snapshot + fork {fork.id} in {time.perf_counter() - started:.2f}s")
-    _code(console, 'await fork.files.read_text("/work/notes.txt")')
-    _output(console, await fork.files.read_text("/work/notes.txt"))
-    await fork.files.write("/work/fork-only.txt", "mine\n")
-    seen = await sandbox.files.exists("/work/fork-only.txt")
-    _fact(console, f"the fork wrote /work/fork-only.txt; the original sees it: {seen}")
-    return fork
+def _review(console: Console, service: TaskService, task_id: str, sample: Path) -> None:
+    task = service.store.get_task(task_id)
+    if task.state is not TaskState.READY_FOR_REVIEW:
+        console.print(f"[bold red]the task ended {task.state}[/]; `errand logs {task_id}` has the whole log")
+        return
+    run_ = service.chosen_run(task_id)
+    evidence = service.evidence(run_)
+    console.print("\n[bold]3. the evidence[/] — the confidence comes from these facts, not the model's opinion:")
+    if evidence is not None:
+        cli_tasks.print_evidence(console, run_.attempt, 1, 1, evidence, run_.result)
+    console.print("\n[bold]4. the diff[/] (`errand diff " + task_id + "`):")
+    console.print(Syntax(str(run_.result.get("patch") or ""), "diff", theme="ansi_dark", background_color="default"))
+    status_before = _git(sample, "status", "--porcelain")
+    accepted = service.accept(task_id)
+    console.print(f"[bold]5. accepted[/] (`errand accept {task_id}`): commit {accepted.commit[:12]} on branch "
+                  f"[bold]{accepted.branch}[/] in {sample}")
+    console.print(escape(_git(sample, "log", "--oneline", "-2", accepted.branch)), end="")
+    untouched = _git(sample, "status", "--porcelain") == status_before and \
+        _git(sample, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+    console.print(f"the sample's checkout is {'untouched: still on main, no changes' if untouched else 'CHANGED'}; "
+                  f"`git -C {sample} show {accepted.branch}` shows the commit.")
+    console.print(f"\n[bold]done.[/] `errand ls` lists the task; `errand show {task_id}` shows it again.")
 
 
-async def _containment(console: Console, sandbox: AsyncSandbox) -> None:
-    _step(console, 5, "containment: what the code inside can and cannot do")
-    outputs = []
-    for command in (["id"], ["hostname"], ["cat", "/proc/self/uid_map"], ["ls", "/"]):
-        _code(console, f"await sandbox.run({', '.join(map(repr, command))})")
-        result = await sandbox.run(*command)
-        outputs.append(" ".join((result.stdout or result.stderr).split()))
-        _output(console, outputs[-1])
-    host_uid = [*outputs[2].split(), "?", "?"][1]
-    _fact(console, f"root inside is host uid {host_uid}, which owns nothing on the host; "
-                   "the host's / is not there, only the image and /work")
-    _code(console, 'await sandbox.run("python3", "-c", "socket.create_connection((\'192.0.2.1\', 443))")')
-    result = await sandbox.run("python3", "-c", _CONNECT)
-    verdict = "no network" if result.exit_code == 1 else "UNEXPECTED"
-    _fact(console, f"connect out → {(result.stdout or result.stderr).strip()} ({verdict}: Network.none())")
-    _code(console, 'await sandbox.run("python3", "-c", "x = b\'x\' * (256 * 2**20)")  # 256 MiB > 128MiB')
-    result = await sandbox.run("python3", "-c", "x = b'x' * (256 * 2**20)")
-    outcome = f"killed by signal {result.signal}" if result.signal else f"exit code {result.exit_code}"
-    _fact(console, f"allocating past the memory limit → {outcome}")
-
-
-async def _teardown(console: Console, sandbox: AsyncSandbox, fork: AsyncSandbox) -> None:
-    _step(console, 6, "teardown: nothing left behind")
-    _code(console, "await sandbox.terminate(); await fork.terminate()\nawait AsyncSandbox.list()")
-    started = time.perf_counter()
-    await sandbox.terminate()
-    await fork.terminate()
-    live = {info.id for info in await AsyncSandbox.list()}
-    elapsed = time.perf_counter() - started
-    for ended in (sandbox, fork):
-        state = "STILL LISTED" if ended.id in live else "not listed"
-        _fact(console, f"{ended.id}: {state} (alive={ended.alive})")
-    _fact(console, f"terminated both in {elapsed:.2f}s")
-
-
-# ---------------------------------------------------------------- narration
-
-
-def _step(console: Console, number: int, title: str) -> None:
-    console.print()
-    console.rule(f"[bold cyan]{number}. {title}", align="left")
-
-
-def _code(console: Console, code: str) -> None:
-    highlighted = Syntax(code, "python", theme="ansi_dark").highlight(code)
-    highlighted.rstrip()
-    for line in highlighted.split("\n"):
-        console.print(Text("  ") + line)
-
-
-def _output(console: Console, text: str) -> None:
-    for line in text.rstrip("\n").splitlines() or [""]:
-        console.print(Text.assemble(("    │ ", "dim"), line))
-
-
-def _fact(console: Console, text: str) -> None:
-    console.print(Text.assemble(("  → ", "green"), text))
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout

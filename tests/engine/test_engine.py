@@ -60,7 +60,9 @@ async def test_a_task_fixes_the_failing_test_and_is_accepted_on_its_branch(
     assert accepted.branch == task.branch and accepted.branch.startswith(f"errand/{task_id}-make-test")
     assert git(repo, "rev-parse", accepted.branch).strip() == accepted.commit
     assert "return a + b" in git(repo, "show", f"{accepted.branch}:calc.py")
-    assert git(repo, "log", "-1", "--format=%s", accepted.branch).strip() == "Make test_calc.py pass"
+    assert git(repo, "log", "-1", "--format=%s", accepted.branch).strip() == "add() subtracted; now it adds"
+    assert f"Task: Make test_calc.py pass\n\nerrand-task: {task_id}" in git(repo, "log", "-1", "--format=%B",
+                                                                              accepted.branch)
     assert worktree_state(repo) == before
     assert store.get_task(task_id).state is S.ACCEPTED
     assert not list((Path(store.engine.url.database or "").parent).glob("work/*"))

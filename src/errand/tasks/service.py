@@ -226,9 +226,14 @@ def _local_repo(task: Task) -> Path:
 
 
 def _commit_message(task: Task, result: dict[str, Any]) -> str:
+    """The agent's summary (its first line as the subject), then the task it did."""
     summary = str(result.get("summary") or "").strip()
-    body = f"\n\n{summary}" if summary else ""
-    return f"{task.title}{body}\n\nerrand-task: {task.id}\n"
+    if not summary:
+        return f"{task.title}\n\nerrand-task: {task.id}\n"
+    first, _, rest = summary.partition("\n")
+    subject = first if len(first) <= MAX_TITLE else first[:MAX_TITLE - 1].rstrip() + "…"
+    body = "\n\n".join(part for part in (summary if subject != first or rest else "", f"Task: {task.title}") if part)
+    return f"{subject}\n\n{body}\n\nerrand-task: {task.id}\n"
 
 
 def _author(repo: Path) -> str | None:
