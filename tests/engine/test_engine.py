@@ -217,3 +217,23 @@ async def test_git_works_in_the_working_copy_and_the_pristine_checkout_stays_pri
     assert second_evidence is not None and second_evidence.tests_before is not None
     assert not second_evidence.tests_before.ok
     assert [f["path"] for f in second_evidence.files] == ["calc.py"]
+
+
+async def test_a_task_from_a_git_url_is_accepted_into_a_local_clone(
+        store: TaskStore, service: TaskService, repo: Path, script_file: Path, tmp_path: Path) -> None:
+    url = f"file://{repo}"
+    task = service.submit("Make test_calc.py pass", repo=url, model=f"scripted:{script_file}")
+    assert task.repo == url and task.base_commit == git(repo, "rev-parse", "HEAD").strip()
+    model = scripted(FIX_SCRIPT)
+    async with running_engine(store, lambda _s, _i: model):
+        await wait_for_state(store, task.id, S.READY_FOR_REVIEW)
+    from errand.errors import ConfigError
+
+    try:
+        service.accept(task.id)
+    except ConfigError as error:
+        assert error.code == "needs_local_repo"
+    else:
+        raise AssertionError("accepting a URL task needs --into")
+    accepted = service.accept(task.id, into=repo)
+    assert "return a + b" in git(repo, "show", f"{accepted.branch}:calc.py")
