@@ -286,3 +286,18 @@ def test_cache_key_does_not_read_lockfiles_outside_the_repo(tmp_path: Path) -> N
     key = cache_key(repo)
     outside.write_text("two")
     assert cache_key(repo) == key
+
+
+def test_agent_budgets_come_from_the_agent_table(tmp_path: Path) -> None:
+    from errand.agent import Budgets
+
+    write(tmp_path, "[agent]\nmax_steps = 30\nmax_cost = 1.5\nmax_minutes = 20\n")
+    env = Environment.load(tmp_path)
+    assert env.budgets == Budgets(max_steps=30, max_cost=1.5, max_seconds=1200)
+    assert Environment().budgets is None  # no [agent] limits: the engine's defaults apply
+    for bad, needle in (("max_steps = 0", "max_steps must be a positive integer"),
+                        ("max_minutes = 'soon'", "agent.max_minutes must be a number"),
+                        ("max_turns = 3", "unknown key 'max_turns'")):
+        write(tmp_path, f"[agent]\n{bad}\n")
+        with pytest.raises(ConfigError, match=needle):
+            Environment.load(tmp_path)

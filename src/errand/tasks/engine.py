@@ -224,7 +224,8 @@ class LocalEngine:
             await asyncio.to_thread(self.store.set_state, task.id, TaskState.RUNNING, expected=TaskState.PREPARING)
             prompt = await asyncio.to_thread(task_prompt, self.store, task, number, environment)
             guide = await asyncio.to_thread(instructions, copies[0].path, environment)
-            results = await asyncio.gather(*(self._attempt(round_, a, prompt, guide) for a in attempts))
+            budgets = environment.budgets or self.budgets
+            results = await asyncio.gather(*(self._attempt(round_, a, prompt, guide, budgets) for a in attempts))
             tests_before = await baseline
         finally:
             if not baseline.done():
@@ -234,27 +235,24 @@ class LocalEngine:
         round_.settling = True  # from here a cancel comes too late: the result is being written
         await self._finalize(round_, results, evidence)
 
-    async def _attempt(self, round_: _Round, attempt: _Attempt, prompt: str, guide: str) -> AgentResult:
+    async def _attempt(self, round_: _Round, attempt: _Attempt, prompt: str, guide: str,
+                       budgets: Budgets) -> AgentResult:
         assert attempt.sandbox is not None
         spec = round_.task.model or self.default_model
         if spec is None:
             raise ConfigError("no model is configured: pass --model or set ERRAND_MODEL", code="no_model")
         agent = Agent(self._models(spec, attempt.index), attempt.sandbox, workdir=steps.WORKSPACE,
-                      budgets=self.budgets, on_event=attempt.journal, instructions=guide or None)
+                      budgets=budgets, on_event=attempt.journal, instructions=guide or None)
         for text, ref in round_.messages:
             agent.send_message(text, ref=ref)
         attempt.agent = agent
-        result = await agent.run(prompt)
-        while result.status == "needs_input":
-            answer, ref = await self._wait_for_answer(round_, attempt, result.question or "")
-            await attempt.journal("answer_delivered", {"text": answer, "ref": ref})
-            result = await agent.resume(answer)
-        return result
+        return await steps.run_agent(agent, prompt, attempt.journal,
+                                     lambda _question: self._wait_for_answer(round_, attempt))
 
-    async def _wait_for_answer(self, round_: _Round, attempt: _Attempt, question: str) -> tuple[str, int]:
+    async def _wait_for_answer(self, round_: _Round, attempt: _Attempt) -> tuple[str, int]:
+        """Pause the attempt's sandbox and the task until a person answers (a store event)."""
         assert attempt.sandbox is not None
         attempt.answer = asyncio.get_running_loop().create_future()
-        await attempt.journal("question", {"text": question})
         await attempt.sandbox.pause()
         await self._move(round_.task.id, TaskState.NEEDS_INPUT, TaskState.RUNNING)
         try:
@@ -276,32 +274,8 @@ class LocalEngine:
 
     async def _finalize(self, round_: _Round, results: list[AgentResult],
                         collected: list[tuple[Evidence, str]]) -> None:
-        task = round_.task
-        order = steps.rank([evidence for evidence, _ in collected])
-        for place, index in enumerate(order, start=1):
-            attempt, result, (evidence, patch) = round_.attempts[index], results[index], collected[index]
-            outcome = {
-                "status": result.status, "detail": result.detail, "summary": result.summary,
-                "assumptions": result.assumptions, "budget": result.budget, "rank": place, "patch": patch,
-                "evidence": evidence.to_json(),
-                "spent": {"steps": result.spent.steps, "tokens": result.spent.tokens, "cost": result.spent.cost,
-                          "seconds": round(result.spent.seconds, 3)}}
-            state = RunState.SUCCEEDED if result.status == "finished" else RunState.FAILED
-            await asyncio.to_thread(self.store.finish_run, attempt.run.id, state, outcome)
-        if len(order) > 1:
-            await self._event(task.id, None, "ranking", {"runs": [round_.attempts[i].run.id for i in order],
-                                                         "rule": "finished with a change, tests passing, "
-                                                                 "confidence, smaller diff"})
-        best_evidence = collected[order[0]][0]
-        if best_evidence.files:
-            await asyncio.to_thread(self.store.set_state, task.id, TaskState.READY_FOR_REVIEW,
-                                    expected=TaskState.RUNNING, event=("ready_for_review", {
-                                        "run_id": round_.attempts[order[0]].run.id,
-                                        "confidence": best_evidence.confidence.level}))
-        else:
-            reason = f"no attempt changed anything ({best_evidence.exit_status}: {best_evidence.exit_detail})"
-            await asyncio.to_thread(self.store.set_state, task.id, TaskState.FAILED, expected=TaskState.RUNNING,
-                                    event=("failed", {"reason": reason}))
+        await asyncio.to_thread(steps.finalize, self.store, round_.task.id, [a.run for a in round_.attempts],
+                                results, collected)
 
     # ------------------------------------------------------------ endings
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from errand.agent.budgets import Budgets
 from errand.errors import ConfigError
 from errand.sandbox.config import Resources
 from errand.sandbox.image import Image
@@ -55,7 +56,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "lint": ("command",),
     "network": ("mode", "domains", "cidrs"),
     "resources": ("cpus", "memory", "pids", "disk"),
-    "agent": ("instructions",),
+    "agent": ("instructions", "max_steps", "max_tokens", "max_cost", "max_minutes"),
 }
 _CACHE_VERSION = "errand-environment-v1"
 
@@ -71,6 +72,7 @@ class Environment:
     network: Network = field(default_factory=Network.none)
     resources: Resources = field(default_factory=Resources)
     instruction_files: tuple[str, ...] = DEFAULT_INSTRUCTIONS
+    budgets: Budgets | None = None  # [agent] max_steps & co; None: the engine's defaults
     source: Path | None = None  # the errand.toml read, or None for the defaults
 
     @classmethod
@@ -162,6 +164,14 @@ def _parse(document: dict[str, Any], repo: Path, path: Path) -> Environment:
                 raise ConfigError(f"{path}: agent.instructions: {name!r} must be a path relative to the "
                                   "repository, without '..'", code="invalid_config")
         values["instruction_files"] = tuple(files)
+    limits = {key: tables.get("agent", {})[key] for key in ("max_steps", "max_tokens", "max_cost", "max_minutes")
+              if key in tables.get("agent", {})}
+    if limits:
+        minutes = limits.pop("max_minutes", None)
+        if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, int | float)):
+            raise _type_error(path, "agent.max_minutes", "a number of minutes", minutes)
+        with _context(path, "agent"):
+            values["budgets"] = Budgets(**limits, max_seconds=None if minutes is None else minutes * 60)
     return Environment(**values)
 
 

@@ -1,5 +1,5 @@
-"""The task steps, written once for every engine: prepare, set up, run checks,
-collect evidence, finalize.
+"""The task steps, written once for every engine: prepare a working copy, set up the
+environment, start the sandbox, run the agent, collect evidence, finalize.
 
 Each step is a plain async function of its inputs. The local engine
 (:mod:`errand.tasks.engine`) calls them in-process; a distributed engine calls
@@ -21,18 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from errand import _settings
-from errand.agent import AgentResult
+from errand.agent import Agent, AgentResult
 from errand.errors import ErrandError, ExecTimeout
 from errand.repo import Diff, WorkingCopy, checkouts
 from errand.sandbox import AsyncSandbox, Image, Mount
 from errand.sandbox.layers import LayerStore
 from errand.tasks.environment import Environment, cache_key
 from errand.tasks.evidence import Evidence, TestRun, assess, is_test_file, parse_counts
-from errand.tasks.records import Run, Task
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.records import Run, RunState, Task
+from errand.tasks.store import TaskStore
 
 __all__ = [
-    "WORKSPACE", "Journal", "SetupFailed", "check", "collect_evidence", "environment_image", "prepare_copy",
-    "rank", "start_sandbox", "tests_on_base",
+    "WORKSPACE", "Journal", "SetupFailed", "check", "collect_evidence", "environment_image", "finalize",
+    "prepare_copy", "rank", "remove_work", "run_agent", "start_sandbox", "tests_on_base",
 ]
 
 WORKSPACE = "/workspace"
@@ -267,6 +269,51 @@ async def collect_evidence(
                          for c in journal.commands if not c["ok"]],
         assumptions=list(result.assumptions), summary=result.summary)
     return replace(evidence, confidence=assess(evidence))
+
+
+# ------------------------------------------------------------------ the agent, the end
+
+
+async def run_agent(agent: Agent, prompt: str, journal: Journal,
+                    wait_for_answer: Callable[[str], Awaitable[tuple[str, Any]]]) -> AgentResult:
+    """Run the agent until its run ends. A question pauses it: ``wait_for_answer(question)``
+    returns ``(answer, ref)`` when a person has answered (the local engine waits on the
+    store; a durable engine on a signal), and the same run resumes."""
+    result = await agent.run(prompt)
+    while result.status == "needs_input":
+        await journal("question", {"text": result.question})
+        answer, ref = await wait_for_answer(result.question or "")
+        await journal("answer_delivered", {"text": answer, "ref": ref})
+        result = await agent.resume(answer)
+    return result
+
+
+def finalize(store: TaskStore, task_id: str, runs: list[Run], results: list[AgentResult],
+             collected: list[tuple[Evidence, str]]) -> None:
+    """Rank the round's attempts, store each run's result (its patch, evidence, rank) and
+    move the task on: ready for review when the best attempt changed something, else failed."""
+    order = rank([evidence for evidence, _ in collected])
+    for place, index in enumerate(order, start=1):
+        result, (evidence, patch) = results[index], collected[index]
+        outcome = {
+            "status": result.status, "detail": result.detail, "summary": result.summary,
+            "assumptions": result.assumptions, "budget": result.budget, "rank": place, "patch": patch,
+            "evidence": evidence.to_json(),
+            "spent": {"steps": result.spent.steps, "tokens": result.spent.tokens, "cost": result.spent.cost,
+                      "seconds": round(result.spent.seconds, 3)}}
+        state = RunState.SUCCEEDED if result.status == "finished" else RunState.FAILED
+        store.finish_run(runs[index].id, state, outcome)
+    if len(order) > 1:
+        store.append_event(task_id, None, "ranking", {
+            "runs": [runs[i].id for i in order], "rule": "finished with a change, tests passing, confidence, "
+                                                         "smaller diff"})
+    best = collected[order[0]][0]
+    if best.files:
+        store.set_state(task_id, TaskState.READY_FOR_REVIEW, expected=TaskState.RUNNING, event=(
+            "ready_for_review", {"run_id": runs[order[0]].id, "confidence": best.confidence.level}))
+    else:
+        reason = f"no attempt changed anything ({best.exit_status}: {best.exit_detail})"
+        store.set_state(task_id, TaskState.FAILED, expected=TaskState.RUNNING, event=("failed", {"reason": reason}))
 
 
 def rank(evidence: list[Evidence]) -> list[int]:
