@@ -43,12 +43,14 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from errand import _settings
 from errand.errors import BackendUnavailable
 from errand.sandbox import _seccomp
+from errand.sandbox._cgroups import Limits
 from errand.sandbox._launcher import BUILD_CAPABILITIES, LaunchedBackend, Runtime, agent_arguments, staged
 from errand.sandbox._namespace import AGENT_PATH
 from errand.sandbox._native import statx_shim
@@ -62,6 +64,7 @@ RUNSC_FLAGS = ("--platform=ptrace", "--network=host", "--ignore-cgroups", "--ove
 _AGENT_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
 _NAMESPACES = ("pid", "ipc", "uts", "mount")  # no "network": the launcher's is the sandbox's
 _SHIM_PATH = "opt/errand/lib/gvisor-statx.so"
+_HOST_TASKS_PER_PROCESS, _HOST_TASKS_BASE, _HOST_TASKS_MAX = 32, 256, 16384
 
 
 class GVisorBackend(LaunchedBackend):
@@ -74,15 +77,26 @@ class GVisorBackend(LaunchedBackend):
             raise BackendUnavailable("errand's gvisor tier runs as root on the host (it maps "
                                      "sandboxes onto unprivileged ids itself)")
 
+    def limits(self, spec: SandboxSpec) -> Limits:
+        # Each process inside costs the host a ptrace stub with a thread per sentry thread
+        # that ran it, and the sentry dies if the host refuses it a thread: so the host's
+        # pids limit is a generous backstop, and the agent holds commands to the limit
+        # inside (RLIMIT_NPROC, which gVisor enforces).
+        pids = min(spec.resources.pids * _HOST_TASKS_PER_PROCESS + _HOST_TASKS_BASE, _HOST_TASKS_MAX)
+        return replace(super().limits(spec), pids=pids)
+
     def base_layers(self) -> list[Path]:
         return [compat_layer(self.store)]
+
+    def _has_tmp(self, spec: SandboxSpec) -> bool:
+        return any((self.store.path(layer) / "tmp").is_dir() for layer in spec.image.layers)
 
     @contextlib.contextmanager
     def runtime(self, spec: SandboxSpec, directory: Path, listen_fd: int) -> Iterator[Runtime]:
         uid = _settings.sandbox_uid()
         bundle = directory / "bundle"
         bundle.mkdir(mode=0o755)
-        (bundle / "config.json").write_text(json.dumps(oci_config(spec, directory)))
+        (bundle / "config.json").write_text(json.dumps(oci_config(spec, directory, tmp=self._has_tmp(spec))))
         state = directory / "runsc"  # runsc's own records, written as the sandbox's root
         state.mkdir(mode=0o700)
         os.chown(state, uid, uid)
@@ -90,13 +104,14 @@ class GVisorBackend(LaunchedBackend):
         yield Runtime(["--relay", str(listen_fd), "--die-with-parent", "0" if spec.detach else "1"], command)
 
 
-def oci_config(spec: SandboxSpec, directory: Path) -> dict[str, Any]:
-    """The OCI runtime config runsc starts the sandbox from."""
+def oci_config(spec: SandboxSpec, directory: Path, *, tmp: bool) -> dict[str, Any]:
+    """The OCI runtime config runsc starts the sandbox from (``tmp``: the image has a /tmp)."""
     capabilities = list(_AGENT_CAPABILITIES)
     if spec.build_capabilities:
         capabilities += [name for name in BUILD_CAPABILITIES if name not in capabilities]
     serve = [AGENT_PATH, "serve", "--relay", "1", "--workdir", spec.workdir,
-             "--seccomp", _seccomp.build_filter().hex(), *agent_arguments(spec)]
+             "--seccomp", _seccomp.build_filter().hex(), "--nproc", str(spec.resources.pids),
+             *agent_arguments(spec)]
     return {
         "ociVersion": "1.0.0",
         "process": {
@@ -108,13 +123,20 @@ def oci_config(spec: SandboxSpec, directory: Path) -> dict[str, Any]:
         "hostname": "sandbox",
         "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
                    {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"},
-                   *_mounts(spec, directory)],
+                   # runsc adds a writable /sys unless one is named.
+                   {"destination": "/sys", "type": "sysfs", "source": "sysfs",
+                    "options": ["ro", "nosuid", "nodev", "noexec"]},
+                   *_mounts(spec, directory, tmp)],
         "linux": {"namespaces": [{"type": kind} for kind in _NAMESPACES]},
     }
 
 
-def _mounts(spec: SandboxSpec, directory: Path) -> list[dict[str, Any]]:
+def _mounts(spec: SandboxSpec, directory: Path, tmp: bool) -> list[dict[str, Any]]:
     mounts = [_bind(source, target, read_only=True) for source, target in spec.image.binds]
+    if tmp:
+        # runsc mounts a tmpfs in memory over an empty /tmp unless one is named: /tmp would
+        # escape the disk quota and be missing from snapshots. Name the overlay's own.
+        mounts.append(_bind(str(directory / "mnt" / "merged" / "tmp"), "/tmp", read_only=False))
     mounts.append(_bind(staged(directory, 0), AGENT_PATH, read_only=True))
     for n, mount in enumerate((m for m in spec.mounts if m.kind == "bind"), start=1):
         mounts.append(_bind(staged(directory, n), mount.target, read_only=mount.read_only))

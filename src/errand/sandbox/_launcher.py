@@ -81,6 +81,10 @@ class LaunchedBackend(abc.ABC):
     def check(self) -> None:
         """Raise BackendUnavailable if this tier cannot run on this machine."""
 
+    def limits(self, spec: SandboxSpec) -> Limits:
+        """The host cgroup limits that hold the sandbox to its Resources."""
+        return Limits(memory_bytes=spec.resources.memory, pids=spec.resources.pids, cpus=spec.resources.cpus)
+
     def base_layers(self) -> list[Path]:
         """Layers this tier puts beneath every image's (the lowest first)."""
         return []
@@ -101,9 +105,7 @@ class LaunchedBackend(abc.ABC):
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
             listener.bind(str(directory / "ctl"))
             listener.listen(128)
-            limits = Limits(memory_bytes=spec.resources.memory, pids=spec.resources.pids,
-                            cpus=spec.resources.cpus)
-            cgroup = Cgroup.create(f"{_settings.cgroup_scope()}-{spec.id}", limits)
+            cgroup = Cgroup.create(f"{_settings.cgroup_scope()}-{spec.id}", self.limits(spec))
             return self._spawn(spec, directory, listener, cgroup, copy_layers)
         except BaseException:
             if cgroup is not None:

@@ -48,6 +48,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -581,6 +582,7 @@ static int serve(int argc, char **argv) {
     double lifetime = 0, idle = 0;
     int listen_fd = 3, relayed = 0;
     const char *seccomp_hex = NULL, *workdir = NULL;
+    unsigned long nproc = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--lifetime") == 0) lifetime = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--idle") == 0) idle = atof(argv[i + 1]);
@@ -588,6 +590,7 @@ static int serve(int argc, char **argv) {
         else if (strcmp(argv[i], "--relay") == 0) relayed = strcmp(argv[i + 1], "1") == 0;
         else if (strcmp(argv[i], "--seccomp") == 0) seccomp_hex = argv[i + 1];
         else if (strcmp(argv[i], "--workdir") == 0) workdir = argv[i + 1];
+        else if (strcmp(argv[i], "--nproc") == 0) nproc = strtoul(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--keep-caps") == 0) keep_caps = strtoull(argv[i + 1], NULL, 16);
     }
     /* Keep stdio and the listening socket (moved to fd 3); close whatever else
@@ -601,6 +604,10 @@ static int serve(int argc, char **argv) {
     umask(022);
     if (workdir) make_dirs(workdir);
     if (seccomp_hex) load_seccomp(seccomp_hex);
+    /* `--nproc N`: where the host's pids cgroup cannot count the sandbox's processes
+     * one for one (gVisor), they are held to N here; commands inherit it. */
+    struct rlimit processes = {nproc, nproc};
+    if (nproc && setrlimit(RLIMIT_NPROC, &processes) < 0) die("RLIMIT_NPROC");
     int sfd = child_signalfd();
     double start = now(), last_active = start;
     static struct pollfd fds[2 * MAX_CLIENTS + 2];
