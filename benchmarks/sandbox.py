@@ -12,6 +12,9 @@ Sections (each printed in one table, with the issue's targets beside the figures
    and memory per sandbox by memory-cgroup accounting.
 4. snapshot of a sandbox holding 50 MB of fresh data.
 5. fork: create from that snapshot + first ``true`` + terminate vs the same from the base image.
+6. the gVisor tier (``isolation="gvisor"``) beside raw runsc with the same platform: create -> ``true``
+   -> terminate vs ``runsc do``, exec in a running sandbox vs ``runsc exec``, and idle memory per
+   sandbox by memory-cgroup accounting (runsc's sentry, gofer and errand's relay included).
 
 Latencies use ``time.perf_counter()``; subjects of one section are interleaved run by run so
 drift on the machine hits them alike (exec, being cheap, takes 3×N samples). The script reports,
@@ -39,6 +42,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterable
@@ -66,6 +70,9 @@ EXEC_P50_MS = 3.0
 DENSITY_COUNT, DENSITY_MIB = 1000, 3.0
 SNAPSHOT_MS = 1000.0
 FORK_DELTA_MS = 10.0
+GVISOR_CREATE_RATIO, GVISOR_EXEC_P50_MS = 1.2, 35.0
+GVISOR_IDLE = 10  # idle gVisor sandboxes whose memory is read
+RUNSC = ["--platform=ptrace", "--network=none"]  # what errand's gVisor tier runs on here (see _gvisor.py)
 
 OURS: set[str] = set()  # ids of every sandbox this run created: the leak check looks only at these
 
@@ -275,6 +282,93 @@ def bench_exec(report: Report, runs: int, warmups: int) -> None:
             row.ok = p50 <= EXEC_P50_MS
             row.figure = " · ".join(filter(None, [row.figure, retry_note(retries)]))
         report.add(row)
+
+
+# ------------------------------------------------------------------------------ 6. gVisor
+
+
+def bench_gvisor(report: Report, runs: int, warmups: int, settle: float) -> None:
+    runsc = shutil.which("runsc")
+    if runsc is None:
+        report.add(Row("6 gVisor", "runsc is not installed", figure="skipped"))
+        return
+    state = Path(tempfile.mkdtemp(prefix="errand-bench-runsc-"))
+    try:
+        _gvisor_lifecycle(report, runs, warmups, [runsc, f"--root={state}", *RUNSC])
+        _gvisor_exec(report, runs, warmups, [runsc, f"--root={state}", *RUNSC], state)
+        _gvisor_memory(report, settle)
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _gvisor_lifecycle(report: Report, runs: int, warmups: int, runsc: list[str]) -> None:
+    section, retries = "6 gVisor create→true→terminate", Retries()
+
+    def errand_gvisor() -> None:
+        with Sandbox.create(isolation="gvisor") as sb:
+            track(sb)
+            check_true(sb.run("true"))
+
+    subjects: dict[str, Callable[[], object]] = {
+        "raw runsc do": lambda: check_true(subprocess.run([*runsc, "do", TRUE])),
+        "errand Sandbox(isolation='gvisor')": errand_gvisor,
+    }
+    samples = interleaved(subjects, runs, warmups, retries)
+    report.data["gvisor_lifecycle"] = {name: summary(s) for name, s in samples.items()}
+    raw_p50 = p50_p95(samples["raw runsc do"])[0]
+    for name, s in samples.items():
+        p50, p95 = p50_p95(s)
+        row = Row(section, name, p50, p95, figure=f"n={len(s)}")
+        if name.startswith("errand"):
+            row.target = f"p50 ≤ {GVISOR_CREATE_RATIO:g} × raw runsc do ({GVISOR_CREATE_RATIO * raw_p50:.0f} ms)"
+            row.ok = p50 <= GVISOR_CREATE_RATIO * raw_p50
+            row.figure = " · ".join(filter(None, [row.figure, f"{p50 / raw_p50:.2f} × raw", retry_note(retries)]))
+        report.add(row)
+
+
+def _gvisor_exec(report: Report, runs: int, warmups: int, runsc: list[str], state: Path) -> None:
+    section, retries = "6 gVisor exec `true` in a running sandbox", Retries()
+    bundle, container = state / "bundle", f"bench-{os.getpid()}"
+    bundle.mkdir()
+    subprocess.run([*runsc, "spec", "--bundle", str(bundle), "--", "/usr/bin/sleep", "600"], check=True)
+    config = json.loads((bundle / "config.json").read_text())
+    config["root"] = {"path": "/", "readonly": True}
+    (bundle / "config.json").write_text(json.dumps(config))
+    subprocess.run([*runsc, "run", "--detach", "--bundle", str(bundle), container], check=True,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    sandbox = track(Sandbox.create(isolation="gvisor"))
+    try:
+        subjects: dict[str, Callable[[], object]] = {
+            "raw runsc exec": lambda: check_true(subprocess.run([*runsc, "exec", container, TRUE])),
+            "errand sb.run (isolation='gvisor')": lambda: check_true(sandbox.run("true")),
+        }
+        samples = interleaved(subjects, runs * 3, warmups, retries)  # cheap: 3× the runs
+    finally:
+        sandbox.terminate()
+        subprocess.run([*runsc, "kill", container, "KILL"], capture_output=True)
+        subprocess.run([*runsc, "delete", "--force", container], capture_output=True)
+    report.data["gvisor_exec"] = {name: summary(s) for name, s in samples.items()}
+    for name, s in samples.items():
+        p50, p95 = p50_p95(s)
+        row = Row(section, name, p50, p95, figure=f"n={len(s)}")
+        if name.startswith("errand"):
+            row.target, row.ok = f"p50 ≤ {GVISOR_EXEC_P50_MS:g} ms", p50 <= GVISOR_EXEC_P50_MS
+        report.add(row)
+
+
+def _gvisor_memory(report: Report, settle: float) -> None:
+    sandboxes = [track(Sandbox.create(isolation="gvisor", timeout=120)) for _ in range(GVISOR_IDLE)]
+    try:
+        for sandbox in sandboxes:
+            check_true(sandbox.run("true"))  # up, agent answering
+        time.sleep(settle)
+        used = [sandbox.memory_usage() / MIB for sandbox in sandboxes]
+    finally:
+        for sandbox in sandboxes:
+            sandbox.terminate()
+    report.data["gvisor_memory_mib"] = used
+    report.add(Row("6 gVisor idle memory per sandbox", f"errand, {len(used)} idle at once",
+                   figure=f"{sum(used) / len(used):.1f} MiB mean / {max(used):.1f} MiB max (memory cgroup)"))
 
 
 # --------------------------------------------------------------------------- 3. density
@@ -789,6 +883,7 @@ def main(argv: list[str] | None = None) -> int:
         ("2 exec `true` in a running sandbox", lambda: bench_exec(report, args.runs, args.warmups)),
         (f"4 snapshot ({args.snapshot_mb} MB written)",
          lambda: bench_snapshot_and_fork(report, args.runs, args.warmups, args.snapshots, args.snapshot_mb)),
+        ("6 gVisor tier", lambda: bench_gvisor(report, args.runs, args.warmups, args.settle)),
     ]
     if args.density:
         sections.append((f"3 density ({args.density} idle)",
@@ -837,7 +932,7 @@ def main(argv: list[str] | None = None) -> int:
                 notes.append(f"density/{kind} attempt {n}: {attempt['foreign_cgroup_removals']} of "
                              f"{attempt['started']} sandboxes were SIGKILLed from outside while idle")
     report.data["notes"] = notes
-    report.rows.sort(key=lambda row: row.section[:1] if row.section[:1].isdigit() else "9")  # stable: 1..5, then host
+    report.rows.sort(key=lambda row: row.section[:1] if row.section[:1].isdigit() else "9")  # stable: 1..6, then host
     print_table(report, title)
     for note in notes:
         print(f"note: {note}")

@@ -13,8 +13,7 @@ import pytest
 
 from errand import AsyncSandbox, Sandbox
 
-# gVisor ("gvisor") joins here once its backend lands.
-BACKENDS = ["namespace"]
+BACKENDS = ["namespace", "gvisor"]
 
 
 @pytest.fixture(params=BACKENDS)

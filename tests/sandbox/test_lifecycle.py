@@ -70,14 +70,15 @@ def _settled(before: dict[str, set[object]], timeout: float = 10.0) -> dict[str,
         time.sleep(0.05)
 
 
-def test_two_hundred_cycles_leave_nothing(tmp_path: Path) -> None:
+def test_two_hundred_cycles_leave_nothing(tmp_path: Path, backend: str) -> None:
     (tmp_path / "repo").mkdir()
     (tmp_path / "repo" / "file.txt").write_text("content")
     _gc.collect()
     before = _snapshot_of_host()
     for n in range(200):
         mounts = [Mount.copy(tmp_path / "repo", "/workspace")] if n % 10 == 0 else []
-        with Sandbox.create(mounts=mounts, resources=Resources(memory="256MiB", pids=64)) as sandbox:
+        with Sandbox.create(mounts=mounts, resources=Resources(memory="256MiB", pids=64),
+                            isolation=backend) as sandbox:
             _ours.add(sandbox.id)
             if n % 20 == 0:
                 sandbox.run("sh", "-c", "(setsid sleep 1000 &) ; echo started")
@@ -89,7 +90,7 @@ def test_two_hundred_cycles_leave_nothing(tmp_path: Path) -> None:
 CHILD = textwrap.dedent("""
     import sys
     from errand import Sandbox
-    sandbox = Sandbox.create(timeout=600)
+    sandbox = Sandbox.create(timeout=600, isolation=sys.argv[1])
     sandbox.run("sh", "-c", "(setsid sleep 1000 &)")
     process = sandbox.exec("sleep", "1000")
     print(sandbox.id, flush=True)
@@ -98,10 +99,10 @@ CHILD = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("count", [1, 3])
-def test_sigkilled_owner_then_gc_leaves_nothing(count: int) -> None:
+def test_sigkilled_owner_then_gc_leaves_nothing(count: int, backend: str) -> None:
     _gc.collect()
     before = _snapshot_of_host()
-    children = [subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    children = [subprocess.Popen([sys.executable, "-c", CHILD, backend], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  text=True) for _ in range(count)]
     ids = []
     try:
@@ -121,16 +122,17 @@ def test_sigkilled_owner_then_gc_leaves_nothing(count: int) -> None:
     assert not any(_settled(before).values()), _settled(before, 0)
 
 
-def test_gc_reaps_a_sandbox_whose_owner_died_but_processes_live() -> None:
+def test_gc_reaps_a_sandbox_whose_owner_died_but_processes_live(backend: str) -> None:
     """A detached-by-accident case: the owner is gone, the sandbox is not (e.g. owner was SIGKILLed
     between fork and prctl). gc must end it, not just tidy after it."""
     _gc.collect()
     before = _snapshot_of_host()
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys
         from errand import Sandbox
-        sandbox = Sandbox.create(detach=True, timeout=600)
+        sandbox = Sandbox.create(detach=True, timeout=600, isolation=sys.argv[1])
         print(sandbox.id, flush=True)
-    """)], stdout=subprocess.PIPE, text=True)
+    """), backend], stdout=subprocess.PIPE, text=True)
     sandbox_id = child.communicate()[0].strip()
     _ours.add(sandbox_id)
     assert sandbox_id in {info.id for info in Sandbox.list()}

@@ -1,4 +1,4 @@
-"""The interface every isolation backend implements (namespaces today; gVisor next).
+"""The interface every isolation backend implements: namespaces (bubblewrap) and gVisor (runsc).
 
 A backend starts a sandbox from a :class:`SandboxSpec` and hands back a
 :class:`Record`; everything after start — exec, files, snapshots — speaks the
@@ -51,4 +51,8 @@ def get_backend(name: str) -> Backend:
         from errand.sandbox._namespace import NamespaceBackend
 
         return NamespaceBackend()
-    raise ConfigError(f"unknown isolation {name!r}; choose 'namespace'", code="unknown_backend")
+    if name == "gvisor":
+        from errand.sandbox._gvisor import GVisorBackend
+
+        return GVisorBackend()
+    raise ConfigError(f"unknown isolation {name!r}; choose 'namespace' or 'gvisor'", code="unknown_backend")

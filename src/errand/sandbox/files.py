@@ -4,9 +4,11 @@ Every path is opened *by the agent inside the sandbox*, so it resolves against
 the sandbox's own root: ``..`` stops at that root, absolute symlinks point into
 the sandbox, and a symlink swapped in mid-call can only lead elsewhere inside
 it. Removal is done by the agent too, with the sandbox's own credentials.
-The host only reads metadata relative to returned directory descriptors, and
-reads or writes regular files through returned descriptors, within a size
-bound: FIFOs and devices are refused, so a sandbox cannot hang or exhaust it.
+The host never holds a descriptor of the sandbox's files: contents travel
+through a pipe the host sends with each request (the same on every tier;
+gVisor could not send descriptors the other way). Only regular files are read
+or written, within a size bound: FIFOs and devices are refused, so a sandbox
+cannot hang or exhaust the host.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import builtins
 import errno as errnos
 import os
 import posixpath
-import stat as stats
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -51,11 +52,8 @@ class AsyncFiles:
     async def read(self, path: str, *, max_bytes: int = MAX_READ) -> bytes:
         """A regular file's content. FIFOs, devices and files over ``max_bytes`` are refused:
         the sandbox chooses what sits at a path, and must not hang or exhaust the host."""
-        fd = await self._open_regular(path, os.O_RDONLY)
-        with open(fd, "rb", closefd=True) as handle:
-            if os.fstat(fd).st_size > max_bytes:
-                raise self._error(path, errnos.EFBIG, f"larger than max_bytes ({max_bytes})")
-            data = await asyncio.to_thread(handle.read, max_bytes + 1)
+        absolute = self._absolute(path)
+        data = await self._stream(["read", absolute, str(max_bytes)], absolute, limit=max_bytes)
         if len(data) > max_bytes:
             raise self._error(path, errnos.EFBIG, f"larger than max_bytes ({max_bytes})")
         return data
@@ -65,22 +63,17 @@ class AsyncFiles:
 
     async def write(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
         """Create or replace a file, making missing parent directories."""
+        absolute = self._absolute(path)
         payload = data.encode() if isinstance(data, str) else data
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        fields = ["write", absolute, str(os.O_WRONLY | os.O_CREAT | os.O_TRUNC), format(mode, "o")]
         try:
-            fd = await self._open_regular(path, flags, mode)
+            await self._stream(fields, absolute, payload=payload)
         except FilesError as error:
             if error.code != "not_found":
                 raise
             # Parents are made only when missing: the common write costs one round trip.
-            await self.mkdir(posixpath.dirname(self._absolute(path)))
-            fd = await self._open_regular(path, flags, mode)
-        with open(fd, "wb", closefd=True) as handle:
-            try:
-                await asyncio.to_thread(handle.write, payload)
-                handle.flush()
-            except OSError as error:
-                raise self._error(path, error.errno or 0, error.strerror or "write failed") from None
+            await self.mkdir(posixpath.dirname(absolute))
+            await self._stream(fields, absolute, payload=payload)
 
     async def mkdir(self, path: str, *, mode: int = 0o755) -> None:
         """Make a directory and its missing parents (no error if it exists)."""
@@ -94,24 +87,18 @@ class AsyncFiles:
 
     async def list(self, path: str) -> list[FileInfo]:
         absolute = self._absolute(path)
-        fd = await self._open(absolute, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            return await asyncio.to_thread(_list_dir, fd, absolute)
-        finally:
-            os.close(fd)
+        listing = await self._stream(["list", absolute], absolute, limit=MAX_READ)
+        fields = listing.decode("utf-8", "surrogateescape").split("\0")
+        entries = [_info(fields[n + 1:n + 5], fields[n], posixpath.join(absolute, fields[n]))
+                   for n in range(0, len(fields) - 5, 5)]
+        return sorted(entries, key=lambda entry: entry.name)
 
     async def stat(self, path: str) -> FileInfo:
         absolute = self._absolute(path)
-        parent, name = posixpath.split(absolute)
-        if not name:
-            return FileInfo("/", "/", "directory", 0, 0o755, 0.0)
-        fd = await self._open(parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            return _info(os.stat(name, dir_fd=fd, follow_symlinks=False), name, absolute)
-        except OSError as error:
-            raise self._error(absolute, error.errno or 0, error.strerror or "stat failed") from None
-        finally:
-            os.close(fd)
+        reply = await self._request(["stat", absolute])
+        if reply.kind == "error":
+            raise self._error(absolute, int(reply.fields[1]), reply.fields[2])
+        return _info(reply.fields[1:5], posixpath.basename(absolute) or "/", absolute)
 
     async def exists(self, path: str) -> bool:
         try:
@@ -145,27 +132,34 @@ class AsyncFiles:
                               code="relative_path")
         return posixpath.normpath(path).replace("//", "/")
 
-    async def _open_regular(self, path: str, flags: int, mode: int = 0o644) -> int:
-        # Non-blocking, so a FIFO cannot wedge the agent; no controlling terminal.
-        fd = await self._open(path, flags | os.O_NONBLOCK | os.O_NOCTTY, mode)
-        kind = os.fstat(fd).st_mode
-        if not stats.S_ISREG(kind):
-            os.close(fd)
-            if stats.S_ISDIR(kind):
-                raise self._error(path, errnos.EISDIR, "is a directory")
-            raise self._error(path, errnos.EINVAL, "not a regular file")
-        os.set_blocking(fd, True)
-        return fd
-
-    async def _open(self, path: str, flags: int, mode: int = 0o644) -> int:
-        reply = await self._request(["open", self._absolute(path), str(flags), format(mode, "o")])
-        if reply.kind == "error":
-            raise self._error(path, int(reply.fields[1]), reply.fields[2])
-        if not reply.fds:
-            raise SandboxError("the sandbox agent sent no file descriptor", sandbox_id=self._sandbox_id)
-        for extra in reply.fds[1:]:
-            os.close(extra)
-        return reply.fds[0]
+    async def _stream(self, fields: builtins.list[str], path: str, *, payload: bytes | None = None,
+                      limit: int = 0) -> bytes:
+        """One streamed operation: the agent answers "ok", the content moves through a pipe
+        (``payload`` into the sandbox, or at most ``limit`` + 1 bytes out), then "done"."""
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
+        theirs, ours = (read_end, write_end) if payload is not None else (write_end, read_end)
+        channel = None
+        try:
+            try:
+                channel = await self._connect()
+                await channel.send(fields, (theirs,))
+            finally:
+                os.close(theirs)
+            self._check(await channel.receive(), path)
+            data = b""
+            if payload is not None:
+                await asyncio.to_thread(_write_all, ours, payload)
+                os.close(ours)  # the end of the content
+                ours = -1
+            else:
+                data = await asyncio.to_thread(_read_all, ours, limit + 1)
+            self._check(await channel.receive(), path)
+            return data
+        finally:
+            if ours >= 0:
+                os.close(ours)
+            if channel is not None:
+                channel.close()
 
     async def _request(self, fields: builtins.list[str]) -> AgentReply:
         channel = await self._connect()
@@ -175,25 +169,38 @@ class AsyncFiles:
         finally:
             channel.close()
 
+    def _check(self, reply: AgentReply, path: str) -> None:
+        if reply.kind == "error":
+            raise self._error(path, int(reply.fields[1]), reply.fields[2])
+        if reply.kind not in ("ok", "done"):
+            raise SandboxError(f"the sandbox agent answered {reply.kind!r}", sandbox_id=self._sandbox_id)
+
     def _error(self, path: str, errno: int, reason: str) -> FilesError:
         return FilesError(f"{path}: {reason}", sandbox_id=self._sandbox_id, path=path, errno=errno,
                           code=_CODES.get(errno, "files_error"))
 
 
-def _info(info: os.stat_result, name: str, path: str) -> FileInfo:
-    mode = info.st_mode
-    kind: Literal["file", "directory", "symlink", "other"] = (
-        "directory" if stats.S_ISDIR(mode) else "symlink" if stats.S_ISLNK(mode)
-        else "file" if stats.S_ISREG(mode) else "other")
-    return FileInfo(name, path, kind, info.st_size, stats.S_IMODE(mode), info.st_mtime)
+_KINDS: dict[str, Literal["file", "directory", "symlink", "other"]] = {
+    "f": "file", "d": "directory", "l": "symlink", "o": "other"}
 
 
-def _list_dir(fd: int, path: str) -> list[FileInfo]:
-    entries = []
-    for name in sorted(os.listdir(fd)):
-        try:
-            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            continue  # removed while listing
-        entries.append(_info(info, name, posixpath.join(path, name)))
-    return entries
+def _info(fields: builtins.list[str], name: str, path: str) -> FileInfo:
+    """A FileInfo from the agent's ``type size mode mtime`` fields."""
+    kind, size, mode, mtime = fields
+    return FileInfo(name, path, _KINDS.get(kind, "other"), int(size), int(mode, 8), float(mtime))
+
+
+def _write_all(fd: int, payload: bytes) -> None:
+    view = memoryview(payload)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except BrokenPipeError:
+        pass  # the agent stopped reading (a full disk, say): its verdict says why
+
+
+def _read_all(fd: int, limit: int) -> bytes:
+    data = bytearray()
+    while len(data) < limit and (chunk := os.read(fd, min(1 << 20, limit - len(data)))):
+        data += chunk
+    return bytes(data)

@@ -1,5 +1,5 @@
 /*
- * errand-agent: the two small native pieces of errand's namespace sandbox.
+ * errand-agent: the small native pieces of errand's sandboxes (both tiers).
  *
  *   errand-agent launch [options] -- bwrap-args...
  *       Runs on the host as root, in a fresh process that then *becomes* bwrap.
@@ -8,15 +8,19 @@
  *       an unprivileged host range, mounts the root overlay (a size-capped tmpfs as
  *       the writable layer) in a private mount namespace that dies with the
  *       sandbox, drops to the unprivileged uid and execs bwrap.
+ *       With `--relay FD` (the gVisor tier) it runs runsc instead and stays on as
+ *       the relay for the control socket FD (see relay.c).
  *
- *   errand-agent serve --lifetime S --idle S
- *       Runs inside the sandbox as bwrap's command. It accepts host connections on
- *       fd 3 (a listening socket the host created; no path to it exists inside the
- *       sandbox) and starts commands with the stdio file descriptors the host sends
- *       it, so output never passes through the agent. It also opens files for the
- *       host's files API, so every path is resolved inside the sandbox's own root.
- *       Everything it starts inherits the sandbox's namespaces, seccomp filter and
- *       cgroups; exec in a running sandbox costs one fork.
+ *   errand-agent serve --lifetime S --idle S [--relay 1]
+ *       Runs inside the sandbox as bwrap's command, or as the gVisor container's
+ *       init. It takes host connections (accepted on fd 3, a listening socket the
+ *       host created, no path to which exists inside the sandbox; or, relayed,
+ *       passed to it over fd 0) and starts commands with the stdio file
+ *       descriptors the host sends it, so output never passes through the agent.
+ *       It also serves the host's files API (files.c), so every path is resolved
+ *       inside the sandbox's own root. Everything it starts inherits the
+ *       sandbox's namespaces, seccomp filter and cgroups; exec in a running
+ *       sandbox costs one fork.
  *
  * Why C: the agent must run in any image (even one without Python) and start in
  * well under a millisecond; the launcher must join cgroups before bwrap forks.
@@ -30,6 +34,8 @@
 #include <grp.h>
 #include <arpa/inet.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -42,6 +48,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -50,12 +57,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_CLIENTS 1024
-#define MAX_FIELDS 4096
-#define MAX_MSG (1 << 20)
+#include "agent.h"
+
 #define ID_RANGE 65536
 
-static void die(const char *what) {
+void die(const char *what) {
     fprintf(stderr, "errand-agent: %s: %s\n", what, strerror(errno));
     _exit(125);
 }
@@ -68,7 +74,7 @@ static void write_file(const char *path, const char *text) {
     close(fd);
 }
 
-static void drop_to(uid_t uid) {
+void drop_to(uid_t uid) {
     if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
         die("drop privileges");
 }
@@ -141,6 +147,22 @@ static void make_netns(void) {
     close(sock);
 }
 
+/* One byte carrying one descriptor (a socket the receiver takes over). */
+int send_fd(int channel, int fd) {
+    char byte = 'F';
+    struct iovec iov = {&byte, 1};
+    union { struct cmsghdr h; char space[CMSG_SPACE(sizeof(int))]; } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
+                         .msg_controllen = sizeof control.space};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    return sendmsg(channel, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
 /* The egress proxy's listening socket, made inside the sandbox's network
  * namespace and sent to the host over `channel`; the host serves it. */
 static void send_proxy_listener(int channel, int port) {
@@ -151,18 +173,7 @@ static void send_proxy_listener(int channel, int port) {
     if (sock < 0 || setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
         bind(sock, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(sock, 1024) < 0)
         die("proxy listener");
-    char byte = 'L';
-    struct iovec iov = {&byte, 1};
-    union { struct cmsghdr h; char space[CMSG_SPACE(sizeof(int))]; } control;
-    memset(&control, 0, sizeof control);
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
-                         .msg_controllen = sizeof control.space};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &sock, sizeof(int));
-    if (sendmsg(channel, &msg, 0) != 1) die("send proxy listener");
+    if (send_fd(channel, sock) < 0) die("send proxy listener");
     close(sock);
     close(channel);
 }
@@ -186,7 +197,7 @@ static void stage_binds(const char *run, const char **binds, int nbinds) {
 static int launch(int argc, char **argv) {
     const char *run = NULL, *lower = NULL, *tmpfs_opts = "size=1g,mode=0711";
     const char *binds[256];
-    int nbinds = 0, proxy_channel = -1, proxy_port = 0, own_netns = 0;
+    int nbinds = 0, proxy_channel = -1, proxy_port = 0, own_netns = 0, relay_fd = -1, die_with_parent = 0;
     uid_t uid = 0;
     int i = 2;
     for (; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
@@ -201,6 +212,8 @@ static int launch(int argc, char **argv) {
         else if (strcmp(key, "--netns") == 0) own_netns = strcmp(val, "new") == 0;
         else if (strcmp(key, "--proxy-channel") == 0) proxy_channel = atoi(val);
         else if (strcmp(key, "--proxy-port") == 0) proxy_port = atoi(val);
+        else if (strcmp(key, "--relay") == 0) relay_fd = atoi(val);
+        else if (strcmp(key, "--die-with-parent") == 0) die_with_parent = strcmp(val, "1") == 0;
         else { fprintf(stderr, "errand-agent: unknown option %s\n", key); return 2; }
     }
     if (!run || !lower || uid == 0 || i + 1 >= argc) {
@@ -212,6 +225,7 @@ static int launch(int argc, char **argv) {
     int userns = make_userns(uid);
     mount_root(run, lower, tmpfs_opts, uid);
     stage_binds(run, binds, nbinds);
+    if (relay_fd >= 0) return relay(userns, uid, relay_fd, die_with_parent, &argv[i + 1]);
     drop_to(uid);
     /* Changing uid made this process non-dumpable, which hides /proc/self/fd
      * from itself; bwrap reads the bind sources we pass as fds through it. */
@@ -233,17 +247,10 @@ static int launch(int argc, char **argv) {
 
 /* ----------------------------------------------------------------- serve -- */
 
-struct client {
-    int fd;
-    pid_t pid;           /* running command started on this connection, or 0 */
-    char *buf;
-    size_t len;
-};
-
 static struct client clients[MAX_CLIENTS];
 static int nclients;
 
-static int send_msg(int fd, const char *payload, size_t len, int pass_fd) {
+int send_msg(int fd, const char *payload, size_t len, int pass_fd) {
     uint32_t n = (uint32_t)len;
     unsigned char head[4] = {n & 255, (n >> 8) & 255, (n >> 16) & 255, (n >> 24) & 255};
     struct iovec iov[2] = {{head, 4}, {(void *)payload, len}};
@@ -262,7 +269,7 @@ static int send_msg(int fd, const char *payload, size_t len, int pass_fd) {
     return sendmsg(fd, &msg, MSG_NOSIGNAL) == (ssize_t)(4 + len) ? 0 : -1;
 }
 
-static void reply(int fd, const char *text) {
+void reply(int fd, const char *text) {
     /* Replies are "word\0word..."; callers build them with '\n' for readability. */
     char buf[512];
     size_t len = strlen(text);
@@ -271,7 +278,7 @@ static void reply(int fd, const char *text) {
     send_msg(fd, buf, len, -1);
 }
 
-static void reply_errno(int fd, int err) {
+void reply_errno(int fd, int err) {
     char text[300];
     snprintf(text, sizeof text, "error\n%d\n%s", err, strerror(err));
     reply(fd, text);
@@ -397,16 +404,6 @@ static void do_exec(struct client *c, char **f, int nf, int *fds, int nfds) {
     reply(c->fd, text);
 }
 
-/* open: op path flags mode -> "ok" + fd.  The path resolves in this sandbox's
- * own root, so "..", absolute symlinks and races cannot reach the host. */
-static void do_open(struct client *c, char **f, int nf) {
-    if (nf != 4) { reply_errno(c->fd, EINVAL); return; }
-    int fd = open(f[1], atoi(f[2]) | O_CLOEXEC, (mode_t)strtoul(f[3], NULL, 8));
-    if (fd < 0) { reply_errno(c->fd, errno); return; }
-    send_msg(c->fd, "ok", 2, fd);
-    close(fd);
-}
-
 /* unlink: op path dir(0|1). Removal happens here, with the sandbox's own
  * credentials, so the host can never delete what the sandbox could not. */
 static void do_unlink(struct client *c, char **f, int nf) {
@@ -427,7 +424,10 @@ static void handle(struct client *c, char *payload, size_t len, int *fds, int nf
     int nf = split(payload, len, f);
     if (nf == 0) { reply_errno(c->fd, EINVAL); goto out; }
     if (strcmp(f[0], "exec") == 0) do_exec(c, f, nf, fds, nfds);
-    else if (strcmp(f[0], "open") == 0) do_open(c, f, nf);
+    else if (strcmp(f[0], "read") == 0) do_read(c, f, nf, fds, nfds);
+    else if (strcmp(f[0], "write") == 0) do_write(c, f, nf, fds, nfds);
+    else if (strcmp(f[0], "list") == 0) do_list(c, f, nf, fds, nfds);
+    else if (strcmp(f[0], "stat") == 0) do_stat(c, f, nf);
     else if (strcmp(f[0], "mkdir") == 0) do_mkdir(c, f, nf);
     else if (strcmp(f[0], "unlink") == 0) do_unlink(c, f, nf);
     else if (strcmp(f[0], "signal") == 0 && nf == 2) {
@@ -437,13 +437,14 @@ static void handle(struct client *c, char *payload, size_t len, int *fds, int nf
     else if (strcmp(f[0], "shutdown") == 0) _exit(0);
     else reply_errno(c->fd, ENOSYS);
 out:
-    for (int i = 0; i < nfds; i++) close(fds[i]);
+    for (int i = 0; i < nfds; i++) if (fds[i] >= 0) close(fds[i]);
 }
 
 static void drop_client(int i) {
     struct client *c = &clients[i];
     /* A host that hung up cannot collect the result: do not leave it running. */
     if (c->pid && kill(-c->pid, SIGKILL) < 0 && errno == ESRCH) kill(c->pid, SIGKILL);
+    transfer_end(c);
     close(c->fd);
     free(c->buf);
     clients[i] = clients[--nclients];
@@ -515,6 +516,63 @@ static double now(void) {
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* SIGCHLD, blocked, as a descriptor to poll. */
+int child_signalfd(void) {
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) die("signalfd");
+    return sfd;
+}
+
+/* `serve --seccomp HEX`: where no bwrap loads the filter (gVisor), the agent
+ * loads it on itself, so every command it starts inherits it. */
+static void load_seccomp(const char *hex) {
+    size_t len = strlen(hex) / 2;
+    if (len == 0 || len % sizeof(struct sock_filter)) { errno = EINVAL; die("seccomp program"); }
+    unsigned char *code = malloc(len);
+    if (!code) die("malloc");
+    for (size_t i = 0; i < len; i++) {
+        unsigned int byte;
+        if (sscanf(hex + 2 * i, "%2x", &byte) != 1) { errno = EINVAL; die("seccomp program"); }
+        code[i] = (unsigned char)byte;
+    }
+    struct sock_fprog program = {(unsigned short)(len / sizeof(struct sock_filter)), (struct sock_filter *)code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) < 0)
+        die("load seccomp filter");
+    free(code);
+}
+
+/* `serve --workdir PATH`: make it and its parents (bwrap's --dir, where there is no bwrap). */
+static void make_dirs(const char *path) {
+    char partial[4096];
+    for (const char *p = path; *p; p++) {
+        if (*p != '/' || p == path || (size_t)(p - path) >= sizeof partial) continue;
+        memcpy(partial, path, (size_t)(p - path));
+        partial[p - path] = '\0';
+        mkdir(partial, 0755);
+    }
+    if (mkdir(path, 0755) < 0 && errno != EEXIST) die(path);
+}
+
+/* The connection the relay passed, -1 if none came, -2 once the relay is gone. */
+static int receive_fd(int channel) {
+    char byte;
+    struct iovec iov = {&byte, 1};
+    union { struct cmsghdr h; char space[CMSG_SPACE(sizeof(int))]; } control;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
+                         .msg_controllen = sizeof control.space};
+    ssize_t got = recvmsg(channel, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) return -2;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    int fd = -1;
+    if (got == 1 && c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+        memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    return fd;
+}
+
 static int busy(void) {
     for (int i = 0; i < nclients; i++) if (clients[i].pid) return 1;
     return nclients > 0;
@@ -522,27 +580,37 @@ static int busy(void) {
 
 static int serve(int argc, char **argv) {
     double lifetime = 0, idle = 0;
-    int listen_fd = 3;
+    int listen_fd = 3, relayed = 0;
+    const char *seccomp_hex = NULL, *workdir = NULL;
+    unsigned long nproc = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--lifetime") == 0) lifetime = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--idle") == 0) idle = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--fd") == 0) listen_fd = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--relay") == 0) relayed = strcmp(argv[i + 1], "1") == 0;
+        else if (strcmp(argv[i], "--seccomp") == 0) seccomp_hex = argv[i + 1];
+        else if (strcmp(argv[i], "--workdir") == 0) workdir = argv[i + 1];
+        else if (strcmp(argv[i], "--nproc") == 0) nproc = strtoul(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--keep-caps") == 0) keep_caps = strtoull(argv[i + 1], NULL, 16);
     }
     /* Keep stdio and the listening socket (moved to fd 3); close whatever else
-     * the launcher and bwrap passed along. */
+     * the launcher and bwrap passed along. Relayed (gVisor), fd 0 is instead a
+     * connected socket on which the host's relay passes each new connection. */
+    if (relayed) listen_fd = 0;
     if (listen_fd != 3 && dup2(listen_fd, 3) < 0) die("dup2 listening socket");
+    if (relayed && dup2(open("/dev/null", O_RDONLY | O_CLOEXEC), 0) < 0) die("stdin");
     close_range(4, ~0U, 0);
     fcntl(3, F_SETFD, FD_CLOEXEC);
     umask(022);
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
-    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sfd < 0) die("signalfd");
+    if (workdir) make_dirs(workdir);
+    if (seccomp_hex) load_seccomp(seccomp_hex);
+    /* `--nproc N`: where the host's pids cgroup cannot count the sandbox's processes
+     * one for one (gVisor), they are held to N here; commands inherit it. */
+    struct rlimit processes = {nproc, nproc};
+    if (nproc && setrlimit(RLIMIT_NPROC, &processes) < 0) die("RLIMIT_NPROC");
+    int sfd = child_signalfd();
     double start = now(), last_active = start;
-    static struct pollfd fds[MAX_CLIENTS + 2];
+    static struct pollfd fds[2 * MAX_CLIENTS + 2];
     for (;;) {
         double t = now();
         if (busy()) last_active = t;
@@ -557,19 +625,27 @@ static int serve(int argc, char **argv) {
         if (deadline_set && wait <= 0) return 0; /* lifetime or idle timeout: the sandbox ends */
         fds[0] = (struct pollfd){3, POLLIN, 0};
         fds[1] = (struct pollfd){sfd, POLLIN, 0};
-        for (int i = 0; i < nclients; i++) fds[i + 2] = (struct pollfd){clients[i].fd, POLLIN, 0};
+        for (int i = 0; i < nclients; i++) {
+            fds[2 * i + 2] = (struct pollfd){clients[i].fd, POLLIN, 0};
+            short events = 0; /* a negative fd (no transfer) is skipped by poll */
+            int fd = transfer_poll(&clients[i], &events);
+            fds[2 * i + 3] = (struct pollfd){fd, events, 0};
+        }
         int timeout_ms = deadline_set ? (int)(wait * 1000) + 1 : -1;
-        if (poll(fds, (nfds_t)nclients + 2, timeout_ms) < 0 && errno != EINTR) die("poll");
+        if (poll(fds, 2 * (nfds_t)nclients + 2, timeout_ms) < 0 && errno != EINTR) die("poll");
         if (fds[1].revents) {
             struct signalfd_siginfo info;
             while (read(sfd, &info, sizeof info) > 0) {}
             reap();
         }
-        for (int i = nclients - 1; i >= 0; i--)
-            if (fds[i + 2].revents && read_client(&clients[i]) < 0) drop_client(i);
-        if (fds[0].revents & POLLIN) {
-            int fd = accept4(3, NULL, NULL, SOCK_CLOEXEC);
-            if (fd >= 0 && nclients < MAX_CLIENTS) clients[nclients++] = (struct client){fd, 0, NULL, 0};
+        for (int i = nclients - 1; i >= 0; i--) {
+            if (fds[2 * i + 3].revents && clients[i].xfer) transfer_step(&clients[i]);
+            if (fds[2 * i + 2].revents && read_client(&clients[i]) < 0) drop_client(i);
+        }
+        if (fds[0].revents) {
+            int fd = relayed ? receive_fd(3) : accept4(3, NULL, NULL, SOCK_CLOEXEC);
+            if (relayed && fd == -2) return 0; /* the host's relay is gone: so is the sandbox */
+            if (fd >= 0 && nclients < MAX_CLIENTS) clients[nclients++] = (struct client){fd, 0, NULL, 0, NULL};
             else if (fd >= 0) close(fd);
         }
     }
@@ -578,6 +654,6 @@ static int serve(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "launch") == 0) return launch(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) return serve(argc, argv);
-    fprintf(stderr, "usage: errand-agent launch ... -- bwrap ... | errand-agent serve [--fd N] [--lifetime S] [--idle S]\n");
+    fprintf(stderr, "usage: errand-agent launch ... -- bwrap|runsc ... | errand-agent serve [--fd N | --relay 1] [--lifetime S] [--idle S]\n");
     return 2;
 }
