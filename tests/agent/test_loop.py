@@ -202,3 +202,39 @@ async def test_bad_configuration_is_rejected(sandbox: AsyncSandbox) -> None:
     await agent.run("x")
     with pytest.raises(ConfigError):
         await agent.run("again")
+
+
+class Notebook:
+    """Memory hooks that keep proposals in a list."""
+
+    def __init__(self) -> None:
+        self.proposed: list[str] = []
+
+    async def recall(self, query: str) -> str:
+        return f"[m-1] (convention, from AGENTS.md) tests run with python3 test_calc.py — asked: {query}"
+
+    async def remember(self, text: str) -> str:
+        self.proposed.append(text)
+        return "proposed as m-2; a person reviews it before it is used"
+
+
+async def test_memory_tools_are_offered_only_with_hooks_and_reach_them(sandbox: AsyncSandbox) -> None:
+    plain = ScriptedModel([turn(FINISH)])
+    await Agent(plain, sandbox, workdir="/workspace").run("fix add")
+    assert "recall" not in [t.name for t in plain.calls[0][1]]
+
+    notebook = Notebook()
+    model = ScriptedModel([turn(("recall", {"query": "how to test"}), ("remember", {"text": "calc has no deps"})),
+                           turn(("remember", {"text": ""})), turn(FINISH)])
+    agent = Agent(model, sandbox, workdir="/workspace", memory=notebook,
+                  memories="[m-7] (pitfall) add() once subtracted")
+    result = await agent.run("fix add")
+    assert result.status == "finished"
+    assert {"recall", "remember"} <= {t.name for t in model.calls[0][1]}
+    system = seen(model, 0)[0].content
+    assert "<memories>\n[m-7] (pitfall) add() once subtracted\n</memories>" in system
+    answers = [m.content for m in seen(model, 1) if m.role == "tool"]
+    assert answers[0].startswith("[m-1] (convention, from AGENTS.md)") and "how to test" in answers[0]
+    assert answers[1].startswith("proposed as m-2")
+    assert notebook.proposed == ["calc has no deps"]
+    assert seen(model, 2)[-1].content == "error: remember: 'text' must be a non-empty string"

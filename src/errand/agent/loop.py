@@ -20,6 +20,8 @@ from typing import Any
 
 from errand.agent.budgets import Budgets, Spent
 from errand.agent.exits import BudgetExhausted, ExitStatus, Finished, NeedsInput, RunEnded, RunFailed, Stuck
+from errand.agent.memory_tools import MEMORY_TOOLS, MemoryHooks, run_memory_tool
+from errand.agent.memory_tools import NAMES as MEMORY_TOOL_NAMES
 from errand.agent.prompt import system_prompt
 from errand.agent.tools import TOOLS, ToolResult, run_tool
 from errand.errors import ConfigError, SandboxNotFound, SandboxTerminated
@@ -58,7 +60,10 @@ class Agent:
     """A coding agent: a model that works in a sandbox through tools, within budgets."""
 
     def __init__(self, model: Model, sandbox: AsyncSandbox, *, workdir: str, budgets: Budgets | None = None,
-                 on_event: EventHandler | None = None, instructions: str | None = None) -> None:
+                 on_event: EventHandler | None = None, instructions: str | None = None,
+                 memory: MemoryHooks | None = None, memories: str | None = None) -> None:
+        """``instructions`` are the project's instruction files; ``memories`` what errand
+        recalled for the task; ``memory`` gives the model the recall/remember tools."""
         if not isinstance(workdir, str) or not workdir.startswith("/"):
             raise ConfigError(f"workdir must be an absolute path inside the sandbox, not {workdir!r}")
         self.model = model
@@ -66,6 +71,9 @@ class Agent:
         self.workdir = workdir
         self.budgets = budgets or Budgets()
         self.instructions = instructions
+        self.memory = memory
+        self.memories = memories
+        self.tools = [*TOOLS, *(MEMORY_TOOLS if memory is not None else ())]
         self.messages: list[Message] = []
         self.spent = Spent()
         self._on_event = on_event
@@ -81,7 +89,8 @@ class Agent:
         """Work on ``task`` until the run finishes, needs input, or is stopped."""
         if self.messages:
             raise ConfigError("this agent has already run; use resume(answer) to continue it", code="already_run")
-        await self._add(Message("system", system_prompt(self.workdir, self.instructions)))
+        await self._add(Message("system", system_prompt(self.workdir, self.instructions, self.memories,
+                                                        memory_tools=self.memory is not None)))
         await self._add(Message("user", task))
         return await self._loop()
 
@@ -143,7 +152,7 @@ class Agent:
 
     async def query(self) -> Reply:
         try:
-            reply = await self.model.complete(self.messages, TOOLS)
+            reply = await self.model.complete(self.messages, self.tools)
         except ModelError as error:
             raise RunFailed(f"the model failed: {error.message}") from error
         self.spent.steps += 1
@@ -160,8 +169,11 @@ class Agent:
         self._check_stuck(call)
         await self._emit("tool_call", _call_data(call))
         try:
-            result = await run_tool(self.sandbox, self.workdir, call,
-                                    on_output=lambda text: self._emit("output", {"id": call.id, "text": text}))
+            if self.memory is not None and call.name in MEMORY_TOOL_NAMES:
+                result = await run_memory_tool(self.memory, call)
+            else:
+                result = await run_tool(self.sandbox, self.workdir, call,
+                                        on_output=lambda text: self._emit("output", {"id": call.id, "text": text}))
         except (SandboxTerminated, SandboxNotFound) as error:
             raise RunFailed(f"the sandbox is gone: {error.message}") from error
         await self._add_result(call, result)

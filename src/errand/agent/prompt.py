@@ -22,8 +22,25 @@ The project's instructions (AGENTS.md):
 </instructions>"""
 
 
-def system_prompt(workdir: str, instructions: str | None) -> str:
+_MEMORIES = """
+
+What errand remembers about this project, from earlier tasks, reviews and its instruction files. Each
+memory has an id and its source; one marked STALE cites something that no longer holds, so check it.
+Follow them unless the task says otherwise.
+<memories>
+{memories}
+</memories>"""
+_MEMORY_TOOLS = """
+- recall: search the project's memory; remember: propose a lasting fact for future tasks (a person reviews it)."""
+
+
+def system_prompt(workdir: str, instructions: str | None, memories: str | None = None, *,
+                  memory_tools: bool = False) -> str:
     prompt = _PROMPT.format(workdir=workdir)
+    if memory_tools:
+        prompt += _MEMORY_TOOLS
     if instructions and instructions.strip():
         prompt += _INSTRUCTIONS.format(instructions=instructions.strip())
+    if memories and memories.strip():
+        prompt += _MEMORIES.format(memories=memories.strip())
     return prompt
