@@ -3,14 +3,15 @@
 (function () {
   "use strict";
   let source = null;
+  let watched = null;
 
   function connect() {
     const log = document.querySelector("[data-live]");
-    if (source && (!log || source.url.indexOf(log.dataset.live) < 0)) {
-      source.close();
-      source = null;
-    }
-    if (!log || source) return;
+    if (log === watched) return;
+    if (source) source.close();  // a new page (htmx swapped the body): follow its log instead
+    source = null;
+    watched = log;
+    if (!log) return;
     source = new EventSource(log.dataset.live + "?after=" + encodeURIComponent(log.dataset.after || "0"));
     source.addEventListener("log", function (event) {
       const stick = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
