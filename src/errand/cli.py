@@ -412,6 +412,7 @@ def serve(
         "--repo-root", help="Only serve repositories inside this directory (repeatable).")] = None,
     allow_scripted_models: Annotated[bool, typer.Option(
         "--allow-scripted-models", help="Let callers use scripted models (they name a file on this machine).")] = False,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
     """The HTTP API, live task events and the web review UI; runs queued tasks too."""
     from errand.server.config import ServerConfig
@@ -423,7 +424,7 @@ def serve(
     except ErrandError as error:
         _report(error)
         raise typer.Exit(_exit_code(error)) from None
-    serve_forever(config)
+    serve_forever(config, log_level=log_level)
 
 
 @app.command("tour")

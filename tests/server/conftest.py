@@ -62,7 +62,7 @@ def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None, host:
     if token:
         command += ["--token", token]
     with open(log, "wb") as output:
-        process = subprocess.Popen(command, env=environment, stdout=output, stderr=output)
+        process = subprocess.Popen(command, env=environment, stdout=output, stderr=output, cwd=tmp)
     served = Served(f"http://127.0.0.1:{port}", process, log, database)
     deadline = time.monotonic() + 60
     while True:

@@ -17,7 +17,7 @@ import bisect
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import asdict
 
 from errand.tasks.lifecycle import TaskState
@@ -137,40 +137,37 @@ class Hub:
         self.poll_interval = poll_interval
         self.feeds: dict[str, Feed] = {}
 
-    async def watch(self, task_id: str, after: int, *, keepalive: float = KEEPALIVE,
-                    until: Callable[[Event], bool] | None = None) -> AsyncIterator[Event | Tick]:
-        """Every event of the task after ``after``, as it comes; :data:`TICK` when the task's
-        state changed or nothing came for ``keepalive`` seconds. Ends after an event ``until`` accepts."""
+    async def watch(self, task_id: str, after: int, *, keepalive: float = KEEPALIVE
+                    ) -> AsyncIterator[list[Event] | Tick]:
+        """Every event of the task after ``after``, in order, in batches as they come;
+        :data:`TICK` when the task's state changed or nothing came for ``keepalive`` seconds."""
         feed = self.feeds.get(task_id)
         if feed is None:
             feed = self.feeds[task_id] = Feed(self.store, task_id, after, self.poll_interval)
         feed.watchers += 1
         feed.start()
         try:
-            async for event in self._follow(feed, after, keepalive):
-                yield event
-                if isinstance(event, Event) and until is not None and until(event):
-                    return
+            async for batch in self._follow(feed, after, keepalive):
+                yield batch
         finally:
             feed.watchers -= 1
             if feed.watchers == 0 and self.feeds.get(task_id) is feed:
                 del self.feeds[task_id]
                 await feed.stop()
 
-    async def _follow(self, feed: Feed, after: int, keepalive: float) -> AsyncIterator[Event | Tick]:
+    async def _follow(self, feed: Feed, after: int, keepalive: float) -> AsyncIterator[list[Event] | Tick]:
         while True:
             if after < feed.floor:
                 batch = await asyncio.to_thread(self.store.events, feed.task_id, after, PAGE)
                 batch = [event for event in batch if event.id <= feed.floor]
-                for event in batch:
-                    yield event
+                if batch:
+                    yield batch
                 after = batch[-1].id if batch else feed.floor
                 continue
             changed = feed.changed()  # taken before reading: an append after this wakes us
             fresh = feed.since(after)
             if fresh:
-                for event in fresh:
-                    yield event
+                yield fresh
                 after = fresh[-1].id
                 continue
             with contextlib.suppress(TimeoutError):

@@ -32,7 +32,6 @@ from errand.server.problems import status_of
 from errand.server.schemas import TaskIn, Text
 from errand.server.security import SESSION_COOKIE, Keys, check_csrf, csrf_token
 from errand.tasks.lifecycle import ACTIVE, TaskState
-from errand.tasks.records import Event
 from errand.tasks.service import MAX_ATTEMPTS, TaskService
 
 __all__ = ["router", "templates"]
@@ -153,16 +152,16 @@ async def task_live(request: Request, task_id: Text, after: Annotated[int, Query
     async def frames() -> AsyncIterator[bytes]:
         yield b"retry: 1000\n\n"
         state = None
-        async for item in hub.watch(task_id, start):
-            if isinstance(item, Event):
-                html = render_event(item)
-                yield sse_frame(item.id, "log" if html else "skip", str(html))
+        async for batch in hub.watch(task_id, start):
+            chunk = b""
+            if isinstance(batch, list):
+                chunk = b"".join(sse_frame(e.id, "log", str(html)) if (html := render_event(e))
+                                 else sse_frame(e.id, "skip", "") for e in batch)
             feed_state = hub.feeds[task_id].state
             if feed_state is not None and feed_state != state:
                 state = feed_state
-                yield f"event: state\ndata: {state.value}\n\n".encode()
-            elif not isinstance(item, Event):
-                yield sse_comment("keepalive")
+                chunk += f"event: state\ndata: {state.value}\n\n".encode()
+            yield chunk or sse_comment("keepalive")
 
     return StreamingResponse(frames(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
