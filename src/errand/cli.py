@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Coroutine, Iterator, Sequence
+from pathlib import Path
 from typing import IO, Annotated, Any, TypeVar
 
 import typer
@@ -397,6 +398,33 @@ def demo(
     """errand's main job, for real: an agent fixes a failing test in a sample repo; you see the diff,
     the evidence, and the accept."""
     _run(task_demo.run(_stdout(), model))
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind; beyond loopback a token is required.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8470,
+    token: Annotated[str | None, typer.Option(envvar="ERRAND_TOKEN", show_envvar=True,
+                                              help="The token API calls and the web login need.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Tasks the built-in engine runs at once.")] = 2,
+    engine: Annotated[bool, typer.Option("--engine/--no-engine", help="Run queued tasks in this process.")] = True,
+    repo_root: Annotated[list[Path] | None, typer.Option(
+        "--repo-root", help="Only serve repositories inside this directory (repeatable).")] = None,
+    allow_scripted_models: Annotated[bool, typer.Option(
+        "--allow-scripted-models", help="Let callers use scripted models (they name a file on this machine).")] = False,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """The HTTP API, live task events and the web review UI; runs queued tasks too."""
+    from errand.server.config import ServerConfig
+    from errand.server.serve import serve as serve_forever
+
+    try:
+        config = ServerConfig(host=host, port=port, token=token or None, concurrency=concurrency, run_engine=engine,
+                              repo_roots=tuple(repo_root or ()), allow_scripted_models=allow_scripted_models)
+    except ErrandError as error:
+        _report(error)
+        raise typer.Exit(_exit_code(error)) from None
+    serve_forever(config, log_level=log_level)
 
 
 @app.command("tour")

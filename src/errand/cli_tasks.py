@@ -3,6 +3,10 @@
 They call :class:`~errand.tasks.service.TaskService` on the local store, the same
 service the HTTP API calls. ``errand run`` starts a background worker when none
 is running, so a person hands the task over and goes on working.
+
+With ``--server URL`` (or ``ERRAND_SERVER``) they call an ``errand serve``
+instead, through :class:`~errand.server.client.ErrandClient`, which has the
+service's methods; the server's engine runs the tasks.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -33,6 +37,9 @@ from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Task
 from errand.tasks.service import TaskService, issue_instruction
 from errand.tasks.store import TaskStore
+
+if TYPE_CHECKING:
+    from errand.server.client import ErrandClient
 
 __all__ = ["age", "print_event", "print_evidence", "register"]
 
@@ -50,12 +57,24 @@ def _out() -> Console:
     return Console(highlight=False)
 
 
+Server = Annotated[str | None, typer.Option(
+    "--server", envvar="ERRAND_SERVER", metavar="URL", help="Use an errand server instead of the local store.")]
+Token = Annotated[str | None, typer.Option("--token", envvar="ERRAND_TOKEN", help="The server's token.")]
+
+
 @contextmanager
-def _service() -> Iterator[TaskService]:
-    """The local store, with errand's errors turned into one red line and an exit code."""
+def _service(server: str | None = None, token: str | None = None) -> Iterator[TaskService | ErrandClient]:
+    """The local store, or the server at ``server``, with errand's errors turned into one red
+    line and an exit code."""
     try:
-        with TaskStore.open() as store:
-            yield TaskService(store)
+        if server:
+            from errand.server.client import ErrandClient  # httpx only when a server is named
+
+            with ErrandClient(server, token=token) as client:
+                yield client
+        else:
+            with TaskStore.open() as store:
+                yield TaskService(store)
     except ErrandError as error:
         Console(stderr=True).print(f"error: {error.message}", style="red", markup=False, highlight=False,
                                    soft_wrap=True)
@@ -83,9 +102,11 @@ def run(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the task's log until it settles.")] = False,
     start_worker: Annotated[bool, typer.Option("--worker/--no-worker",
                                                help="Start a background worker if none runs.")] = True,
+    server: Server = None,
+    token: Token = None,
 ) -> None:
     """Hand a task to an agent; it runs in the background and comes back as a diff to review."""
-    with _service() as service:
+    with _service(server, token) as service:
         title = None
         if issue is not None:
             if instruction is not None:
@@ -94,7 +115,7 @@ def run(
         task = service.submit(instruction or "", repo=repo, base=base, model=model, attempts=attempts, title=title)
         out = _out()
         out.print(f"[bold]{task.id}[/] queued: {escape(task.title)}")
-        if start_worker:
+        if start_worker and not server:
             _ensure_worker(out)
         if follow:
             _follow(service, task.id, out)
@@ -128,9 +149,11 @@ def ls(
     repo: Annotated[str | None, typer.Option("--repo", help="Only tasks of this repository.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="How many, newest first.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    server: Server = None,
+    token: Token = None,
 ) -> None:
     """List tasks, newest first."""
-    with _service() as service:
+    with _service(server, token) as service:
         if state is not None and state not in TaskState.__members__.values():
             raise ConfigError(f"unknown state {state!r}; states are {', '.join(TaskState)}", code="invalid_state")
         if repo is not None and "://" not in repo:
@@ -146,9 +169,10 @@ def ls(
         _out().print(table)
 
 
-def show(task_id: TaskId, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def show(task_id: TaskId, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+         server: Server = None, token: Token = None) -> None:
     """A task: its state, its runs, and the evidence and confidence of its result."""
-    with _service() as service:
+    with _service(server, token) as service:
         task = service.store.get_task(task_id)
         runs = service.store.runs(task_id)
         if as_json:
@@ -207,9 +231,11 @@ def diff(
     task_id: TaskId,
     attempt: Annotated[int | None, typer.Option("--attempt", help="Another attempt than the best.")] = None,
     stat: Annotated[bool, typer.Option("--stat", help="Only which files changed, and how much.")] = False,
+    server: Server = None,
+    token: Token = None,
 ) -> None:
     """The task's diff (the best attempt's, unless --attempt), coloured on a terminal."""
-    with _service() as service:
+    with _service(server, token) as service:
         run_ = service.chosen_run(task_id, attempt)
         patch = str(run_.result.get("patch") or "")
         out = _out()
@@ -226,9 +252,11 @@ def diff(
 def logs(
     task_id: TaskId,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming until the task settles.")] = False,
+    server: Server = None,
+    token: Token = None,
 ) -> None:
     """The task's log: every step of the agent, command and output, as it happens with -f."""
-    with _service() as service:
+    with _service(server, token) as service:
         service.store.get_task(task_id)
         if follow:
             _follow(service, task_id, _out())
@@ -237,7 +265,12 @@ def logs(
                 print_event(_out(), event)
 
 
-def _follow(service: TaskService, task_id: str, out: Console) -> None:
+def _follow(service: TaskService | ErrandClient, task_id: str, out: Console) -> None:
+    if not isinstance(service, TaskService):
+        for event in service.follow(task_id, settled=_SETTLED):
+            print_event(out, event)
+        out.print(f"[bold]{task_id}[/] is {_state(service.store.get_task(task_id).state)}")
+        return
     after = 0
     while True:
         task = service.store.get_task(task_id)  # read before the events: none is missed at the end
@@ -318,47 +351,56 @@ def accept(
     task_id: TaskId,
     attempt: Annotated[int | None, typer.Option("--attempt", help="Accept another attempt than the best.")] = None,
     into: Annotated[Path | None, typer.Option("--into", help="The local clone (for a task made from a URL).")] = None,
+    server: Server = None,
+    token: Token = None,
 ) -> None:
     """Commit the task's diff on its branch errand/<id>-<slug>; your checkout is left as it is."""
-    with _service() as service:
+    with _service(server, token) as service:
         accepted = service.accept(task_id, attempt=attempt, into=into)
         _out().print(f"[green]accepted[/] {task_id}: commit {accepted.commit[:12]} on branch "
                      f"[bold]{accepted.branch}[/]")
 
 
 def reject(task_id: TaskId,
-           reason: Annotated[str, typer.Option("--reason", help="Why; errand remembers it.")]) -> None:
+           reason: Annotated[str, typer.Option("--reason", help="Why; errand remembers it.")],
+    server: Server = None,
+    token: Token = None,
+) -> None:
     """Reject the task's result."""
-    with _service() as service:
+    with _service(server, token) as service:
         service.reject(task_id, reason)
         _out().print(f"[red]rejected[/] {task_id}")
 
 
-def followup(task_id: TaskId, text: Annotated[str, typer.Argument(help="What to do next.")]) -> None:
+def followup(task_id: TaskId, text: Annotated[str, typer.Argument(help="What to do next.")],
+             server: Server = None, token: Token = None) -> None:
     """Ask for more work on the result: a new round on the same branch."""
-    with _service() as service:
+    with _service(server, token) as service:
         service.followup(task_id, text)
         _out().print(f"{task_id} queued again with the follow-up")
-        _ensure_worker(_out())
+        if not server:
+            _ensure_worker(_out())
 
 
-def answer(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your answer.")]) -> None:
+def answer(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your answer.")],
+           server: Server = None, token: Token = None) -> None:
     """Answer the question the task is waiting on; it resumes."""
-    with _service() as service:
+    with _service(server, token) as service:
         service.answer(task_id, text)
         _out().print(f"answer sent to {task_id}")
 
 
-def message(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your message.")]) -> None:
+def message(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your message.")],
+            server: Server = None, token: Token = None) -> None:
     """Send a running task a message; the agent gets it at its next step."""
-    with _service() as service:
+    with _service(server, token) as service:
         service.message(task_id, text)
         _out().print(f"message sent to {task_id}; `errand logs {task_id}` shows when it is delivered")
 
 
-def cancel(task_id: TaskId) -> None:
+def cancel(task_id: TaskId, server: Server = None, token: Token = None) -> None:
     """Cancel a task; its sandbox is ended and nothing lands."""
-    with _service() as service:
+    with _service(server, token) as service:
         service.cancel(task_id)
         _out().print(f"cancelled {task_id}")
 
@@ -370,6 +412,7 @@ def worker(
 ) -> None:
     """Run queued tasks in this process until interrupted (one worker per errand home)."""
     with _service() as service:
+        assert isinstance(service, TaskService)  # a worker runs on this machine's store
         engine = LocalEngine(service.store, concurrency=concurrency)
         Console(stderr=True).print(f"errand worker {engine.worker}: {concurrency} at a time, store "
                                    f"{service.store.engine.url}", highlight=False)

@@ -1,0 +1,87 @@
+"""The server as one ASGI application: API, live events, web UI, and the local engine.
+
+``create_app`` wires the parts; its lifespan opens the task store and, unless
+told not to, runs :class:`~errand.tasks.engine.LocalEngine` in the same event
+loop, so ``errand serve`` alone runs tasks as ``errand worker`` does. When
+another worker already serves this errand home, the server says so and keeps
+asking, taking over when that worker exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from errand import __version__
+from errand.server import api_sandboxes, api_tasks, diffview, problems, ui
+from errand.server.config import ServerConfig
+from errand.server.live import Hub
+from errand.server.security import Guard, Keys
+from errand.tasks.engine import EngineBusy, LocalEngine
+from errand.tasks.service import TaskService
+from errand.tasks.store import TaskStore
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("errand.server")
+ENGINE_RETRY = 5.0
+
+
+def create_app(config: ServerConfig | None = None, *, database_url: str | None = None) -> FastAPI:
+    """The application for ``config``; the store is ``database_url`` (default: errand's own)."""
+    config = config or ServerConfig()
+    keys = Keys(config.token)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = await asyncio.to_thread(TaskStore.open, database_url)
+        app.state.service = TaskService(store)
+        app.state.hub = Hub(store, config.poll_interval)
+        stop = asyncio.Event()
+        engine = asyncio.create_task(_run_engine(store, config, stop)) if config.run_engine else None
+        try:
+            yield
+        finally:
+            stop.set()
+            await app.state.hub.close()
+            if engine is not None:
+                await engine
+            store.close()
+
+    app = FastAPI(title="errand", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description="Background coding agents in sandboxes: tasks, their live events, diffs, evidence "
+                              "and reviews, and the sandboxes they run in. Errors are application/problem+json "
+                              "with a stable `code`.")
+    app.state.config = config
+    app.state.keys = keys
+    app.state.code_css = diffview.css()
+    problems.install(app)
+    app.include_router(api_tasks.router)
+    app.include_router(api_sandboxes.router)
+    app.include_router(ui.router)
+    app.mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static")
+    app.add_middleware(Guard, config=config, keys=keys)
+    return app
+
+
+async def _run_engine(store: TaskStore, config: ServerConfig, stop: asyncio.Event) -> None:
+    engine = LocalEngine(store, concurrency=config.concurrency)
+    warned = False
+    while not stop.is_set():
+        try:
+            await engine.serve(stop=stop)
+            return
+        except EngineBusy as busy:
+            if not warned:
+                log.warning("%s; this server runs no tasks until it exits", busy.message)
+                warned = True
+        except Exception:  # the engine must not take the API down with it
+            log.exception("the task engine stopped; restarting it")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), ENGINE_RETRY)

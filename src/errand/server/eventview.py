@@ -1,0 +1,92 @@
+"""A task's events as lines of the web UI's live log (HTML, escaped)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from markupsafe import Markup
+
+from errand.tasks.records import Event
+
+__all__ = ["OUTPUT_KINDS", "render_event"]
+
+OUTPUT_KINDS = frozenset({"output", "setup_output", "check_output"})
+Render = Callable[[dict[str, Any]], tuple[str, Markup] | None]
+
+
+def _text(value: object, limit: int = 4000) -> str:
+    text = str(value if value is not None else "")
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _tool_call(data: dict[str, Any]) -> tuple[str, Markup]:
+    arguments = data.get("arguments") or {}
+    name = str(data.get("name"))
+    if name == "shell":
+        return name, Markup("<code class='cmd'>$ {}</code>").format(_text(arguments.get("command")))
+    shown = ", ".join(f"{key}={_text(json.dumps(value), 80)}" for key, value in arguments.items())
+    return name, Markup("<code>{}</code>").format(shown)
+
+
+def _tool_result(data: dict[str, Any]) -> tuple[str, Markup] | None:
+    ok = bool(data.get("ok"))
+    if data.get("name") == "shell" and ok:
+        return None  # its output streamed already
+    first = (_text(data.get("content"), 400).splitlines() or [""])[0]
+    exit_code = data.get("exit_code")
+    status = "ok" if ok else (f"exit {exit_code}" if exit_code is not None else "failed")
+    return status, Markup("<span class='{}'>{}</span> {}").format("ok" if ok else "bad", status, first)
+
+
+def _plain(label: str, field: str) -> Render:
+    return lambda data: (label, Markup("{}").format(_text(data.get(field))))
+
+
+_RENDER: dict[str, Render] = {
+    "round_started": lambda d: ("round", Markup("round {} started ({})").format(
+        d.get("round"), ", ".join(map(str, d.get("runs", []))))),
+    "setup_started": lambda d: ("setup", Markup("setting up the environment")),
+    "setup_cached": lambda d: ("setup", Markup("environment set up already (cached)")),
+    "setup_finished": lambda d: ("setup", Markup("environment set up and cached")),
+    "check_started": lambda d: ("check", Markup("checking the result: {} <code>{}</code>").format(
+        d.get("what"), _text(d.get("command")))),
+    "tests_before": lambda d: ("check", Markup("tests on the base: {}").format(
+        "pass" if d.get("exit_code") == 0 else "fail")),
+    "model": lambda d: ("model", Markup("{}").format(_text(d.get("content")))) if d.get("content") else None,
+    "tool_call": _tool_call,
+    "tool_result": _tool_result,
+    "question": _plain("question", "text"),
+    "answer_sent": _plain("answer", "text"),
+    "answer_delivered": lambda d: ("resumed", Markup("answer delivered; the run resumes")),
+    "message_sent": _plain("message", "text"),
+    "message_delivered": lambda d: ("delivered", Markup("message delivered to the agent")),
+    "exit": lambda d: ("ended", Markup("run ended: {} — {}").format(d.get("status"), _text(d.get("detail")))),
+    "ranking": lambda d: ("ranking", Markup("attempts ranked: {}").format(", ".join(map(str, d.get("runs", []))))),
+    "ready_for_review": lambda d: ("ready", Markup("ready for review (confidence {})").format(d.get("confidence"))),
+    "failed": _plain("failed", "reason"),
+    "cancelled": lambda d: ("cancelled", Markup("cancelled")),
+    "recovered": lambda d: ("recovered", Markup("worker restarted: run {} interrupted, task {}").format(
+        d.get("run_id"), d.get("state"))),
+    "followup": _plain("follow-up", "text"),
+    "rejected": _plain("rejected", "reason"),
+    "accepted": lambda d: ("accepted", Markup("accepted as {} on {}").format(
+        str(d.get("commit", ""))[:12], d.get("branch"))),
+}
+
+
+def render_event(event: Event) -> Markup:
+    """One ``<li>`` of the log, or nothing for an event the log does not show."""
+    data = event.data if isinstance(event.data, dict) else {}
+    if event.kind in OUTPUT_KINDS:
+        return Markup("<li class='ev ev-output' id='e{}'><pre>{}</pre></li>").format(event.id, _text(data.get("text")))
+    render = _RENDER.get(event.kind)
+    shown = render(data) if render is not None else None
+    if shown is None:
+        return Markup("")
+    label, body = shown
+    attempt = f" r{event.run_id.rsplit('-r', 1)[-1]}" if event.run_id else ""
+    return Markup("<li class='ev ev-{}' id='e{}'><span class='tag'>{}{}</span> {}</li>").format(
+        event.kind, event.id, label, attempt, body)
+

@@ -1,0 +1,106 @@
+"""Errors as ``application/problem+json`` (RFC 9457), one mapping from errand's errors to statuses.
+
+A problem carries ``status``, ``title`` (the status's phrase), ``detail`` (the
+error's message, written for people) and ``code`` (errand's stable code, for
+programs to branch on), plus the error's structured fields (``task_id``,
+``state``, ...). Anything unexpected is a 500 with no internals in the body;
+the exception goes to the server's log.
+"""
+
+from __future__ import annotations
+
+import http
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from errand.errors import BackendUnavailable, ConfigError, ErrandError, SandboxNotFound, SandboxTerminated
+from errand.tasks.errors import (
+    IllegalTransition,
+    RunNotFound,
+    RunNotRunning,
+    StateConflict,
+    TaskNotFound,
+    WrongState,
+)
+
+__all__ = ["PROBLEM_JSON", "install", "problem", "status_of"]
+
+log = logging.getLogger("errand.server")
+PROBLEM_JSON = "application/problem+json"
+
+_STATUS: tuple[tuple[type[ErrandError], int], ...] = (
+    (ConfigError, 422),
+    (TaskNotFound, 404),
+    (RunNotFound, 404),
+    (SandboxNotFound, 404),
+    (SandboxTerminated, 404),
+    (WrongState, 409),
+    (IllegalTransition, 409),
+    (StateConflict, 409),
+    (RunNotRunning, 409),
+    (BackendUnavailable, 503),
+)
+_CODE_STATUS = {"run_not_found": 404, "no_result": 409, "engine_busy": 503, "patch_failed": 409, "csrf_failed": 403,
+               "model_not_allowed": 422}
+_FIELDS = ("task_id", "run_id", "sandbox_id", "state", "current", "target", "expected", "actual")
+
+
+def status_of(error: ErrandError) -> int:
+    for kind, status in _STATUS:
+        if isinstance(error, kind):
+            return status
+    return _CODE_STATUS.get(error.code, 400)
+
+
+def problem(status: int, detail: str, code: str, **extra: Any) -> JSONResponse:
+    body = {"type": "about:blank", "title": http.HTTPStatus(status).phrase, "status": status, "detail": detail,
+            "code": code, **{key: value for key, value in extra.items() if value is not None}}
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON,
+                        headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
+
+
+def from_error(error: ErrandError) -> JSONResponse:
+    fields = {name: _plain(getattr(error, name)) for name in _FIELDS if getattr(error, name, None) is not None}
+    return problem(status_of(error), error.message, error.code, **fields)
+
+
+def _plain(value: object) -> object:
+    return value if isinstance(value, int | float | bool) else str(value)
+
+
+def install(app: FastAPI) -> None:
+    """Answer every error of ``app`` with a problem document."""
+
+    async def errand_error(_request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, ErrandError)
+        return from_error(error)
+
+    async def validation_error(_request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, RequestValidationError)
+        errors = [{"loc": [str(part) for part in e.get("loc", ())], "msg": str(e.get("msg", ""))}
+                  for e in error.errors()]
+        detail = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in errors) or "the request is not valid"
+        return problem(422, detail, "invalid_request", errors=errors)
+
+    async def http_error(_request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, HTTPException)
+        code = str(getattr(error, "code", "") or http.HTTPStatus(error.status_code).phrase.lower().replace(" ", "_"))
+        return problem(error.status_code, str(error.detail), code)
+
+    async def unicode_error(_request: Request, _error: Exception) -> JSONResponse:
+        return problem(400, "the request holds text that is not valid UTF-8", "invalid_text")
+
+    async def unexpected(request: Request, error: Exception) -> JSONResponse:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=error)
+        return problem(500, "the server failed unexpectedly; its log has the details", "internal_error")
+
+    app.add_exception_handler(ErrandError, errand_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(UnicodeError, unicode_error)
+    app.add_exception_handler(Exception, unexpected)

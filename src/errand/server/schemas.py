@@ -1,0 +1,77 @@
+"""The HTTP API's request and response bodies, as they appear in its OpenAPI schema."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, Field
+
+from errand.tasks.records import Review, Run, Task
+from errand.tasks.service import MAX_ATTEMPTS
+
+__all__ = ["AcceptIn", "AttemptOut", "PostedOut", "ReasonIn", "TaskDetail", "TaskIn", "TaskPage", "Text", "TextIn",
+           "without_patch"]
+
+
+def _plain_text(value: str) -> str:
+    """Text errand can store and hand to git: valid UTF-8, no NUL."""
+    value.encode("utf-8")  # lone surrogates raise here, as a 422, not later as a 500
+    if "\x00" in value:
+        raise ValueError("text may not contain NUL characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_plain_text)]
+ShortText = Annotated[str, Field(max_length=4096), AfterValidator(_plain_text)]
+
+
+class TaskIn(BaseModel):
+    instruction: Text = Field(description="What the agent should do.")
+    repo: ShortText = Field(description="A git repository on the server's machine, or a git URL.")
+    base: ShortText = Field("HEAD", description="The ref the work starts from.")
+    model: ShortText | None = Field(None, description="provider:model; the server's ERRAND_MODEL if omitted.")
+    attempts: int = Field(1, ge=1, le=MAX_ATTEMPTS, description="Attempts run in parallel, ranked by evidence.")
+    title: ShortText | None = None
+
+
+class TextIn(BaseModel):
+    text: Text
+
+
+class ReasonIn(BaseModel):
+    reason: Text
+
+
+class AcceptIn(BaseModel):
+    attempt: int | None = Field(None, ge=1, description="Accept this attempt rather than the best-ranked one.")
+    into: ShortText | None = Field(None, description="The local clone to commit in (for a task made from a URL).")
+
+
+class TaskPage(BaseModel):
+    tasks: list[Task]
+    next: str | None = Field(description="Pass as `before` for the next (older) page; null on the last page.")
+
+
+@dataclass(frozen=True)
+class TaskDetail(Task):
+    runs: list[Run]
+    reviews: list[Review]
+    question: str | None  # what the agent asked, while the task needs input
+
+
+def without_patch(run: Run) -> Run:
+    """The run as the API shows it: the patch has an endpoint of its own (/diff)."""
+    if not isinstance(run.result, dict):
+        return run
+    return replace(run, result={k: v for k, v in run.result.items() if k != "patch"})
+
+
+class AttemptOut(BaseModel):
+    run: Run
+    rank: int
+    evidence: dict[str, Any] | None
+
+
+class PostedOut(BaseModel):
+    event_id: int = Field(description="The id of the event that carries it to the task (see /events).")

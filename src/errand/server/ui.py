@@ -1,0 +1,315 @@
+"""The web UI's pages: task list, task (live log), diff review, sandboxes, login.
+
+Pages are rendered on the server (Jinja2); htmx makes links and forms swap the
+page without a reload, and a few lines of script (``static/live.js``) append
+the live log from server-sent events. Every form works without script too.
+Every write goes through the same TaskService as the API and the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Form, Header, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
+
+from errand.errors import ErrandError
+from errand.repo.workcopy import is_url
+from errand.sandbox import AsyncSandbox
+from errand.server import diffview
+from errand.server.api_tasks import checked_submit, detail
+from errand.server.config import ServerConfig
+from errand.server.eventview import render_event
+from errand.server.live import Hub, sse_comment, sse_frame
+from errand.server.problems import status_of
+from errand.server.schemas import TaskIn, Text
+from errand.server.security import SESSION_COOKIE, Keys, check_csrf, csrf_token
+from errand.tasks.lifecycle import ACTIVE, TaskState
+from errand.tasks.service import MAX_ATTEMPTS, TaskService
+
+__all__ = ["router", "templates"]
+
+router = APIRouter(include_in_schema=False)
+templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+LOG_LIMIT = 2000
+EGRESS_SHOWN = 50
+Csrf = Annotated[str, Form(alias="csrf_token", max_length=128)]
+FormText = Annotated[Text, Form(max_length=100_000)]
+
+
+def _age(timestamp: float) -> str:
+    seconds = time.time() - timestamp
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{max(0, int(seconds))}s"
+
+
+templates.env.filters["age"] = _age
+templates.env.globals["csrf_token"] = csrf_token
+templates.env.globals["MAX_ATTEMPTS"] = MAX_ATTEMPTS
+
+
+def _service(request: Request) -> TaskService:
+    service: TaskService = request.app.state.service
+    return service
+
+
+def _page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    keys: Keys = request.app.state.keys
+    return templates.TemplateResponse(request, name, {"login_required": keys.token is not None, **context},
+                                      status_code=status)
+
+
+def _back(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)
+
+
+# ------------------------------------------------------------------ task list
+
+
+@router.get("/", response_class=HTMLResponse)
+def task_list(request: Request, state: Annotated[str | None, Query(max_length=32)] = None,
+              repo: Annotated[Text | None, Query(max_length=4096)] = None,
+              before: Annotated[Text | None, Query(max_length=64)] = None) -> HTMLResponse:
+    return _list_page(request, state or None, repo or None, before or None)
+
+
+def _list_page(request: Request, state: str | None, repo: str | None, before: str | None, *, status: int = 200,
+               error: str | None = None, form: dict[str, Any] | None = None) -> HTMLResponse:
+    valid_state = state if state in TaskState.__members__.values() else None
+    tasks = _service(request).store.list_tasks(state=valid_state, repo=repo, limit=50, before=before)
+    return _page(request, "tasks.html", status, tasks=tasks, states=list(TaskState), state=valid_state,
+                 repo=repo or "", next=tasks[-1].id if len(tasks) == 50 else None, error=error,
+                 form=form or {"base": "HEAD", "attempts": 1})
+
+
+@router.post("/tasks", response_class=HTMLResponse)
+def create_task(request: Request, csrf: Csrf, instruction: FormText, repo: FormText,
+                base: Annotated[Text, Form(max_length=4096)] = "HEAD",
+                model: Annotated[Text, Form(max_length=4096)] = "",
+                attempts: Annotated[int, Form(ge=1, le=MAX_ATTEMPTS)] = 1) -> Response:
+    check_csrf(request, csrf)
+    body = TaskIn(instruction=instruction, repo=repo, base=base or "HEAD", model=model or None, attempts=attempts)
+    try:
+        task = checked_submit(request, body)
+    except ErrandError as error:
+        form = {"instruction": instruction, "repo": repo, "base": base, "model": model, "attempts": attempts}
+        return _list_page(request, None, None, None, status=status_of(error), error=error.message, form=form)
+    return _back(f"/tasks/{quote(task.id)}")
+
+
+# ------------------------------------------------------------------ one task
+
+
+@router.get("/tasks/{task_id}", response_class=HTMLResponse)
+def task_page(request: Request, task_id: Text) -> HTMLResponse:
+    return _task_page(request, task_id)
+
+
+def _task_page(request: Request, task_id: str, *, status: int = 200, error: str | None = None) -> HTMLResponse:
+    service = _service(request)
+    task = detail(service, task_id)
+    events = service.store.events(task_id, 0, 1_000_000)
+    omitted = max(0, len(events) - LOG_LIMIT)
+    shown = events[omitted:]
+    return _page(request, "task.html", status, task=task, panel=_panel(task), omitted=omitted,
+                 log=Markup("").join(render_event(e) for e in shown), after=events[-1].id if events else 0,
+                 error=error)
+
+
+def _panel(task: Any) -> dict[str, Any]:
+    state = TaskState(task.state)
+    finished = [r for r in task.runs if r.result and "rank" in r.result]
+    return {"needs_input": state is TaskState.NEEDS_INPUT, "can_message": state in ACTIVE or state is TaskState.QUEUED,
+            "can_cancel": state in ACTIVE or state is TaskState.QUEUED, "has_result": bool(finished),
+            "reviewable": state in (TaskState.READY_FOR_REVIEW, TaskState.REJECTED),
+            "live": state not in (TaskState.ACCEPTED, TaskState.FAILED, TaskState.CANCELLED)}
+
+
+@router.get("/tasks/{task_id}/panel", response_class=HTMLResponse)
+def task_panel(request: Request, task_id: Text) -> HTMLResponse:
+    task = detail(_service(request), task_id)
+    return _page(request, "_panel.html", task=task, panel=_panel(task))
+
+
+@router.get("/tasks/{task_id}/live")
+async def task_live(request: Request, task_id: Text, after: Annotated[int, Query(ge=0, le=2**62)] = 0,
+                    last_event_id: Annotated[str | None, Header(max_length=32)] = None) -> StreamingResponse:
+    """The log's new lines as HTML in server-sent events, and a ``state`` event when the task moves."""
+    service = _service(request)
+    await asyncio.to_thread(service.store.get_task, task_id)
+    start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+    hub: Hub = request.app.state.hub
+
+    async def frames() -> AsyncIterator[bytes]:
+        yield b"retry: 1000\n\n"
+        state = None
+        async for batch in hub.watch(task_id, start):
+            chunk = b""
+            if isinstance(batch, list):
+                chunk = b"".join(sse_frame(e.id, "log", str(html)) if (html := render_event(e))
+                                 else sse_frame(e.id, "skip", "") for e in batch)
+            feed_state = hub.feeds[task_id].state
+            if feed_state is not None and feed_state != state:
+                state = feed_state
+                chunk += f"event: state\ndata: {state.value}\n\n".encode()
+            yield chunk or sse_comment("keepalive")
+
+    return StreamingResponse(frames(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+def _act(request: Request, task_id: str, action: Any, *, then: str = "") -> Response:
+    try:
+        action()
+    except ErrandError as error:
+        if then == "review":
+            return _review_page(request, task_id, None, False, status=status_of(error), error=error.message)
+        return _task_page(request, task_id, status=status_of(error), error=error.message)
+    return _back(f"/tasks/{quote(task_id)}" + (f"/{then}" if then else ""))
+
+
+@router.post("/tasks/{task_id}/answer", response_class=HTMLResponse)
+def answer(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
+    check_csrf(request, csrf)
+    return _act(request, task_id, lambda: _service(request).answer(task_id, text))
+
+
+@router.post("/tasks/{task_id}/message", response_class=HTMLResponse)
+def message(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
+    check_csrf(request, csrf)
+    return _act(request, task_id, lambda: _service(request).message(task_id, text))
+
+
+@router.post("/tasks/{task_id}/cancel", response_class=HTMLResponse)
+def cancel(request: Request, task_id: Text, csrf: Csrf) -> Response:
+    check_csrf(request, csrf)
+    return _act(request, task_id, lambda: _service(request).cancel(task_id))
+
+
+@router.post("/tasks/{task_id}/accept", response_class=HTMLResponse)
+def accept(request: Request, task_id: Text, csrf: Csrf, attempt: Annotated[int | None, Form(ge=1)] = None,
+           into: Annotated[Text | None, Form(max_length=4096)] = None) -> Response:
+    check_csrf(request, csrf)
+    config: ServerConfig = request.app.state.config
+
+    def run() -> None:
+        if into:
+            config.check_repo_path(into)
+        _service(request).accept(task_id, attempt=attempt, into=into or None)
+
+    return _act(request, task_id, run)
+
+
+@router.post("/tasks/{task_id}/reject", response_class=HTMLResponse)
+def reject(request: Request, task_id: Text, csrf: Csrf, reason: FormText) -> Response:
+    check_csrf(request, csrf)
+    return _act(request, task_id, lambda: _service(request).reject(task_id, reason), then="review")
+
+
+@router.post("/tasks/{task_id}/followup", response_class=HTMLResponse)
+def followup(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
+    check_csrf(request, csrf)
+    return _act(request, task_id, lambda: _service(request).followup(task_id, text))
+
+
+# ------------------------------------------------------------------ review
+
+
+@router.get("/tasks/{task_id}/review", response_class=HTMLResponse)
+def review(request: Request, task_id: Text, attempt: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+           ws: Annotated[str | None, Query(max_length=8)] = None) -> HTMLResponse:
+    return _review_page(request, task_id, attempt, ws == "hide")
+
+
+def _review_page(request: Request, task_id: str, attempt: int | None, hide_ws: bool, *, status: int = 200,
+                 error: str | None = None) -> HTMLResponse:
+    service = _service(request)
+    task = detail(service, task_id)
+    try:
+        chosen = service.chosen_run(task_id, attempt)
+        ranked = service.round_runs(task_id)
+    except ErrandError as missing:
+        return _page(request, "review.html", status_of(missing), task=task, files=[], attempts=[], chosen=None,
+                     evidence=None, hide_ws=hide_ws, error=missing.message)
+    patch = str(chosen.result.get("patch") or "")
+    files = diffview.parse(patch)
+    files = diffview.highlight(diffview.hide_whitespace(files) if hide_ws else files)
+    attempts = [{"run": r, "rank": r.result.get("rank"), "evidence": service.evidence(r)} for r in ranked]
+    return _page(request, "review.html", status, task=task, files=files, attempts=attempts, chosen=chosen,
+                 evidence=service.evidence(chosen), hide_ws=hide_ws, error=error,
+                 needs_into=is_url(task.repo), reviewable=_panel(task)["reviewable"],
+                 accept_ready=task.state is TaskState.READY_FOR_REVIEW)
+
+
+@router.get("/assets/code.css")
+def code_css(request: Request) -> Response:
+    css: str = request.app.state.code_css
+    return Response(css, media_type="text/css", headers={"Cache-Control": "max-age=3600"})
+
+
+# ------------------------------------------------------------------ sandboxes
+
+
+@router.get("/sandboxes", response_class=HTMLResponse)
+async def sandboxes(request: Request) -> HTMLResponse:
+    listed = []
+    for info in await AsyncSandbox.list():
+        try:
+            egress = (await (await AsyncSandbox.from_id(info.id)).egress_log())[-EGRESS_SHOWN:]
+        except ErrandError:
+            continue  # it ended while we looked
+        listed.append({"info": info, "egress": egress})
+    return _page(request, "sandboxes.html", sandboxes=listed)
+
+
+@router.post("/sandboxes/{sandbox_id}/terminate", response_class=HTMLResponse)
+async def terminate(request: Request, sandbox_id: Text, csrf: Annotated[str, Form(alias="csrf_token")]) -> Response:
+    check_csrf(request, csrf)
+    try:
+        await (await AsyncSandbox.from_id(sandbox_id)).terminate()
+    except ErrandError as error:
+        return _page(request, "sandboxes.html", status_of(error), sandboxes=[], error=error.message)
+    return _back("/sandboxes")
+
+
+# ------------------------------------------------------------------ login
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_page(request: Request, next: Annotated[str, Query(max_length=2048)] = "/") -> HTMLResponse:  # noqa: A002
+    return _page(request, "login.html", next=_local(next))
+
+
+@router.post("/login", response_class=HTMLResponse)
+def login(request: Request, csrf: Csrf, token: Annotated[str, Form(max_length=4096)],
+          next: Annotated[str, Form(max_length=2048)] = "/") -> Response:  # noqa: A002
+    check_csrf(request, csrf)
+    keys: Keys = request.app.state.keys
+    if not keys.token_matches(token) or keys.session is None:
+        return _page(request, "login.html", 401, next=_local(next), error="that is not this server's token")
+    response = _back(_local(next))
+    response.set_cookie(SESSION_COOKIE, keys.session, httponly=True, samesite="lax", path="/")
+    return response
+
+
+@router.post("/logout", response_class=HTMLResponse)
+def logout(request: Request, csrf: Csrf) -> Response:
+    check_csrf(request, csrf)
+    response = _back("/login")
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+def _local(target: str) -> str:
+    """Only a path on this server: never ``//elsewhere`` or a full URL (no open redirect)."""
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target

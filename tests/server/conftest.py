@@ -1,0 +1,121 @@
+"""A real ``errand serve`` on loopback (uvicorn, SQLite, sandboxes), with a model that
+answers over the OpenAI wire protocol from a loopback server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engine.harness import Turn, make_repo, openai_turn
+from models.wire import WireServer
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Served:
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    database: str
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None, host: str = "127.0.0.1",
+                 token: str | None = None) -> Served:
+    port = free_port()
+    database = f"sqlite:///{tmp / 'errand.db'}"
+    environment = {**os.environ, "ERRAND_DATABASE_URL": database, **(env or {})}
+    environment.pop("ERRAND_TOKEN", None)
+    log = tmp / f"serve-{port}.log"
+    command = [sys.executable, "-m", "errand", "serve", "--host", host, "--port", str(port), *args]
+    if token:
+        command += ["--token", token]
+    with open(log, "wb") as output:
+        process = subprocess.Popen(command, env=environment, stdout=output, stderr=output, cwd=tmp)
+    served = Served(f"http://127.0.0.1:{port}", process, log, database)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(f"{served.url}/static/style.css", timeout=2)
+            return served
+        except httpx.TransportError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                served.stop()
+                raise AssertionError(f"errand serve did not start:\n{served.output()}") from None
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def wire() -> Iterator[WireServer]:
+    server = WireServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def serve(tmp_path: Path, wire: WireServer) -> Iterator[Callable[..., Served]]:
+    """Start servers pointed at ``wire``; each is stopped (SIGTERM) after the test."""
+    started: list[Served] = []
+
+    def start(*args: str, **options: object) -> Served:
+        env = {"OPENAI_BASE_URL": f"{wire.url}/v1", "OPENAI_API_KEY": "sk-wire", **dict(options.pop("env", {}))}
+        served = start_server(tmp_path, *args, env=env, **options)  # type: ignore[arg-type]
+        started.append(served)
+        return served
+
+    yield start
+    for served in started:
+        served.stop()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "project")
+
+
+def queue_turns(wire: WireServer, script: list[Turn]) -> None:
+    for n, turn in enumerate(script):
+        wire.answer(openai_turn(turn, n))
+
+
+def wait_state(client: httpx.Client, task_id: str, *states: str, seconds: float = 120) -> dict[str, object]:
+    deadline = time.monotonic() + seconds
+    while True:
+        task: dict[str, object] = client.get(f"/api/tasks/{task_id}").json()
+        if task["state"] in states:
+            return task
+        if time.monotonic() > deadline:
+            events = client.get(f"/api/tasks/{task_id}/events").json()[-6:]
+            raise AssertionError(f"task is {task['state']}, not {states}: {json.dumps(events)[:2000]}")
+        time.sleep(0.05)

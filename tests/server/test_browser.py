@@ -1,0 +1,134 @@
+"""A person in a real browser (Debian's Chromium, driven by Playwright) creates a task,
+watches it live, answers its question, reviews the diff and accepts it. Screenshots of
+every page, at 1280 and 390 pixels wide, are written to the directory the test prints."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.harness import FINISH, FIX, READ, TEST, git
+from models.wire import WireServer
+
+from .conftest import Served, queue_turns
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")]
+playwright = pytest.importorskip("playwright.sync_api")
+ASK = ("ask_user", {"question": "Should add() accept strings too?"})
+WIDE, NARROW = {"width": 1280, "height": 900}, {"width": 390, "height": 844}
+
+
+@pytest.fixture
+def artifacts() -> Path:
+    root = Path(os.environ.get("ERRAND_TEST_ARTIFACTS") or tempfile.gettempdir()) / "errand-browser"
+    directory = root / time.strftime("%Y%m%d-%H%M%S")
+    directory.mkdir(parents=True, exist_ok=True)
+    print(f"\nscreenshots: {directory}")
+    return directory
+
+
+@pytest.fixture
+def browser() -> Iterator[playwright.Browser]:
+    with playwright.sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+class Person:
+    """A browser page that records what goes wrong in it and photographs what it sees."""
+
+    def __init__(self, browser: playwright.Browser, base: str, artifacts: Path) -> None:
+        self.base = base
+        self.artifacts = artifacts
+        self.page = browser.new_page(viewport=WIDE)
+        self.narrow = browser.new_page(viewport=NARROW)
+        self.errors: list[str] = []
+        for page in (self.page, self.narrow):
+            page.on("console", lambda message, page=page: self._console(page, message))
+            page.on("pageerror", lambda error: self.errors.append(str(error)))
+
+    def _console(self, page: playwright.Page, message: playwright.ConsoleMessage) -> None:
+        if message.type == "error":
+            self.errors.append(f"{'wide' if page is self.page else 'narrow'} {page.url}: {message.text} "
+                               f"({message.location.get('url')})")
+
+    def shoot(self, name: str) -> None:
+        self.page.screenshot(path=str(self.artifacts / f"{name}-1280.png"), full_page=True)
+        self.narrow.goto(self.page.url)
+        self.narrow.wait_for_load_state("networkidle")
+        self.narrow.screenshot(path=str(self.artifacts / f"{name}-390.png"), full_page=True)
+        width = self.narrow.evaluate("document.documentElement.scrollWidth")
+        assert width <= NARROW["width"], f"{name} scrolls sideways at 390 px ({width} px wide)"
+
+
+def test_create_watch_answer_review_accept(serve: Callable[..., Served], wire: WireServer, repo: Path,
+                                           browser: playwright.Browser, artifacts: Path) -> None:
+    queue_turns(wire, [[READ], [ASK], [FIX], [TEST], [FINISH]])
+    served = serve()
+    person = Person(browser, served.url, artifacts)
+    page, expect = person.page, playwright.expect
+
+    page.goto(served.url)
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    person.shoot("1-tasks-empty")
+    form = page.get_by_role("region", name="New task")
+    form.get_by_label("Repository").fill(str(repo))
+    form.get_by_label("Instruction").fill("Make test_calc.py pass")
+    form.get_by_label("Model").fill("openai:wire-model")
+    form.get_by_label("Attempts").fill("1")
+    form.get_by_role("button", name="Start task").click()
+
+    expect(page.get_by_role("heading", name="Make test_calc.py pass")).to_be_visible()
+    log = page.get_by_role("list", name="Agent steps and commands")
+    expect(log).to_contain_text("read_file", timeout=60_000)  # arrived live, after the page loaded
+    expect(page.get_by_text("The agent asks: Should add() accept strings too?")).to_be_visible(timeout=60_000)
+    person.shoot("2-task-question")
+
+    page.goto(f"{served.url}/sandboxes")
+    expect(page.get_by_role("heading", name="Sandboxes")).to_be_visible()
+    expect(page.get_by_role("button", name="Terminate sb-")).to_be_visible()  # the paused task's sandbox
+    person.shoot("3-sandboxes")
+    page.go_back()
+
+    page.get_by_label("Your answer").fill("No, numbers only.")
+    page.get_by_role("button", name="Send answer").click()
+    expect(log).to_contain_text("answer delivered", timeout=60_000)
+    expect(log).to_contain_text("$ python3 test_calc.py", timeout=60_000)
+    review_link = page.get_by_role("link", name="Review the diff")
+    expect(review_link).to_be_visible(timeout=120_000)
+    expect(page.locator("[data-state]")).to_have_text("ready for review")
+    person.shoot("4-task-ready")
+
+    review_link.click()
+    expect(page.get_by_role("heading", name="Diff of attempt 1")).to_be_visible()
+    calc = page.locator("details.file", has_text="calc.py")
+    expect(calc.locator("tr.add")).to_contain_text("return a + b")
+    expect(page.get_by_role("heading", name="Evidence")).to_be_visible()
+    expect(page.get_by_role("row", name="Tests after")).to_contain_text("pass")
+    person.shoot("5-review")
+    calc.locator("summary").click()  # collapses
+    expect(calc.locator("table")).to_be_hidden()
+    calc.locator("summary").press("Enter")  # and opens again from the keyboard
+    expect(calc.locator("table")).to_be_visible()
+    page.get_by_role("switch", name="Hide whitespace changes").click()
+    expect(page.get_by_role("switch", name="Whitespace changes hidden — show them")).to_be_visible()
+
+    page.get_by_role("button", name="Accept attempt 1").click()
+    expect(page.locator("[data-state]")).to_have_text("accepted")
+    expect(log).to_contain_text("accepted as")
+    person.shoot("6-task-accepted")
+    page.goto(served.url)
+    expect(page.get_by_role("cell", name="accepted")).to_be_visible()
+    person.shoot("7-tasks")
+
+    branch = git(repo, "branch", "--list", "errand/*").strip().lstrip("* ")
+    assert "return a + b" in git(repo, "show", f"{branch}:calc.py")
+    assert person.errors == [], "\n".join(person.errors)
