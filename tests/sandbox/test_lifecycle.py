@@ -163,3 +163,13 @@ def test_pause_freezes_processes_and_resume_lets_them_run(tmp_path: Path) -> Non
         while counter.read_text() == frozen:
             time.sleep(0.01)  # it counts again; a hang here is the failure (bounded by the test timeout)
         assert sb.run("true").exit_code == 0
+
+
+def test_a_handle_from_id_closes_without_ending_the_sandbox() -> None:
+    with Sandbox.create(timeout=60) as owner:
+        look = Sandbox.from_id(owner.id)
+        assert look.run("true").exit_code == 0
+        look.close()
+        look.close()
+        assert owner.alive and owner.run("true").exit_code == 0
+        assert owner.id in {info.id for info in Sandbox.list()}

@@ -331,6 +331,19 @@ class AsyncSandbox:
                 pass
         await self._finished_cleanup()
 
+    async def close(self) -> None:
+        """Let go of this handle and leave the sandbox running: stop watching it and free
+        what the handle holds. For handles from :meth:`from_id` that only looked (a
+        status page, an egress log); the creator's handle ends its sandbox with
+        :meth:`terminate`. Safe to call more than once."""
+        if self._pidfd is not None:
+            asyncio.get_running_loop().remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
+
     async def wait(self) -> None:
         """Wait until the sandbox ends (its timeout, idle timeout or a terminate)."""
         await self._dead.wait()

@@ -27,7 +27,11 @@ async def list_sandboxes() -> list[SandboxInfo]:
 @router.get("/{sandbox_id}/egress", response_model=list[EgressEvent], responses=NOT_FOUND)
 async def sandbox_egress(sandbox_id: SandboxId) -> list[EgressEvent]:
     """Every egress decision of the sandbox so far: host, port, verdict, reason, bytes."""
-    return await (await AsyncSandbox.from_id(sandbox_id)).egress_log()
+    sandbox = await AsyncSandbox.from_id(sandbox_id)
+    try:
+        return await sandbox.egress_log()
+    finally:
+        await sandbox.close()  # a look, not ownership: the handle must not outlive the request
 
 
 @router.delete("/{sandbox_id}", status_code=204, responses=NOT_FOUND)

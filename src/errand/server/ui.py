@@ -263,9 +263,13 @@ async def sandboxes(request: Request) -> HTMLResponse:
     listed = []
     for info in await AsyncSandbox.list():
         try:
-            egress = (await (await AsyncSandbox.from_id(info.id)).egress_log())[-EGRESS_SHOWN:]
+            sandbox = await AsyncSandbox.from_id(info.id)
         except ErrandError:
             continue  # it ended while we looked
+        try:
+            egress = (await sandbox.egress_log())[-EGRESS_SHOWN:]
+        finally:
+            await sandbox.close()
         listed.append({"info": info, "egress": egress})
     return _page(request, "sandboxes.html", sandboxes=listed)
 
