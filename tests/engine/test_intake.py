@@ -104,3 +104,11 @@ def test_steering_a_task_in_the_wrong_state_changes_nothing(service: TaskService
     with pytest.raises(ConfigError):
         service.message(task.id, "   ")
     assert store.events(task.id) == [] and store.get_task(task.id).state.value == "queued"
+
+
+def test_a_model_whose_client_cannot_be_set_up(service: TaskService, repo: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "ERRAND_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    error = refused(service, "model_unavailable", repo=repo, model="openai:gpt-4.1")
+    assert "API key" in error.message or "api_key" in error.message

@@ -68,6 +68,7 @@ class AsyncSandbox:
         self._cleanup: asyncio.Future[None] | None = None
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._paused = False
+        self._pidfd: int | None = None
         self._watch_exit()
         self._deadline_timer = self._enforce_deadline()
         self.files = AsyncFiles(self.id, self._connect)
@@ -360,7 +361,7 @@ class AsyncSandbox:
     def _watch_exit(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            self._pidfd: int | None = os.pidfd_open(self._record.pid)
+            self._pidfd = os.pidfd_open(self._record.pid)
         except ProcessLookupError:
             self._pidfd = None
             self._dead.set()

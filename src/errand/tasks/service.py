@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from errand.errors import ConfigError
-from errand.models import PROVIDERS, get_model
+from errand.models import PROVIDERS, ModelError, get_model
 from errand.repo import accept as commit_patch
 from errand.repo.git import run_git
 from errand.repo.workcopy import is_url, resolve_base
@@ -200,6 +200,8 @@ def _model_spec(model: str | None) -> str:
         get_model(spec)  # a malformed name, a missing script or an unusable client fails here, not later
     except ConfigError as error:
         raise ConfigError(f"unknown model {spec!r}: {error.message}", code="unknown_model") from None
+    except ModelError as error:  # say, no API key for the provider
+        raise ConfigError(f"model {spec!r} cannot be used: {error.message}", code="model_unavailable") from None
     return spec
 
 
