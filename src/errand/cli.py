@@ -26,6 +26,7 @@ from rich.table import Table
 from errand import __version__
 from errand import demo as tour
 from errand.errors import ConfigError, ErrandError, ExecTimeout
+from errand.memory.cli import memory_app
 from errand.sandbox import AsyncProcess, AsyncSandbox, AsyncStream, Image, Mount, Network, Resources, SandboxInfo, _gc
 from errand.sandbox._gc import GcReport
 
@@ -44,6 +45,7 @@ _DRAIN = 0.5
 app = typer.Typer(name="errand", no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False)
 sandbox_app = typer.Typer(no_args_is_help=True, help="Create, use and remove sandboxes.")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(memory_app, name="memory")
 
 
 def main() -> None:

@@ -1,0 +1,108 @@
+"""Dense vectors of memories: written beside each memory, searched from an in-process matrix.
+
+Vectors live in ``memory_vectors`` (float32 bytes, one row per memory and
+embedder). Searching reads them once per project into one numpy matrix, kept
+until the project's generation moves (every write to the project's memories
+moves it), so a search is one matrix-vector product: ~1 ms for 10,000
+memories. Only imported when an embedder is configured (it needs numpy).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sqlalchemy as sa
+from numpy.typing import NDArray
+
+from errand.memory.embedders import Embedder
+from errand.memory.schema import memories, memory_vectors
+
+__all__ = ["VectorIndex"]
+
+_STATUSES = ("proposed", "active", "archived")
+
+
+@dataclass(frozen=True)
+class _Matrix:
+    generation: int
+    ids: NDArray[np.int64]
+    statuses: NDArray[np.int8]  # index into _STATUSES
+    vectors: NDArray[np.float32]
+
+
+class VectorIndex:
+    """The vectors of one embedder, per project, cached by generation."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._cache: dict[str, _Matrix] = {}
+        self._lock = threading.Lock()
+
+    def write(self, connection: sa.Connection, project: str, items: Sequence[tuple[int, str]]) -> None:
+        """Embed and store (replacing) the vectors of ``(memory id, text)`` pairs."""
+        if not items:
+            return
+        vectors = self.embedder.embed([text for _, text in items])
+        ids = [memory_id for memory_id, _ in items]
+        connection.execute(
+            memory_vectors.delete().where(memory_vectors.c.model == self.embedder.name,
+                                          memory_vectors.c.memory_id.in_(ids))
+        )
+        connection.execute(memory_vectors.insert(), [
+            {"memory_id": memory_id, "model": self.embedder.name, "project": project,
+             "vector": np.ascontiguousarray(vector, dtype="<f4").tobytes()}
+            for memory_id, vector in zip(ids, vectors, strict=True)
+        ])
+
+    def search(
+        self, connection: sa.Connection, project: str, generation: int, query: str, statuses: Sequence[str],
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        """``(memory id, cosine)`` best first, among memories in ``statuses``."""
+        matrix = self._matrix(connection, project, generation)
+        if not len(matrix.ids):
+            return []
+        # einsum, not `@`: a matrix-vector product goes to multi-threaded BLAS, whose threads fight
+        # for two busy cores (8 ms for 10,000 × 256 under load); einsum's own loop takes ~0.5 ms.
+        scores = np.einsum("ij,j->i", matrix.vectors, self.embedder.embed([query], query=True)[0])
+        wanted = np.array([_STATUSES.index(status) for status in statuses], dtype=np.int8)
+        scores = np.where(np.isin(matrix.statuses, wanted), scores, -np.inf)
+        count = min(limit, len(scores))
+        top = np.argpartition(-scores, count - 1)[:count]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(matrix.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def missing(self, connection: sa.Connection, project: str) -> list[tuple[int, str]]:
+        """Memories of the project with no vector from this embedder (stored before it was configured)."""
+        have = sa.select(memory_vectors.c.memory_id).where(memory_vectors.c.model == self.embedder.name)
+        query = sa.select(memories.c.id, memories.c.text).where(
+            memories.c.project == project, memories.c.id.not_in(have)
+        )
+        return [(int(row[0]), str(row[1])) for row in connection.execute(query)]
+
+    def _matrix(self, connection: sa.Connection, project: str, generation: int) -> _Matrix:
+        with self._lock:
+            cached = self._cache.get(project)
+            if cached is not None and cached.generation == generation:
+                return cached
+        query = (
+            sa.select(memory_vectors.c.memory_id, memories.c.status, memory_vectors.c.vector)
+            .join(memories, memories.c.id == memory_vectors.c.memory_id)
+            .where(memory_vectors.c.project == project, memory_vectors.c.model == self.embedder.name)
+            .order_by(memory_vectors.c.memory_id)
+        )
+        rows = connection.execute(query).all()
+        if rows:
+            vectors = np.frombuffer(b"".join(row[2] for row in rows), dtype="<f4").reshape(len(rows), -1)
+        else:
+            vectors = np.zeros((0, 0), dtype=np.float32)
+        matrix = _Matrix(
+            generation, np.array([row[0] for row in rows], dtype=np.int64),
+            np.array([_STATUSES.index(row[1]) for row in rows], dtype=np.int8), vectors.astype(np.float32),
+        )
+        with self._lock:
+            self._cache[project] = matrix
+        return matrix
