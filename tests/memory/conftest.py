@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from errand.memory import MemoryStore, StaticEmbedder
+from errand.memory import E5Embedder, MemoryStore
 
 
 @pytest.fixture(scope="session")
-def embedder() -> StaticEmbedder:
-    # One loaded token table for the whole session (loading it takes a fraction of a second).
-    return StaticEmbedder()
+def embedder() -> E5Embedder:
+    # One loaded model for the whole session (its weights are mapped; loading takes a fraction of a second).
+    return E5Embedder()
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def store(url: str, embedder: StaticEmbedder) -> Iterator[MemoryStore]:
+def store(url: str, embedder: E5Embedder) -> Iterator[MemoryStore]:
     with MemoryStore.open(url, embedder=embedder) as opened:
         yield opened
 

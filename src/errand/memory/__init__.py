@@ -38,7 +38,7 @@ People see and change memories with ``errand memory ls|show|add|edit|rm|approve|
 from __future__ import annotations
 
 from errand.memory.distill import DistillResult, distill
-from errand.memory.embedders import E5Embedder, Embedder, StaticEmbedder, default_embedder
+from errand.memory.embedders import E5Embedder, Embedder, default_embedder
 from errand.memory.errors import InvalidMemory, MemoryNotFound, MemoryStoreError, SecretRefused
 from errand.memory.ingest import SyncReport, sync_instructions
 from errand.memory.observe import observe_command, observe_fix, observe_followup, observe_review
@@ -62,7 +62,6 @@ __all__ = [
     "Recalled",
     "SecretRefused",
     "Source",
-    "StaticEmbedder",
     "Status",
     "SyncReport",
     "Weights",

@@ -85,13 +85,15 @@ def retrieve(
         return []
     statuses = [Status.ACTIVE.value] + ([Status.PROPOSED.value] if include_proposed else [])
     wanted = {Kind(kind).value for kind in kinds} if kinds is not None else None
+    dense = store.embedder is not None and weights.dense > 0
+    vector = store.vectors().embed_query(query) if dense else None  # overlaps the BM25 search below
     with store.engine.begin() as connection:
         names = ["lexical"]
         rankings = [(weights.lexical, [i for i, _ in store.lexical(connection, project, query, statuses, candidates)])]
-        if store.embedder is not None and weights.dense > 0:
+        if vector is not None:
             generation = store.generation(connection, project)
-            dense = store.vectors().search(connection, project, generation, query, statuses, candidates)
-            rankings.append((weights.dense, [i for i, _ in dense]))
+            found = store.vectors().search(connection, project, generation, vector.result(), statuses, candidates)
+            rankings.append((weights.dense, [i for i, _ in found]))
             names.append("dense")
         fused = fuse(rankings, weights.rrf_k)
         signals = _signal_rows(connection, list(fused))

@@ -58,6 +58,8 @@ class MemoryStore:
         return cls(engine, embedder=embedder)
 
     def close(self) -> None:
+        if self._vectors is not None:
+            self._vectors.close()
         self.engine.dispose()
 
     def __enter__(self) -> Self:
