@@ -35,10 +35,13 @@ def test_a_command_that_cannot_run_supersedes_the_memory_that_it_works(store: Me
     pitfall = observe_command(store, PROJECT, "make test", 127, kind="test", task_id="t-2", event_id=3)
     assert works is not None and pitfall is not None
     assert (pitfall.kind, pitfall.status, pitfall.supersedes) == (Kind.PITFALL, Status.ACTIVE, works.id)
-    assert "is not found here (exit 127)" in pitfall.text
+    assert pitfall.text == "Do not use `make test` to test: it is not found here (exit 127)."
     old = store.get(works.id)
     assert (old.status, old.archived_reason, old.superseded_by) == (Status.ARCHIVED, ArchiveReason.SUPERSEDED,
                                                                     pitfall.id)
+    fixed = observe_command(store, PROJECT, "make test", 0, kind="test", task_id="t-3")
+    assert fixed is not None and fixed.supersedes == pitfall.id and fixed.status is Status.ACTIVE
+    assert store.get(pitfall.id).status is Status.ARCHIVED
 
 
 def test_a_fix_is_remembered_as_a_pitfall(store: MemoryStore) -> None:

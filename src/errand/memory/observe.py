@@ -7,7 +7,7 @@ The task engine calls these as things happen; each returns the memory stored
   Exit 0: an active ``command`` memory ("the test command here is …"); seen
   again, it gains evidence instead of repeating. Exit 126/127 (not
   executable / not found): an active ``pitfall``, superseding a memory that
-  said that command works. Other failures are the task's, not the command's
+  said that command works (and a later exit 0 supersedes the pitfall). Other failures are the task's, not the command's
   (a failing test suite is not a wrong test command), and are not kept.
 - :func:`observe_fix` — a command failed and then, after a change the agent
   made, passed: a ``pitfall`` with the fix. Observed (the pass is evidence),
@@ -47,12 +47,14 @@ def observe_command(
         return None
     provenance = Provenance.task(task_id, event_id, detail=f"{kind} command, exit {exit_code}")
     if exit_code == 0:
+        # It runs now (a tool was installed, say): a pitfall saying it cannot run is superseded.
+        stale = _find(store, project, Kind.PITFALL, _cannot_run(kind, command))
         return store.add(project, _works(kind, command), kind=Kind.COMMAND, provenance=provenance,
-                         status=Status.ACTIVE, confidence=0.9)
+                         status=Status.ACTIVE, confidence=0.9, supersedes=stale.id if stale else None)
     if exit_code not in _NOT_RUNNABLE:
         return None
-    stale = _find(store, project, _works(kind, command))
-    return store.add(project, f"`{command}` {_NOT_RUNNABLE[exit_code]} (exit {exit_code}); do not use it to {kind}.",
+    stale = _find(store, project, Kind.COMMAND, _works(kind, command))
+    return store.add(project, f"{_cannot_run(kind, command)} {_NOT_RUNNABLE[exit_code]} (exit {exit_code}).",
                      kind=Kind.PITFALL, provenance=provenance, status=Status.ACTIVE, confidence=0.9,
                      supersedes=stale.id if stale else None)
 
@@ -97,9 +99,13 @@ def _works(kind: str, command: str) -> str:
     return f"The {kind} command that works here: `{command}`"
 
 
-def _find(store: MemoryStore, project: str, text: str) -> Memory | None:
-    for memory in store.list_memories(project, kind=Kind.COMMAND, status=Status.ACTIVE, limit=1000):
-        if memory.text == text:
+def _cannot_run(kind: str, command: str) -> str:
+    return f"Do not use `{command}` to {kind}: it"
+
+
+def _find(store: MemoryStore, project: str, kind: Kind, prefix: str) -> Memory | None:
+    for memory in store.list_memories(project, kind=kind, status=Status.ACTIVE, limit=1000):
+        if memory.text.startswith(prefix):
             return memory
     return None
 

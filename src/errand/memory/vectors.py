@@ -16,6 +16,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import sqlalchemy as sa
@@ -26,6 +27,8 @@ from errand.memory.schema import memories, memory_vectors
 from errand.memory.text import fingerprint
 
 __all__ = ["VectorIndex"]
+
+T = TypeVar("T")
 
 _STATUSES = ("proposed", "active", "archived")
 
@@ -64,27 +67,29 @@ class VectorIndex:
         """Embed and store (replacing) the vectors of ``(memory id, text)`` pairs."""
         if not items:
             return
-        known = self._known(connection, {fingerprint(text) for _, text in items})
-        fresh = [text for _, text in items if fingerprint(text) not in known]
+        known = self._known(connection, sorted({fingerprint(text) for _, text in items}))
+        fresh = list({fingerprint(text): text for _, text in items if fingerprint(text) not in known}.values())
         for text, vector in zip(fresh, self.embedder.embed(fresh), strict=True):
             known[fingerprint(text)] = np.ascontiguousarray(vector, dtype="<f4").tobytes()
         ids = [memory_id for memory_id, _ in items]
-        connection.execute(
-            memory_vectors.delete().where(memory_vectors.c.model == self.embedder.name,
-                                          memory_vectors.c.memory_id.in_(ids))
-        )
+        for chunk in _chunks(ids):
+            connection.execute(memory_vectors.delete().where(memory_vectors.c.model == self.embedder.name,
+                                                             memory_vectors.c.memory_id.in_(chunk)))
         connection.execute(memory_vectors.insert(), [
             {"memory_id": memory_id, "model": self.embedder.name, "project": project,
              "vector": known[fingerprint(text)]}
             for memory_id, text in items
         ])
 
-    def _known(self, connection: sa.Connection, fingerprints: set[str]) -> dict[str, bytes]:
+    def _known(self, connection: sa.Connection, fingerprints: list[str]) -> dict[str, bytes]:
         """Vectors this embedder already made for texts with these fingerprints (in any project)."""
-        query = (sa.select(memories.c.fingerprint, memory_vectors.c.vector)
-                 .join(memories, memories.c.id == memory_vectors.c.memory_id)
-                 .where(memory_vectors.c.model == self.embedder.name, memories.c.fingerprint.in_(fingerprints)))
-        return {str(row[0]): bytes(row[1]) for row in connection.execute(query)}
+        known: dict[str, bytes] = {}
+        for chunk in _chunks(fingerprints):
+            query = (sa.select(memories.c.fingerprint, memory_vectors.c.vector)
+                     .join(memories, memories.c.id == memory_vectors.c.memory_id)
+                     .where(memory_vectors.c.model == self.embedder.name, memories.c.fingerprint.in_(chunk)))
+            known.update((str(row[0]), bytes(row[1])) for row in connection.execute(query))
+        return known
 
     def search(
         self, connection: sa.Connection, project: str, generation: int, query: NDArray[np.float32],
@@ -95,7 +100,7 @@ class VectorIndex:
         if not len(matrix.ids):
             return []
         # einsum, not `@`: a matrix-vector product goes to multi-threaded BLAS, whose threads fight
-        # for two busy cores (8 ms for 10,000 × 256 under load); einsum's own loop takes ~0.5 ms.
+        # for two busy cores (8 ms for 10,000 × 256 under load); einsum's own loop took ~0.5 ms.
         scores = np.einsum("ij,j->i", matrix.vectors, query)
         wanted = np.array([_STATUSES.index(status) for status in statuses], dtype=np.int8)
         scores = np.where(np.isin(matrix.statuses, wanted), scores, -np.inf)
@@ -135,3 +140,8 @@ class VectorIndex:
         with self._lock:
             self._cache[project] = matrix
         return matrix
+
+
+def _chunks(values: Sequence[T], size: int = 500) -> list[Sequence[T]]:
+    """Slices small enough for every database's bound-parameter limit."""
+    return [values[start:start + size] for start in range(0, len(values), size)]
