@@ -27,6 +27,7 @@ from rich.table import Table
 from errand import __version__, cli_tasks, tour
 from errand import demo as task_demo
 from errand.errors import ConfigError, ErrandError, ExecTimeout
+from errand.memory.cli import memory_app
 from errand.sandbox import AsyncProcess, AsyncSandbox, AsyncStream, Image, Mount, Network, Resources, SandboxInfo, _gc
 from errand.sandbox._gc import GcReport
 
@@ -46,6 +47,7 @@ app = typer.Typer(name="errand", no_args_is_help=True, add_completion=False, pre
 sandbox_app = typer.Typer(no_args_is_help=True, help="Create, use and remove sandboxes.")
 app.add_typer(sandbox_app, name="sandbox")
 cli_tasks.register(app)
+app.add_typer(memory_app, name="memory")
 
 
 def main() -> None:

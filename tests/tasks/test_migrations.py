@@ -5,6 +5,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 import sqlalchemy.exc
 
 from errand.tasks.store import TaskStore
@@ -60,14 +61,23 @@ def test_foreign_keys_are_enforced(store: TaskStore) -> None:
         store.create_task(title="t", instruction="i", repo="/r", parent_id="t-missing")
 
 
-def test_the_migrations_build_exactly_the_schema_module(store: TaskStore) -> None:
+def test_the_migrations_build_exactly_the_schema_modules(store: TaskStore) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
+    from errand.memory.schema import FTS_TABLE
+    from errand.memory.schema import metadata as memory_metadata
     from errand.tasks.schema import metadata
 
+    # The FTS5 index (and its shadow tables) is SQLite-only and made by raw DDL, so no metadata holds it.
+    options = {"include_name": lambda name, kind, _parent: not (kind == "table" and str(name).startswith(FTS_TABLE))}
     with store.engine.connect() as connection:
-        assert compare_metadata(MigrationContext.configure(connection), metadata) == []
+        context = MigrationContext.configure(connection, opts=options)
+        assert compare_metadata(context, sa.MetaData()) != []  # the check can fail
+        combined = sa.MetaData()
+        for table in [*metadata.tables.values(), *memory_metadata.tables.values()]:
+            table.to_metadata(combined)
+        assert compare_metadata(context, combined) == []
 
 
 def test_a_version_1_store_upgrades_keeping_its_runs(tmp_path: Path) -> None:

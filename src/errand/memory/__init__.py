@@ -1,1 +1,78 @@
-"""errand.memory — see DESIGN.md."""
+"""errand.memory: project memory that fills itself from evidence, shows its sources, and retrieves well.
+
+How the task engine uses it (every call is synchronous; one store per process)::
+
+    from errand.memory import (MemoryStore, project_key, sync_instructions, retrieve,
+                               observe_command, observe_fix, observe_review, observe_followup, distill)
+
+    store = MemoryStore.open(url)                # the task store's database URL; migrates it
+    project = project_key(task.repo)             # scope: resolved path or normalized URL
+
+    # When a task starts (host side, on the user's checkout, never the sandbox's copy):
+    sync_instructions(store, project, repo_dir)  # AGENTS.md & kin → active 'instruction' memories
+    recalled = retrieve(store, project, task.instruction, k=8, repo_dir=repo_dir)
+    context = "\\n".join(item.render() for item in recalled)       # ids, text, provenance, STALE flags
+    store.record_use(task.id, [item.memory.id for item in recalled], "given")
+
+    # The agent's tools:
+    #   recall(query)  → retrieve(store, project, query, k=5, repo_dir=repo_dir); record_use(..., "recalled")
+    #   remember(text) → store.add(project, text, kind="fact", status="proposed", confidence=0.5,
+    #                              provenance=Provenance.task(task.id, event_id, "remember tool"))
+    #   (catch SecretRefused / InvalidMemory and hand error.message back to the agent)
+
+    # As things happen:
+    observe_command(store, project, "pytest -q", 0, kind="test", task_id=task.id, event_id=event_id)
+    observe_fix(store, project, command=..., error=..., fix=..., task_id=task.id, event_id=event_id)
+    observe_review(store, project, task.id, "rejected", reason)    # after TaskStore.add_review
+    observe_followup(store, project, task.id, instruction)
+
+    # When a task finishes, with a model configured (async):
+    await distill(store, project, task.id, trajectory_messages, model)   # → proposed memories
+
+    # The task page: store.uses(task.id) → [(Memory, "given" | "recalled" | "used"), ...]
+
+People see and change memories with ``errand memory ls|show|add|edit|rm|approve|reject``
+(:data:`errand.memory.cli.memory_app`). Errors are :class:`MemoryStoreError` and its children.
+"""
+
+from __future__ import annotations
+
+from errand.memory.distill import DistillResult, distill
+from errand.memory.embedders import E5Embedder, Embedder, default_embedder
+from errand.memory.errors import InvalidMemory, MemoryNotFound, MemoryStoreError, SecretRefused
+from errand.memory.ingest import SyncReport, sync_instructions
+from errand.memory.observe import observe_command, observe_fix, observe_followup, observe_review
+from errand.memory.records import ArchiveReason, Kind, Memory, Provenance, Recalled, Source, Status, project_key
+from errand.memory.retrieve import Weights, retrieve
+from errand.memory.secretscan import check_no_secret
+from errand.memory.store import MemoryStore
+
+__all__ = [
+    "ArchiveReason",
+    "DistillResult",
+    "E5Embedder",
+    "Embedder",
+    "InvalidMemory",
+    "Kind",
+    "Memory",
+    "MemoryNotFound",
+    "MemoryStore",
+    "MemoryStoreError",
+    "Provenance",
+    "Recalled",
+    "SecretRefused",
+    "Source",
+    "Status",
+    "SyncReport",
+    "Weights",
+    "check_no_secret",
+    "default_embedder",
+    "distill",
+    "observe_command",
+    "observe_fix",
+    "observe_followup",
+    "observe_review",
+    "project_key",
+    "retrieve",
+    "sync_instructions",
+]

@@ -1,0 +1,170 @@
+"""``errand memory``: see, add, correct and remove what errand remembers about a project.
+
+Registered in :mod:`errand.cli` as ``app.add_typer(memory_app, name="memory")``.
+The project is the repository given by ``--repo`` (default: the current
+directory), scoped as :func:`~errand.memory.project_key` does; the database is
+errand's own (``ERRAND_HOME``) unless ``--db`` names another. Errors print one
+``error: …`` line and exit 2 for rejected input (a secret, a bad kind, an
+illegal status change), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from errand.errors import ConfigError, ErrandError
+from errand.memory.errors import InvalidMemory, SecretRefused
+from errand.memory.ingest import sync_instructions
+from errand.memory.records import Kind, Memory, Provenance, Status, project_key
+from errand.memory.retrieve import retrieve
+from errand.memory.store import MemoryStore
+
+__all__ = ["memory_app"]
+
+T = TypeVar("T")
+
+memory_app = typer.Typer(no_args_is_help=True, help="See and curate project memory.")
+
+DbOption = Annotated[str | None, typer.Option("--db", envvar="ERRAND_DB", help="Database URL (default: errand's).")]
+RepoOption = Annotated[Path, typer.Option("--repo", help="The project's repository.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+IdsArgument = Annotated[list[int], typer.Argument(help="Memory ids.")]
+
+
+@contextmanager
+def _store(db: str | None, *, embedder: bool = True) -> Iterator[MemoryStore]:
+    try:
+        with (MemoryStore.open(db) if embedder else MemoryStore.open(db, embedder=None)) as store:
+            yield store
+    except ErrandError as error:
+        Console(stderr=True).print(f"error: {error.message}", style="red", markup=False, highlight=False,
+                                   soft_wrap=True)
+        raise typer.Exit(2 if isinstance(error, ConfigError | InvalidMemory | SecretRefused) else 1) from None
+
+
+def _each(db: str | None, ids: list[int], change: Callable[[MemoryStore, int], Memory]) -> None:
+    with _store(db) as store:
+        for memory_id in ids:
+            memory = change(store, memory_id)
+            print(f"{memory.id}\t{memory.status}\t{memory.text}")
+
+
+@memory_app.command("ls")
+def ls(
+    repo: RepoOption = Path("."), db: DbOption = None, as_json: JsonOption = False,
+    status: Annotated[Status | None, typer.Option(help="Only memories in this status.")] = None,
+    kind: Annotated[Kind | None, typer.Option(help="Only memories of this kind.")] = None,
+    all_projects: Annotated[bool, typer.Option("--all", help="Every project's memories.")] = False,
+    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 100,
+) -> None:
+    """List memories, newest first, with where each came from."""
+    project = None if all_projects else project_key(repo)
+    with _store(db, embedder=False) as store:
+        found = store.list_memories(project, status=status, kind=kind, limit=limit)
+    if as_json:
+        print(json.dumps([memory.to_json() for memory in found], indent=2))
+        return
+    table = Table("id", "status", "kind", "text", "source", "uses", box=None)
+    for memory in found:
+        table.add_row(str(memory.id), memory.status.value, memory.kind.value, memory.text,
+                      memory.provenance.describe(), str(memory.use_count))
+    Console().print(table)
+
+
+@memory_app.command("show")
+def show(memory_id: Annotated[int, typer.Argument(help="Memory id.")], db: DbOption = None,
+         as_json: JsonOption = False) -> None:
+    """Show one memory in full: text, provenance, status, supersession, use."""
+    with _store(db, embedder=False) as store:
+        memory = store.get(memory_id)
+    if as_json:
+        print(json.dumps(memory.to_json(), indent=2))
+        return
+    data = memory.to_json()
+    for key in ("id", "project", "kind", "status", "text", "source", "confidence", "evidence", "use_count",
+                "supersedes", "superseded_by", "archived_reason", "citations"):
+        if data[key] not in (None, []):
+            print(f"{key:15} {data[key]}")
+
+
+@memory_app.command("add")
+def add(
+    text: Annotated[str, typer.Argument(help="The memory: one self-contained statement.")],
+    kind: Annotated[Kind, typer.Option(help="What sort of memory it is.")] = Kind.FACT,
+    repo: RepoOption = Path("."), db: DbOption = None,
+    proposed: Annotated[bool, typer.Option("--proposed", help="Add it as proposed, not active.")] = False,
+    supersedes: Annotated[int | None, typer.Option(help="The id of a memory this one replaces.")] = None,
+) -> None:
+    """Add a memory by hand (active unless --proposed); a near-duplicate is merged instead."""
+    with _store(db) as store:
+        memory = store.add(project_key(repo), text, kind=kind, provenance=Provenance.person(),
+                           status=Status.PROPOSED if proposed else Status.ACTIVE, supersedes=supersedes)
+    merged = " (merged into an existing memory)" if memory.evidence > 1 else ""
+    print(f"{memory.id}\t{memory.status}\t{memory.text}{merged}")
+
+
+@memory_app.command("edit")
+def edit(
+    memory_id: Annotated[int, typer.Argument(help="Memory id.")], db: DbOption = None,
+    text: Annotated[str | None, typer.Option(help="New text.")] = None,
+    kind: Annotated[Kind | None, typer.Option(help="New kind.")] = None,
+) -> None:
+    """Correct a memory's text or kind."""
+    if text is None and kind is None:
+        raise typer.BadParameter("give --text or --kind (or both)")
+    with _store(db) as store:
+        memory = store.edit(memory_id, text=text, kind=kind)
+    print(f"{memory.id}\t{memory.status}\t{memory.text}")
+
+
+@memory_app.command("rm")
+def rm(ids: IdsArgument, db: DbOption = None,
+       archive: Annotated[bool, typer.Option("--archive", help="Archive instead of deleting.")] = False) -> None:
+    """Delete memories for good (or, with --archive, keep them but never give them to an agent)."""
+    _each(db, ids, (lambda store, memory_id: store.archive(memory_id)) if archive else
+          (lambda store, memory_id: store.remove(memory_id)))
+
+
+@memory_app.command("approve")
+def approve(ids: IdsArgument, db: DbOption = None) -> None:
+    """Approve proposed memories: they become active and are given to agents."""
+    _each(db, ids, lambda store, memory_id: store.approve(memory_id))
+
+
+@memory_app.command("reject")
+def reject(ids: IdsArgument, db: DbOption = None) -> None:
+    """Reject proposed memories: archived, and the same proposal is never made active again."""
+    _each(db, ids, lambda store, memory_id: store.reject(memory_id))
+
+
+@memory_app.command("sync")
+def sync(repo: RepoOption = Path("."), db: DbOption = None) -> None:
+    """Read the repository's instruction files (AGENTS.md, CLAUDE.md, …) into memory, or bring them up to date."""
+    with _store(db) as store:
+        report = sync_instructions(store, project_key(repo), repo)
+    print(f"{len(report.files)} files: {len(report.added)} added, {len(report.kept)} unchanged, "
+          f"{len(report.superseded)} superseded, {len(report.archived)} archived, {report.refused} refused")
+
+
+@memory_app.command("search")
+def search(
+    query: Annotated[str, typer.Argument(help="What to recall.")], repo: RepoOption = Path("."),
+    db: DbOption = None, k: Annotated[int, typer.Option("-k", help="How many.")] = 8, as_json: JsonOption = False,
+) -> None:
+    """Recall memories as an agent would be given them (stale citations flagged against --repo)."""
+    with _store(db) as store:
+        found = retrieve(store, project_key(repo), query, k=k, repo_dir=repo)
+    if as_json:
+        print(json.dumps([{**item.memory.to_json(), "score": item.score, "stale": item.stale,
+                           "stale_reasons": list(item.stale_reasons)} for item in found], indent=2))
+        return
+    for item in found:
+        print(item.render())

@@ -1,0 +1,202 @@
+"""Instruction files as memories, kept in step with the files.
+
+:func:`sync_instructions` reads the project's instruction files (AGENTS.md,
+CLAUDE.md, ``.cursorrules``, ``.cursor/rules/``, ``.windsurfrules``,
+``.github/copilot-instructions.md``, CONTRIBUTING…), splits each into passages
+(a paragraph or list item, with its section heading in front) and makes each
+passage an active ``instruction`` memory whose provenance is the file's path
+and content hash. Run again, it compares passages:
+
+- a passage still there is kept (its provenance moves to the new hash);
+- a passage that changed is stored anew and **supersedes** the old one;
+- a passage, or a whole file, that is gone is **archived** (``source_removed``).
+
+A passage that looks like a secret is skipped and counted, never stored.
+Files are read only when they are regular files inside the repository (a
+symlink pointing out of it is not followed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from errand.memory.errors import SecretRefused
+from errand.memory.records import ArchiveReason, Kind, Memory, Provenance, Source, Status
+from errand.memory.schema import memories
+from errand.memory.store import MemoryStore
+from errand.memory.text import MAX_TEXT_CHARS, likeness
+
+__all__ = ["INSTRUCTION_FILES", "SyncReport", "instruction_files", "passages", "sync_instructions"]
+
+#: Looked for relative to the repository root; a trailing ``/`` means every Markdown file below that folder.
+INSTRUCTION_FILES: tuple[str, ...] = (
+    "AGENTS.md", "CLAUDE.md", ".cursorrules", ".cursor/rules/", ".windsurfrules", ".github/copilot-instructions.md",
+    "CONTRIBUTING.md", "CONTRIBUTING.rst", "CONTRIBUTING.txt", "CONTRIBUTING", ".github/CONTRIBUTING.md",
+    "docs/CONTRIBUTING.md",
+)
+MAX_FILE_BYTES = 256 * 1024
+MIN_PASSAGE_CHARS = 12
+#: How alike a new passage must be to a vanished one to count as its new version (superseding it).
+CHANGED_LIKENESS = 0.4
+
+
+@dataclass
+class SyncReport:
+    """What one :func:`sync_instructions` did, by memory id (``refused`` counts skipped secret passages)."""
+
+    added: list[int] = field(default_factory=list)
+    kept: list[int] = field(default_factory=list)
+    superseded: list[tuple[int, int]] = field(default_factory=list)  # (old id, new id)
+    archived: list[int] = field(default_factory=list)
+    refused: int = 0
+    files: list[str] = field(default_factory=list)
+
+
+def instruction_files(repo_dir: Path) -> list[str]:
+    """The instruction files present in the repository, as relative POSIX paths."""
+    repo = repo_dir.resolve()
+    found: list[str] = []
+    for name in INSTRUCTION_FILES:
+        if name.endswith("/"):
+            folder = repo / name
+            if folder.is_dir() and not folder.is_symlink():
+                found.extend(sorted(path.relative_to(repo).as_posix() for path in folder.rglob("*")
+                                    if path.suffix in (".md", ".mdc") and path.is_file()))
+        elif (repo / name).is_file():
+            found.append(name)
+    return found
+
+
+def passages(text: str) -> list[str]:
+    """The passages of a Markdown-ish document: paragraphs and list items, each prefixed with its heading."""
+    heading = ""
+    found: list[str] = []
+    block: list[str] = []
+    fenced = False
+
+    def flush() -> None:
+        body = re.sub(r"\s+", " ", " ".join(block)).strip()
+        block.clear()
+        if len(body) >= MIN_PASSAGE_CHARS:
+            found.append((f"{heading}: {body}" if heading else body)[:MAX_TEXT_CHARS])
+
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        if fenced:
+            block.append(f"`{line.strip()}`" if line.strip() else "")
+            continue
+        title = re.match(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if title or line.strip().startswith("---"):
+            flush()
+            heading = title.group(1).strip() if title else heading
+        elif not line.strip():
+            flush()
+        elif re.match(r"^\s*(?:[*+-]|\d+[.)])\s+", line):
+            flush()
+            block.append(re.sub(r"^\s*(?:[*+-]|\d+[.)])\s+", "", line))
+        else:
+            block.append(line.strip())
+    flush()
+    return list(dict.fromkeys(found))
+
+
+def sync_instructions(store: MemoryStore, project: str, repo_dir: str | Path) -> SyncReport:
+    """Bring the project's instruction-file memories in step with the files in ``repo_dir``."""
+    repo = Path(repo_dir).resolve()
+    report = SyncReport(files=instruction_files(repo))
+    for relative in report.files:
+        data = _read_inside(repo, relative)
+        if data is not None:
+            _sync_file(store, project, relative, data, report)
+    for path in _tracked_paths(store, project):
+        if path not in report.files or _read_inside(repo, path) is None:
+            for memory in _live(store, project, path):
+                report.archived.append(store.archive(memory.id, ArchiveReason.SOURCE_REMOVED).id)
+    return report
+
+
+def _sync_file(store: MemoryStore, project: str, path: str, data: bytes, report: SyncReport) -> None:
+    content_hash = "sha256:" + hashlib.sha256(data).hexdigest()
+    provenance = Provenance.file(path, content_hash)
+    new = passages(data.decode("utf-8", errors="replace"))
+    old = {memory.text: memory for memory in _live(store, project, path)}
+    vanished = [memory for text, memory in old.items() if text not in new]
+    for text in new:
+        existing = old.get(text)
+        if existing is not None:
+            _rehash(store, existing, content_hash)
+            report.kept.append(existing.id)
+            continue
+        before = _closest(text, vanished)
+        try:
+            added = store.add(project, text, kind=Kind.INSTRUCTION, provenance=provenance, status=Status.ACTIVE,
+                              supersedes=before.id if before else None, merge=False)
+        except SecretRefused:
+            report.refused += 1
+            continue
+        if before is not None:
+            vanished.remove(before)
+            report.superseded.append((before.id, added.id))
+        else:
+            report.added.append(added.id)
+    for memory in vanished:
+        report.archived.append(store.archive(memory.id, ArchiveReason.SOURCE_REMOVED).id)
+
+
+def _closest(text: str, candidates: list[Memory]) -> Memory | None:
+    scored = [(likeness(text, memory.text), memory) for memory in candidates]
+    best = max(scored, key=lambda pair: pair[0], default=None)
+    return best[1] if best is not None and best[0] >= CHANGED_LIKENESS else None
+
+
+def _live(store: MemoryStore, project: str, path: str) -> list[Memory]:
+    found = store.list_memories(project, source=Source.FILE, path=path, limit=100_000)
+    return [memory for memory in reversed(found) if memory.status is not Status.ARCHIVED]
+
+
+def _tracked_paths(store: MemoryStore, project: str) -> list[str]:
+    query = (memories.select().with_only_columns(memories.c.path).distinct()
+             .where(memories.c.project == project, memories.c.source == Source.FILE.value,
+                    memories.c.status != Status.ARCHIVED.value))
+    with store.engine.begin() as connection:
+        return sorted(str(path) for path in connection.execute(query).scalars() if path)
+
+
+def _rehash(store: MemoryStore, memory: Memory, content_hash: str) -> None:
+    if memory.provenance.content_hash == content_hash:
+        return
+    with store.engine.begin() as connection:
+        connection.execute(memories.update().where(memories.c.id == memory.id).values(content_hash=content_hash))
+
+
+def _read_inside(repo: Path, relative: str) -> bytes | None:
+    """The file's bytes (at most MAX_FILE_BYTES) if it is a regular file inside ``repo``, else None."""
+    pure = PurePosixPath(relative)
+    if pure.is_absolute() or ".." in pure.parts:
+        return None
+    try:
+        resolved = (repo / relative).resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if not resolved.is_relative_to(repo):
+        return None
+    try:
+        fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(MAX_FILE_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

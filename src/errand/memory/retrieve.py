@@ -1,0 +1,165 @@
+"""Hybrid retrieval: BM25 and dense candidates fused by reciprocal rank, then signals, de-duplication and
+a staleness check against the working tree.
+
+    recalled = retrieve(store, project, "how do I run the tests", k=8, repo_dir=checkout)
+
+1. **Candidates**: the best ``candidates`` memories by BM25 (FTS5) and, when
+   the store has an embedder, the best by cosine similarity.
+2. **Fusion**: reciprocal rank fusion, ``Σ weight / (rrf_k + rank)``. Ranks,
+   not scores, so BM25's unbounded scale and cosine's narrow one mix
+   without calibration. Without an embedder this is BM25's order.
+3. **Signals**: small multipliers for confidence, for evidence and use (a
+   memory observed or recalled again and again), and for recency (a
+   half-life on the last update). They reorder near-ties, never a clear
+   winner: the fused score dominates.
+4. **De-duplication**: a result too like one ranked above it is dropped.
+5. **Staleness**: with ``repo_dir``, every cited file and symbol is looked up in
+   the tree; a memory whose citations no longer hold is flagged with the
+   reasons (and demoted), not hidden — the agent should see it and check.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from errand.memory.citations import TreeIndex, check
+from errand.memory.records import Kind, Memory, Recalled, Status
+from errand.memory.schema import memories
+from errand.memory.store import DUPLICATE_LIKENESS, MemoryStore, memory_from_row
+from errand.memory.text import jaccard, terms
+
+__all__ = ["Weights", "fuse", "retrieve"]
+
+_DAY = 86_400.0
+
+
+@dataclass(frozen=True)
+class Weights:
+    """How retrieval weighs its parts (the defaults are what ``benchmarks/memory.py`` measures)."""
+
+    lexical: float = 1.0
+    dense: float = 1.0
+    rrf_k: float = 60.0
+    confidence: float = 0.2  # score × (1 - confidence + confidence × memory.confidence)
+    usage: float = 0.05  # score × (1 + usage × ln(1 + uses + extra evidence))
+    recency: float = 0.1  # score × (1 - recency × (1 - 0.5 ** (age / half-life)))
+    half_life_days: float = 180.0
+    stale: float = 0.8  # score × stale for a memory whose citations no longer hold
+
+    def __post_init__(self) -> None:
+        if self.lexical < 0 or self.dense < 0 or self.lexical + self.dense == 0 or self.rrf_k <= 0:
+            raise ValueError("retrieval weights: lexical and dense are ≥ 0 and not both 0; rrf_k is > 0")
+
+
+DEFAULT_WEIGHTS = Weights()
+
+
+def fuse(rankings: Sequence[tuple[float, Sequence[int]]], rrf_k: float) -> dict[int, tuple[float, dict[int, int]]]:
+    """Reciprocal rank fusion of ``(weight, ids best first)`` lists → id → (score, {list index: 1-based rank})."""
+    fused: dict[int, tuple[float, dict[int, int]]] = {}
+    for index, (weight, ids) in enumerate(rankings):
+        for rank, memory_id in enumerate(ids, start=1):
+            score, ranks = fused.get(memory_id, (0.0, {}))
+            fused[memory_id] = (score + weight / (rrf_k + rank), {**ranks, index: rank})
+    return fused
+
+
+def retrieve(
+    store: MemoryStore, project: str, query: str, k: int = 8, *, repo_dir: str | Path | None = None,
+    include_proposed: bool = False, kinds: Iterable[Kind | str] | None = None, candidates: int = 50,
+    weights: Weights = DEFAULT_WEIGHTS, now: float | None = None,
+) -> list[Recalled]:
+    """The ``k`` memories of ``project`` that best answer ``query``, best first (see the module docstring).
+
+    Only active memories are considered, and proposed ones too with
+    ``include_proposed``. Reading is all it does: record what a task was given
+    with :meth:`MemoryStore.record_use`.
+    """
+    if k <= 0 or not query.strip():
+        return []
+    statuses = [Status.ACTIVE.value] + ([Status.PROPOSED.value] if include_proposed else [])
+    wanted = {Kind(kind).value for kind in kinds} if kinds is not None else None
+    dense = store.embedder is not None and weights.dense > 0
+    vector = store.vectors().embed_query(query) if dense else None  # overlaps the BM25 search below
+    with store.engine.begin() as connection:
+        names = ["lexical"]
+        rankings = [(weights.lexical, [i for i, _ in store.lexical(connection, project, query, statuses, candidates)])]
+        if vector is not None:
+            generation = store.generation(connection, project)
+            found = store.vectors().search(connection, project, generation, vector.result(), statuses, candidates)
+            rankings.append((weights.dense, [i for i, _ in found]))
+            names.append("dense")
+        fused = fuse(rankings, weights.rrf_k)
+        signals = _signal_rows(connection, list(fused))
+        moment = time.time() if now is None else now
+        order = sorted(
+            ((score * _signals(signals[memory_id], weights, moment), memory_id) for memory_id, (score, _) in
+             fused.items() if memory_id in signals and (wanted is None or signals[memory_id]["kind"] in wanted)),
+            key=lambda pair: (-pair[0], pair[1]),
+        )
+        # Full rows only for the few that can make the cut (duplicates dropped along the way).
+        head = order[: max(4 * k, 20)]
+        rows = _rows(connection, [memory_id for _, memory_id in head])
+    scored = [Recalled(rows[memory_id], score, ranks={names[i]: rank for i, rank in fused[memory_id][1].items()})
+              for score, memory_id in head if memory_id in rows]
+    picked = _distinct(scored, k * 2 if repo_dir is not None else k)
+    if repo_dir is not None:
+        picked = _flag_stale(picked, Path(repo_dir), weights)
+    return picked[:k]
+
+
+def _rows(connection: sa.Connection, ids: list[int]) -> dict[int, Memory]:
+    found: dict[int, Memory] = {}
+    for start in range(0, len(ids), 500):  # stay under every database's bound-parameter limit
+        query = sa.select(memories).where(memories.c.id.in_(ids[start:start + 500]))
+        found.update((int(row["id"]), memory_from_row(row)) for row in connection.execute(query).mappings())
+    return found
+
+
+_SIGNAL_COLUMNS = (memories.c.id, memories.c.kind, memories.c.confidence, memories.c.use_count,
+                   memories.c.evidence, memories.c.updated_at)
+
+
+def _signal_rows(connection: sa.Connection, ids: list[int]) -> dict[int, sa.RowMapping]:
+    found: dict[int, sa.RowMapping] = {}
+    for start in range(0, len(ids), 500):
+        query = sa.select(*_SIGNAL_COLUMNS).where(memories.c.id.in_(ids[start:start + 500]))
+        found.update((int(row["id"]), row) for row in connection.execute(query).mappings())
+    return found
+
+
+def _signals(row: sa.RowMapping, weights: Weights, now: float) -> float:
+    confidence = 1 - weights.confidence + weights.confidence * float(row["confidence"])
+    usage = 1 + weights.usage * math.log1p(int(row["use_count"]) + int(row["evidence"]) - 1)
+    age_days = max(0.0, now - float(row["updated_at"])) / _DAY
+    recency = 1 - weights.recency * (1 - 0.5 ** (age_days / weights.half_life_days))
+    return float(confidence * usage * recency)
+
+
+def _distinct(ranked: list[Recalled], limit: int) -> list[Recalled]:
+    kept: list[tuple[Recalled, set[str]]] = []
+    for candidate in ranked:
+        if len(kept) >= limit:
+            break
+        words = set(terms(candidate.memory.text))
+        if all(jaccard(words, other) < DUPLICATE_LIKENESS for _, other in kept):
+            kept.append((candidate, words))
+    return [candidate for candidate, _ in kept]
+
+
+def _flag_stale(ranked: list[Recalled], repo_dir: Path, weights: Weights) -> list[Recalled]:
+    tree = TreeIndex(repo_dir.resolve())
+    flagged = []
+    for item in ranked:
+        reasons = check(item.memory.citations, tree)
+        if reasons:
+            item = Recalled(item.memory, item.score * weights.stale, True, reasons, item.ranks)
+        flagged.append(item)
+    flagged.sort(key=lambda item: (-item.score, item.memory.id))
+    return flagged

@@ -1,0 +1,105 @@
+"""The memory store's tables, in SQLAlchemy Core, in the same database as the task store.
+
+They are on their own :class:`~sqlalchemy.MetaData` (with the task schema's
+naming convention) rather than on ``errand.tasks.schema.metadata``: memory sits
+below tasks in the layer map, so it must not import the task schema, and the
+task migrations' ``env.py`` (which may import memory) targets both. The tables
+themselves are created by the task store's Alembic chain, revision
+``0003``, so one ``migrate()`` brings the whole database up to date.
+
+``memories.id`` is an INTEGER PRIMARY KEY: on SQLite it is the rowid, which the
+FTS5 index (``memories_fts``, external content, kept in step by triggers; see
+:mod:`errand.memory.lexical`) refers to. Times are ``Double`` seconds since the
+epoch (UTC), as in the task schema.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+__all__ = ["FTS_TABLE", "memories", "memory_projects", "memory_uses", "memory_vectors", "metadata"]
+
+FTS_TABLE = "memories_fts"
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+KINDS = "'instruction', 'command', 'convention', 'pitfall', 'preference', 'fact'"
+STATUSES = "'proposed', 'active', 'archived'"
+SOURCES = "'task', 'review', 'file', 'commit', 'person', 'model'"
+
+memories = sa.Table(
+    "memories",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("project", sa.Text, nullable=False),  # errand.memory.project_key(repo)
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    # Provenance. task_id has no foreign key: a memory outlives the task it came from.
+    sa.Column("source", sa.String(16), nullable=False),
+    sa.Column("task_id", sa.String(32), nullable=True),
+    sa.Column("event_id", sa.Integer, nullable=True),
+    sa.Column("path", sa.Text, nullable=True),
+    sa.Column("content_hash", sa.String(80), nullable=True),
+    sa.Column("commit", sa.String(64), nullable=True),
+    sa.Column("detail", sa.Text, nullable=True),
+    sa.Column("confidence", sa.Double, nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("updated_at", sa.Double, nullable=False),
+    sa.Column("last_used_at", sa.Double, nullable=True),
+    sa.Column("use_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("evidence", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("supersedes", sa.Integer, sa.ForeignKey("memories.id", ondelete="SET NULL"), nullable=True),
+    sa.Column("superseded_by", sa.Integer, sa.ForeignKey("memories.id", ondelete="SET NULL"), nullable=True),
+    sa.Column("archived_reason", sa.String(32), nullable=True),
+    sa.Column("fingerprint", sa.String(64), nullable=False),  # sha256 of the normalized text
+    sa.Column("citations", sa.JSON, nullable=False),  # files and symbols the text cites
+    sa.CheckConstraint(f"kind IN ({KINDS})", name="kind"),
+    sa.CheckConstraint(f"status IN ({STATUSES})", name="status"),
+    sa.CheckConstraint(f"source IN ({SOURCES})", name="source"),
+    sa.Index(None, "project", "status", "id"),
+    sa.Index(None, "project", "fingerprint"),
+    sa.Index(None, "project", "path"),
+)
+
+# One row a project: ``generation`` goes up with every write to the project's
+# memories, so a process can tell in one indexed read whether its cached
+# vectors (or fallback lexical index) are still current.
+memory_projects = sa.Table(
+    "memory_projects",
+    metadata,
+    sa.Column("project", sa.Text, primary_key=True),
+    sa.Column("generation", sa.Integer, nullable=False),
+)
+
+memory_vectors = sa.Table(
+    "memory_vectors",
+    metadata,
+    sa.Column("memory_id", sa.Integer, sa.ForeignKey("memories.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("model", sa.String(64), primary_key=True),  # the Embedder's name
+    sa.Column("project", sa.Text, nullable=False),
+    sa.Column("vector", sa.LargeBinary, nullable=False),  # little-endian float32, L2-normalized
+    sa.Index(None, "project", "model"),
+)
+
+# Which memories a task was given, recalled or said it used.
+memory_uses = sa.Table(
+    "memory_uses",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("memory_id", sa.Integer, sa.ForeignKey("memories.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("task_id", sa.String(32), nullable=False),
+    sa.Column("how", sa.String(16), nullable=False),
+    sa.Column("time", sa.Double, nullable=False),
+    sa.CheckConstraint("how IN ('given', 'recalled', 'used')", name="how"),
+    sa.Index(None, "task_id", "id"),
+    sa.Index(None, "memory_id"),
+)

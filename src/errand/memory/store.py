@@ -1,0 +1,370 @@
+"""The memory store: memories with their provenance, in the task store's SQL database.
+
+Every method is one short transaction. :meth:`MemoryStore.add` is where the
+correctness rules live: a text that looks like a secret is refused before
+anything is written; an exact or near duplicate of a memory the project
+already has is merged into it (its evidence count goes up, it keeps the first
+provenance), and a duplicate of a memory a person rejected stays rejected; a
+memory may name one it supersedes, which is archived and linked both ways.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Self
+
+import sqlalchemy as sa
+
+from errand.memory import citations as citing
+from errand.memory.embedders import Embedder, default_embedder
+from errand.memory.errors import InvalidMemory, MemoryNotFound
+from errand.memory.lexical import Bm25Index, fts5_available, fts5_search
+from errand.memory.records import ArchiveReason, Kind, Memory, Provenance, Source, Status
+from errand.memory.schema import memories, memory_projects, memory_uses
+from errand.memory.secretscan import check_no_secret
+from errand.memory.text import MAX_TEXT_CHARS, fingerprint, likeness
+from errand.tasks import database
+
+__all__ = ["DUPLICATE_LIKENESS", "MemoryStore", "memory_from_row"]
+
+#: Content-word Jaccard at or above which a new memory is merged into an old one.
+DUPLICATE_LIKENESS = 0.75
+_UNSET: Any = object()
+_USE_KINDS = ("given", "recalled", "used")
+
+
+class MemoryStore:
+    """Project memories in one SQL database (the task store's).
+
+    ``embedder`` defaults to :func:`~errand.memory.embedders.default_embedder`;
+    pass ``None`` for lexical (BM25) retrieval alone.
+    """
+
+    def __init__(self, engine: sa.Engine, *, embedder: Embedder | None = _UNSET) -> None:
+        self.engine = engine
+        self._writer = engine.execution_options(**{database.WRITE: True})
+        self.embedder: Embedder | None = default_embedder() if embedder is _UNSET else embedder
+        self._vectors: Any = None
+        self._bm25: dict[str, Bm25Index] = {}
+        self._fts5: bool | None = None
+
+    @classmethod
+    def open(cls, url: str | None = None, *, embedder: Embedder | None = _UNSET) -> Self:
+        """Open (creating and migrating) the database at ``url``; by default errand's own ``errand.db``."""
+        engine = database.connect(url or database.default_url())
+        database.migrate(engine)
+        return cls(engine, embedder=embedder)
+
+    def close(self) -> None:
+        if self._vectors is not None:
+            self._vectors.close()
+        self.engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- adding ------------------------------------------------------------------------
+
+    def add(
+        self, project: str, text: str, *, kind: Kind | str, provenance: Provenance,
+        status: Status | str = Status.ACTIVE, confidence: float = 1.0, supersedes: int | None = None,
+        merge: bool = True,
+    ) -> Memory:
+        """Store a memory, or merge it into the near-duplicate the project already has; return the result.
+
+        Raises :class:`~errand.memory.SecretRefused` for text that looks like a
+        secret and :class:`~errand.memory.InvalidMemory` for bad input; either
+        way nothing is written. ``merge=False`` skips duplicate detection (used
+        by ingestion, which tracks its passages itself).
+        """
+        text, kind, status = _checked(text, kind, status, confidence)
+        with self._write() as connection:
+            if merge and supersedes is None:
+                duplicate = self._duplicate(connection, project, text)
+                if duplicate is not None:
+                    return self._merge(connection, duplicate, status, confidence)
+            memory_id = self._insert(connection, project, text, kind, provenance, status, confidence)
+            if supersedes is not None:
+                self._supersede(connection, project, supersedes, memory_id)
+            self._bump(connection, project)
+            return memory_from_row(_row(connection, memory_id))
+
+    def _insert(
+        self, connection: sa.Connection, project: str, text: str, kind: Kind, provenance: Provenance,
+        status: Status, confidence: float,
+    ) -> int:
+        now = time.time()
+        inserted = connection.execute(memories.insert().values(
+            project=project, kind=kind.value, text=text, status=status.value, source=provenance.source.value,
+            task_id=provenance.task_id, event_id=provenance.event_id, path=provenance.path,
+            content_hash=provenance.content_hash, commit=provenance.commit, detail=provenance.detail,
+            confidence=confidence, created_at=now, updated_at=now, last_used_at=None, use_count=0, evidence=1,
+            fingerprint=fingerprint(text), citations=list(citing.extract(text)),
+        ))
+        key = inserted.inserted_primary_key
+        assert key is not None
+        memory_id = int(key[0])
+        if self.embedder is not None:
+            self.vectors().write(connection, project, [(memory_id, text)])
+        return memory_id
+
+    def _duplicate(self, connection: sa.Connection, project: str, text: str) -> sa.RowMapping | None:
+        """The live (or rejected) memory ``text`` repeats, exactly or nearly, if there is one."""
+        eligible = sa.or_(memories.c.status != Status.ARCHIVED.value,
+                          memories.c.archived_reason == ArchiveReason.REJECTED.value)
+        exact = connection.execute(
+            sa.select(memories).where(memories.c.project == project, memories.c.fingerprint == fingerprint(text),
+                                      eligible).order_by(memories.c.id).limit(1)
+        ).mappings().first()
+        if exact is not None:
+            return exact
+        statuses = [status.value for status in Status]
+        for memory_id, _score in self.lexical(connection, project, text, statuses, limit=10):
+            row = _row(connection, memory_id)
+            if (row["status"] != Status.ARCHIVED.value or row["archived_reason"] == ArchiveReason.REJECTED.value) \
+                    and likeness(text, row["text"]) >= DUPLICATE_LIKENESS:
+                return row
+        return None
+
+    def _merge(self, connection: sa.Connection, row: sa.RowMapping, status: Status, confidence: float) -> Memory:
+        values: dict[str, Any] = {
+            "evidence": memories.c.evidence + 1, "updated_at": time.time(),
+            "confidence": max(float(row["confidence"]), confidence),
+        }
+        # Observed again as fact: a proposal it repeats is confirmed. A rejected one stays rejected.
+        if status is Status.ACTIVE and row["status"] == Status.PROPOSED.value:
+            values["status"] = Status.ACTIVE.value
+        connection.execute(memories.update().where(memories.c.id == row["id"]).values(**values))
+        self._bump(connection, row["project"])
+        return memory_from_row(_row(connection, row["id"]))
+
+    def _supersede(self, connection: sa.Connection, project: str, old_id: int, new_id: int) -> None:
+        old = _row(connection, old_id)
+        if old["project"] != project:
+            raise InvalidMemory(f"memory {old_id} belongs to another project; it cannot be superseded from this one",
+                                memory_id=old_id)
+        connection.execute(memories.update().where(memories.c.id == old_id).values(
+            status=Status.ARCHIVED.value, archived_reason=ArchiveReason.SUPERSEDED.value, superseded_by=new_id,
+            updated_at=time.time(),
+        ))
+        connection.execute(memories.update().where(memories.c.id == new_id).values(supersedes=old_id))
+
+    # -- reading -----------------------------------------------------------------------
+
+    def get(self, memory_id: int) -> Memory:
+        with self._read() as connection:
+            return memory_from_row(_row(connection, memory_id))
+
+    def list_memories(
+        self, project: str | None = None, *, status: Status | str | None = None, kind: Kind | str | None = None,
+        source: Source | str | None = None, path: str | None = None, limit: int = 100, offset: int = 0,
+    ) -> list[Memory]:
+        """Memories newest first, filtered by whichever of the arguments are given."""
+        query = sa.select(memories).order_by(memories.c.id.desc()).limit(limit).offset(offset)
+        for column, value in (("project", project), ("status", status and Status(status).value),
+                              ("kind", kind and Kind(kind).value), ("source", source and Source(source).value),
+                              ("path", path)):
+            if value is not None:
+                query = query.where(memories.c[column] == value)
+        with self._read() as connection:
+            return [memory_from_row(row) for row in connection.execute(query).mappings()]
+
+    def projects(self) -> list[str]:
+        with self._read() as connection:
+            return list(connection.execute(sa.select(memory_projects.c.project).order_by("project")).scalars())
+
+    # -- changing ----------------------------------------------------------------------
+
+    def edit(self, memory_id: int, *, text: str | None = None, kind: Kind | str | None = None,
+             confidence: float | None = None) -> Memory:
+        """Change a memory's text, kind or confidence (a person's correction); its provenance stays."""
+        with self._write() as connection:
+            row = _row(connection, memory_id)
+            new_text, new_kind, _ = _checked(text if text is not None else row["text"],
+                                             kind if kind is not None else row["kind"], row["status"],
+                                             confidence if confidence is not None else row["confidence"])
+            connection.execute(memories.update().where(memories.c.id == memory_id).values(
+                text=new_text, kind=new_kind.value, updated_at=time.time(), fingerprint=fingerprint(new_text),
+                citations=list(citing.extract(new_text)),
+                confidence=confidence if confidence is not None else row["confidence"],
+            ))
+            if self.embedder is not None and new_text != row["text"]:
+                self.vectors().write(connection, row["project"], [(memory_id, new_text)])
+            self._bump(connection, row["project"])
+            return memory_from_row(_row(connection, memory_id))
+
+    def approve(self, memory_id: int) -> Memory:
+        """proposed → active."""
+        return self._move(memory_id, {Status.PROPOSED}, Status.ACTIVE, None)
+
+    def reject(self, memory_id: int) -> Memory:
+        """proposed → archived (rejected). Kept, so the same proposal is never made active again."""
+        return self._move(memory_id, {Status.PROPOSED}, Status.ARCHIVED, ArchiveReason.REJECTED)
+
+    def archive(self, memory_id: int, reason: ArchiveReason = ArchiveReason.ARCHIVED) -> Memory:
+        """proposed or active → archived: no longer given to agents, still listed."""
+        return self._move(memory_id, {Status.PROPOSED, Status.ACTIVE}, Status.ARCHIVED, reason)
+
+    def remove(self, memory_id: int) -> Memory:
+        """Delete a memory for good (its vectors and use records with it); returns what was deleted."""
+        with self._write() as connection:
+            memory = memory_from_row(_row(connection, memory_id))
+            connection.execute(memories.update().where(memories.c.supersedes == memory_id).values(supersedes=None))
+            connection.execute(memories.update().where(memories.c.superseded_by == memory_id)
+                               .values(superseded_by=None))
+            connection.execute(memories.delete().where(memories.c.id == memory_id))
+            self._bump(connection, memory.project)
+            return memory
+
+    def _move(self, memory_id: int, allowed: set[Status], target: Status, reason: ArchiveReason | None) -> Memory:
+        with self._write() as connection:
+            row = _row(connection, memory_id)
+            current = Status(row["status"])
+            if current not in allowed:
+                raise InvalidMemory(
+                    f"memory {memory_id} is {current}; only a {' or '.join(sorted(allowed))} memory can become "
+                    f"{reason or target}", memory_id=memory_id, code="illegal_status",
+                )
+            connection.execute(memories.update().where(memories.c.id == memory_id).values(
+                status=target.value, archived_reason=reason.value if reason else None, updated_at=time.time(),
+            ))
+            self._bump(connection, row["project"])
+            return memory_from_row(_row(connection, memory_id))
+
+    # -- uses ----------------------------------------------------------------------------
+
+    def record_use(self, task_id: str, memory_ids: Sequence[int], how: str = "given") -> None:
+        """Record that a task was ``given`` memories (in its context), ``recalled`` them (through the recall
+        tool) or ``used`` them (said it relied on them). Recalled and used ones count towards ranking."""
+        if how not in _USE_KINDS:
+            raise InvalidMemory(f"how must be one of {', '.join(_USE_KINDS)}, not {how!r}", code="invalid_use")
+        ids = list(dict.fromkeys(memory_ids))
+        if not ids:
+            return
+        now = time.time()
+        with self._write() as connection:
+            found = connection.execute(sa.select(memories.c.id, memories.c.project)
+                                       .where(memories.c.id.in_(ids))).all()
+            missing = set(ids) - {row[0] for row in found}
+            if missing:
+                raise MemoryNotFound(f"no memory has id {min(missing)}", memory_id=min(missing))
+            connection.execute(memory_uses.insert(), [
+                {"memory_id": memory_id, "task_id": task_id, "how": how, "time": now} for memory_id in ids
+            ])
+            if how != "given":
+                connection.execute(memories.update().where(memories.c.id.in_(ids))
+                                   .values(use_count=memories.c.use_count + 1, last_used_at=now))
+                for project in {row[1] for row in found}:
+                    self._bump(connection, project)
+
+    def uses(self, task_id: str) -> list[tuple[Memory, str]]:
+        """The memories a task was given, recalled or used, in the order recorded, with how."""
+        query = (sa.select(memories, memory_uses.c.how).join(memory_uses, memory_uses.c.memory_id == memories.c.id)
+                 .where(memory_uses.c.task_id == task_id).order_by(memory_uses.c.id))
+        with self._read() as connection:
+            return [(memory_from_row(row), str(row["how"])) for row in connection.execute(query).mappings()]
+
+    # -- search primitives (used by retrieval) -----------------------------------------------
+
+    def generation(self, connection: sa.Connection, project: str) -> int:
+        found = connection.execute(
+            sa.select(memory_projects.c.generation).where(memory_projects.c.project == project)
+        ).scalar()
+        return int(found or 0)
+
+    def lexical(self, connection: sa.Connection, project: str, query: str, statuses: Sequence[str],
+                limit: int) -> list[tuple[int, float]]:
+        """BM25 over the project's memories: FTS5 on SQLite, :class:`Bm25Index` elsewhere."""
+        if self._fts5 is None:
+            self._fts5 = fts5_available(connection)
+        if self._fts5:
+            return fts5_search(connection, project, query, statuses, limit)
+        generation = self.generation(connection, project)
+        index = self._bm25.get(project)
+        if index is None or index.generation != generation:
+            index = self._bm25[project] = Bm25Index.build(connection, project, generation)
+        return index.search(query, statuses, limit)
+
+    def vectors(self) -> Any:
+        """The :class:`~errand.memory.vectors.VectorIndex` of this store's embedder (imported on first use)."""
+        if self.embedder is None:
+            raise InvalidMemory("this memory store has no embedder", code="no_embedder")
+        if self._vectors is None:
+            from errand.memory.vectors import VectorIndex
+
+            self._vectors = VectorIndex(self.embedder)
+        return self._vectors
+
+    def backfill_vectors(self, project: str) -> int:
+        """Embed the project's memories that have no vector from the current embedder; returns how many."""
+        if self.embedder is None:
+            return 0
+        with self._write() as connection:
+            missing = self.vectors().missing(connection, project)
+            self.vectors().write(connection, project, missing)
+            if missing:
+                self._bump(connection, project)
+            return len(missing)
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _bump(self, connection: sa.Connection, project: str) -> None:
+        bumped = connection.execute(memory_projects.update().where(memory_projects.c.project == project)
+                                    .values(generation=memory_projects.c.generation + 1))
+        if bumped.rowcount == 0:
+            connection.execute(memory_projects.insert().values(project=project, generation=1))
+
+    @contextmanager
+    def _write(self) -> Iterator[sa.Connection]:
+        with self._writer.begin() as connection:
+            yield connection
+
+    @contextmanager
+    def _read(self) -> Iterator[sa.Connection]:
+        with self.engine.begin() as connection:
+            yield connection
+
+
+def _checked(text: str, kind: Kind | str, status: Status | str, confidence: float) -> tuple[str, Kind, Status]:
+    text = text.strip()
+    if not text:
+        raise InvalidMemory("a memory needs some text", code="empty_memory")
+    if len(text) > MAX_TEXT_CHARS:
+        raise InvalidMemory(f"a memory is at most {MAX_TEXT_CHARS} characters (this one has {len(text)}); "
+                            "store one statement, not a document", code="memory_too_long")
+    try:
+        kind, status = Kind(kind), Status(status)
+    except ValueError as error:
+        raise InvalidMemory(f"{error}; kinds are {', '.join(Kind)}, statuses {', '.join(Status)}") from None
+    if not 0.0 <= confidence <= 1.0:
+        raise InvalidMemory(f"confidence is between 0 and 1, not {confidence}")
+    check_no_secret(text)
+    return text, kind, status
+
+
+def _row(connection: sa.Connection, memory_id: int) -> sa.RowMapping:
+    row = connection.execute(sa.select(memories).where(memories.c.id == memory_id)).mappings().first()
+    if row is None:
+        raise MemoryNotFound(f"no memory has id {memory_id}", memory_id=memory_id)
+    return row
+
+
+def memory_from_row(row: sa.RowMapping) -> Memory:
+    provenance = Provenance(
+        Source(row["source"]), task_id=row["task_id"], event_id=row["event_id"], path=row["path"],
+        content_hash=row["content_hash"], commit=row["commit"], detail=row["detail"],
+    )
+    return Memory(
+        id=int(row["id"]), project=row["project"], kind=Kind(row["kind"]), text=row["text"],
+        status=Status(row["status"]), provenance=provenance, confidence=float(row["confidence"]),
+        created_at=row["created_at"], updated_at=row["updated_at"], last_used_at=row["last_used_at"],
+        use_count=int(row["use_count"]), evidence=int(row["evidence"]), supersedes=row["supersedes"],
+        superseded_by=row["superseded_by"],
+        archived_reason=ArchiveReason(row["archived_reason"]) if row["archived_reason"] else None,
+        citations=tuple(row["citations"] or ()),
+    )

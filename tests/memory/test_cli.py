@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from errand.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ERRAND_DB", f"sqlite:///{tmp_path / 'errand.db'}")
+    root = tmp_path / "repo"
+    root.mkdir()
+    return root
+
+
+def memory(repo: Path, *args: str) -> Result:
+    return runner.invoke(app, ["memory", *args, *(["--repo", str(repo)] if args[0] in REPO_COMMANDS else [])])
+
+
+REPO_COMMANDS = {"ls", "add", "sync", "search"}
+
+
+def test_add_list_show_edit_and_remove(repo: Path) -> None:
+    added = memory(repo, "add", "Run the tests with `pytest -q`.", "--kind", "command")
+    assert added.exit_code == 0, added.output
+    memory_id = added.output.split("\t")[0]
+    merged = memory(repo, "add", "run the tests with pytest -q")
+    assert "merged into an existing memory" in merged.output
+
+    listed = memory(repo, "ls", "--json")
+    (row,) = json.loads(listed.output)
+    assert (row["id"], row["kind"], row["status"], row["source"], row["evidence"]) == \
+        (int(memory_id), "command", "active", "added by a person", 2)
+    assert "pytest -q" in memory(repo, "ls").output
+
+    edited = memory(repo, "edit", memory_id, "--text", "Run the tests with `pytest -q -x`.")
+    assert edited.exit_code == 0 and "-x" in edited.output
+    shown = memory(repo, "show", memory_id)
+    assert "text            Run the tests with `pytest -q -x`." in shown.output
+    assert json.loads(memory(repo, "show", memory_id, "--json").output)["text"].endswith("-x`.")
+
+    assert memory(repo, "rm", memory_id).exit_code == 0
+    gone = memory(repo, "show", memory_id)
+    assert gone.exit_code == 1 and f"no memory has id {memory_id}" in gone.output
+
+
+def test_approve_reject_and_archive(repo: Path) -> None:
+    first = memory(repo, "add", "Prefer dataclasses over dicts for records.", "--proposed").output.split("\t")[0]
+    second = memory(repo, "add", "Name branches after the ticket.", "--proposed").output.split("\t")[0]
+    assert "\tactive\t" in memory(repo, "approve", first).output
+    assert "\tarchived\t" in memory(repo, "reject", second).output
+    again = memory(repo, "reject", first)
+    assert again.exit_code == 2 and "only a proposed memory" in again.output
+    assert "\tarchived\t" in memory(repo, "rm", "--archive", first).output
+    statuses = {row["id"]: row["archived_reason"] for row in json.loads(memory(repo, "ls", "--json").output)}
+    assert statuses == {int(first): "archived", int(second): "rejected"}
+
+
+def test_a_secret_is_refused_with_exit_2(repo: Path) -> None:
+    refused = memory(repo, "add", "export GITHUB_TOKEN=ghp_0123456789abcdefghijABCDEFGHIJ012345")
+    assert refused.exit_code == 2
+    assert "looks like it contains a secret" in refused.output and "ghp_" not in refused.output
+    assert json.loads(memory(repo, "ls", "--json").output) == []
+
+
+def test_sync_and_search(repo: Path) -> None:
+    (repo / "AGENTS.md").write_text("## Testing\n\nRun `make test` before every commit.\n")
+    synced = memory(repo, "sync")
+    assert synced.exit_code == 0 and "1 added" in synced.output
+    found = memory(repo, "search", "how to run the tests", "--json")
+    (hit,) = json.loads(found.output)
+    assert hit["text"] == "Testing: Run `make test` before every commit." and hit["source"].startswith("AGENTS.md @")
+    assert hit["stale"] is False
+
+
+def test_projects_are_separate(repo: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    memory(repo, "add", "This one belongs to the first repository.")
+    assert json.loads(memory(other, "ls", "--json").output) == []
+    assert len(json.loads(runner.invoke(app, ["memory", "ls", "--all", "--json"]).output)) == 1
