@@ -175,8 +175,12 @@ def show(task_id: TaskId, as_json: Annotated[bool, typer.Option("--json", help="
     with _service(server, token) as service:
         task = service.store.get_task(task_id)
         runs = service.store.runs(task_id)
+        given = service.store.events(task_id, kinds=["memories_given"])
+        memories = [{"id": i, "line": line} for i, line in zip(given[-1].data.get("ids", []),
+                                                               given[-1].data.get("lines", []), strict=False)] \
+            if given else []
         if as_json:
-            print(json.dumps({**_task_json(task), "runs": [
+            print(json.dumps({**_task_json(task), "memories": memories, "runs": [
                 {"id": r.id, "attempt": r.attempt, "round": r.round, "state": r.state.value,
                  "result": {k: v for k, v in (r.result or {}).items() if k != "patch"}} for r in runs]}, indent=2))
             return
@@ -189,6 +193,10 @@ def show(task_id: TaskId, as_json: Annotated[bool, typer.Option("--json", help="
             if questions:
                 out.print(f"[bold yellow]? {escape(str(questions[-1].data.get('text')))}[/]")
                 out.print(f"[dim]answer with `errand answer {task.id} \"...\"`[/]")
+        if memories:
+            out.print(f"\n[bold]memories given[/] ({len(memories)}; `errand memory show ID` for one):")
+            for memory in memories:
+                out.print(f"  {escape(memory['line'])}")
         try:
             ranked = service.round_runs(task_id)
         except ErrandError:

@@ -146,6 +146,12 @@ class WorkingCopy:
         return wc
 
     @property
+    def base_tree(self) -> Path | None:
+        """The pristine checkout of the base commit under an overlay (read-only to everyone:
+        what an agent writes never reaches it); None for a plain checkout."""
+        return self.host_git.parent / "tree" if self.overlay else None
+
+    @property
     def seed(self) -> Path:
         return self.index_seed or self.host_git / _INDEX_SEED
 

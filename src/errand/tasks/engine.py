@@ -30,6 +30,7 @@ from typing import Any, TextIO
 from errand import _settings
 from errand.agent import Agent, AgentResult, Budgets
 from errand.errors import ConfigError, ErrandError
+from errand.memory import MemoryStore
 from errand.models import Model, get_model
 from errand.repo import WorkingCopy
 from errand.sandbox import AsyncSandbox
@@ -38,6 +39,7 @@ from errand.tasks.environment import Environment, instructions
 from errand.tasks.errors import IllegalTransition, StateConflict
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
+from errand.tasks.memory_link import TaskMemory
 from errand.tasks.prompt import task_prompt
 from errand.tasks.records import Run, RunState, Task
 from errand.tasks.store import TaskStore
@@ -53,6 +55,9 @@ CONTROL_KINDS = ("message_sent", "answer_sent")
 
 class EngineBusy(ErrandError):
     code = "engine_busy"
+
+
+_OWN = object()
 
 
 def _default_models(spec: str, _index: int) -> Model:
@@ -85,7 +90,9 @@ class LocalEngine:
 
     def __init__(self, store: TaskStore, *, concurrency: int = 2, worker: str | None = None,
                  poll_interval: float = 0.1, default_model: str | None = None, budgets: Budgets | None = None,
-                 models: ModelFactory = _default_models) -> None:
+                 models: ModelFactory = _default_models, memory: MemoryStore | object | None = _OWN) -> None:
+        """``memory`` is the project memory tasks are given and teach (default: one on the
+        store's own database; ``None`` runs without memory)."""
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigError(f"concurrency must be a positive integer, not {concurrency!r}")
         self.store = store
@@ -95,6 +102,7 @@ class LocalEngine:
         self.default_model = default_model or os.environ.get("ERRAND_MODEL") or None
         self.budgets = budgets or Budgets()
         self._models = models
+        self.memory: MemoryStore | None = MemoryStore(store.engine) if memory is _OWN else memory  # type: ignore[assignment]
         self._rounds: dict[str, _Round] = {}
 
     # ------------------------------------------------------------ serving
@@ -224,25 +232,37 @@ class LocalEngine:
             await asyncio.to_thread(self.store.set_state, task.id, TaskState.RUNNING, expected=TaskState.PREPARING)
             prompt = await asyncio.to_thread(task_prompt, self.store, task, number, environment)
             guide = await asyncio.to_thread(instructions, copies[0].path, environment)
+            link = self._memory_link(task, copies[0], first.journal)
+            given = await link.given() if link is not None else ""
             budgets = environment.budgets or self.budgets
-            results = await asyncio.gather(*(self._attempt(round_, a, prompt, guide, budgets) for a in attempts))
+            results = await asyncio.gather(*(self._attempt(round_, a, prompt, guide, budgets, link, given)
+                                             for a in attempts))
             tests_before = await baseline
         finally:
             if not baseline.done():
                 baseline.cancel()
         evidence = await asyncio.gather(*(self._evidence(a, r, environment, tests_before)
                                           for a, r in zip(attempts, results, strict=True)))
+        if link is not None:
+            best = steps.rank([item for item, _ in evidence])[0]
+            await link.observe(environment, evidence[best][0], setup_ran=bool(environment.setup))
         round_.settling = True  # from here a cancel comes too late: the result is being written
         await self._finalize(round_, results, evidence)
 
-    async def _attempt(self, round_: _Round, attempt: _Attempt, prompt: str, guide: str,
-                       budgets: Budgets) -> AgentResult:
+    def _memory_link(self, task: Task, copy: WorkingCopy, journal: steps.Journal) -> TaskMemory | None:
+        if self.memory is None or copy.base_tree is None:
+            return None
+        return TaskMemory(self.memory, task, copy.base_tree, journal)
+
+    async def _attempt(self, round_: _Round, attempt: _Attempt, prompt: str, guide: str, budgets: Budgets,
+                       link: TaskMemory | None, given: str) -> AgentResult:
         assert attempt.sandbox is not None
         spec = round_.task.model or self.default_model
         if spec is None:
             raise ConfigError("no model is configured: pass --model or set ERRAND_MODEL", code="no_model")
         agent = Agent(self._models(spec, attempt.index), attempt.sandbox, workdir=steps.WORKSPACE,
-                      budgets=budgets, on_event=attempt.journal, instructions=guide or None)
+                      budgets=budgets, on_event=attempt.journal, instructions=guide or None, memory=link,
+                      memories=given or None)
         for text, ref in round_.messages:
             agent.send_message(text, ref=ref)
         attempt.agent = agent

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from errand.errors import ConfigError
+from errand.memory import MemoryStore
 from errand.models import PROVIDERS, ModelError, get_model
 from errand.repo import accept as commit_patch
 from errand.repo.git import run_git
@@ -24,12 +25,14 @@ from errand.tasks.environment import CONFIG_FILE, Environment
 from errand.tasks.errors import TaskError, WrongState
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import ACTIVE, TaskState
+from errand.tasks.memory_link import observe_verdict
 from errand.tasks.records import Review, Run, Task, Verdict
 from errand.tasks.store import TaskStore
 
 __all__ = ["MAX_ATTEMPTS", "Accepted", "TaskService", "issue_instruction"]
 
 MAX_ATTEMPTS = 8
+_OWN = object()
 MAX_INSTRUCTION_BYTES = 100_000
 MAX_TITLE = 72
 
@@ -45,8 +48,17 @@ class Accepted:
 class TaskService:
     """Submit, steer and review tasks in ``store``."""
 
-    def __init__(self, store: TaskStore) -> None:
+    def __init__(self, store: TaskStore, *, memory: MemoryStore | object | None = _OWN) -> None:
+        """``memory`` learns from reviews (default: project memory on the store's database,
+        opened when first needed; ``None``: no memory)."""
         self.store = store
+        self._memory = memory
+
+    @property
+    def memory(self) -> MemoryStore | None:
+        if self._memory is _OWN:
+            self._memory = MemoryStore(self.store.engine)
+        return self._memory  # type: ignore[return-value]
 
     # ------------------------------------------------------------ intake
 
@@ -93,11 +105,13 @@ class TaskService:
         """Ask for more work on a task's result: a new round on the same branch."""
         review = self.store.add_review(task_id, Verdict.FOLLOWUP, _text(text, "a follow-up instruction"))
         self.store.append_event(task_id, None, "followup", {"text": review.reason})
+        observe_verdict(self.memory, self.store.get_task(task_id), "followup", review.reason)
         return review
 
     def reject(self, task_id: str, reason: str) -> Review:
         review = self.store.add_review(task_id, Verdict.REJECTED, _text(reason, "a reason"))
         self.store.append_event(task_id, None, "rejected", {"reason": review.reason})
+        observe_verdict(self.memory, self.store.get_task(task_id), "rejected", review.reason)
         return review
 
     def accept(self, task_id: str, *, attempt: int | None = None, into: str | Path | None = None) -> Accepted:
@@ -116,6 +130,7 @@ class TaskService:
         self.store.add_review(task_id, Verdict.ACCEPTED, None)
         self.store.append_event(task_id, None, "accepted", {"run_id": run.id, "branch": task.branch,
                                                             "commit": commit})
+        observe_verdict(self.memory, task, "accepted", None)
         return Accepted(task_id, run.id, task.branch, commit)
 
     # ------------------------------------------------------------ reading

@@ -1,0 +1,133 @@
+"""Where tasks meet project memory: what a task is given, what its agent recalls and
+proposes, and what errand learns from how the task went.
+
+* **Given** — when a round starts, the project's instruction files (read from the
+  pristine checkout of the base commit, never from what an agent wrote) are synced
+  into memory, and the memories that best answer the task are put in the agent's
+  context with their ids and sources; the task records which (``memories_given``).
+* **Recalled / proposed** — the agent's ``recall`` and ``remember`` tools. What it
+  proposes waits for a person's approval.
+* **Observed** — the setup, test and lint commands as they actually ran, and
+  people's reviews: rejection reasons and follow-up instructions.
+
+Memory is help, never a gate: if it fails, the task goes on without it and says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from errand.memory import (
+    MemoryStore,
+    MemoryStoreError,
+    Provenance,
+    Recalled,
+    observe_command,
+    observe_followup,
+    observe_review,
+    project_key,
+    retrieve,
+    sync_instructions,
+)
+from errand.memory.observe import CommandKind
+from errand.tasks.environment import Environment
+from errand.tasks.evidence import Evidence
+from errand.tasks.records import Task
+
+__all__ = ["GIVEN", "RECALLED", "TaskMemory", "observe_verdict"]
+
+log = logging.getLogger("errand.memory")
+GIVEN = 8  # memories put in the agent's context when a round starts
+RECALLED = 5  # memories a recall answers with
+EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+class TaskMemory:
+    """Project memory as one task's round uses it (hooks for the agent's memory tools)."""
+
+    def __init__(self, memories: MemoryStore, task: Task, base_tree: Path, journal: EventSink) -> None:
+        self.memories = memories
+        self.task = task
+        self.project = project_key(task.repo)
+        self.base_tree = base_tree
+        self.journal = journal
+
+    async def given(self) -> str:
+        """Sync the instruction files, pick the memories for this task, record them as given,
+        and return them rendered for the agent's context."""
+        try:
+            recalled = await asyncio.to_thread(self._given)
+        except MemoryStoreError as error:
+            await self.journal("memory_unavailable", {"reason": error.message})
+            return ""
+        lines = [item.render() for item in recalled]
+        await self.journal("memories_given", {"ids": [item.memory.id for item in recalled], "lines": lines,
+                                              "stale": [item.memory.id for item in recalled if item.stale]})
+        return "\n".join(lines)
+
+    def _given(self) -> list[Recalled]:
+        sync_instructions(self.memories, self.project, self.base_tree)
+        recalled = retrieve(self.memories, self.project, self.task.instruction, k=GIVEN, repo_dir=self.base_tree)
+        self.memories.record_use(self.task.id, [item.memory.id for item in recalled], "given")
+        return recalled
+
+    # The agent's tools (errand.agent.memory_tools.MemoryHooks)
+
+    async def recall(self, query: str) -> str:
+        try:
+            recalled = await asyncio.to_thread(retrieve, self.memories, self.project, query, RECALLED,
+                                               repo_dir=self.base_tree)
+        except MemoryStoreError as error:
+            return f"error: memory is unavailable: {error.message}"
+        await asyncio.to_thread(self.memories.record_use, self.task.id, [m.memory.id for m in recalled], "recalled")
+        if not recalled:
+            return f"nothing in this project's memory matches {query!r}"
+        return "\n".join(item.render() for item in recalled)
+
+    async def remember(self, text: str) -> str:
+        try:
+            memory = await asyncio.to_thread(
+                self.memories.add, self.project, text, kind="fact", status="proposed", confidence=0.5,
+                provenance=Provenance.task(self.task.id, None, "proposed by the agent (remember tool)"))
+        except MemoryStoreError as error:
+            return f"error: not remembered: {error.message}"
+        await self.journal("memory_proposed", {"id": memory.id, "text": memory.text})
+        return (f"proposed as memory {memory.id}; a person approves it before later tasks are given it"
+                if memory.status.value == "proposed" else f"already known as memory {memory.id}")
+
+    # What errand observed
+
+    async def observe(self, environment: Environment, evidence: Evidence, setup_ran: bool) -> None:
+        """The commands as they ran: setup (when it ran this round), tests and lint on the result."""
+        observed: list[tuple[str, CommandKind, int | None]] = []
+        if setup_ran:
+            observed += [(command, "setup", 0) for command in environment.setup]
+        if evidence.tests_after is not None:
+            observed.append((evidence.tests_after.command, "test", evidence.tests_after.exit_code))
+        if evidence.lint_after is not None:
+            observed.append((evidence.lint_after.command, "lint", evidence.lint_after.exit_code))
+        try:
+            for command, kind, exit_code in observed:
+                if exit_code is not None:
+                    await asyncio.to_thread(observe_command, self.memories, self.project, command, exit_code,
+                                            kind=kind, task_id=self.task.id)
+        except MemoryStoreError as error:
+            log.warning("task %s: observing commands failed: %s", self.task.id, error.message)
+
+
+def observe_verdict(memories: MemoryStore | None, task: Task, verdict: str, text: str | None) -> None:
+    """A person's review as memory: a rejection's reason, a follow-up's instruction, an accept."""
+    if memories is None:
+        return
+    project = project_key(task.repo)
+    try:
+        if verdict == "followup" and text:
+            observe_followup(memories, project, task.id, text)
+        else:
+            observe_review(memories, project, task.id, verdict, text)
+    except MemoryStoreError as error:
+        log.warning("task %s: remembering the review failed: %s", task.id, error.message)

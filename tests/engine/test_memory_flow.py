@@ -1,0 +1,58 @@
+"""Project memory across tasks: what the first task teaches, the second is given, with its
+sources, and a person sees it on the task."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from errand.memory import MemoryStore
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.service import TaskService
+from errand.tasks.store import TaskStore
+
+from .harness import FINISH, FIX, FIX_SCRIPT, make_repo, running_engine, scripted, wait_for_state
+
+AGENTS = "# Agents\n\nKeep calc.py free of third-party imports.\n"
+
+
+async def test_the_first_task_teaches_and_the_second_is_given_it_with_provenance(
+        store: TaskStore, tmp_path: Path, script_file: Path) -> None:
+    repo = make_repo(tmp_path / "project", files={"AGENTS.md": AGENTS})
+    service = TaskService(store)
+    first = service.submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
+    teacher = scripted(FIX_SCRIPT)
+    async with running_engine(store, lambda _s, _i: teacher):
+        await wait_for_state(store, first.id, TaskState.READY_FOR_REVIEW)
+    service.reject(first.id, "Do not change the public signature of add; callers rely on it.")
+
+    second = service.submit("Fix add() so 2 + 3 is 5", repo=repo, model=f"scripted:{script_file}")
+    learner = scripted([[("recall", {"query": "how are tests run"})], [FIX], [FINISH]])
+    async with running_engine(store, lambda _s, _i: learner):
+        await wait_for_state(store, second.id, TaskState.READY_FOR_REVIEW)
+
+    system = learner.calls[0][0][0].content
+    memories = system[system.index("<memories>"):system.index("</memories>")]
+    assert "python3 test_calc.py" in memories and f"task {first.id}" in memories  # the command that worked
+    assert "Do not change the public signature of add" in memories and "review" in memories
+    assert "Keep calc.py free of third-party imports." in memories and "AGENTS.md @" in memories
+    recall_answer = next(m.content for m in learner.calls[1][0] if m.role == "tool")
+    assert "python3 test_calc.py" in recall_answer
+
+    [given] = store.events(second.id, kinds=["memories_given"])
+    uses = MemoryStore(store.engine, embedder=None).uses(second.id)
+    assert {memory.id for memory, how in uses if how == "given"} == set(given.data["ids"])
+    assert {how for _, how in uses} >= {"given", "recalled"}
+
+    # The person sees them on the task.
+    env = {**os.environ, "ERRAND_DATABASE_URL": str(store.engine.url), "COLUMNS": "200"}
+    shown = subprocess.run([sys.executable, "-m", "errand", "show", second.id], capture_output=True, text=True,
+                           env=env, check=True).stdout
+    assert "memories given" in shown and "Do not change the public signature" in shown
+    assert f"review of {first.id}" in shown or first.id in shown
+    shown_json = json.loads(subprocess.run([sys.executable, "-m", "errand", "show", second.id, "--json"],
+                                           capture_output=True, text=True, env=env, check=True).stdout)
+    assert {m["id"] for m in shown_json["memories"]} >= set(given.data["ids"])
