@@ -56,3 +56,29 @@ async def test_the_first_task_teaches_and_the_second_is_given_it_with_provenance
     shown_json = json.loads(subprocess.run([sys.executable, "-m", "errand", "show", second.id, "--json"],
                                            capture_output=True, text=True, env=env, check=True).stdout)
     assert {m["id"] for m in shown_json["memories"]} >= set(given.data["ids"])
+
+
+async def test_a_finished_task_is_distilled_into_proposed_memories(
+        store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
+    from errand.models import Message, ScriptedModel, ToolCall
+
+    from .harness import per_attempt
+
+    distiller = ScriptedModel([Message("assistant", "", [
+        ToolCall("p1", "propose_memory", {"kind": "command", "text": "Run the tests with python3 test_calc.py"}),
+        ToolCall("p2", "propose_memory", {"kind": "fact", "text": "token = ghp_" + "a1B2" * 9})])])
+    factory, _ = per_attempt(FIX_SCRIPT)
+    task = service.submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
+    async with running_engine(store, factory) as engine:
+        engine._distiller = lambda _spec: distiller
+        await wait_for_state(store, task.id, TaskState.READY_FOR_REVIEW)
+        while not store.events(task.id, kinds=["memories_proposed"]):
+            await __import__("asyncio").sleep(0.02)
+    [proposed] = store.events(task.id, kinds=["memories_proposed"])
+    assert proposed.data["refused"] == 1  # the secret never reaches the store
+    memories = MemoryStore(store.engine, embedder=None)
+    [memory] = [memories.get(i) for i in proposed.data["ids"]]
+    assert memory.status.value == "proposed" and "python3 test_calc.py" in memory.text
+    assert "the trajectory" not in memory.text
+    trajectory = distiller.calls[0][0]
+    assert "Make test_calc.py pass" in str(trajectory)

@@ -64,6 +64,10 @@ def _default_models(spec: str, _index: int) -> Model:
     return get_model(spec)
 
 
+def _default_distiller(spec: str) -> Model | None:
+    return None if spec.partition(":")[0].strip().lower() == "scripted" else get_model(spec)
+
+
 @dataclass
 class _Attempt:
     index: int
@@ -90,9 +94,12 @@ class LocalEngine:
 
     def __init__(self, store: TaskStore, *, concurrency: int = 2, worker: str | None = None,
                  poll_interval: float = 0.1, default_model: str | None = None, budgets: Budgets | None = None,
-                 models: ModelFactory = _default_models, memory: MemoryStore | object | None = _OWN) -> None:
+                 models: ModelFactory = _default_models, memory: MemoryStore | object | None = _OWN,
+                 distiller: Callable[[str], Model | None] = _default_distiller) -> None:
         """``memory`` is the project memory tasks are given and teach (default: one on the
-        store's own database; ``None`` runs without memory)."""
+        store's own database; ``None`` runs without memory). ``distiller(spec)`` gives the
+        model that distils a finished task into proposed memories (default: the task's
+        own model, unless it is a scripted one; ``None`` from it: no distilling)."""
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigError(f"concurrency must be a positive integer, not {concurrency!r}")
         self.store = store
@@ -102,6 +109,7 @@ class LocalEngine:
         self.default_model = default_model or os.environ.get("ERRAND_MODEL") or None
         self.budgets = budgets or Budgets()
         self._models = models
+        self._distiller = distiller
         self.memory: MemoryStore | None = MemoryStore(store.engine) if memory is _OWN else memory  # type: ignore[assignment]
         self._rounds: dict[str, _Round] = {}
 
@@ -248,6 +256,19 @@ class LocalEngine:
             await link.observe(environment, evidence[best][0], setup_ran=bool(environment.setup))
         round_.settling = True  # from here a cancel comes too late: the result is being written
         await self._finalize(round_, results, evidence)
+        if link is not None:
+            await self._distill(round_, link, results[steps.rank([item for item, _ in evidence])[0]])
+
+    async def _distill(self, round_: _Round, link: TaskMemory, result: AgentResult) -> None:
+        """Let a model propose what the finished task taught; a person approves each."""
+        spec = round_.task.model or self.default_model
+        try:
+            model = self._distiller(spec) if spec else None
+            if model is None:
+                return
+            await link.distill(result.messages, model)
+        except ErrandError as error:
+            await self._event(round_.task.id, None, "distill_failed", {"reason": error.message})
 
     def _memory_link(self, task: Task, copy: WorkingCopy, journal: steps.Journal) -> TaskMemory | None:
         if self.memory is None or copy.base_tree is None:

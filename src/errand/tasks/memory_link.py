@@ -26,6 +26,7 @@ from errand.memory import (
     MemoryStoreError,
     Provenance,
     Recalled,
+    distill,
     observe_command,
     observe_followup,
     observe_review,
@@ -34,6 +35,7 @@ from errand.memory import (
     sync_instructions,
 )
 from errand.memory.observe import CommandKind
+from errand.models import Message, Model
 from errand.tasks.environment import Environment
 from errand.tasks.evidence import Evidence
 from errand.tasks.records import Task
@@ -98,6 +100,11 @@ class TaskMemory:
         await self.journal("memory_proposed", {"id": memory.id, "text": memory.text})
         return (f"proposed as memory {memory.id}; a person approves it before later tasks are given it"
                 if memory.status.value == "proposed" else f"already known as memory {memory.id}")
+
+    async def distill(self, trajectory: list[Message], model: Model) -> None:
+        result = await distill(self.memories, self.project, self.task.id, trajectory, model)
+        await self.journal("memories_proposed", {"ids": [memory.id for memory in result.proposed],
+                                                 "refused": len(result.rejected)})
 
     # What errand observed
 
