@@ -19,12 +19,11 @@ symlink pointing out of it is not followed).
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import stat
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
+from errand._files import read_inside
 from errand.memory.errors import SecretRefused
 from errand.memory.records import ArchiveReason, Kind, Memory, Provenance, Source, Status
 from errand.memory.schema import memories
@@ -178,25 +177,5 @@ def _rehash(store: MemoryStore, memory: Memory, content_hash: str) -> None:
 
 def _read_inside(repo: Path, relative: str) -> bytes | None:
     """The file's bytes (at most MAX_FILE_BYTES) if it is a regular file inside ``repo``, else None."""
-    pure = PurePosixPath(relative)
-    if pure.is_absolute() or ".." in pure.parts:
-        return None
-    try:
-        resolved = (repo / relative).resolve(strict=True)
-    except (OSError, RuntimeError):
-        return None
-    if not resolved.is_relative_to(repo):
-        return None
-    try:
-        fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(MAX_FILE_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    read = read_inside(repo, relative, MAX_FILE_BYTES)
+    return None if read is None else read[0]

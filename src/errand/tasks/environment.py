@@ -15,13 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from errand._files import read_inside
 from errand.agent.budgets import Budgets
 from errand.errors import ConfigError
 from errand.sandbox.config import Resources
@@ -82,7 +82,7 @@ class Environment:
         path = repo / CONFIG_FILE
         if not os.path.lexists(path):
             return cls()
-        raw = _read_inside(repo, CONFIG_FILE, MAX_CONFIG_BYTES)
+        raw = read_inside(repo, CONFIG_FILE, MAX_CONFIG_BYTES)
         if raw is None:
             raise ConfigError(f"{path} is not a regular file inside the repository", code="outside_repo")
         data, truncated = raw
@@ -192,7 +192,7 @@ def instructions(repo_dir: Path, environment: Environment | None = None, *,
         budget = min(max_file_bytes, max_total_bytes - used)
         if budget <= 0:
             break
-        read = _read_inside(repo, name, budget)
+        read = read_inside(repo, name, budget)
         if read is None:
             continue
         data, truncated = read
@@ -226,7 +226,7 @@ def cache_key(repo_dir: Path, environment: Environment | None = None) -> str:
     digest.update(json.dumps(config, sort_keys=True).encode())
     names = sorted({p.name for pattern in LOCKFILE_PATTERNS for p in repo.glob(pattern)})
     for name in names:
-        read = _read_inside(repo, name, None)
+        read = read_inside(repo, name, None)
         if read is None:  # not a regular file inside the repository: only its presence counts
             digest.update(f"\0lock\0{name}\0unreadable\0".encode())
             continue
@@ -237,33 +237,6 @@ def cache_key(repo_dir: Path, environment: Environment | None = None) -> str:
 
 
 # ----------------------------------------------------------------- helpers
-
-
-def _read_inside(repo: Path, name: str, limit: int | None) -> tuple[bytes, bool] | None:
-    """Up to ``limit`` bytes of ``repo/name`` and whether it was cut; None if it is missing,
-    not a regular file, or resolves (through symlinks) outside the repository."""
-    try:
-        resolved = (repo / name).resolve(strict=True)
-    except (OSError, RuntimeError):
-        return None
-    if not resolved.is_relative_to(repo):
-        return None
-    try:
-        fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read() if limit is None else handle.read(limit + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if limit is None:
-        return data, False
-    return data[:limit], len(data) > limit
 
 
 def _resolve_copy(item: dict[str, Any], repo: Path, path: Path) -> dict[str, Any]:
