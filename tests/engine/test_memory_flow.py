@@ -82,3 +82,15 @@ async def test_a_finished_task_is_distilled_into_proposed_memories(
     assert "the trajectory" not in memory.text
     trajectory = distiller.calls[0][0]
     assert "Make test_calc.py pass" in str(trajectory)
+
+
+def test_the_task_query_is_its_title_and_opening_words() -> None:
+    from dataclasses import replace
+
+    from errand.tasks.memory_link import QUERY_WORDS, task_query
+
+    store_task = TaskStore.open("sqlite://").create_task(title="Fix add", instruction="Fix add. " + "word " * 500,
+                                                         repo="/r")
+    query = task_query(store_task)
+    assert query.startswith("Fix add") and len(query.split()) == QUERY_WORDS
+    assert task_query(replace(store_task, title="Rounding")).startswith("Rounding\nFix add.")

@@ -40,11 +40,14 @@ from errand.tasks.environment import Environment
 from errand.tasks.evidence import Evidence
 from errand.tasks.records import Task
 
-__all__ = ["GIVEN", "RECALLED", "TaskMemory", "observe_verdict"]
+__all__ = ["GIVEN", "RECALLED", "TaskMemory", "observe_verdict", "task_query"]
 
 log = logging.getLogger("errand.memory")
 GIVEN = 8  # memories put in the agent's context when a round starts
 RECALLED = 5  # memories a recall answers with
+# The dense query encoder costs ~2 ms a token on these cores: a whole issue as the query
+# would take a second. Its title and opening words say what the task is about.
+QUERY_WORDS = 48
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
@@ -73,7 +76,7 @@ class TaskMemory:
 
     def _given(self) -> list[Recalled]:
         sync_instructions(self.memories, self.project, self.base_tree)
-        recalled = retrieve(self.memories, self.project, self.task.instruction, k=GIVEN, repo_dir=self.base_tree)
+        recalled = retrieve(self.memories, self.project, task_query(self.task), k=GIVEN, repo_dir=self.base_tree)
         self.memories.record_use(self.task.id, [item.memory.id for item in recalled], "given")
         return recalled
 
@@ -124,6 +127,15 @@ class TaskMemory:
                                             kind=kind, task_id=self.task.id)
         except MemoryStoreError as error:
             log.warning("task %s: observing commands failed: %s", self.task.id, error.message)
+
+
+def task_query(task: Task) -> str:
+    """What a task is about, short enough to embed quickly: its title, then the opening of
+    its instruction."""
+    words = task.instruction.split()
+    title = task.title.rstrip("…").strip()
+    opening = " ".join(words[:QUERY_WORDS])
+    return opening if opening.startswith(title) else f"{title}\n{opening}"
 
 
 def observe_verdict(memories: MemoryStore | None, task: Task, verdict: str, text: str | None) -> None:
