@@ -64,8 +64,7 @@ def percentiles(values: list[float]) -> str:
     return f"{statistics.median(ordered):8.1f} {p95:8.1f} {ordered[-1]:8.1f}"
 
 
-async def one_task(service: Any, store: Any, repo: Path, script: Path,
-                   first_request: dict[str, float]) -> dict[str, float]:
+async def one_task(service: Any, store: Any, repo: Path, script: Path, first_requests: list[float]) -> dict[str, float]:
     from errand.tasks.lifecycle import TaskState
 
     start_wall = time.time()
@@ -78,16 +77,17 @@ async def one_task(service: Any, store: Any, repo: Path, script: Path,
     state = store.get_task(task.id).state
     if state is not TaskState.READY_FOR_REVIEW:
         raise SystemExit(f"task {task.id} ended {state}: {[e.data for e in store.events(task.id)][-3:]}")
+    first = min(t for t in first_requests if t >= start)
     events = {e.kind: e.time for e in reversed(store.events(task.id, limit=100_000))}  # first of each kind
     exits = [e.time for e in store.events(task.id, kinds=["exit"])]
     [run] = store.runs(task.id)
     evidence = run.result["evidence"]
     test_seconds = evidence["tests_after"]["seconds"]
     return {
-        "submit_to_first_request": (first_request[task.id] - start) * 1000,
+        "submit_to_first_request": (first - start) * 1000,
         "intake": (submitted - start) * 1000,
         "claim": (events["round_started"] - start_wall) * 1000 - (submitted - start) * 1000,
-        "round_started_to_first_request": (first_request[task.id] - start) * 1000
+        "round_started_to_first_request": (first - start) * 1000
         - (events["round_started"] - start_wall) * 1000,
         "evidence_beyond_tests": ((events["ready_for_review"] - exits[-1]) - test_seconds) * 1000,
         "test_command": test_seconds * 1000,
@@ -95,18 +95,20 @@ async def one_task(service: Any, store: Any, repo: Path, script: Path,
 
 
 class FirstRequestModel:
-    """The scripted fix, noting (by the task in its working directory) when it is first asked."""
+    """The scripted fix, noting when it is first asked (one model per attempt, tasks one at a time)."""
 
-    def __init__(self, script: Path, task_id: str, seen: dict[str, float]) -> None:
+    def __init__(self, script: Path, first_requests: list[float]) -> None:
         from errand.models import ScriptedModel
 
         self.inner = ScriptedModel.from_file(script)
         self.name = "bench"
-        self.task_id = task_id
-        self.seen = seen
+        self.first_requests = first_requests
+        self.asked = False
 
     async def complete(self, messages: Any, tools: Any) -> Any:
-        self.seen.setdefault(self.task_id, time.perf_counter())
+        if not self.asked:
+            self.asked = True
+            self.first_requests.append(time.perf_counter())
         return await self.inner.complete(messages, tools)
 
 
@@ -127,20 +129,9 @@ async def bench(files: int, runs: int) -> dict[str, list[float]]:
         {"tool_calls": [{"name": "finish", "arguments": {"summary": "add adds", "assumptions": []}}]}]))
     store = TaskStore.open()
     service = TaskService(store)
-    seen: dict[str, float] = {}
-    current: dict[str, str] = {}
-
-    def models(_spec: str, _index: int) -> Any:
-        return FirstRequestModel(script, current["task"], seen)
-
-    engine = LocalEngine(store, concurrency=1, poll_interval=0.02, models=models)
-    original = engine._attempt
-
-    async def attempt(round_: Any, attempt_: Any, prompt: str, guide: str) -> Any:
-        current["task"] = round_.task.id
-        return await original(round_, attempt_, prompt, guide)
-
-    engine._attempt = attempt  # type: ignore[method-assign]
+    seen: list[float] = []
+    engine = LocalEngine(store, concurrency=1, poll_interval=0.02,
+                         models=lambda _spec, _index: FirstRequestModel(script, seen))
     stop = asyncio.Event()
     serving = asyncio.create_task(engine.serve(stop=stop))
     results: dict[str, list[float]] = {}
