@@ -15,7 +15,16 @@ from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
 from models.wire import WireServer
 
-from .harness import FIX_SCRIPT, anthropic_turn, git, openai_turn, running_engine, wait_for_state, worktree_state
+from .harness import (
+    FIX_SCRIPT,
+    anthropic_turn,
+    git,
+    openai_turn,
+    running_engine,
+    wait_for_event,
+    wait_for_state,
+    worktree_state,
+)
 
 
 @pytest.fixture
@@ -41,15 +50,22 @@ async def test_a_task_through_the_provider_wire_protocol(
         monkeypatch.setenv(name, value.format(url=wire.url))
     for n, turn in enumerate(FIX_SCRIPT):
         wire.answer(encode(turn, n))
+    wire.answer(encode([("propose_memory", {"kind": "command", "text": "Run the tests with python3 test_calc.py"})],
+                       len(FIX_SCRIPT)))  # the distiller's turn, after the task is ready
     before = worktree_state(repo)
 
     task = service.submit("Make test_calc.py pass", repo=repo, model=f"{provider}:wire-model")
     assert task.state is TaskState.QUEUED
     async with running_engine(store, default_model="unused:x"):
         done = await wait_for_state(store, task.id, TaskState.READY_FOR_REVIEW, TaskState.FAILED)
+        await wait_for_event(store, task.id, lambda e: e.kind in ("memories_proposed", "distill_failed"))
     assert done.state is TaskState.READY_FOR_REVIEW
 
-    assert [r.path for r in wire.requests] == [path] * 4
+    assert [r.path for r in wire.requests] == [path] * 5
+    distilling = wire.requests[4].body
+    assert [tool.get("name") or tool["function"]["name"] for tool in distilling["tools"]] == ["propose_memory"]
+    [proposed] = store.events(task.id, kinds=["memories_proposed"])
+    assert len(proposed.data["ids"]) == 1
     first = wire.requests[0].body
     assert first["model"] == "wire-model"
     assert "Make test_calc.py pass" in str(first["messages"])
