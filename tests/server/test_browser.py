@@ -1,6 +1,7 @@
 """A person in a real browser (Debian's Chromium, driven by Playwright) creates a task,
 watches it live, answers its question, reviews the diff and accepts it. Screenshots of
-every page, at 1280 and 390 pixels wide, are written to the directory the test prints."""
+every page, at 1280 and 390 pixels wide, are written to the directory the test prints.
+A second person sees the memories a task was given and approves a proposed memory."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.harness import FINISH, FIX, READ, TEST, git
+from errand.memory import MemoryStore, Provenance, project_key
 from models.wire import WireServer
 
 from .conftest import Served, queue_turns
@@ -131,4 +133,50 @@ def test_create_watch_answer_review_accept(serve: Callable[..., Served], wire: W
 
     branch = git(repo, "branch", "--list", "errand/*").strip().lstrip("* ")
     assert "return a + b" in git(repo, "show", f"{branch}:calc.py")
+    assert person.errors == [], "\n".join(person.errors)
+
+
+def test_see_a_tasks_memories_and_approve_a_proposal(serve: Callable[..., Served], repo: Path,
+                                                     browser: playwright.Browser, artifacts: Path) -> None:
+    served = serve("--no-engine")
+    with served.client() as client:
+        task = client.post("/api/tasks", json={"instruction": "Make test_calc.py pass", "repo": str(repo),
+                                               "model": "openai:wire-model"}).json()
+    with MemoryStore.open(served.database, embedder=None) as memories:
+        project = project_key(repo)
+        given = memories.add(project, "Run the tests with python3 test_calc.py", kind="command",
+                             provenance=Provenance.task("t-earlier", 4, "test command"))
+        proposed = memories.add(project, "add() takes numbers only, never strings", kind="convention",
+                                status="proposed", confidence=0.5,
+                                provenance=Provenance.task(task["id"], None, "proposed by the agent"))
+        memories.record_use(task["id"], [given.id], "given")
+        memories.record_use(task["id"], [proposed.id], "recalled")
+    person = Person(browser, served.url, artifacts)
+    page, expect = person.page, playwright.expect
+
+    page.goto(f"{served.url}/tasks/{task['id']}")
+    used = page.get_by_role("region", name="Memories used")
+    expect(used).to_contain_text("Run the tests with python3 test_calc.py")
+    expect(used).to_contain_text("task t-earlier event 4 (test command)")
+    expect(used).to_contain_text("recalled")
+    person.shoot("8-task-memories")
+    used.get_by_role("link", name=f"Memory {given.id}").click()
+    expect(page.get_by_role("heading", name=f"Memory {given.id}", exact=True)).to_be_visible()
+    person.shoot("9-memory-one")
+
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Memory").click()
+    expect(page.get_by_role("heading", name="Memory", exact=True)).to_be_visible()
+    page.get_by_label("Status").select_option("proposed")
+    page.get_by_role("button", name="Filter").click()
+    card = page.locator(f"#memory-{proposed.id}")
+    expect(card).to_contain_text("proposed")
+    expect(card.get_by_role("link", name=f"task {task['id']}")).to_be_visible()  # where it came from
+    expect(page.locator(f"#memory-{given.id}")).to_have_count(0)
+    person.shoot("10-memory-proposed")
+    card.get_by_role("button", name=f"Approve memory {proposed.id}").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_text("No memories match these filters.")).to_be_visible()
+    page.goto(f"{served.url}/memory")
+    expect(page.locator(f"#memory-{proposed.id}")).to_contain_text("active")
+    person.shoot("11-memory")
     assert person.errors == [], "\n".join(person.errors)

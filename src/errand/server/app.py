@@ -19,7 +19,8 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from errand import __version__
-from errand.server import api_sandboxes, api_tasks, diffview, problems, ui
+from errand.memory import MemoryStore
+from errand.server import api_memory, api_sandboxes, api_tasks, diffview, problems, ui, ui_memory
 from errand.server.config import ServerConfig
 from errand.server.live import Hub
 from errand.server.security import Guard, Keys
@@ -42,6 +43,7 @@ def create_app(config: ServerConfig | None = None, *, database_url: str | None =
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = await asyncio.to_thread(TaskStore.open, database_url)
         app.state.service = TaskService(store)
+        app.state.memories = MemoryStore(store.engine)  # the task store's database; disposed with it
         app.state.hub = Hub(store, config.poll_interval)
         stop = asyncio.Event()
         engine = asyncio.create_task(_run_engine(store, config, stop)) if config.run_engine else None
@@ -56,15 +58,17 @@ def create_app(config: ServerConfig | None = None, *, database_url: str | None =
 
     app = FastAPI(title="errand", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Background coding agents in sandboxes: tasks, their live events, diffs, evidence "
-                              "and reviews, and the sandboxes they run in. Errors are application/problem+json "
-                              "with a stable `code`.")
+                              "and reviews, the sandboxes they run in, and project memory. Errors are "
+                              "application/problem+json with a stable `code`.")
     app.state.config = config
     app.state.keys = keys
     app.state.code_css = diffview.css()
     problems.install(app)
     app.include_router(api_tasks.router)
     app.include_router(api_sandboxes.router)
+    app.include_router(api_memory.router)
     app.include_router(ui.router)
+    app.include_router(ui_memory.router)
     app.mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static")
     app.add_middleware(Guard, config=config, keys=keys)
     return app

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from errand.errors import BackendUnavailable, ConfigError, ErrandError, SandboxNotFound, SandboxTerminated
+from errand.memory.errors import InvalidMemory, MemoryNotFound, SecretRefused
 from errand.tasks.errors import (
     IllegalTransition,
     RunNotFound,
@@ -44,10 +45,14 @@ _STATUS: tuple[tuple[type[ErrandError], int], ...] = (
     (StateConflict, 409),
     (RunNotRunning, 409),
     (BackendUnavailable, 503),
+    (MemoryNotFound, 404),
+    (InvalidMemory, 422),
+    (SecretRefused, 422),
 )
 _CODE_STATUS = {"run_not_found": 404, "no_result": 409, "engine_busy": 503, "patch_failed": 409, "csrf_failed": 403,
                "model_not_allowed": 422}
-_FIELDS = ("task_id", "run_id", "sandbox_id", "state", "current", "target", "expected", "actual")
+_FIELDS = ("task_id", "run_id", "sandbox_id", "state", "current", "target", "expected", "actual", "memory_id",
+           "detector")
 
 
 def status_of(error: ErrandError) -> int:

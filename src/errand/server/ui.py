@@ -1,4 +1,5 @@
-"""The web UI's pages: task list, task (live log), diff review, sandboxes, login.
+"""The web UI's pages: task list, task (live log, memories used), diff review, sandboxes, login.
+(The memory pages are :mod:`errand.server.ui_memory`.)
 
 Pages are rendered on the server (Jinja2); htmx makes links and forms swap the
 page without a reload, and a few lines of script (``static/live.js``) append
@@ -24,6 +25,7 @@ from errand.errors import ErrandError
 from errand.repo.workcopy import is_url
 from errand.sandbox import AsyncSandbox
 from errand.server import diffview
+from errand.server.api_memory import memory_store, task_memories
 from errand.server.api_tasks import checked_submit, detail
 from errand.server.config import ServerConfig
 from errand.server.eventview import render_event
@@ -34,7 +36,7 @@ from errand.server.security import SESSION_COOKIE, Keys, check_csrf, csrf_token
 from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.service import MAX_ATTEMPTS, TaskService
 
-__all__ = ["router", "templates"]
+__all__ = ["Csrf", "FormText", "local_path", "page", "redirect", "router", "templates"]
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -62,13 +64,13 @@ def _service(request: Request) -> TaskService:
     return service
 
 
-def _page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
     keys: Keys = request.app.state.keys
     return templates.TemplateResponse(request, name, {"login_required": keys.token is not None, **context},
                                       status_code=status)
 
 
-def _back(url: str) -> RedirectResponse:
+def redirect(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
 
 
@@ -86,7 +88,7 @@ def _list_page(request: Request, state: str | None, repo: str | None, before: st
                error: str | None = None, form: dict[str, Any] | None = None) -> HTMLResponse:
     valid_state = state if state in TaskState.__members__.values() else None
     tasks = _service(request).store.list_tasks(state=valid_state, repo=repo, limit=50, before=before)
-    return _page(request, "tasks.html", status, tasks=tasks, states=list(TaskState), state=valid_state,
+    return page(request, "tasks.html", status, tasks=tasks, states=list(TaskState), state=valid_state,
                  repo=repo or "", next=tasks[-1].id if len(tasks) == 50 else None, error=error,
                  form=form or {"base": "HEAD", "attempts": 1})
 
@@ -103,7 +105,7 @@ def create_task(request: Request, csrf: Csrf, instruction: FormText, repo: FormT
     except ErrandError as error:
         form = {"instruction": instruction, "repo": repo, "base": base, "model": model, "attempts": attempts}
         return _list_page(request, None, None, None, status=status_of(error), error=error.message, form=form)
-    return _back(f"/tasks/{quote(task.id)}")
+    return redirect(f"/tasks/{quote(task.id)}")
 
 
 # ------------------------------------------------------------------ one task
@@ -120,9 +122,9 @@ def _task_page(request: Request, task_id: str, *, status: int = 200, error: str 
     events = service.store.events(task_id, 0, 1_000_000)
     omitted = max(0, len(events) - LOG_LIMIT)
     shown = events[omitted:]
-    return _page(request, "task.html", status, task=task, panel=_panel(task), omitted=omitted,
+    return page(request, "task.html", status, task=task, panel=_panel(task), omitted=omitted,
                  log=Markup("").join(render_event(e) for e in shown), after=events[-1].id if events else 0,
-                 error=error)
+                 error=error, memories=task_memories(service.store, memory_store(request), task_id))
 
 
 def _panel(task: Any) -> dict[str, Any]:
@@ -137,7 +139,7 @@ def _panel(task: Any) -> dict[str, Any]:
 @router.get("/tasks/{task_id}/panel", response_class=HTMLResponse)
 def task_panel(request: Request, task_id: Text) -> HTMLResponse:
     task = detail(_service(request), task_id)
-    return _page(request, "_panel.html", task=task, panel=_panel(task))
+    return page(request, "_panel.html", task=task, panel=_panel(task))
 
 
 @router.get("/tasks/{task_id}/live")
@@ -173,7 +175,7 @@ def _act(request: Request, task_id: str, action: Any, *, then: str = "") -> Resp
         if then == "review":
             return _review_page(request, task_id, None, False, status=status_of(error), error=error.message)
         return _task_page(request, task_id, status=status_of(error), error=error.message)
-    return _back(f"/tasks/{quote(task_id)}" + (f"/{then}" if then else ""))
+    return redirect(f"/tasks/{quote(task_id)}" + (f"/{then}" if then else ""))
 
 
 @router.post("/tasks/{task_id}/answer", response_class=HTMLResponse)
@@ -237,13 +239,13 @@ def _review_page(request: Request, task_id: str, attempt: int | None, hide_ws: b
         chosen = service.chosen_run(task_id, attempt)
         ranked = service.round_runs(task_id)
     except ErrandError as missing:
-        return _page(request, "review.html", status_of(missing), task=task, files=[], attempts=[], chosen=None,
+        return page(request, "review.html", status_of(missing), task=task, files=[], attempts=[], chosen=None,
                      evidence=None, hide_ws=hide_ws, error=missing.message)
     patch = str(chosen.result.get("patch") or "")
     files = diffview.parse(patch)
     files = diffview.highlight(diffview.hide_whitespace(files) if hide_ws else files)
     attempts = [{"run": r, "rank": r.result.get("rank"), "evidence": service.evidence(r)} for r in ranked]
-    return _page(request, "review.html", status, task=task, files=files, attempts=attempts, chosen=chosen,
+    return page(request, "review.html", status, task=task, files=files, attempts=attempts, chosen=chosen,
                  evidence=service.evidence(chosen), hide_ws=hide_ws, error=error,
                  needs_into=is_url(task.repo), reviewable=_panel(task)["reviewable"],
                  accept_ready=task.state is TaskState.READY_FOR_REVIEW)
@@ -271,7 +273,7 @@ async def sandboxes(request: Request) -> HTMLResponse:
         finally:
             await sandbox.close()
         listed.append({"info": info, "egress": egress})
-    return _page(request, "sandboxes.html", sandboxes=listed)
+    return page(request, "sandboxes.html", sandboxes=listed)
 
 
 @router.post("/sandboxes/{sandbox_id}/terminate", response_class=HTMLResponse)
@@ -280,8 +282,8 @@ async def terminate(request: Request, sandbox_id: Text, csrf: Annotated[str, For
     try:
         await (await AsyncSandbox.from_id(sandbox_id)).terminate()
     except ErrandError as error:
-        return _page(request, "sandboxes.html", status_of(error), sandboxes=[], error=error.message)
-    return _back("/sandboxes")
+        return page(request, "sandboxes.html", status_of(error), sandboxes=[], error=error.message)
+    return redirect("/sandboxes")
 
 
 # ------------------------------------------------------------------ login
@@ -289,7 +291,7 @@ async def terminate(request: Request, sandbox_id: Text, csrf: Annotated[str, For
 
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, next: Annotated[str, Query(max_length=2048)] = "/") -> HTMLResponse:  # noqa: A002
-    return _page(request, "login.html", next=_local(next))
+    return page(request, "login.html", next=local_path(next))
 
 
 @router.post("/login", response_class=HTMLResponse)
@@ -298,8 +300,8 @@ def login(request: Request, csrf: Csrf, token: Annotated[str, Form(max_length=40
     check_csrf(request, csrf)
     keys: Keys = request.app.state.keys
     if not keys.token_matches(token) or keys.session is None:
-        return _page(request, "login.html", 401, next=_local(next), error="that is not this server's token")
-    response = _back(_local(next))
+        return page(request, "login.html", 401, next=local_path(next), error="that is not this server's token")
+    response = redirect(local_path(next))
     response.set_cookie(SESSION_COOKIE, keys.session, httponly=True, samesite="lax", path="/")
     return response
 
@@ -307,12 +309,12 @@ def login(request: Request, csrf: Csrf, token: Annotated[str, Form(max_length=40
 @router.post("/logout", response_class=HTMLResponse)
 def logout(request: Request, csrf: Csrf) -> Response:
     check_csrf(request, csrf)
-    response = _back("/login")
+    response = redirect("/login")
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
 
 
-def _local(target: str) -> str:
+def local_path(target: str) -> str:
     """Only a path on this server: never ``//elsewhere`` or a full URL (no open redirect)."""
     if not target.startswith("/") or target.startswith("//") or "\\" in target:
         return "/"
