@@ -187,18 +187,16 @@ def _clean(text: str) -> str:
     text = re.sub(r":\w+:`([^`<]*)(<[^>]*>)?`", r"\1", text)  # :role:`text <target>`
     text = re.sub(r"`([^`<]*) <[^>]*>`_+", r"\1", text)  # `text <url>`_
     text = re.sub(r"\s+", " ", text.replace("¶", "").replace("§", "")).strip()
-    return redact_registries(text.strip("# ").strip())
+    return redact_hosts(text.strip("# ").strip())
 
 
-# Package registries' host names are not written into this project, not even in data
-# quoted from documentation: each becomes a neutral placeholder.
-_REGISTRY_HOSTS = re.compile(
-    r"(?:[a-z0-9-]+\.)*(?:crates\.io|pypi\.org|pythonhosted\.org|npmjs\.(?:com|org)|rubygems\.org|debian\.org)",
-    re.IGNORECASE)
+# Host names in the quoted documentation become a neutral placeholder: the project writes
+# no package registry's host name, and a generic rule needs no list of them.
+_HOST = re.compile(r"\b(?:[a-z0-9-]+\.)+(?:io|org|com|net|dev)\b", re.IGNORECASE)
 
 
-def redact_registries(text: str) -> str:
-    return _REGISTRY_HOSTS.sub("[registry]", text)
+def redact_hosts(text: str) -> str:
+    return _HOST.sub("[host]", text)
 
 
 # ---------------------------------------------------------------- dataset
