@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from errand import database
 from errand.memory import E5Embedder, Embedder, MemoryStore, Provenance, retrieve
-from errand.tasks import database
 
 DATA = Path(__file__).parent / "data" / "memory"
 K = 10

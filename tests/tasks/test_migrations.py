@@ -15,7 +15,7 @@ def _head() -> str:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-    from errand.tasks.database import MIGRATIONS
+    from errand.database import MIGRATIONS
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
@@ -84,7 +84,7 @@ def test_a_version_1_store_upgrades_keeping_its_runs(tmp_path: Path) -> None:
     from alembic import command
     from alembic.config import Config
 
-    from errand.tasks import database
+    from errand import database
 
     url = f"sqlite:///{tmp_path / 'errand.db'}"
     engine = database.connect(url)

@@ -2,9 +2,9 @@
 
 They are on their own :class:`~sqlalchemy.MetaData` (with the task schema's
 naming convention) rather than on ``errand.tasks.schema.metadata``: memory sits
-below tasks in the layer map, so it must not import the task schema, and the
-task migrations' ``env.py`` (which may import memory) targets both. The tables
-themselves are created by the task store's Alembic chain, revision
+below tasks in the layer map, so it must not import the task schema, and
+``errand/migrations/env.py`` targets both. The tables themselves are created
+by the database's one Alembic chain (:mod:`errand.database`), revision
 ``0003``, so one ``migrate()`` brings the whole database up to date.
 
 ``memories.id`` is an INTEGER PRIMARY KEY: on SQLite it is the rowid, which the

@@ -11,12 +11,12 @@ memory may name one it supersedes, which is archived and linked both ways.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any, Self
 
 import sqlalchemy as sa
 
+from errand.database import SqlStore, open_engine
 from errand.memory import citations as citing
 from errand.memory.embedders import Embedder, default_embedder
 from errand.memory.errors import InvalidMemory, MemoryNotFound
@@ -25,7 +25,6 @@ from errand.memory.records import ArchiveReason, Kind, Memory, Provenance, Sourc
 from errand.memory.schema import memories, memory_projects, memory_uses
 from errand.memory.secretscan import check_no_secret
 from errand.memory.text import MAX_TEXT_CHARS, fingerprint, likeness
-from errand.tasks import database
 
 __all__ = ["DUPLICATE_LIKENESS", "MemoryStore", "memory_from_row"]
 
@@ -35,7 +34,7 @@ _UNSET: Any = object()
 _USE_KINDS = ("given", "recalled", "used")
 
 
-class MemoryStore:
+class MemoryStore(SqlStore):
     """Project memories in one SQL database (the task store's).
 
     ``embedder`` defaults to :func:`~errand.memory.embedders.default_embedder`;
@@ -43,8 +42,7 @@ class MemoryStore:
     """
 
     def __init__(self, engine: sa.Engine, *, embedder: Embedder | None = _UNSET) -> None:
-        self.engine = engine
-        self._writer = engine.execution_options(**{database.WRITE: True})
+        super().__init__(engine)
         self.embedder: Embedder | None = default_embedder() if embedder is _UNSET else embedder
         self._vectors: Any = None
         self._bm25: dict[str, Bm25Index] = {}
@@ -53,20 +51,12 @@ class MemoryStore:
     @classmethod
     def open(cls, url: str | None = None, *, embedder: Embedder | None = _UNSET) -> Self:
         """Open (creating and migrating) the database at ``url``; by default errand's own ``errand.db``."""
-        engine = database.connect(url or database.default_url())
-        database.migrate(engine)
-        return cls(engine, embedder=embedder)
+        return cls(open_engine(url), embedder=embedder)
 
     def close(self) -> None:
         if self._vectors is not None:
             self._vectors.close()
-        self.engine.dispose()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
+        super().close()
 
     # -- adding ------------------------------------------------------------------------
 
@@ -319,15 +309,6 @@ class MemoryStore:
         if bumped.rowcount == 0:
             connection.execute(memory_projects.insert().values(project=project, generation=1))
 
-    @contextmanager
-    def _write(self) -> Iterator[sa.Connection]:
-        with self._writer.begin() as connection:
-            yield connection
-
-    @contextmanager
-    def _read(self) -> Iterator[sa.Connection]:
-        with self.engine.begin() as connection:
-            yield connection
 
 
 def _checked(text: str, kind: Kind | str, status: Status | str, confidence: float) -> tuple[str, Kind, Status]:

@@ -7,7 +7,7 @@ different values on SQLite and PostgreSQL. A float is unambiguous UTC, sorts and
 compares identically on both (``double precision`` on PostgreSQL, microsecond
 resolution), and is what ``time.time()`` gives. Convert at the edges.
 
-Changing a table here needs a new revision under ``migrations/versions``.
+Changing a table here needs a new revision under ``errand/migrations/versions``.
 """
 
 from __future__ import annotations

@@ -10,13 +10,12 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 import sqlalchemy as sa
 
-from errand.tasks import database
+from errand.database import SqlStore, open_engine
 from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict, TaskNotFound
 from errand.tasks.lifecycle import ACTIVE, TaskState, transition
 from errand.tasks.records import Event, Recovery, Review, Run, RunState, Task, Verdict
@@ -31,12 +30,8 @@ _VERDICT_STATE = {
 }
 
 
-class TaskStore:
+class TaskStore(SqlStore):
     """Tasks, runs, events and reviews in one SQL database."""
-
-    def __init__(self, engine: sa.Engine) -> None:
-        self.engine = engine
-        self._writer = engine.execution_options(**{database.WRITE: True})
 
     @classmethod
     def open(cls, url: str | None = None) -> Self:
@@ -44,18 +39,7 @@ class TaskStore:
 
         Without ``url``, ``errand.db`` in errand's home directory (``ERRAND_HOME``).
         """
-        engine = database.connect(url or database.default_url())
-        database.migrate(engine)
-        return cls(engine)
-
-    def close(self) -> None:
-        self.engine.dispose()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
+        return cls(open_engine(url))
 
     # -- tasks -------------------------------------------------------------
 
@@ -307,18 +291,6 @@ class TaskStore:
             recoveries.append(Recovery(run_id=None, task_id=task_id, previous=TaskState(state),
                                        state=TaskState.QUEUED))
         return recoveries
-
-    # -- transactions ----------------------------------------------------------
-
-    @contextmanager
-    def _write(self) -> Iterator[sa.Connection]:
-        with self._writer.begin() as connection:
-            yield connection
-
-    @contextmanager
-    def _read(self) -> Iterator[sa.Connection]:
-        with self.engine.begin() as connection:
-            yield connection
 
 
 def _move(connection: sa.Connection, task_id: str, current: TaskState, target: TaskState) -> None:

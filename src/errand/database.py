@@ -1,17 +1,21 @@
-"""Connecting to the task store's database and migrating it to the current schema.
+"""errand's SQL database: connecting, migrating, and the transactions its stores use.
 
-SQLite is the embedded default; PostgreSQL takes the same schema. Migrations
-are Alembic revisions shipped in this package and recorded, as Alembic does, in
-the ``alembic_version`` table; :func:`migrate` runs them in code, with no
-``alembic.ini``.
+One database holds the task store and project memory. SQLite is the embedded
+default; PostgreSQL takes the same schema. Migrations are Alembic revisions in
+``errand/migrations`` (the one place that knows every layer's tables), recorded,
+as Alembic does, in the ``alembic_version`` table; :func:`migrate` runs them in
+code, with no ``alembic.ini``. This module sits beneath the layers that keep
+state in the database, so each can open it without reaching up to another.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import sqlalchemy as sa
 from alembic import command
@@ -19,7 +23,7 @@ from alembic.config import Config
 
 from errand import _settings
 
-__all__ = ["BUSY_TIMEOUT_MS", "WRITE", "connect", "default_url", "migrate"]
+__all__ = ["BUSY_TIMEOUT_MS", "WRITE", "SqlStore", "connect", "default_url", "migrate", "open_engine"]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 BUSY_TIMEOUT_MS = 30_000
@@ -43,6 +47,41 @@ def connect(url: str) -> sa.Engine:
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine)
     return engine
+
+
+def open_engine(url: str | None = None) -> sa.Engine:
+    """An engine on ``url`` (default: :func:`default_url`), migrated to the newest schema."""
+    engine = connect(url or default_url())
+    migrate(engine)
+    return engine
+
+
+class SqlStore:
+    """The part every store on this database shares: its engine, one-transaction helpers
+    (writers take SQLite's write lock up front), and closing."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self._writer = engine.execution_options(**{WRITE: True})
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sa.Connection]:
+        with self._writer.begin() as connection:
+            yield connection
+
+    @contextmanager
+    def _read(self) -> Iterator[sa.Connection]:
+        with self.engine.begin() as connection:
+            yield connection
 
 
 def migrate(engine: sa.Engine) -> None:

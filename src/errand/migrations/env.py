@@ -1,6 +1,6 @@
 """Alembic environment: migrates the connection the task store hands over.
 
-There is no alembic.ini; :func:`errand.tasks.store.migrate` builds the config in
+There is no alembic.ini; :func:`errand.database.migrate` builds the config in
 code and passes an open connection (already inside its transaction) as
 ``config.attributes["connection"]``.
 """
@@ -17,7 +17,7 @@ from errand.tasks.schema import metadata
 def run_migrations_online() -> None:
     connection = context.config.attributes.get("connection")
     if not isinstance(connection, Connection):
-        raise RuntimeError("errand's migrations run through errand.tasks.store.migrate(), which passes a connection")
+        raise RuntimeError("errand's migrations run through errand.database.migrate(), which passes a connection")
     # Batch mode lets later revisions alter tables on SQLite (which cannot ALTER most things).
     context.configure(connection=connection, target_metadata=[metadata, memory_metadata], render_as_batch=True)
     with context.begin_transaction():
