@@ -220,3 +220,13 @@ def test_events_filter_by_kind_and_run(store: TaskStore) -> None:
     store.append_event(task.id, None, "message", {"text": "hi"})
     assert [e.kind for e in store.events(task.id, kinds=["answer", "message"])] == ["answer", "message"]
     assert [e.kind for e in store.events(task.id, run_id=run.id)] == ["model"]
+
+
+def test_last_event_is_the_newest_of_its_kinds(store: TaskStore) -> None:
+    task = store.create_task(title="t", instruction="i", repo="/r")
+    assert store.last_event(task.id, ["question"]) is None
+    first = store.append_event(task.id, None, "question", {"text": "a"})
+    store.append_event(task.id, None, "message_sent", {"text": "b"})
+    assert store.last_event(task.id, ["question"]).id == first  # type: ignore[union-attr]
+    newest = store.append_event(task.id, None, "question", {"text": "c"})
+    assert store.last_event(task.id, ["question", "answer_sent"]).id == newest  # type: ignore[union-attr]

@@ -101,8 +101,8 @@ def detail(service: TaskService, task_id: str) -> TaskDetail:
     task = service.store.get_task(task_id)
     question = None
     if task.state is TaskState.NEEDS_INPUT:
-        asked = service.store.events(task_id, kinds=["question"], limit=1_000_000)
-        question = str(asked[-1].data.get("text")) if asked else None
+        asked = service.store.last_event(task_id, ["question"])
+        question = str(asked.data.get("text")) if asked is not None else None
     return TaskDetail(**vars(task), runs=[without_patch(r) for r in service.store.runs(task_id)],
                       reviews=service.store.reviews(task_id), question=question)
 

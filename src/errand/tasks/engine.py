@@ -366,8 +366,8 @@ class LocalEngine:
 
     async def _last_control_id(self, task_id: str) -> int:
         """Controls sent before this round began were for an earlier one (or are in its prompt)."""
-        events = await asyncio.to_thread(self.store.events, task_id, 0, 1_000_000, kinds=CONTROL_KINDS)
-        return events[-1].id if events else 0
+        last = await asyncio.to_thread(self.store.last_event, task_id, CONTROL_KINDS)
+        return last.id if last is not None else 0
 
     def _followed_patch(self, task_id: str, number: int) -> str | None:
         """A round continues the best attempt of the last round that finished (a follow-up

@@ -210,6 +210,14 @@ class TaskStore(SqlStore):
         with self._read() as connection:
             return [Event(**row) for row in connection.execute(query).mappings()]
 
+    def last_event(self, task_id: str, kinds: Sequence[str]) -> Event | None:
+        """The task's newest event of one of ``kinds`` (an index walk, not a read of them all)."""
+        query = (sa.select(events).where(events.c.task_id == task_id, events.c.kind.in_(list(kinds)))
+                 .order_by(events.c.id.desc()).limit(1))
+        with self._read() as connection:
+            row = connection.execute(query).mappings().first()
+        return Event(**row) if row is not None else None
+
     # -- reviews ---------------------------------------------------------------
 
     def add_review(self, task_id: str, verdict: Verdict | str, reason: str | None = None) -> Review:
