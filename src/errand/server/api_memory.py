@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from errand.memory import Kind, Memory, MemoryStore, Provenance, Source, Status, project_key
+from errand.memory import Kind, Memory, MemoryStore, Provenance, Status, project_key
 from errand.repo.workcopy import is_url
 from errand.server.config import ServerConfig
 from errand.server.schemas import ShortText, Text
@@ -34,23 +34,13 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
                                  "nothing changed"))}
 
 
-class ProvenanceOut(BaseModel):
-    source: Source
-    task_id: str | None = None
-    event_id: int | None = None
-    path: str | None = None
-    content_hash: str | None = None
-    commit: str | None = None
-    detail: str | None = None
-
-
 class MemoryOut(BaseModel):
     id: int
     project: str
     kind: Kind
     text: str
     status: Status
-    provenance: ProvenanceOut
+    provenance: Provenance  # the memory layer's own value object, validated as a dataclass
     source: str = Field(description="The provenance in one line, as agents are shown it.")
     confidence: float
     created_at: float
