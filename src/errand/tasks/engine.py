@@ -255,7 +255,7 @@ class LocalEngine:
             best = steps.rank([item for item, _ in evidence])[0]
             await link.observe(environment, evidence[best][0], setup_ran=bool(environment.setup))
         round_.settling = True  # from here a cancel comes too late: the result is being written
-        await self._finalize(round_, results, evidence)
+        await asyncio.to_thread(steps.finalize, self.store, task.id, [a.run for a in attempts], results, evidence)
         if link is not None:
             await self._distill(round_, link, results[steps.rank([item for item, _ in evidence])[0]])
 
@@ -312,11 +312,6 @@ class LocalEngine:
         evidence = await steps.collect_evidence(result, diff, attempt.journal, environment=environment,
                                                 sandbox=attempt.sandbox, tests_before=tests_before)
         return evidence, diff.text
-
-    async def _finalize(self, round_: _Round, results: list[AgentResult],
-                        collected: list[tuple[Evidence, str]]) -> None:
-        await asyncio.to_thread(steps.finalize, self.store, round_.task.id, [a.run for a in round_.attempts],
-                                results, collected)
 
     # ------------------------------------------------------------ endings
 

@@ -178,10 +178,11 @@ async def start_sandbox(environment: Environment, image: Image, copy: WorkingCop
 async def check(sandbox: AsyncSandbox, command: str, *, timeout: float = CHECK_TIMEOUT,
                 on_output: Callable[[str], Awaitable[None]] | None = None) -> TestRun:
     """Run a check command (tests, lint) in the sandbox's working copy."""
-    async def ignore(_text: str) -> None:
-        return None
+    return await _stream(sandbox, command, timeout, on_output or _ignore)
 
-    return await _stream(sandbox, command, timeout, on_output or ignore)
+
+async def _ignore(_text: str) -> None:
+    return None
 
 
 async def _stream(sandbox: AsyncSandbox, command: str, timeout: float,
