@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 
 from errand import Mount, Resources, Sandbox, _settings
 from errand.sandbox import _gc
-from errand.sandbox._cgroups import Cgroup
+from errand.sandbox._cgroups import Cgroup, Limits
 
 
 def _sandbox_processes() -> set[int]:
@@ -173,3 +174,44 @@ def test_a_handle_from_id_closes_without_ending_the_sandbox() -> None:
         look.close()
         assert owner.alive and owner.run("true").exit_code == 0
         assert owner.id in {info.id for info in Sandbox.list()}
+
+
+def test_gc_spares_a_sandbox_another_process_starts_while_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox makes its runtime directory, then its cgroup. gc running in another
+    process meanwhile must not take that cgroup for an orphan, whatever the interleaving:
+    here the sandbox appears while gc is listing cgroups."""
+    sandbox_id = "sb-gcrace" + "a" * 4
+    name = f"{_settings.cgroup_scope()}-{sandbox_id}"
+    directory = _settings.runtime_dir() / sandbox_id
+    listed = Cgroup.list_names
+
+    def list_while_a_sandbox_starts() -> list[str]:
+        directory.mkdir(parents=True)
+        Cgroup.create(name, Limits())
+        return listed()
+
+    monkeypatch.setattr(Cgroup, "list_names", list_while_a_sandbox_starts)
+    try:
+        report = _gc.collect()
+        assert name not in report.cgroups
+        assert name in listed() and directory.is_dir()
+    finally:
+        Cgroup.open(name).remove()
+        directory.rmdir()
+
+
+def test_gc_spares_a_young_scratch_copy_and_reaps_an_old_one() -> None:
+    """Copy layers are written before the runtime directory exists: a young one without a
+    sandbox may be a sandbox being created; an old one is an orphan."""
+    scratch = _settings.home() / "scratch"
+    young, old = scratch / "sb-gcyoungaaaa-0", scratch / "sb-gcoldaaaaaa-0"
+    for entry in (young, old):
+        (entry / "work").mkdir(parents=True)
+    an_hour_ago = time.time() - 3600
+    os.utime(old, (an_hour_ago, an_hour_ago))
+    try:
+        report = _gc.collect()
+        assert old.name in report.scratch and not old.exists()
+        assert young.name not in report.scratch and young.is_dir()
+    finally:
+        shutil.rmtree(young, ignore_errors=True)

@@ -10,6 +10,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from errand import _settings
 from errand.errors import SandboxError
@@ -46,6 +47,13 @@ def collect_once() -> None:
 def collect() -> GcReport:
     from errand.sandbox.backend import get_backend
 
+    # What might be orphaned is listed *before* what is alive. A sandbox makes its
+    # runtime directory before its cgroup, so a cgroup seen here has a directory
+    # by the time the directories are listed below; the other order would take a
+    # sandbox starting in another process between the two listings for an orphan.
+    scope = _settings.cgroup_scope() + "-"
+    cgroups = [name for name in Cgroup.list_names() if name.startswith(scope)]
+    scratch = _scratch_entries()
     report = GcReport([], [], [])
     known = set()
     for record in records():
@@ -61,30 +69,35 @@ def collect() -> GcReport:
     in_creation = {p.name for p in runtime.iterdir()} if runtime.is_dir() else set()
     for entry in sorted(in_creation - known):
         path = runtime / entry
-        if time.time() - path.stat().st_mtime > _CREATION_GRACE:
+        if _age(path) > _CREATION_GRACE:
             shutil.rmtree(path, ignore_errors=True)
             report.sandboxes.append(entry)
-    scope = _settings.cgroup_scope() + "-"
-    for name in Cgroup.list_names():
+    for name in cgroups:
         sandbox_id = name.removeprefix(scope)
-        if name.startswith(scope) and sandbox_id not in known and sandbox_id not in in_creation:
+        if sandbox_id not in known and sandbox_id not in in_creation:
             try:
                 Cgroup.open(name).remove()
             except SandboxError:
                 continue  # another process's gc got there first
             report.cgroups.append(name)
-    report.scratch = _scratch(known | in_creation)
+    live = known | in_creation
+    for copy in scratch:
+        # Copy layers are written before the sandbox's runtime directory exists,
+        # so a young one may belong to a sandbox still being created.
+        if copy.name.rsplit("-", 1)[0] not in live and _age(copy) > _CREATION_GRACE:
+            shutil.rmtree(copy, ignore_errors=True)
+            report.scratch.append(copy.name)
     LayerStore().remove_partials()
     return report
 
 
-def _scratch(live: set[str]) -> list[str]:
+def _scratch_entries() -> list[Path]:
     scratch = _settings.home() / "scratch"
-    removed = []
-    if scratch.is_dir():
-        for entry in scratch.iterdir():
-            if entry.name.rsplit("-", 1)[0] not in live:
-                shutil.rmtree(entry, ignore_errors=True)
-                removed.append(entry.name)
-    return removed
+    return sorted(scratch.iterdir()) if scratch.is_dir() else []
 
+
+def _age(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0  # removed meanwhile by its owner: nothing to do
