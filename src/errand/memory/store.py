@@ -53,11 +53,6 @@ class MemoryStore(SqlStore):
         """Open (creating and migrating) the database at ``url``; by default errand's own ``errand.db``."""
         return cls(open_engine(url), embedder=embedder)
 
-    def close(self) -> None:
-        if self._vectors is not None:
-            self._vectors.close()
-        super().close()
-
     # -- adding ------------------------------------------------------------------------
 
     def add(
@@ -247,10 +242,10 @@ class MemoryStore(SqlStore):
                 {"memory_id": memory_id, "task_id": task_id, "how": how, "time": now} for memory_id in ids
             ])
             if how != "given":
+                # No generation bump: use counts feed no cache, and a bump would make the next
+                # search re-read every vector of the project.
                 connection.execute(memories.update().where(memories.c.id.in_(ids))
                                    .values(use_count=memories.c.use_count + 1, last_used_at=now))
-                for project in {row[1] for row in found}:
-                    self._bump(connection, project)
 
     def uses(self, task_id: str) -> list[tuple[Memory, str]]:
         """The memories a task was given, recalled or used, in the order recorded, with how."""

@@ -4,9 +4,7 @@ Vectors live in ``memory_vectors`` (float32 bytes, one row per memory and
 embedder); a text already embedded (the same fingerprint) reuses its vector.
 Searching reads them once per project into one numpy matrix, kept until the
 project's generation moves (every write to the project's memories moves it),
-so a search is one matrix-vector product: ~0.5 ms for 10,000 memories. The
-query is embedded on a worker thread (:meth:`VectorIndex.embed_query`) so
-that it overlaps the BM25 half of a search; both release the GIL. Only
+so a search is one matrix-vector product: ~0.7 ms for 10,000 memories. Only
 imported when an embedder is configured (it needs numpy).
 """
 
@@ -14,7 +12,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -48,20 +45,6 @@ class VectorIndex:
         self.embedder = embedder
         self._cache: dict[str, _Matrix] = {}
         self._lock = threading.Lock()
-        self._worker: ThreadPoolExecutor | None = None
-
-    def close(self) -> None:
-        if self._worker is not None:
-            self._worker.shutdown(wait=True)
-            self._worker = None
-
-    def embed_query(self, query: str) -> Future[NDArray[np.float32]]:
-        """Start embedding ``query`` on the worker thread; the future gives its vector."""
-        with self._lock:
-            if self._worker is None:
-                self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="errand-embed")
-            worker = self._worker
-        return worker.submit(lambda: self.embedder.embed([query], query=True)[0])
 
     def write(self, connection: sa.Connection, project: str, items: Sequence[tuple[int, str]]) -> None:
         """Embed and store (replacing) the vectors of ``(memory id, text)`` pairs."""
