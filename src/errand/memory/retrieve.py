@@ -90,11 +90,12 @@ def retrieve(
     vector = store.embedder.embed([query], query=True)[0] if store.embedder and weights.dense > 0 else None
     with store.engine.begin() as connection:
         names = ["lexical"]
+        if vector is not None:  # scored on another thread while BM25 runs here
+            dense = store.vectors().search(connection, project, store.generation(connection, project), vector,
+                                           statuses, candidates)
         rankings = [(weights.lexical, [i for i, _ in store.lexical(connection, project, query, statuses, candidates)])]
         if vector is not None:
-            generation = store.generation(connection, project)
-            found = store.vectors().search(connection, project, generation, vector, statuses, candidates)
-            rankings.append((weights.dense, [i for i, _ in found]))
+            rankings.append((weights.dense, [i for i, _ in dense.result()]))
             names.append("dense")
         fused = fuse(rankings, weights.rrf_k)
         signals = _signal_rows(connection, list(fused))

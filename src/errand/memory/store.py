@@ -48,6 +48,11 @@ class MemoryStore(SqlStore):
         self._bm25: dict[str, Bm25Index] = {}
         self._fts5: bool | None = None
 
+    def close(self) -> None:
+        if self._vectors is not None:
+            self._vectors.close()
+        super().close()
+
     @classmethod
     def open(cls, url: str | None = None, *, embedder: Embedder | None = _UNSET) -> Self:
         """Open (creating and migrating) the database at ``url``; by default errand's own ``errand.db``."""

@@ -4,14 +4,16 @@ Vectors live in ``memory_vectors`` (float32 bytes, one row per memory and
 embedder); a text already embedded (the same fingerprint) reuses its vector.
 Searching reads them once per project into one numpy matrix, kept until the
 project's generation moves (every write to the project's memories moves it),
-so a search is one matrix-vector product: ~0.7 ms for 10,000 memories. Only
-imported when an embedder is configured (it needs numpy).
+so a search is one matrix-vector product (~0.7 ms for 10,000 memories), made
+on a worker thread while the caller runs the BM25 half. Only imported when an
+embedder is configured (it needs numpy).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -45,6 +47,7 @@ class VectorIndex:
         self.embedder = embedder
         self._cache: dict[str, _Matrix] = {}
         self._lock = threading.Lock()
+        self._worker: ThreadPoolExecutor | None = None
 
     def write(self, connection: sa.Connection, project: str, items: Sequence[tuple[int, str]]) -> None:
         """Embed and store (replacing) the vectors of ``(memory id, text)`` pairs."""
@@ -77,20 +80,23 @@ class VectorIndex:
     def search(
         self, connection: sa.Connection, project: str, generation: int, query: NDArray[np.float32],
         statuses: Sequence[str], limit: int,
-    ) -> list[tuple[int, float]]:
-        """``(memory id, cosine)`` best first among memories in ``statuses``, for a query's vector."""
+    ) -> Future[list[tuple[int, float]]]:
+        """``(memory id, cosine)`` best first among memories in ``statuses``, for a query's vector.
+
+        The vectors are read (if not cached) here; the scoring runs on the index's worker thread,
+        so the caller can run its BM25 search meanwhile (both leave the interpreter free).
+        """
         matrix = self._matrix(connection, project, generation)
-        if not len(matrix.ids):
-            return []
-        # einsum, not `@`: a matrix-vector product goes to multi-threaded BLAS, whose threads fight
-        # for two busy cores (8 ms for 10,000 × 256 under load); einsum's own loop took ~0.5 ms.
-        scores = np.einsum("ij,j->i", matrix.vectors, query)
-        wanted = np.array([_STATUSES.index(status) for status in statuses], dtype=np.int8)
-        scores = np.where(np.isin(matrix.statuses, wanted), scores, -np.inf)
-        count = min(limit, len(scores))
-        top = np.argpartition(-scores, count - 1)[:count]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(matrix.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+        with self._lock:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="errand-vectors")
+            return self._worker.submit(_nearest, matrix, query, statuses, limit)
+
+    def close(self) -> None:
+        with self._lock:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=True)
 
     def missing(self, connection: sa.Connection, project: str) -> list[tuple[int, str]]:
         """Memories of the project with no vector from this embedder (stored before it was configured)."""
@@ -123,6 +129,21 @@ class VectorIndex:
         with self._lock:
             self._cache[project] = matrix
         return matrix
+
+
+def _nearest(matrix: _Matrix, query: NDArray[np.float32], statuses: Sequence[str],
+             limit: int) -> list[tuple[int, float]]:
+    if not len(matrix.ids):
+        return []
+    # einsum, not `@`: a matrix-vector product goes to multi-threaded BLAS, whose threads fight
+    # for two busy cores (8 ms for 10,000 × 256 under load); einsum's own loop took ~0.5 ms.
+    scores = np.einsum("ij,j->i", matrix.vectors, query)
+    wanted = np.array([_STATUSES.index(status) for status in statuses], dtype=np.int8)
+    scores = np.where(np.isin(matrix.statuses, wanted), scores, -np.inf)
+    count = min(limit, len(scores))
+    top = np.argpartition(-scores, count - 1)[:count]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [(int(matrix.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
 
 
 def _chunks(values: Sequence[T], size: int = 500) -> list[Sequence[T]]:
