@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import pytest
 
 from errand.errors import ConfigError
 from errand.memory import E5Embedder, default_embedder, embedders
+from errand.sandbox._cgroups import Cgroup, Limits
 
 
 def test_vectors_are_unit_length_and_meaningful(embedder: E5Embedder) -> None:
@@ -91,3 +95,26 @@ def test_default_embedder_choices(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(default_embedder(), E5Embedder)
     with pytest.raises(ConfigError):
         default_embedder("word2vec")
+
+
+@pytest.mark.parametrize("cpus", [0.5, 1.0, None])
+def test_threads_stay_within_the_cgroup_cpu_quota(cpus: float | None) -> None:
+    """A process in a group limited to one CPU embeds on one thread, whatever its affinity says."""
+    name = "test-" + uuid.uuid4().hex[:16]
+    group = Cgroup.create(name, Limits(cpus=cpus))
+    try:
+        child = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+            import os, sys
+            for path in sys.argv[1:]:
+                with open(path, "w") as handle:
+                    handle.write(str(os.getpid()))
+            from errand.memory import embedders
+            print(embedders.cpu_quota(), embedders.MAX_THREADS)
+        """), *group.procs_files()], capture_output=True, text=True, check=True)
+    finally:
+        group.remove()
+    printed, most = child.stdout.split()
+    quota = None if printed == "None" else float(printed)  # the group's, or a smaller one above it
+    if cpus is not None:
+        assert quota is not None and quota <= cpus and int(most) == 1
+    assert int(most) == max(1, min(4, len(os.sched_getaffinity(0)), math.ceil(quota or 4)))

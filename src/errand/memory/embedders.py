@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["E5Embedder", "Embedder", "default_embedder", "idle_cores"]
+__all__ = ["E5Embedder", "Embedder", "cpu_quota", "default_embedder", "idle_cores"]
 
 
 
@@ -100,9 +101,58 @@ class E5Embedder:
         return self._model
 
 
+def cpu_quota() -> float | None:
+    """The CPUs this process's cgroups allow it: the smallest quota from its group up to the root,
+    v1 or v2; None when none applies. A container limited to one CPU still sees every host core in
+    its affinity mask, and threads beyond its quota only wait for the next period."""
+    quotas = []
+    for line in _read("/proc/self/cgroup").splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            unified = "/sys/fs/cgroup/unified"  # where hybrid hosts mount v2
+            root, quota_of = (unified if os.path.isdir(unified) else "/sys/fs/cgroup"), _v2_quota
+        elif "cpu" in controllers.split(","):
+            root, quota_of = "/sys/fs/cgroup/" + controllers, _v1_quota
+        else:
+            continue
+        directory = root + path.rstrip("/")
+        while directory.startswith(root):
+            quota = quota_of(directory)
+            if quota is not None:
+                quotas.append(quota)
+            directory = os.path.dirname(directory)
+    return min(quotas, default=None)
+
+
+def _v2_quota(directory: str) -> float | None:
+    fields = _read(os.path.join(directory, "cpu.max")).split()  # "max 100000" or "50000 100000"
+    return _ratio(fields[0], fields[1]) if len(fields) == 2 else None
+
+
+def _v1_quota(directory: str) -> float | None:
+    return _ratio(_read(os.path.join(directory, "cpu.cfs_quota_us")),
+                  _read(os.path.join(directory, "cpu.cfs_period_us")))  # quota -1: none
+
+
+def _ratio(quota: str, period: str) -> float | None:
+    try:
+        return int(quota) / int(period) if int(quota) > 0 and int(period) > 0 else None
+    except ValueError:
+        return None
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
 #: Never more threads than this for one text: measured here on two cores only (p50 9.7 ms on
-#: two idle ones against 17 ms on one); a short query has too little work to share much wider.
-MAX_THREADS = max(1, min(4, len(os.sched_getaffinity(0))))
+#: two idle ones against 17 ms on one), nor than the cgroup CPU quota allows; a short query has
+#: too little work to share much wider.
+MAX_THREADS = max(1, min(4, len(os.sched_getaffinity(0)), math.ceil(cpu_quota() or 4)))
 
 
 def idle_cores() -> int:
