@@ -28,6 +28,7 @@ from errand import __version__, cli_tasks, tour
 from errand import demo as task_demo
 from errand.errors import ConfigError, ErrandError, ExecTimeout
 from errand.memory.cli import memory_app
+from errand.repo import checkouts
 from errand.sandbox import AsyncProcess, AsyncSandbox, AsyncStream, Image, Mount, Network, Resources, SandboxInfo, _gc
 from errand.sandbox._gc import GcReport
 
@@ -376,13 +377,31 @@ def rm(sandbox_ids: Annotated[list[str], typer.Argument(metavar="ID", help="Sand
 @sandbox_app.command("gc")
 def gc() -> None:
     """Reap orphans: sandboxes whose owner or own processes are gone, and what they left behind."""
+    _print_removed(_collect_sandboxes())
+
+
+@app.command("gc")
+def collect_garbage(
+    unused_days: Annotated[float, typer.Option("--unused-days", min=0,
+                                               help="Remove pristine checkouts no task has used for this many "
+                                                    "days.")] = checkouts.UNUSED_FOR / 86_400,
+) -> None:
+    """Reclaim disk: orphaned sandboxes and their leftovers, and pristine checkouts no task uses."""
+    removed = _collect_sandboxes()
+    _print_removed(removed + [("checkout", name) for name in checkouts.prune(unused_days * 86_400)])
+
+
+def _collect_sandboxes() -> list[tuple[str, str]]:
     async def collect() -> GcReport:
         return await asyncio.to_thread(_gc.collect)
 
     report = _run(collect())
+    return [(what, name) for what, names in (("sandbox", report.sandboxes), ("cgroup", report.cgroups),
+                                             ("scratch", report.scratch)) for name in names]
+
+
+def _print_removed(removed: list[tuple[str, str]]) -> None:
     console = _stdout()
-    removed = [(what, name) for what, names in (("sandbox", report.sandboxes), ("cgroup", report.cgroups),
-                                                ("scratch", report.scratch)) for name in names]
     for what, name in removed:
         console.print(f"removed {what} {name}", highlight=False)
     if not removed:

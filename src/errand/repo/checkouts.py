@@ -21,32 +21,41 @@ import ctypes.util
 import fcntl
 import hashlib
 import os
+import re
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from errand import _settings
 
-__all__ = ["mount_overlay", "pristine", "unmount"]
+__all__ = ["UNUSED_FOR", "mount_overlay", "pristine", "prune", "unmount"]
 
 _MNT_DETACH = 2
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+#: A pristine checkout that no task has used for this long, and that no working copy has
+#: mounted, is removed by :func:`prune` (the worker runs it as it starts; ``errand gc`` on demand).
+UNUSED_FOR = 14 * 86_400.0
 
 
 def pristine(source: str, commit: str, owner: int | None, build: Callable[[Path, Path], None]) -> Path:
     """The cached pristine entry for ``source`` at ``commit``, built the first time by
     ``build(partial, final)``, which must leave ``partial/host.git`` and ``partial/tree``
     (``partial`` is renamed to ``final`` when it returns, so paths recorded inside must
-    name ``final``). Safe against concurrent callers: one builds, the others wait."""
+    name ``final``). Safe against concurrent callers (one builds, the others wait) and
+    against :func:`prune`: every use marks the entry as used, under the entry's lock."""
     key = hashlib.sha256(f"{source}\0{commit}\0{owner}".encode()).hexdigest()[:32]
     root = _settings.home() / "checkouts"
     entry = root / key
-    if (entry / "ready").exists():
-        return entry
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        if _mark_used(entry):
+            return entry
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (entry / "ready").exists():
+        if _mark_used(entry):
             return entry
         partial = root / f".{key}.{os.getpid()}"
         shutil.rmtree(partial, ignore_errors=True)
@@ -60,6 +69,58 @@ def pristine(source: str, commit: str, owner: int | None, build: Callable[[Path,
             shutil.rmtree(partial, ignore_errors=True)
             raise
     return entry
+
+
+def _mark_used(entry: Path) -> bool:
+    try:
+        os.utime(entry / "ready")
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def prune(unused_for: float = UNUSED_FOR, *, now: float | None = None) -> list[str]:
+    """Remove the pristine checkouts unused for ``unused_for`` seconds that no working copy has
+    mounted, and what crashed builds and removals left; return the removed entries' names."""
+    root = _settings.home() / "checkouts"
+    if not root.is_dir():
+        return []
+    moment = time.time() if now is None else now
+    mounted = _mounted_text()
+    removed = []
+    for path in sorted(root.iterdir()):
+        name = path.name
+        if name.endswith(".lock") or not path.is_dir():
+            continue
+        if name.startswith("."):  # ".KEY.PID" being built, or ".trash-…" left by a crash
+            pid = name.rsplit(".", 1)[-1]
+            if name.startswith(".trash-") or (pid.isdigit() and not os.path.exists(f"/proc/{pid}")):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(name)
+            continue
+        with open(root / f"{name}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # being built or used right now
+            try:
+                used = (path / "ready").stat().st_mtime
+            except FileNotFoundError:
+                used = 0.0  # never finished: nothing can be using it
+            if moment - used < unused_for or f"{path}/" in mounted:
+                continue
+            trash = root / f".trash-{name}-{os.getpid()}"
+            os.rename(path, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+        removed.append(name)
+    return removed
+
+
+def _mounted_text() -> str:
+    """Every mount's options and paths, unescaped (an overlay names its lower tree in its options)."""
+    with open("/proc/self/mountinfo") as handle:
+        text = handle.read()
+    return re.sub(r"\\([0-7]{3})", lambda octal: chr(int(octal.group(1), 8)), text)
 
 
 def mount_overlay(lower: Path, upper: Path, work: Path, merged: Path) -> None:

@@ -32,7 +32,7 @@ from errand.agent import Agent, AgentResult, Budgets
 from errand.errors import ConfigError, ErrandError
 from errand.memory import MemoryStore
 from errand.models import Model, get_model
-from errand.repo import WorkingCopy
+from errand.repo import WorkingCopy, checkouts
 from errand.sandbox import AsyncSandbox
 from errand.tasks import steps
 from errand.tasks.environment import Environment, instructions
@@ -121,6 +121,7 @@ class LocalEngine:
         stop = stop or asyncio.Event()
         with _worker_lock():
             await self._recover()
+            await self._prune()
             idle_since = time.monotonic()
             try:
                 while not stop.is_set():
@@ -142,6 +143,16 @@ class LocalEngine:
             await self._event(recovery.task_id, None, "recovered", {
                 "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
                 "rule": "requeued after a first interruption, failed after a second in a row"})
+
+    async def _prune(self) -> None:
+        """Remove pristine checkouts no task has used for a while (the next task on them checks out again)."""
+        try:
+            removed = await asyncio.to_thread(checkouts.prune)
+        except OSError as error:  # a full or read-only disk must not stop the worker
+            log.warning("pruning unused checkouts failed: %s", error)
+            return
+        if removed:
+            log.info("removed %d unused checkouts", len(removed))
 
     async def _claim(self) -> None:
         while len(self._rounds) < self.concurrency:
