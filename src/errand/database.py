@@ -23,13 +23,22 @@ from alembic.config import Config
 
 from errand import _settings
 
-__all__ = ["BUSY_TIMEOUT_MS", "WRITE", "SqlStore", "connect", "default_url", "migrate", "open_engine"]
+__all__ = ["BUSY_TIMEOUT_MS", "NAMING_CONVENTION", "WRITE", "SqlStore", "connect", "default_url", "migrate",
+           "open_engine"]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 MMAP_BYTES = 1 << 30
 BUSY_TIMEOUT_MS = 30_000
 #: Execution option marking a connection that will write (``BEGIN IMMEDIATE`` on SQLite).
 WRITE = "errand_write"
+#: Every schema's constraint names, fixed so later migrations (and SQLite batch mode) can name them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
 
 
 def default_url() -> str:

@@ -1,6 +1,6 @@
 """The memory store's tables, in SQLAlchemy Core, in the same database as the task store.
 
-They are on their own :class:`~sqlalchemy.MetaData` (with the task schema's
+They are on their own :class:`~sqlalchemy.MetaData` (with errand.database's
 naming convention) rather than on ``errand.tasks.schema.metadata``: memory sits
 below tasks in the layer map, so it must not import the task schema, and
 ``errand/migrations/env.py`` targets both. The tables themselves are created
@@ -17,19 +17,13 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from errand.database import NAMING_CONVENTION
+
 __all__ = ["FTS_TABLE", "memories", "memory_projects", "memory_uses", "memory_vectors", "metadata"]
 
 FTS_TABLE = "memories_fts"
 
-metadata = sa.MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "ck": "ck_%(table_name)s_%(constraint_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-    }
-)
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 KINDS = "'instruction', 'command', 'convention', 'pitfall', 'preference', 'fact'"
 STATUSES = "'proposed', 'active', 'archived'"

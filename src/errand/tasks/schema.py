@@ -14,18 +14,11 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from errand.database import NAMING_CONVENTION
+
 __all__ = ["events", "metadata", "reviews", "runs", "tasks"]
 
-# Constraint names are fixed so later migrations (and SQLite batch mode) can refer to them.
-metadata = sa.MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "ck": "ck_%(table_name)s_%(constraint_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-    }
-)
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 tasks = sa.Table(
     "tasks",
