@@ -110,12 +110,14 @@ def sync_instructions(store: MemoryStore, project: str, repo_dir: str | Path) ->
     """Bring the project's instruction-file memories in step with the files in ``repo_dir``."""
     repo = Path(repo_dir).resolve()
     report = SyncReport(files=instruction_files(repo))
+    read = set()
     for relative in report.files:
         data = _read_inside(repo, relative)
         if data is not None:
+            read.add(relative)
             _sync_file(store, project, relative, data, report)
     for path in _tracked_paths(store, project):
-        if path not in report.files or _read_inside(repo, path) is None:
+        if path not in read:
             for memory in _live(store, project, path):
                 report.archived.append(store.archive(memory.id, ArchiveReason.SOURCE_REMOVED).id)
     return report

@@ -64,8 +64,9 @@ memories = sa.Table(
     sa.Index(None, "project", "path"),
 )
 
-# One row a project: ``generation`` goes up with every write to the project's
-# memories, so a process can tell in one indexed read whether its cached
+# One row a project: ``generation`` goes up with every write that changes what the
+# caches hold (texts, statuses, memories added or removed; not use counts, evidence
+# or confidence), so a process can tell in one indexed read whether its cached
 # vectors (or fallback lexical index) are still current.
 memory_projects = sa.Table(
     "memory_projects",

@@ -130,7 +130,8 @@ class MemoryStore(SqlStore):
         if status is Status.ACTIVE and row["status"] == Status.PROPOSED.value:
             values["status"] = Status.ACTIVE.value
         connection.execute(memories.update().where(memories.c.id == row["id"]).values(**values))
-        self._bump(connection, row["project"])
+        if "status" in values:  # the caches hold statuses, not evidence or confidence
+            self._bump(connection, row["project"])
         return memory_from_row(_row(connection, row["id"]))
 
     def _supersede(self, connection: sa.Connection, project: str, old_id: int, new_id: int) -> None:

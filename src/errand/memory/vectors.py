@@ -3,7 +3,7 @@
 Vectors live in ``memory_vectors`` (float32 bytes, one row per memory and
 embedder); a text already embedded (the same fingerprint) reuses its vector.
 Searching reads them once per project into one numpy matrix, kept until the
-project's generation moves (every write to the project's memories moves it),
+project's generation moves (a write to its texts or statuses moves it),
 so a search is one matrix-vector product (~0.7 ms for 10,000 memories), made
 on a worker thread while the caller runs the BM25 half. Only imported when an
 embedder is configured (it needs numpy).
