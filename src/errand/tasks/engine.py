@@ -262,13 +262,13 @@ class LocalEngine:
                 baseline.cancel()
         evidence = await asyncio.gather(*(self._evidence(a, r, environment, tests_before)
                                           for a, r in zip(attempts, results, strict=True)))
+        best = steps.rank([item for item, _ in evidence])[0]
         if link is not None:
-            best = steps.rank([item for item, _ in evidence])[0]
             await link.observe(environment, evidence[best][0], setup_ran=bool(environment.setup))
         round_.settling = True  # from here a cancel comes too late: the result is being written
         await asyncio.to_thread(steps.finalize, self.store, task.id, [a.run for a in attempts], results, evidence)
         if link is not None:
-            await self._distill(round_, link, results[steps.rank([item for item, _ in evidence])[0]])
+            await self._distill(round_, link, results[best])
 
     async def _distill(self, round_: _Round, link: TaskMemory, result: AgentResult) -> None:
         """Let a model propose what the finished task taught; a person approves each."""
@@ -398,10 +398,26 @@ async def _uncancellable(work: Coroutine[Any, Any, None]) -> None:
         raise asyncio.CancelledError
 
 
-@contextlib.contextmanager
-def _worker_lock() -> Any:
+def worker_running() -> bool:
+    """Whether a worker holds this errand home's lock."""
+    with open(_lock_path(), "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
+def _lock_path() -> Path:
     path = _settings.home() / "worker.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def _worker_lock() -> Any:
+    path = _lock_path()
     handle: TextIO = open(path, "a+")  # noqa: SIM115 - held for the engine's lifetime
     try:
         try:
