@@ -12,7 +12,6 @@ service's methods; the server's engine runs the tasks.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import signal
 import subprocess
@@ -21,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -31,7 +30,8 @@ from rich.table import Table
 
 from errand import _settings
 from errand.errors import ConfigError, ErrandError
-from errand.tasks.engine import LocalEngine
+from errand.repo.workcopy import source_name
+from errand.tasks.engine import LocalEngine, worker_running
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Task
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["age", "print_event", "print_evidence", "register"]
 
-T = TypeVar("T")
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 _SETTLED = {TaskState.READY_FOR_REVIEW, TaskState.ACCEPTED, TaskState.REJECTED, TaskState.FAILED,
@@ -125,14 +124,8 @@ def run(
 
 def _ensure_worker(out: Console) -> None:
     """Start ``errand worker`` in the background unless one holds this errand home's lock."""
-    lock = _settings.home() / "worker.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return  # a worker runs
-        fcntl.flock(handle, fcntl.LOCK_UN)
+    if worker_running():
+        return
     log_path = _settings.home() / "worker.log"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
@@ -156,9 +149,7 @@ def ls(
     with _service(server, token) as service:
         if state is not None and state not in TaskState.__members__.values():
             raise ConfigError(f"unknown state {state!r}; states are {', '.join(TaskState)}", code="invalid_state")
-        if repo is not None and "://" not in repo:
-            repo = str(Path(repo).expanduser().resolve())
-        tasks = service.store.list_tasks(state=state, repo=repo, limit=limit)
+        tasks = service.store.list_tasks(state=state, repo=None if repo is None else source_name(repo), limit=limit)
         if as_json:
             print(json.dumps([_task_json(t) for t in tasks], indent=2))
             return

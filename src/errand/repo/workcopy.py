@@ -28,7 +28,7 @@ from errand.repo.diff import Diff, _scratch_git_dir, build_index, diff_tree
 from errand.repo.errors import RepoError
 from errand.repo.git import run_git
 
-__all__ = ["WorkingCopy", "is_url", "resolve_base"]
+__all__ = ["WorkingCopy", "is_url", "resolve_base", "source_name"]
 
 _URL = re.compile(r"^(?:file|https?|ssh|git)://[^\s]+$")
 _SCP = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$")  # git@host:owner/repo.git
@@ -37,6 +37,11 @@ _INDEX_SEED = "errand-index"
 
 def is_url(source: str) -> bool:
     return bool(_URL.match(source) or _SCP.match(source))
+
+
+def source_name(repo: str | Path) -> str:
+    """How a task names its repository: a URL as given, a path made absolute."""
+    return str(repo) if is_url(str(repo)) else str(Path(repo).expanduser().resolve())
 
 
 def _check_ref_syntax(base: str) -> None:

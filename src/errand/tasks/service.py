@@ -20,7 +20,7 @@ from errand.memory import MemoryStore
 from errand.models import PROVIDERS, ModelError, get_model
 from errand.repo import accept as commit_patch
 from errand.repo.git import run_git
-from errand.repo.workcopy import is_url, resolve_base
+from errand.repo.workcopy import is_url, resolve_base, source_name
 from errand.tasks.environment import CONFIG_FILE, Environment
 from errand.tasks.errors import TaskError, WrongState
 from errand.tasks.evidence import Evidence
@@ -70,7 +70,7 @@ class TaskService:
         if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= MAX_ATTEMPTS:
             raise ConfigError(f"attempts must be a whole number from 1 to {MAX_ATTEMPTS}, not {attempts!r}",
                               code="invalid_attempts")
-        source = str(repo) if is_url(str(repo)) else str(Path(repo).expanduser().resolve())
+        source = source_name(repo)
         spec = _model_spec(model)
         commit = resolve_base(source, base)
         if not is_url(source):
