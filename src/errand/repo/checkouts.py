@@ -17,7 +17,6 @@ names them, for a read-only bind.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import fcntl
 import hashlib
 import os
@@ -32,7 +31,7 @@ from errand import _settings
 __all__ = ["UNUSED_FOR", "mount_overlay", "pristine", "prune", "unmount"]
 
 _MNT_DETACH = 2
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc = ctypes.CDLL(None, use_errno=True)  # libc, already loaded: no ldconfig run at import
 
 
 #: A pristine checkout that no task has used for this long, and that no working copy has
