@@ -32,7 +32,7 @@ from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Review, Run, Task
 from errand.tasks.service import MAX_ATTEMPTS, Accepted, TaskService
 
-__all__ = ["checked_submit", "detail", "router"]
+__all__ = ["checked_submit", "detail", "resume_point", "router", "task_service"]
 
 router = APIRouter(prefix="/api", tags=["tasks"])
 TaskId = Annotated[Text, Path(max_length=64)]
@@ -43,7 +43,7 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
                            (422, "The input was refused; nothing changed"))}
 
 
-def _service(request: Request) -> TaskService:
+def task_service(request: Request) -> TaskService:
     service: TaskService = request.app.state.service
     return service
 
@@ -58,7 +58,7 @@ def checked_submit(request: Request, body: TaskIn) -> Task:
     if model.lower().startswith("scripted") and not config.allow_scripted_models:
         raise ConfigError("scripted models name a file on the server and are off here "
                           "(errand serve --allow-scripted-models turns them on)", code="model_not_allowed")
-    return _service(request).submit(body.instruction, repo=body.repo, base=body.base, model=body.model,
+    return task_service(request).submit(body.instruction, repo=body.repo, base=body.base, model=body.model,
                                     attempts=body.attempts, title=body.title)
 
 
@@ -92,7 +92,7 @@ async def list_tasks(request: Request, state: TaskState | None = None,
                                                          description="The last id of the previous page.")] = None,
                ) -> Response:
     """Tasks, newest first, a page at a time."""
-    store = _service(request).store
+    store = task_service(request).store
     tasks = await asyncio.to_thread(store.list_tasks, state=state, repo=repo, limit=limit, before=before)
     return fast_json({"tasks": tasks, "next": tasks[-1].id if len(tasks) == limit else None})
 
@@ -110,7 +110,7 @@ def detail(service: TaskService, task_id: str) -> TaskDetail:
 @router.get("/tasks/{task_id}", response_model=TaskDetail, responses=PROBLEMS)
 async def show_task(request: Request, task_id: TaskId) -> Response:
     """A task with its runs, its reviews and the question it waits on."""
-    return fast_json(await asyncio.to_thread(detail, _service(request), task_id))
+    return fast_json(await asyncio.to_thread(detail, task_service(request), task_id))
 
 
 @router.get("/tasks/{task_id}/events", response_model=list[Event], responses=PROBLEMS)
@@ -119,7 +119,7 @@ def task_events(request: Request, task_id: TaskId, after: Annotated[int, Query(g
                 kind: Annotated[list[Text] | None, Query(description="Only events of these kinds.")] = None,
                 ) -> list[Event]:
     """The task's events after the id ``after``, oldest first."""
-    service = _service(request)
+    service = task_service(request)
     service.store.get_task(task_id)
     return service.store.events(task_id, after, limit, kinds=kind)
 
@@ -132,9 +132,9 @@ async def stream_events(request: Request, task_id: TaskId,
                         last_event_id: Annotated[str | None, Header(max_length=32)] = None) -> StreamingResponse:
     """Every event of the task after ``after`` (or the ``Last-Event-ID`` header), then each new one
     as it happens. Reconnect with the last id seen and nothing is missed."""
-    service = _service(request)
+    service = task_service(request)
     await asyncio.to_thread(service.store.get_task, task_id)
-    start = _resume_point(last_event_id, after)
+    start = resume_point(last_event_id, after)
     hub: Hub = request.app.state.hub
 
     async def frames() -> AsyncIterator[bytes]:
@@ -150,7 +150,7 @@ async def stream_events(request: Request, task_id: TaskId,
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 
-def _resume_point(last_event_id: str | None, after: int) -> int:
+def resume_point(last_event_id: str | None, after: int) -> int:
     if last_event_id is not None and last_event_id.strip().isdigit():
         return int(last_event_id.strip())
     return after
@@ -160,7 +160,7 @@ def _resume_point(last_event_id: str | None, after: int) -> int:
     200: {"description": "The chosen attempt's patch", "content": {"text/x-diff": {}}}, **PROBLEMS})
 def task_diff(request: Request, task_id: TaskId, attempt: Attempt = None) -> PlainTextResponse:
     """The patch of the best-ranked attempt of the last finished round (or of ``attempt``)."""
-    run = _service(request).chosen_run(task_id, attempt)
+    run = task_service(request).chosen_run(task_id, attempt)
     patch = str(run.result.get("patch") or "") if isinstance(run.result, dict) else ""
     return PlainTextResponse(patch, media_type="text/x-diff")
 
@@ -174,14 +174,14 @@ def _attempt(service: TaskService, run: Run) -> AttemptOut:
 @router.get("/tasks/{task_id}/evidence", response_model=AttemptOut, responses=PROBLEMS)
 def task_evidence(request: Request, task_id: TaskId, attempt: Attempt = None) -> AttemptOut:
     """The evidence and confidence behind the chosen attempt's diff."""
-    service = _service(request)
+    service = task_service(request)
     return _attempt(service, service.chosen_run(task_id, attempt))
 
 
 @router.get("/tasks/{task_id}/attempts", response_model=list[AttemptOut], responses=PROBLEMS)
 def task_attempts(request: Request, task_id: TaskId) -> list[AttemptOut]:
     """The attempts of the last finished round, best first."""
-    service = _service(request)
+    service = task_service(request)
     return [_attempt(service, run) for run in service.round_runs(task_id)]
 
 
@@ -190,32 +190,32 @@ def accept_task(request: Request, task_id: TaskId, body: AcceptIn) -> Accepted:
     """Commit the chosen attempt's diff on the task's branch in its repository."""
     if body.into is not None:
         request.app.state.config.check_repo_path(body.into)
-    return _service(request).accept(task_id, attempt=body.attempt, into=body.into)
+    return task_service(request).accept(task_id, attempt=body.attempt, into=body.into)
 
 
 @router.post("/tasks/{task_id}/reject", response_model=Review, responses=PROBLEMS)
 def reject_task(request: Request, task_id: TaskId, body: ReasonIn) -> Review:
-    return _service(request).reject(task_id, body.reason)
+    return task_service(request).reject(task_id, body.reason)
 
 
 @router.post("/tasks/{task_id}/followup", response_model=Review, responses=PROBLEMS)
 def followup_task(request: Request, task_id: TaskId, body: TextIn) -> Review:
     """More work on the result: a new round on the same branch."""
-    return _service(request).followup(task_id, body.text)
+    return task_service(request).followup(task_id, body.text)
 
 
 @router.post("/tasks/{task_id}/answer", response_model=PostedOut, responses=PROBLEMS)
 def answer_task(request: Request, task_id: TaskId, body: TextIn) -> PostedOut:
     """Answer the question the task waits on; its run resumes."""
-    return PostedOut(event_id=_service(request).answer(task_id, body.text))
+    return PostedOut(event_id=task_service(request).answer(task_id, body.text))
 
 
 @router.post("/tasks/{task_id}/message", response_model=PostedOut, responses=PROBLEMS)
 def message_task(request: Request, task_id: TaskId, body: TextIn) -> PostedOut:
     """A message for the running agent, delivered at its next step."""
-    return PostedOut(event_id=_service(request).message(task_id, body.text))
+    return PostedOut(event_id=task_service(request).message(task_id, body.text))
 
 
 @router.post("/tasks/{task_id}/cancel", response_model=Task, responses=PROBLEMS)
 def cancel_task(request: Request, task_id: TaskId) -> Task:
-    return _service(request).cancel(task_id)
+    return task_service(request).cancel(task_id)

@@ -42,11 +42,12 @@ def create_app(config: ServerConfig | None = None, *, database_url: str | None =
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = await asyncio.to_thread(TaskStore.open, database_url)
-        app.state.service = TaskService(store)
-        app.state.memories = MemoryStore(store.engine)  # the task store's database; disposed with it
+        # One project memory for the pages, the reviews and the engine, on the task store's database.
+        app.state.memories = memories = MemoryStore(store.engine)
+        app.state.service = TaskService(store, memory=memories)
         app.state.hub = Hub(store, config.poll_interval)
         stop = asyncio.Event()
-        engine = asyncio.create_task(_run_engine(store, config, stop)) if config.run_engine else None
+        engine = asyncio.create_task(_run_engine(store, memories, config, stop)) if config.run_engine else None
         try:
             yield
         finally:
@@ -54,6 +55,7 @@ def create_app(config: ServerConfig | None = None, *, database_url: str | None =
             await app.state.hub.close()
             if engine is not None:
                 await engine
+            memories.close()
             store.close()
 
     app = FastAPI(title="errand", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
@@ -74,8 +76,8 @@ def create_app(config: ServerConfig | None = None, *, database_url: str | None =
     return app
 
 
-async def _run_engine(store: TaskStore, config: ServerConfig, stop: asyncio.Event) -> None:
-    engine = LocalEngine(store, concurrency=config.concurrency)
+async def _run_engine(store: TaskStore, memories: MemoryStore, config: ServerConfig, stop: asyncio.Event) -> None:
+    engine = LocalEngine(store, concurrency=config.concurrency, memory=memories)
     warned = False
     while not stop.is_set():
         try:

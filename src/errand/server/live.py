@@ -75,10 +75,13 @@ class Feed:
         return self.events[bisect.bisect_right(self.ids, after):]
 
     def frame(self, event: Event) -> bytes:
-        """The event as JSON in an SSE frame, encoded once however many watch."""
+        """The event as JSON in an SSE frame, encoded once however many watch. Only events in the
+        window are kept (it evicts them as they leave); catch-up reads of older ones are not."""
         frame = self.frames.get(event.id)
         if frame is None:
-            frame = self.frames[event.id] = json_frame(event)
+            frame = json_frame(event)
+            if event.id > self.floor:
+                self.frames[event.id] = frame
         return frame
 
     def changed(self) -> asyncio.Event:

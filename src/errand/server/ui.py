@@ -26,7 +26,7 @@ from errand.repo.workcopy import is_url
 from errand.sandbox import AsyncSandbox
 from errand.server import diffview
 from errand.server.api_memory import memory_store, task_memories
-from errand.server.api_tasks import checked_submit, detail
+from errand.server.api_tasks import checked_submit, detail, resume_point, task_service
 from errand.server.config import ServerConfig
 from errand.server.eventview import render_event
 from errand.server.live import Hub, sse_comment, sse_frame
@@ -34,7 +34,7 @@ from errand.server.problems import status_of
 from errand.server.schemas import TaskIn, Text
 from errand.server.security import SESSION_COOKIE, Keys, check_csrf, csrf_token
 from errand.tasks.lifecycle import ACTIVE, TaskState
-from errand.tasks.service import MAX_ATTEMPTS, TaskService
+from errand.tasks.service import MAX_ATTEMPTS
 
 __all__ = ["Csrf", "FormText", "local_path", "page", "redirect", "router", "templates"]
 
@@ -57,11 +57,6 @@ def _age(timestamp: float) -> str:
 templates.env.filters["age"] = _age
 templates.env.globals["csrf_token"] = csrf_token
 templates.env.globals["MAX_ATTEMPTS"] = MAX_ATTEMPTS
-
-
-def _service(request: Request) -> TaskService:
-    service: TaskService = request.app.state.service
-    return service
 
 
 def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -87,7 +82,7 @@ def task_list(request: Request, state: Annotated[str | None, Query(max_length=32
 def _list_page(request: Request, state: str | None, repo: str | None, before: str | None, *, status: int = 200,
                error: str | None = None, form: dict[str, Any] | None = None) -> HTMLResponse:
     valid_state = state if state in TaskState.__members__.values() else None
-    tasks = _service(request).store.list_tasks(state=valid_state, repo=repo, limit=50, before=before)
+    tasks = task_service(request).store.list_tasks(state=valid_state, repo=repo, limit=50, before=before)
     return page(request, "tasks.html", status, tasks=tasks, states=list(TaskState), state=valid_state,
                  repo=repo or "", next=tasks[-1].id if len(tasks) == 50 else None, error=error,
                  form=form or {"base": "HEAD", "attempts": 1})
@@ -117,7 +112,7 @@ def task_page(request: Request, task_id: Text) -> HTMLResponse:
 
 
 def _task_page(request: Request, task_id: str, *, status: int = 200, error: str | None = None) -> HTMLResponse:
-    service = _service(request)
+    service = task_service(request)
     task = detail(service, task_id)
     events = service.store.events(task_id, 0, 1_000_000)
     omitted = max(0, len(events) - LOG_LIMIT)
@@ -138,7 +133,7 @@ def _panel(task: Any) -> dict[str, Any]:
 
 @router.get("/tasks/{task_id}/panel", response_class=HTMLResponse)
 def task_panel(request: Request, task_id: Text) -> HTMLResponse:
-    task = detail(_service(request), task_id)
+    task = detail(task_service(request), task_id)
     return page(request, "_panel.html", task=task, panel=_panel(task))
 
 
@@ -146,9 +141,9 @@ def task_panel(request: Request, task_id: Text) -> HTMLResponse:
 async def task_live(request: Request, task_id: Text, after: Annotated[int, Query(ge=0, le=2**62)] = 0,
                     last_event_id: Annotated[str | None, Header(max_length=32)] = None) -> StreamingResponse:
     """The log's new lines as HTML in server-sent events, and a ``state`` event when the task moves."""
-    service = _service(request)
+    service = task_service(request)
     await asyncio.to_thread(service.store.get_task, task_id)
-    start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+    start = resume_point(last_event_id, after)
     hub: Hub = request.app.state.hub
 
     async def frames() -> AsyncIterator[bytes]:
@@ -181,19 +176,19 @@ def _act(request: Request, task_id: str, action: Any, *, then: str = "") -> Resp
 @router.post("/tasks/{task_id}/answer", response_class=HTMLResponse)
 def answer(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
     check_csrf(request, csrf)
-    return _act(request, task_id, lambda: _service(request).answer(task_id, text))
+    return _act(request, task_id, lambda: task_service(request).answer(task_id, text))
 
 
 @router.post("/tasks/{task_id}/message", response_class=HTMLResponse)
 def message(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
     check_csrf(request, csrf)
-    return _act(request, task_id, lambda: _service(request).message(task_id, text))
+    return _act(request, task_id, lambda: task_service(request).message(task_id, text))
 
 
 @router.post("/tasks/{task_id}/cancel", response_class=HTMLResponse)
 def cancel(request: Request, task_id: Text, csrf: Csrf) -> Response:
     check_csrf(request, csrf)
-    return _act(request, task_id, lambda: _service(request).cancel(task_id))
+    return _act(request, task_id, lambda: task_service(request).cancel(task_id))
 
 
 @router.post("/tasks/{task_id}/accept", response_class=HTMLResponse)
@@ -205,7 +200,7 @@ def accept(request: Request, task_id: Text, csrf: Csrf, attempt: Annotated[int |
     def run() -> None:
         if into:
             config.check_repo_path(into)
-        _service(request).accept(task_id, attempt=attempt, into=into or None)
+        task_service(request).accept(task_id, attempt=attempt, into=into or None)
 
     return _act(request, task_id, run)
 
@@ -213,13 +208,13 @@ def accept(request: Request, task_id: Text, csrf: Csrf, attempt: Annotated[int |
 @router.post("/tasks/{task_id}/reject", response_class=HTMLResponse)
 def reject(request: Request, task_id: Text, csrf: Csrf, reason: FormText) -> Response:
     check_csrf(request, csrf)
-    return _act(request, task_id, lambda: _service(request).reject(task_id, reason), then="review")
+    return _act(request, task_id, lambda: task_service(request).reject(task_id, reason), then="review")
 
 
 @router.post("/tasks/{task_id}/followup", response_class=HTMLResponse)
 def followup(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
     check_csrf(request, csrf)
-    return _act(request, task_id, lambda: _service(request).followup(task_id, text))
+    return _act(request, task_id, lambda: task_service(request).followup(task_id, text))
 
 
 # ------------------------------------------------------------------ review
@@ -233,7 +228,7 @@ def review(request: Request, task_id: Text, attempt: Annotated[int | None, Query
 
 def _review_page(request: Request, task_id: str, attempt: int | None, hide_ws: bool, *, status: int = 200,
                  error: str | None = None) -> HTMLResponse:
-    service = _service(request)
+    service = task_service(request)
     task = detail(service, task_id)
     try:
         chosen = service.chosen_run(task_id, attempt)
