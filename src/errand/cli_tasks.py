@@ -298,7 +298,8 @@ _EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "setup_cached": lambda d: "[cyan]environment set up already (cached)[/]",
     "setup_finished": lambda d: "[cyan]environment set up and cached[/]",
     "check_started": lambda d: f"[cyan]checking the result: {d.get('what')}[/] {escape(str(d.get('command')))}",
-    "tests_before": lambda d: f"tests on the base: {'pass' if d.get('exit_code') == 0 else 'fail'}",
+    "tests_before": lambda d: (f"tests on the base: {'pass' if d.get('exit_code') == 0 else 'fail'}"
+                               + (" (cached)" if d.get("cached") else "")),
     "model": lambda d: f"[blue]model:[/] {escape(str(d.get('content')))}" if d.get("content") else None,
     "tool_call": lambda d: f"[bold]→ {d.get('name')}[/] {escape(_arguments(d))}",
     "tool_result": lambda d: _result_line(d),

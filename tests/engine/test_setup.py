@@ -33,6 +33,10 @@ async def test_setup_runs_once_and_is_cached_for_the_next_task(
     second_kinds = [e.kind for e in store.events(second.id)]
     assert "setup_started" in first_kinds and "setup_finished" in first_kinds
     assert "setup_cached" in second_kinds and "setup_started" not in second_kinds
+    # The second task's baseline comes from the cache, and its log says so.
+    [first_before], [second_before] = ([e.data for e in store.events(t.id, kinds=["tests_before"])]
+                                       for t in (first, second))
+    assert second_before["cached"] is True and first_before == {**second_before, "cached": False}
     output = "".join(e.data["text"] for e in store.events(first.id, kinds=["setup_output"]))
     assert "$ echo setup done\nsetup done\n" in output
     for task in (first, second):  # the tests ran in the set-up environment, before and after

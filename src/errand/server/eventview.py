@@ -52,8 +52,8 @@ _RENDER: dict[str, Render] = {
     "setup_finished": lambda d: ("setup", Markup("environment set up and cached")),
     "check_started": lambda d: ("check", Markup("checking the result: {} <code>{}</code>").format(
         d.get("what"), _text(d.get("command")))),
-    "tests_before": lambda d: ("check", Markup("tests on the base: {}").format(
-        "pass" if d.get("exit_code") == 0 else "fail")),
+    "tests_before": lambda d: ("check", Markup("tests on the base: {}{}").format(
+        "pass" if d.get("exit_code") == 0 else "fail", " (cached)" if d.get("cached") else "")),
     "model": lambda d: ("model", Markup("{}").format(_text(d.get("content")))) if d.get("content") else None,
     "tool_call": _tool_call,
     "tool_result": _tool_result,

@@ -219,9 +219,12 @@ async def tests_on_base(environment: Environment, image: Image, copy: WorkingCop
                                         environment.test]).encode()).hexdigest()[:32]
     cached_at = _settings.cache_dir() / "baselines" / f"{digest}.json"
     try:
-        return TestRun(**json.loads(cached_at.read_text()))
+        cached = TestRun(**json.loads(cached_at.read_text()))
     except (OSError, ValueError, TypeError):
         pass
+    else:
+        await _journal_baseline(journal, cached, cached=True)
+        return cached
     base = await asyncio.to_thread(WorkingCopy.overlaid, copy.source, copy.base_commit,
                                    dest=copy.path.parent / "base", owner=_settings.sandbox_uid())
     try:
@@ -232,13 +235,18 @@ async def tests_on_base(environment: Environment, image: Image, copy: WorkingCop
             await sandbox.terminate()
     finally:
         await asyncio.to_thread(base.remove)
-    await journal("tests_before", {"command": result.command, "exit_code": result.exit_code,
-                                   "passed": result.passed, "failed": result.failed})
+    await _journal_baseline(journal, result, cached=False)
     cached_at.parent.mkdir(parents=True, exist_ok=True)
     partial = cached_at.with_suffix(f".{os.getpid()}.tmp")
     partial.write_text(json.dumps(result.__dict__))
     os.replace(partial, cached_at)
     return result
+
+
+async def _journal_baseline(journal: Journal, result: TestRun, *, cached: bool) -> None:
+    """Every round's log says what the tests did on the base, run now or taken from the cache."""
+    await journal("tests_before", {"command": result.command, "exit_code": result.exit_code,
+                                   "passed": result.passed, "failed": result.failed, "cached": cached})
 
 
 # ------------------------------------------------------------------ evidence
