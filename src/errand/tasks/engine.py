@@ -236,22 +236,26 @@ class LocalEngine:
 
     async def _execute(self, round_: _Round, number: int) -> None:
         task, attempts = round_.task, round_.attempts
+        first = attempts[0]
+        # Everything that shapes the round comes from the base commit, never from the work a
+        # follow-up continues (an agent could rewrite errand.toml or AGENTS.md in it).
+        base_tree = await asyncio.to_thread(steps.base_checkout, task)
+        environment = await asyncio.to_thread(Environment.load, base_tree)
+        setup = await steps.set_up(environment, task, first.run, base_tree, first.journal)
         patch = await asyncio.to_thread(self._followed_patch, task.id, number)
-        copies = await asyncio.gather(*(asyncio.to_thread(steps.prepare_copy, task, a.run, patch) for a in attempts))
+        copies = await asyncio.gather(*(asyncio.to_thread(steps.prepare_copy, task, a.run, patch,
+                                                          layers=setup.layers) for a in attempts))
         for attempt, copy in zip(attempts, copies, strict=True):
             attempt.copy = copy
-        first = attempts[0]
-        environment = await asyncio.to_thread(Environment.load, copies[0].path)
-        image = await steps.environment_image(environment, copies[0], first.journal)
-        baseline = asyncio.ensure_future(steps.tests_on_base(environment, image, copies[0], first.journal))
+        baseline = asyncio.ensure_future(steps.tests_on_base(environment, setup, copies[0], first.journal))
         try:
-            sandboxes = await asyncio.gather(*(steps.start_sandbox(environment, image, c) for c in copies))
+            sandboxes = await asyncio.gather(*(steps.start_sandbox(environment, setup.image, c) for c in copies))
             for attempt, sandbox in zip(attempts, sandboxes, strict=True):
                 attempt.sandbox = sandbox
             await asyncio.to_thread(self.store.set_state, task.id, TaskState.RUNNING, expected=TaskState.PREPARING)
             prompt = await asyncio.to_thread(task_prompt, self.store, task, number, environment)
-            guide = await asyncio.to_thread(instructions, copies[0].path, environment)
-            link = self._memory_link(task, copies[0], first.journal)
+            guide = await asyncio.to_thread(instructions, base_tree, environment)
+            link = self._memory_link(task, base_tree, first.journal)
             given = await link.given() if link is not None else ""
             budgets = environment.budgets or self.budgets
             results = await asyncio.gather(*(self._attempt(round_, a, prompt, guide, budgets, link, given)
@@ -260,13 +264,16 @@ class LocalEngine:
         finally:
             if not baseline.done():
                 baseline.cancel()
-        evidence = await asyncio.gather(*(self._evidence(a, r, environment, tests_before)
+        evidence = await asyncio.gather(*(self._evidence(a, r, environment, setup, tests_before)
                                           for a, r in zip(attempts, results, strict=True)))
         best = steps.rank([item for item, _ in evidence])[0]
         if link is not None:
             await link.observe(environment, evidence[best][0], setup_ran=bool(environment.setup))
         round_.settling = True  # from here a cancel comes too late: the result is being written
-        await asyncio.to_thread(steps.finalize, self.store, task.id, [a.run for a in attempts], results, evidence)
+        caches = {"environment": {"key": setup.key, "cached": setup.cached} if environment.setup else None,
+                  "baseline": None if tests_before is None else {"cached": tests_before.cached}}
+        await asyncio.to_thread(steps.finalize, self.store, task.id, [a.run for a in attempts], results, evidence,
+                                caches=caches)
         if link is not None:
             await self._distill(round_, link, results[best])
 
@@ -281,10 +288,10 @@ class LocalEngine:
         except ErrandError as error:
             await self._event(round_.task.id, None, "distill_failed", {"reason": error.message})
 
-    def _memory_link(self, task: Task, copy: WorkingCopy, journal: steps.Journal) -> TaskMemory | None:
-        if self.memory is None or copy.base_tree is None:
+    def _memory_link(self, task: Task, base_tree: Path, journal: steps.Journal) -> TaskMemory | None:
+        if self.memory is None:
             return None
-        return TaskMemory(self.memory, task, copy.base_tree, journal)
+        return TaskMemory(self.memory, task, base_tree, journal)
 
     async def _attempt(self, round_: _Round, attempt: _Attempt, prompt: str, guide: str, budgets: Budgets,
                        link: TaskMemory | None, given: str) -> AgentResult:
@@ -317,11 +324,20 @@ class LocalEngine:
         return answer
 
     async def _evidence(self, attempt: _Attempt, result: AgentResult, environment: Environment,
-                        tests_before: Any) -> tuple[Evidence, str]:
+                        setup: steps.SetUp, tests_before: Any) -> tuple[Evidence, str]:
+        """The attempt's diff and the checks on it. Its sandbox ends first: a process the agent
+        left running could otherwise change the tree while the host reads it (swap a directory
+        for a symlink to a host path mid-walk). The checks run in a fresh sandbox of the
+        set-up environment over the same tree, as the accepted branch will be tested."""
         assert attempt.copy is not None and attempt.sandbox is not None
+        await attempt.sandbox.terminate()
         diff = await asyncio.to_thread(attempt.copy.diff)
-        evidence = await steps.collect_evidence(result, diff, attempt.journal, environment=environment,
-                                                sandbox=attempt.sandbox, tests_before=tests_before)
+        checks = await steps.start_sandbox(environment, setup.image, attempt.copy)
+        try:
+            evidence = await steps.collect_evidence(result, diff, attempt.journal, environment=environment,
+                                                    sandbox=checks, tests_before=tests_before)
+        finally:
+            await checks.terminate()
         return evidence, diff.text
 
     # ------------------------------------------------------------ endings
