@@ -34,6 +34,7 @@ from errand.memory import MemoryStore
 from errand.models import Model, get_model
 from errand.repo import WorkingCopy, checkouts
 from errand.sandbox import AsyncSandbox
+from errand.sandbox.backend import get_backend
 from errand.tasks import steps
 from errand.tasks.environment import Environment, instructions
 from errand.tasks.errors import IllegalTransition, StateConflict
@@ -95,11 +96,13 @@ class LocalEngine:
     def __init__(self, store: TaskStore, *, concurrency: int = 2, worker: str | None = None,
                  poll_interval: float = 0.1, default_model: str | None = None, budgets: Budgets | None = None,
                  models: ModelFactory = _default_models, memory: MemoryStore | object | None = _OWN,
-                 distiller: Callable[[str], Model | None] = _default_distiller) -> None:
+                 distiller: Callable[[str], Model | None] = _default_distiller, isolation: str | None = None
+                 ) -> None:
         """``memory`` is the project memory tasks are given and teach (default: one on the
         store's own database; ``None`` runs without memory). ``distiller(spec)`` gives the
         model that distils a finished task into proposed memories (default: the task's
-        own model, unless it is a scripted one; ``None`` from it: no distilling)."""
+        own model, unless it is a scripted one; ``None`` from it: no distilling). ``isolation``
+        is the sandbox tier tasks run on (default ``ERRAND_ISOLATION``, else ``namespace``)."""
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigError(f"concurrency must be a positive integer, not {concurrency!r}")
         self.store = store
@@ -112,6 +115,8 @@ class LocalEngine:
         self._distiller = distiller
         self.memory: MemoryStore | None = MemoryStore(store.engine) if memory is _OWN else memory  # type: ignore[assignment]
         self._rounds: dict[str, _Round] = {}
+        self.isolation = isolation or os.environ.get("ERRAND_ISOLATION") or "namespace"
+        get_backend(self.isolation)  # an unknown tier is refused here, not at the first task
 
     # ------------------------------------------------------------ serving
 
@@ -241,7 +246,9 @@ class LocalEngine:
         # follow-up continues (an agent could rewrite errand.toml or AGENTS.md in it).
         base_tree = await asyncio.to_thread(steps.base_checkout, task)
         environment = await asyncio.to_thread(Environment.load, base_tree)
-        setup = await steps.set_up(environment, task, first.run, base_tree, first.journal)
+        await self._event(task.id, None, "environment", _environment_event(environment, task, self.isolation))
+        setup = await steps.set_up(environment, task, first.run, base_tree, first.journal,
+                                   isolation=self.isolation)
         patch = await asyncio.to_thread(self._followed_patch, task.id, number)
         copies = await asyncio.gather(*(asyncio.to_thread(steps.prepare_copy, task, a.run, patch,
                                                           layers=setup.layers) for a in attempts))
@@ -249,7 +256,7 @@ class LocalEngine:
             attempt.copy = copy
         baseline = asyncio.ensure_future(steps.tests_on_base(environment, setup, copies[0], first.journal))
         try:
-            sandboxes = await asyncio.gather(*(steps.start_sandbox(environment, setup.image, c) for c in copies))
+            sandboxes = await asyncio.gather(*(steps.start_sandbox(environment, setup, c) for c in copies))
             for attempt, sandbox in zip(attempts, sandboxes, strict=True):
                 attempt.sandbox = sandbox
             await asyncio.to_thread(self.store.set_state, task.id, TaskState.RUNNING, expected=TaskState.PREPARING)
@@ -332,7 +339,7 @@ class LocalEngine:
         assert attempt.copy is not None and attempt.sandbox is not None
         await attempt.sandbox.terminate()
         diff = await asyncio.to_thread(attempt.copy.diff)
-        checks = await steps.start_sandbox(environment, setup.image, attempt.copy)
+        checks = await steps.start_sandbox(environment, setup, attempt.copy)
         try:
             evidence = await steps.collect_evidence(result, diff, attempt.journal, environment=environment,
                                                     sandbox=checks, tests_before=tests_before)
@@ -397,6 +404,17 @@ class LocalEngine:
         finished = [r for r in self.store.runs(task_id) if r.round < number
                     and isinstance(r.result, dict) and r.result.get("rank") == 1]
         return str(finished[-1].result.get("patch") or "") or None if finished else None
+
+
+def _environment_event(environment: Environment, task: Task, isolation: str) -> dict[str, Any]:
+    """What shapes the round, and where it came from: the base commit's errand.toml (or the defaults)."""
+    def policy(network: Any) -> dict[str, Any]:
+        return {"mode": network.mode, "domains": list(network.domains), "cidrs": [str(c) for c in network.cidrs]}
+
+    return {"config": "errand.toml" if environment.source is not None else None, "commit": task.base_commit,
+            "test": environment.test, "lint": environment.lint, "network": policy(environment.network),
+            "setup_network": policy(environment.setup_egress) if environment.setup else None,
+            "isolation": isolation}
 
 
 async def _uncancellable(work: Coroutine[Any, Any, None]) -> None:

@@ -95,6 +95,7 @@ class SetUp:
     key: str  # the environment's cache key (see environment.cache_key)
     tree_layer: Path | None = None
     cached: bool = False
+    isolation: str = "namespace"  # the sandbox tier every sandbox of the round runs on
 
     @property
     def layers(self) -> list[Path]:
@@ -136,7 +137,8 @@ def remove_work(run: Run) -> None:
 # ------------------------------------------------------------------ set up
 
 
-async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path, journal: Journal) -> SetUp:
+async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path, journal: Journal, *,
+                 isolation: str = "namespace") -> SetUp:
     """The environment a task's sandboxes start from: the repository's image with its setup
     commands already run, cached under :func:`~errand.tasks.environment.cache_key`.
 
@@ -152,10 +154,10 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
     tree = await asyncio.to_thread(WorkingCopy.tree_id, base_tree)
     key = f"env-{cache_key(base_tree, environment, source=task.repo, tree=tree, registries=registries)}"
     if not environment.setup:
-        return SetUp(environment.image, key)
+        return SetUp(environment.image, key, isolation=isolation)
     store = LayerStore()
     async with _SETUP_LOCKS.setdefault(key, asyncio.Lock()):
-        cached = _cached_setup(store, key)
+        cached = _cached_setup(store, key, isolation)
         if cached is not None:
             await journal("setup_cached", {"key": key, "tree_layer": cached.tree_layer is not None})
             return cached
@@ -163,7 +165,7 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
                                         "network": _describe(environment.setup_egress)})
         copy = await asyncio.to_thread(prepare_copy, task, run, name="setup")
         try:
-            image = await _run_setup(environment, copy, registries, journal)
+            image = await _run_setup(environment, copy, registries, journal, isolation)
             tree_layer = await asyncio.to_thread(_keep_tree_writes, store, copy, key)
         finally:
             await asyncio.to_thread(copy.remove)
@@ -172,7 +174,7 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
         config = replace(image.config, key=key, labels={**image.config.labels, _TREE_LABEL: tree_layer[0]})
         store.save_image(config)
         await journal("setup_finished", {"key": key})
-        return SetUp(Image.from_config(config), key, store.path(tree_layer[0]))
+        return SetUp(Image.from_config(config), key, store.path(tree_layer[0]), isolation=isolation)
 
 
 _TREE_LABEL = "errand.setup.tree"
@@ -181,14 +183,14 @@ _TREE_LABEL = "errand.setup.tree"
 _SETUP_REGISTRY_SETTINGS = ("pip", "npm")
 
 
-def _cached_setup(store: LayerStore, key: str) -> SetUp | None:
+def _cached_setup(store: LayerStore, key: str, isolation: str) -> SetUp | None:
     config = store.cached_image(key)
     if config is None:
         return None
     layer = config.labels.get(_TREE_LABEL)
     if not layer or not store.has(layer):
         return None
-    return SetUp(Image.from_config(config), key, store.path(layer), cached=True)
+    return SetUp(Image.from_config(config), key, store.path(layer), cached=True, isolation=isolation)
 
 
 def _keep_tree_writes(store: LayerStore, copy: WorkingCopy, key: str) -> tuple[str, dict[str, Any]]:
@@ -209,7 +211,7 @@ def _describe(network: Network) -> dict[str, Any]:
 
 
 async def _run_setup(environment: Environment, copy: WorkingCopy, registries: RegistryAccess,
-                     journal: Journal) -> Image:
+                     journal: Journal, isolation: str) -> Image:
     """Run the setup commands over ``copy`` and snapshot the result; every process of the
     sandbox has ended when this returns, so the host may read the tree."""
     async def log(line: str) -> None:
@@ -228,7 +230,7 @@ async def _run_setup(environment: Environment, copy: WorkingCopy, registries: Re
               *(Mount.bind(path, path) for path in registries.paths)]
     sandbox = await AsyncSandbox.create(
         Image.from_config(image), mounts=mounts, network=environment.setup_egress,
-        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"})
+        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"}, isolation=isolation)
     try:
         for command in environment.setup:
             await log(f"$ {command}\n")
@@ -245,12 +247,12 @@ def _object_mounts(copy: WorkingCopy) -> list[Mount]:
     return [Mount.bind(path, str(path), read_only=True) for path in copy.object_mounts]
 
 
-async def start_sandbox(environment: Environment, image: Image, copy: WorkingCopy) -> AsyncSandbox:
+async def start_sandbox(environment: Environment, setup: SetUp, copy: WorkingCopy) -> AsyncSandbox:
     """A run's sandbox: the set-up image with the checkout bound writable at /workspace."""
     return await AsyncSandbox.create(
-        image, mounts=[Mount.bind(copy.path, WORKSPACE, read_only=False), *_object_mounts(copy)],
+        setup.image, mounts=[Mount.bind(copy.path, WORKSPACE, read_only=False), *_object_mounts(copy)],
         network=environment.network, resources=environment.resources, timeout=None, workdir=WORKSPACE,
-        env={"CI": "1"})
+        env={"CI": "1"}, isolation=setup.isolation)
 
 
 # ------------------------------------------------------------------ checks
@@ -310,7 +312,7 @@ async def tests_on_base(environment: Environment, setup: SetUp, copy: WorkingCop
                                    dest=copy.path.parent / "base", owner=_settings.sandbox_uid(),
                                    layers=setup.layers)
     try:
-        sandbox = await start_sandbox(environment, setup.image, base)
+        sandbox = await start_sandbox(environment, setup, base)
         try:
             result = await check(sandbox, environment.test)
         finally:
