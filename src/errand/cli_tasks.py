@@ -341,9 +341,15 @@ def _one_line(value: object) -> str:
 # (tool names, statuses) came through its model's replies or the repository.
 _EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "round_started": lambda d: f"[bold]── round {shown(d.get('round'))}[/] ({_one_line(', '.join(d.get('runs', [])))})",
+    "environment": lambda d: f"[dim]environment from {_one_line(d.get('config') or 'the defaults')} at "
+                             f"{_one_line(str(d.get('commit') or '')[:12])}: egress {_policy(d.get('network'))}"
+                             + (f", setup egress {_policy(d.get('setup_network'))}" if d.get("setup_network") else "")
+                             + f", {_one_line(d.get('isolation'))} sandboxes[/]",
     "setup_started": lambda d: "[cyan]setting up the environment[/]",
-    "setup_cached": lambda d: "[cyan]environment set up already (cached)[/]",
-    "setup_finished": lambda d: "[cyan]environment set up and cached[/]",
+    "setup_cached": lambda d: f"[cyan]environment set up already (cached, {_one_line(d.get('key'))})[/]",
+    "setup_tree": lambda d: f"[cyan]setup wrote {d.get('kept')} ignored paths into the tree; they are in "
+                            f"every working copy, out of the diff[/]" + _left_by_setup(d),
+    "setup_finished": lambda d: f"[cyan]environment set up and cached ({_one_line(d.get('key'))})[/]",
     "check_started": lambda d: f"[cyan]checking the result: {_one_line(d.get('what'))}[/] "
                                f"{_one_line(d.get('command'))}",
     "tests_before": lambda d: (f"tests on the base: {'pass' if d.get('exit_code') == 0 else 'fail'}"
@@ -372,6 +378,20 @@ _EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "setup_output": lambda d: shown(d.get("text", "")),
     "check_output": lambda d: shown(d.get("text", "")),
 }
+
+
+def _policy(policy: object) -> str:
+    if not isinstance(policy, dict) or policy.get("mode") != "allow":
+        return _one_line(policy.get("mode") if isinstance(policy, dict) else "none")
+    return "only " + _one_line(", ".join(map(str, [*policy.get("domains", []), *policy.get("cidrs", [])])))
+
+
+def _left_by_setup(data: dict[str, Any]) -> str:
+    left = [*data.get("left_tracked", []), *data.get("left_untracked", [])]
+    if not left:
+        return ""
+    return (f"\n[yellow]setup also changed files git tracks or does not ignore; they were left out of the "
+            f"working copy: {_one_line(', '.join(map(str, left)))}[/]")
 
 
 def _result_line(data: dict[str, Any]) -> str | None:

@@ -52,3 +52,13 @@ def test_highlighting_escapes_and_marks_tokens() -> None:
     [file] = diffview.highlight(diffview.parse(first))
     html = "".join(str(line.html) for line in file.lines)
     assert "<script>" not in html and "&lt;script&gt;" in html and 'class="hl-k"' in html
+
+
+def test_agent_control_and_bidi_characters_are_shown_not_obeyed() -> None:
+    from errand.server import diffview
+
+    patch = ("diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n"
+             "+x = 2  # \u202eevil\x1b[2J\n")
+    [file] = diffview.parse(patch)
+    added = [line.text for line in file.lines if line.kind == "add"]
+    assert added and "\u202e" not in added[0] and "\x1b" not in added[0] and "<U+202E>" in added[0]

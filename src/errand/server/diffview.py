@@ -20,6 +20,8 @@ from pygments.lexer import Lexer
 from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
+from errand._text import printable
+
 __all__ = ["FileDiff", "Line", "css", "hide_whitespace", "highlight", "parse"]
 
 Kind = Literal["context", "add", "del", "hunk", "note"]
@@ -54,8 +56,9 @@ class FileDiff:
 
 
 def parse(patch: str) -> list[FileDiff]:
-    """The files of a git patch, in order."""
-    chunks = re.split(r"^(?=diff --git )", patch, flags=re.MULTILINE)
+    """The files of a git patch, in order, every control and bidi character shown visibly
+    (the agent wrote the patch: a U+202E could reorder what a reviewer reads)."""
+    chunks = re.split(r"^(?=diff --git )", printable(patch), flags=re.MULTILINE)
     return [_file(chunk.splitlines()) for chunk in chunks if chunk.startswith("diff --git ")]
 
 

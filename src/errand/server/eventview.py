@@ -8,6 +8,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from errand._text import printable
 from errand.tasks.records import Event
 
 __all__ = ["OUTPUT_KINDS", "render_event"]
@@ -17,7 +18,7 @@ Render = Callable[[dict[str, Any]], tuple[str, Markup] | None]
 
 
 def _text(value: object, limit: int = 4000) -> str:
-    text = str(value if value is not None else "")
+    text = printable(str(value if value is not None else ""))  # agent text: nothing invisible or reordering
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
@@ -40,6 +41,19 @@ def _tool_result(data: dict[str, Any]) -> tuple[str, Markup] | None:
     return status, Markup("<span class='{}'>{}</span> {}").format("ok" if ok else "bad", status, first)
 
 
+def _policy(policy: object) -> str:
+    if not isinstance(policy, dict) or policy.get("mode") != "allow":
+        return _text(policy.get("mode") if isinstance(policy, dict) else "none")
+    return "only " + _text(", ".join(map(str, [*policy.get("domains", []), *policy.get("cidrs", [])])))
+
+
+def _left(data: dict[str, Any]) -> Markup:
+    left = [*data.get("left_tracked", []), *data.get("left_untracked", [])]
+    if not left:
+        return Markup("")
+    return Markup("; left out (tracked or not ignored): {}").format(_text(", ".join(map(str, left))))
+
+
 def _plain(label: str, field: str) -> Render:
     return lambda data: (label, Markup("{}").format(_text(data.get(field))))
 
@@ -47,8 +61,15 @@ def _plain(label: str, field: str) -> Render:
 _RENDER: dict[str, Render] = {
     "round_started": lambda d: ("round", Markup("round {} started ({})").format(
         d.get("round"), ", ".join(map(str, d.get("runs", []))))),
+    "environment": lambda d: ("environment", Markup("from {} at {}: egress {}{}, {} sandboxes").format(
+        d.get("config") or "the defaults", str(d.get("commit") or "")[:12], _policy(d.get("network")),
+        Markup(", setup egress {}").format(_policy(d.get("setup_network"))) if d.get("setup_network") else "",
+        d.get("isolation"))),
     "setup_started": lambda d: ("setup", Markup("setting up the environment")),
-    "setup_cached": lambda d: ("setup", Markup("environment set up already (cached)")),
+    "setup_cached": lambda d: ("setup", Markup("environment set up already (cached, <code>{}</code>)").format(
+        _text(d.get("key")))),
+    "setup_tree": lambda d: ("setup", Markup("setup wrote {} ignored paths into the tree; they are in every "
+                                             "working copy, out of the diff{}").format(d.get("kept"), _left(d))),
     "setup_finished": lambda d: ("setup", Markup("environment set up and cached")),
     "check_started": lambda d: ("check", Markup("checking the result: {} <code>{}</code>").format(
         d.get("what"), _text(d.get("command")))),
