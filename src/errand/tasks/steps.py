@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,8 @@ def remove_work(run: Run) -> None:
 # ------------------------------------------------------------------ set up
 
 
-async def environment_image(environment: Environment, copy: WorkingCopy, journal: Journal) -> Image:
+async def environment_image(environment: Environment, copy: WorkingCopy, journal: Journal, *,
+                            labels: Mapping[str, str] | None = None) -> Image:
     """The image a task's sandbox starts from: the repository's image with its setup
     commands already run, cached as an image layer keyed on the config and lockfiles
     (:func:`~errand.tasks.environment.cache_key`).
@@ -129,14 +130,15 @@ async def environment_image(environment: Environment, copy: WorkingCopy, journal
             await journal("setup_cached", {"key": key})
             return Image.from_config(cached)
         await journal("setup_started", {"key": key, "commands": list(environment.setup)})
-        image = await _run_setup(environment, copy, journal)
+        image = await _run_setup(environment, copy, journal, labels)
         assert image.config is not None
         store.save_image(replace(image.config, key=key))
         await journal("setup_finished", {"key": key})
         return Image.from_config(replace(image.config, key=key))
 
 
-async def _run_setup(environment: Environment, copy: WorkingCopy, journal: Journal) -> Image:
+async def _run_setup(environment: Environment, copy: WorkingCopy, journal: Journal,
+                     labels: Mapping[str, str] | None) -> Image:
     async def log(line: str) -> None:
         await journal("setup_output", {"text": line})
 
@@ -151,7 +153,7 @@ async def _run_setup(environment: Environment, copy: WorkingCopy, journal: Journ
             await log(line + "\n")
     sandbox = await AsyncSandbox.create(
         Image.from_config(image), mounts=[Mount.copy(copy.path, WORKSPACE)], network=environment.network,
-        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"})
+        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"}, labels=labels)
     try:
         for command in environment.setup:
             await log(f"$ {command}\n")
@@ -164,12 +166,13 @@ async def _run_setup(environment: Environment, copy: WorkingCopy, journal: Journ
         await sandbox.terminate()
 
 
-async def start_sandbox(environment: Environment, image: Image, copy: WorkingCopy) -> AsyncSandbox:
+async def start_sandbox(environment: Environment, image: Image, copy: WorkingCopy, *,
+                        labels: Mapping[str, str] | None = None) -> AsyncSandbox:
     """The run's sandbox: the set-up image with the checkout bound writable at /workspace."""
     objects = [Mount.bind(path, str(path), read_only=True) for path in copy.object_mounts]
     return await AsyncSandbox.create(
         image, mounts=[Mount.bind(copy.path, WORKSPACE, read_only=False), *objects], network=environment.network,
-        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"})
+        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"}, labels=labels)
 
 
 # ------------------------------------------------------------------ checks
