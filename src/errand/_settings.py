@@ -21,15 +21,36 @@ def home() -> Path:
     return Path(data) / "errand"
 
 
+def home_tag() -> str:
+    """A short tag naming this errand home (its resolved path, hashed)."""
+    return hashlib.sha256(str(home().resolve()).encode()).hexdigest()[:12]
+
+
 def runtime_dir() -> Path:
     """Live sandboxes' control sockets and records (``ERRAND_RUNTIME_DIR``).
 
-    Kept short because Unix socket paths are limited to 107 bytes.
+    One per errand home by default, ``/run/errand/<home tag>``, so a home lists,
+    ends and reaps only its own sandboxes. A hash and not the home's path keeps
+    it short: Unix socket paths are limited to 107 bytes.
     """
-    return Path(os.environ.get("ERRAND_RUNTIME_DIR") or "/run/errand")
+    explicit = os.environ.get("ERRAND_RUNTIME_DIR")
+    return Path(explicit) if explicit else Path("/run/errand") / home_tag()
 
 
 def cache_dir() -> Path:
+    """What a home caches and may lose: the tests' results on base commits.
+
+    Under the home when ``ERRAND_HOME`` names one, so two homes never share a
+    result; the user's cache directory for the default home, or ``ERRAND_CACHE_DIR``.
+    """
+    if os.environ.get("ERRAND_HOME") and not os.environ.get("ERRAND_CACHE_DIR"):
+        return home() / "cache"
+    return user_cache_dir()
+
+
+def user_cache_dir() -> Path:
+    """What every home of this user shares (``ERRAND_CACHE_DIR``): compiled helpers. They
+    are named by their sources' hash and hold no home's data, so one build serves all."""
     explicit = os.environ.get("ERRAND_CACHE_DIR")
     if explicit:
         return Path(explicit)

@@ -139,13 +139,17 @@ def _mounts(copies: Sequence[str], binds: Sequence[str]) -> list[Mount]:
 
 
 def _env(pairs: Sequence[str]) -> dict[str, str]:
-    env = {}
-    for text in pairs:
+    return _pairs(pairs, "--env", "NAME=VALUE", "invalid_env")
+
+
+def _pairs(texts: Sequence[str], option: str, form: str, code: str) -> dict[str, str]:
+    pairs = {}
+    for text in texts:
         name, equals, value = text.partition("=")
         if not name or not equals:
-            raise ConfigError(f"--env takes NAME=VALUE, not {text!r}", code="invalid_env")
-        env[name] = value
-    return env
+            raise ConfigError(f"{option} takes {form}, not {text!r}", code=code)
+        pairs[name] = value
+    return pairs
 
 
 def _resources(cpus: float | None, memory: str | None, pids: int | None, disk: str | None) -> Resources | None:
@@ -177,6 +181,8 @@ def create(
     workdir: Annotated[str | None, typer.Option(help="Commands' default directory.")] = None,
     env: Annotated[list[str] | None, typer.Option(
         "--env", metavar="NAME=VALUE", help="An environment variable for every command.")] = None,
+    label: Annotated[list[str] | None, typer.Option(
+        "--label", metavar="KEY=VALUE", help="A label, shown by `errand sandbox ls`.")] = None,
     allow: Annotated[list[str] | None, typer.Option(
         "--allow", metavar="DOMAIN", help="Let it reach this domain ('*.example.org': subdomains).")] = None,
     allow_cidr: Annotated[list[str] | None, typer.Option(
@@ -193,8 +199,8 @@ def create(
             _image(image), mounts=_mounts(copy or (), bind or ()), resources=_resources(cpus, memory, pids, disk),
             network=_network(allow or (), allow_cidr or (), open_network),
             timeout=timeout or None, idle_timeout=idle_timeout or None, workdir=workdir, env=_env(env or ()),
-            detach=True, log=lambda line: _stderr().print(printable(line), style="dim", markup=False,
-                                                          highlight=False))
+            labels=_pairs(label or (), "--label", "KEY=VALUE", "invalid_label"), detach=True,
+            log=lambda line: _stderr().print(printable(line), style="dim", markup=False, highlight=False))
 
     sandbox = _run(start())
     if sys.stdout.isatty():
@@ -334,7 +340,7 @@ def _forward_signals(process: AsyncProcess) -> Iterator[None]:
 
 @sandbox_app.command("ls")
 def ls(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
-    """List live sandboxes."""
+    """List this errand home's live sandboxes."""
     sandboxes = _run(AsyncSandbox.list())
     if as_json:
         print(json.dumps([dataclasses.asdict(info) for info in sandboxes], indent=2))
@@ -351,11 +357,13 @@ def _table(sandboxes: Sequence[SandboxInfo]) -> Table:
     table.add_column("AGE", justify="right")
     table.add_column("OWNER")
     table.add_column("IMAGE", overflow="fold")
+    table.add_column("LABELS", overflow="fold")
     now = time.time()
     for info in sandboxes:
         owner = "detached" if info.owner_pid is None else f"pid {info.owner_pid}"
+        labels = " ".join(f"{key}={value}" for key, value in info.labels.items())
         table.add_row(info.id, info.backend, cli_tasks.age(now - info.created_at), owner,
-                      cli_tasks.shown(info.image, lines=False))
+                      cli_tasks.shown(info.image, lines=False), labels)
     return table
 
 

@@ -72,6 +72,7 @@ class Sandbox:
         idle_timeout: float | None = None,
         workdir: str | None = None,
         env: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
         isolation: str = "namespace",
         detach: bool = False,
         log: Callable[[str], None] | None = None,

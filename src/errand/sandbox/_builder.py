@@ -30,17 +30,20 @@ __all__ = ["build"]
 
 logger = logging.getLogger("errand.image")
 LogSink = Callable[[str], None]
-_memo: dict[Image, ImageConfig] = {}
+# Built images by home: a config names layers in one home's store, and is no use in another's.
+_memo: dict[tuple[Path, Image], ImageConfig] = {}
 
 
 async def build(image: Image, *, log: LogSink | None = None, store: LayerStore | None = None) -> ImageConfig:
     sink = log or logger.info
-    if store is None and image in _memo:
+    given = store is not None
+    store = store or LayerStore()
+    memo = (store.root, image)
+    if not given and memo in _memo:
         if log is not None:
             for step in image.steps[1:]:
                 sink(f"CACHED {step.describe()}")
-        return _memo[image]
-    store = store or LayerStore()
+        return _memo[memo]
     config = await _root(image, store, sink)
     for step in image.steps[1:]:
         key = hashlib.sha256(f"{config.key}\n{step.fingerprint()}".encode()).hexdigest()[:32]
@@ -53,7 +56,7 @@ async def build(image: Image, *, log: LogSink | None = None, store: LayerStore |
         config = await _apply(step, config, key, store, sink)
         store.save_image(config)
     if not any(step.kind == "copy" for step in image.steps):
-        _memo[image] = config  # a copy step's source may change between calls
+        _memo[memo] = config  # a copy step's source may change between calls
     return config
 
 

@@ -2,6 +2,9 @@
 
 Runs on ``errand sandbox gc`` and, once per process, before the first sandbox
 is created, so a crashed program's sandboxes never pile up.
+
+It reaps only this errand home's: another home's sandboxes in a shared runtime
+directory, orphaned or not, are left to that home's gc.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 from errand import _settings
 from errand.errors import SandboxError
 from errand.sandbox._cgroups import Cgroup
-from errand.sandbox._registry import records
+from errand.sandbox._registry import all_records
 from errand.sandbox.layers import LayerStore
 
 __all__ = ["GcReport", "collect", "collect_once"]
@@ -55,9 +58,11 @@ def collect() -> GcReport:
     cgroups = [name for name in Cgroup.list_names() if name.startswith(scope)]
     scratch = _scratch_entries()
     report = GcReport([], [], [])
-    known = set()
-    for record in records():
-        known.add(record.id)
+    every = all_records()
+    known = {record.id for record in every}  # another home's cgroups are not orphans either
+    for record in every:
+        if not record.of_this_home():
+            continue
         expired = record.deadline is not None and time.time() > record.deadline + _DEADLINE_GRACE
         if record.processes_alive() and record.owner_alive() and not expired:
             continue
@@ -66,7 +71,8 @@ def collect() -> GcReport:
         backend.cleanup(record)
         report.sandboxes.append(record.id)
     runtime = _settings.runtime_dir()
-    in_creation = {p.name for p in runtime.iterdir()} if runtime.is_dir() else set()
+    # Only sandbox-named entries: a shared runtime directory may hold anything else.
+    in_creation = {p.name for p in runtime.iterdir() if p.name.startswith("sb-")} if runtime.is_dir() else set()
     for entry in sorted(in_creation - known):
         path = runtime / entry
         if _age(path) > _CREATION_GRACE:

@@ -3,6 +3,11 @@
 Each sandbox has ``<runtime>/<id>/`` holding its control socket, its record
 (``record.json``) and its log. A sandbox whose owning process or whose own
 processes are gone is an orphan; ``gc`` ends what is left of it.
+
+A record names the errand home that made it. Each home has a runtime directory
+of its own by default, but two homes pointed at one ``ERRAND_RUNTIME_DIR`` still
+see only their own sandboxes: :func:`records` and :meth:`Record.load` skip the
+others' (gc keeps clear of them too).
 """
 
 from __future__ import annotations
@@ -15,7 +20,11 @@ from pathlib import Path
 
 from errand import _settings
 
-__all__ = ["Record", "process_start", "records", "same_process"]
+__all__ = ["Record", "all_records", "process_start", "records", "same_process"]
+
+
+def _this_home() -> str:
+    return str(_settings.home().resolve())
 
 
 @dataclass
@@ -34,6 +43,10 @@ class Record:
     copy_layers: list[str] = field(default_factory=list)
     cgroup: str = ""
     proxied: bool = False         # served by the owner's egress proxy at 127.0.0.1:3128 inside
+    labels: dict[str, str] = field(default_factory=dict)
+    # The home that made it. A record written before homes were recorded has none, and
+    # is taken for this home's: its runtime directory was then the only scope there was.
+    home: str = field(default_factory=_this_home)
 
     @property
     def directory(self) -> Path:
@@ -50,11 +63,20 @@ class Record:
 
     @classmethod
     def load(cls, sandbox_id: str) -> Record | None:
+        """This home's record of ``sandbox_id``, or None (none, unreadable, or another home's)."""
+        record = cls._read(sandbox_id)
+        return record if record is not None and record.of_this_home() else None
+
+    @classmethod
+    def _read(cls, sandbox_id: str) -> Record | None:
         path = _settings.runtime_dir() / sandbox_id / "record.json"
         try:
             return cls(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             return None
+
+    def of_this_home(self) -> bool:
+        return self.home == _this_home()
 
     def processes_alive(self) -> bool:
         return same_process(self.pid, self.pid_start)
@@ -95,12 +117,18 @@ def same_process(pid: int, start: int | None) -> bool:
 
 
 def records() -> list[Record]:
+    """This home's sandboxes' records."""
+    return [record for record in all_records() if record.of_this_home()]
+
+
+def all_records() -> list[Record]:
+    """Every record in the runtime directory, other homes' too: what gc must keep clear of."""
     root = _settings.runtime_dir()
     if not root.is_dir():
         return []
     found = []
     for entry in sorted(root.iterdir()):
-        record = Record.load(entry.name) if entry.is_dir() else None
+        record = Record._read(entry.name) if entry.is_dir() else None
         if record is not None:
             found.append(record)
     return found

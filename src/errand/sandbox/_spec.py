@@ -22,6 +22,7 @@ class SandboxSpec:
     idle_timeout: float | None = None
     workdir: str = "/"
     env: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
     detach: bool = False
     # Image build steps run as a root with a container-like capability set inside
     # the sandbox's own user namespace (chown, create users); user sandboxes never do.

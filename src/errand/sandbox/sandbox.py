@@ -18,7 +18,7 @@ import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from errand import _settings
@@ -26,6 +26,7 @@ from errand.errors import ConfigError, SandboxError, SandboxNotFound, SandboxTer
 from errand.sandbox import _gc
 from errand.sandbox._channel import AgentChannel
 from errand.sandbox._egress import EgressEvent, EgressProxy, proxy_env, receive_listener
+from errand.sandbox._labels import check_labels
 from errand.sandbox._registry import Record, records
 from errand.sandbox._spec import SandboxSpec
 from errand.sandbox._supervisor import set_supervised_policy, start_supervisor
@@ -50,6 +51,7 @@ class SandboxInfo:
     owner_pid: int | None
     image: str
     alive: bool
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 class AsyncSandbox:
@@ -88,12 +90,15 @@ class AsyncSandbox:
         idle_timeout: float | None = None,
         workdir: str | None = None,
         env: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
         isolation: str = "namespace",
         detach: bool = False,
         log: Callable[[str], None] | None = None,
     ) -> AsyncSandbox:
-        """Create a sandbox. Everything about it is declared here and validated first."""
+        """Create a sandbox. Everything about it is declared here and validated first.
+        ``labels`` (e.g. ``{"task": ..., "run": ...}``) are kept with it and listed."""
         spec_args = _validate(image, mounts, network, resources, timeout, idle_timeout, workdir, env)
+        spec_args["labels"] = check_labels(labels)
         backend = get_backend(isolation)
         backend.check()
         _gc.collect_once()
@@ -114,12 +119,15 @@ class AsyncSandbox:
             raise
         sandbox = cls(record, backend, getattr(record, "process", None))
         channel = getattr(record, "proxy_channel", None)
-        if channel is not None:
-            try:
+        try:
+            if spec.labels:
+                record.labels = dict(spec.labels)
+                record.save()
+            if channel is not None:
                 await sandbox._serve_egress(channel, spec.network)
-            except BaseException:
-                await sandbox.terminate()
-                raise
+        except BaseException:
+            await sandbox.terminate()
+            raise
         return sandbox
 
     async def _serve_egress(self, channel: socket.socket, network: Network) -> None:
@@ -146,7 +154,9 @@ class AsyncSandbox:
 
     @classmethod
     async def list(cls) -> builtins.list[SandboxInfo]:
-        return [SandboxInfo(r.id, r.backend, r.created_at, r.owner_pid, str(r.image.get("key", "")), True)
+        """This errand home's live sandboxes (another home's are not listed, nor reachable by id)."""
+        return [SandboxInfo(r.id, r.backend, r.created_at, r.owner_pid, str(r.image.get("key", "")), True,
+                            dict(r.labels))
                 for r in records() if r.processes_alive()]
 
     # --------------------------------------------------------------- commands

@@ -20,7 +20,8 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {
 
 @router.get("", response_model=list[SandboxInfo])
 async def list_sandboxes() -> list[SandboxInfo]:
-    """Live sandboxes on this machine, the tasks' and any others."""
+    """This errand home's live sandboxes, the tasks' and any others, with their labels
+    (a task's sandboxes carry `task` and `run`). Another home's are neither listed nor reachable."""
     return await AsyncSandbox.list()
 
 

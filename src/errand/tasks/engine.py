@@ -254,9 +254,11 @@ class LocalEngine:
                                                           layers=setup.layers) for a in attempts))
         for attempt, copy in zip(attempts, copies, strict=True):
             attempt.copy = copy
-        baseline = asyncio.ensure_future(steps.tests_on_base(environment, setup, copies[0], first.journal))
+        baseline = asyncio.ensure_future(steps.tests_on_base(environment, setup, copies[0], first.journal,
+                                                             labels=_labels(first, "baseline")))
         try:
-            sandboxes = await asyncio.gather(*(steps.start_sandbox(environment, setup, c) for c in copies))
+            sandboxes = await asyncio.gather(*(steps.start_sandbox(environment, setup, a.copy, labels=_labels(a))
+                                               for a in attempts if a.copy is not None))
             for attempt, sandbox in zip(attempts, sandboxes, strict=True):
                 attempt.sandbox = sandbox
             await asyncio.to_thread(self.store.set_state, task.id, TaskState.RUNNING, expected=TaskState.PREPARING)
@@ -339,7 +341,7 @@ class LocalEngine:
         assert attempt.copy is not None and attempt.sandbox is not None
         await attempt.sandbox.terminate()
         diff = await asyncio.to_thread(attempt.copy.diff)
-        checks = await steps.start_sandbox(environment, setup, attempt.copy)
+        checks = await steps.start_sandbox(environment, setup, attempt.copy, labels=_labels(attempt, "checks"))
         try:
             evidence = await steps.collect_evidence(result, diff, attempt.journal, environment=environment,
                                                     sandbox=checks, tests_before=tests_before)
@@ -404,6 +406,10 @@ class LocalEngine:
         finished = [r for r in self.store.runs(task_id) if r.round < number
                     and isinstance(r.result, dict) and r.result.get("rank") == 1]
         return str(finished[-1].result.get("patch") or "") or None if finished else None
+
+
+def _labels(attempt: _Attempt, role: str = "agent") -> dict[str, str]:
+    return {"task": attempt.run.task_id, "run": attempt.run.id, "role": role}
 
 
 def _environment_event(environment: Environment, task: Task, isolation: str) -> dict[str, Any]:

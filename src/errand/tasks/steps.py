@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -165,7 +165,8 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
                                         "network": _describe(environment.setup_egress)})
         copy = await asyncio.to_thread(prepare_copy, task, run, name="setup")
         try:
-            image = await _run_setup(environment, copy, registries, journal, isolation)
+            image = await _run_setup(environment, copy, registries, journal, isolation,
+                                     {"task": task.id, "run": run.id, "role": "setup"})
             tree_layer = await asyncio.to_thread(_keep_tree_writes, store, copy, key)
         finally:
             await asyncio.to_thread(copy.remove)
@@ -211,7 +212,7 @@ def _describe(network: Network) -> dict[str, Any]:
 
 
 async def _run_setup(environment: Environment, copy: WorkingCopy, registries: RegistryAccess,
-                     journal: Journal, isolation: str) -> Image:
+                     journal: Journal, isolation: str, labels: Mapping[str, str]) -> Image:
     """Run the setup commands over ``copy`` and snapshot the result; every process of the
     sandbox has ended when this returns, so the host may read the tree."""
     async def log(line: str) -> None:
@@ -230,7 +231,8 @@ async def _run_setup(environment: Environment, copy: WorkingCopy, registries: Re
               *(Mount.bind(path, path) for path in registries.paths)]
     sandbox = await AsyncSandbox.create(
         Image.from_config(image), mounts=mounts, network=environment.setup_egress,
-        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"}, isolation=isolation)
+        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"}, isolation=isolation,
+        labels=labels)
     try:
         for command in environment.setup:
             await log(f"$ {command}\n")
@@ -247,12 +249,14 @@ def _object_mounts(copy: WorkingCopy) -> list[Mount]:
     return [Mount.bind(path, str(path), read_only=True) for path in copy.object_mounts]
 
 
-async def start_sandbox(environment: Environment, setup: SetUp, copy: WorkingCopy) -> AsyncSandbox:
-    """A run's sandbox: the set-up image with the checkout bound writable at /workspace."""
+async def start_sandbox(environment: Environment, setup: SetUp, copy: WorkingCopy, *,
+                        labels: Mapping[str, str] | None = None) -> AsyncSandbox:
+    """A run's sandbox: the set-up image with the checkout bound writable at /workspace,
+    labelled (``task``, ``run``, ``role``) so listings say whose it is."""
     return await AsyncSandbox.create(
         setup.image, mounts=[Mount.bind(copy.path, WORKSPACE, read_only=False), *_object_mounts(copy)],
         network=environment.network, resources=environment.resources, timeout=None, workdir=WORKSPACE,
-        env={"CI": "1"}, isolation=setup.isolation)
+        env={"CI": "1"}, isolation=setup.isolation, labels=labels)
 
 
 # ------------------------------------------------------------------ checks
@@ -293,7 +297,7 @@ def _ended(result: TestRun) -> str:
 
 
 async def tests_on_base(environment: Environment, setup: SetUp, copy: WorkingCopy,
-                        journal: Journal) -> TestRun | None:
+                        journal: Journal, *, labels: Mapping[str, str] | None = None) -> TestRun | None:
     """The test command's result on the base commit, in a sandbox of its own over a
     checkout the agent never touches. Cached per (base commit, environment, command):
     a second task on the same base does not pay for it again."""
@@ -312,7 +316,7 @@ async def tests_on_base(environment: Environment, setup: SetUp, copy: WorkingCop
                                    dest=copy.path.parent / "base", owner=_settings.sandbox_uid(),
                                    layers=setup.layers)
     try:
-        sandbox = await start_sandbox(environment, setup, base)
+        sandbox = await start_sandbox(environment, setup, base, labels={**(labels or {}), "role": "baseline"})
         try:
             result = await check(sandbox, environment.test)
         finally:

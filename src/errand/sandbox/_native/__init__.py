@@ -38,7 +38,7 @@ def _built(name: str, names: tuple[str, ...], flags: list[str], suffix: str = ""
     package = resources.files(__package__)
     sources = {source: package.joinpath(source).read_bytes() for source in names}
     digest = hashlib.sha256(b"".join(source.encode() + b"\0" + text for source, text in sources.items()))
-    target = _settings.cache_dir() / "bin" / f"{name}-{digest.hexdigest()[:16]}{suffix}"
+    target = _settings.user_cache_dir() / "bin" / f"{name}-{digest.hexdigest()[:16]}{suffix}"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
