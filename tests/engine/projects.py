@@ -11,6 +11,7 @@ that modifies, adds, deletes and renames files at the top and below.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -94,5 +95,71 @@ def gold_patch(repo: Path, scratch: Path) -> str:
     (clone / "README.md").write_text("# tally\n\nSums receipts. See USAGE.md.\n")
     git(clone, "rm", "-q", "CHANGELOG.md")
     git(clone, "mv", "docs/usage.md", "USAGE.md")
+    git(clone, "add", "-A")
+    return git(clone, "diff", "--cached", "-M", "HEAD")
+
+
+NPM_ERRAND_TOML = """\
+[setup]
+commands = ["npm ci --no-audit --no-fund"]
+network = { registries = ["npm"] }
+
+[test]
+command = "npm test"
+"""
+
+NPM_FILES = {
+    "package.json": json.dumps({
+        "name": "pricing", "version": "2.1.0", "private": True, "main": "dist/price.js",
+        "scripts": {"build": "tsc -p .", "test": "tsc -p . && mocha test/*.test.js"},
+        "devDependencies": {"mocha": "11.8.0", "typescript": "5.9.3"},
+    }, indent=2) + "\n",
+    "tsconfig.json": json.dumps({"compilerOptions": {"target": "ES2020", "module": "commonjs", "strict": True,
+                                                     "outDir": "dist", "rootDir": "src"},
+                                 "include": ["src"]}, indent=2) + "\n",
+    "errand.toml": NPM_ERRAND_TOML,
+    ".gitignore": "node_modules/\ndist/\n",
+    "README.md": "# pricing\n\nPrices with tax. See docs/api.md.\n",
+    "HISTORY.md": "# History\n\n2.1.0: first\n",
+    "docs/api.md": "# API\n\n    withTax(cents, rate)\n",
+    "src/price.ts": "export function withTax(cents: number, rate: number): number {\n"
+                    "  return cents + cents * rate;\n}\n",
+    "test/price.test.js": "const assert = require('node:assert');\nconst { withTax } = require('../dist/price');\n"
+                          "const { discount } = require('../dist/discount');\n\n"
+                          "describe('withTax', () => {\n  it('rounds to whole cents', () => {\n"
+                          "    assert.strictEqual(withTax(999, 0.0825), 1081);\n  });\n});\n\n"
+                          "describe('discount', () => {\n  it('takes a share off', () => {\n"
+                          "    assert.strictEqual(discount(1000, 0.1), 900);\n  });\n});\n",
+}
+
+
+def npm_project(root: Path) -> Path:
+    """An npm project with a lockfile (made by npm itself, from the registry the host's npm
+    is configured with), a TypeScript build before its mocha suite, failing on the base."""
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.name", "Test User")
+    git(root, "config", "user.email", "user@example.com")
+    for name, text in NPM_FILES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    subprocess.run(["npm", "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund"],
+                   cwd=root, check=True, capture_output=True, timeout=600)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "pricing 2.1.0")
+    return root
+
+
+def npm_gold_patch(repo: Path, scratch: Path) -> str:
+    """The fix: price.ts rounds, discount.ts added, HISTORY.md deleted, docs/api.md moved to API.md."""
+    clone = scratch / "npm-gold"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True, capture_output=True)
+    (clone / "src/price.ts").write_text("export function withTax(cents: number, rate: number): number {\n"
+                                        "  return Math.round(cents + cents * rate);\n}\n")
+    (clone / "src/discount.ts").write_text("export function discount(cents: number, share: number): number {\n"
+                                           "  return Math.round(cents * (1 - share));\n}\n")
+    (clone / "README.md").write_text("# pricing\n\nPrices with tax. See API.md.\n")
+    git(clone, "rm", "-q", "HISTORY.md")
+    git(clone, "mv", "docs/api.md", "API.md")
     git(clone, "add", "-A")
     return git(clone, "diff", "--cached", "-M", "HEAD")

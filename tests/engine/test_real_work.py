@@ -12,7 +12,7 @@ import pytest
 
 from .cli import errand, errand_json, script
 from .harness import make_repo
-from .projects import gold_patch, python_project
+from .projects import gold_patch, npm_gold_patch, npm_project, python_project
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -116,3 +116,35 @@ def _events(home: Path, task_id: str) -> list[dict[str, object]]:
     with sqlite3.connect(home / "errand.db") as db:
         rows = db.execute("SELECT kind, data FROM events WHERE task_id = ? ORDER BY id", (task_id,)).fetchall()
     return [{"kind": kind, "data": json.loads(data)} for kind, data in rows]
+
+
+def test_an_npm_projects_fix_with_a_typescript_build_reaches_review_and_its_branch_passes(
+        errand_home: Path, tmp_path: Path) -> None:
+    repo = npm_project(tmp_path / "pricing")
+    model = script(tmp_path / "agent.json", [
+        [("shell", {"command": "ls node_modules/.bin/tsc node_modules/.bin/mocha && " + SHELL_WORK})],
+        [("shell", {"command": _apply(npm_gold_patch(repo, tmp_path))})],
+        [("shell", {"command": "npm test"})],
+        [("finish", {"summary": "withTax rounds to cents; discount added", "assumptions": []})],
+    ])
+    ran = errand(errand_home, "run", "Make npm test pass", "--repo", str(repo), "--model", model, "-f")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    [task] = errand_json(errand_home, "ls")
+    shown = errand_json(errand_home, "show", task["id"])
+    assert shown["state"] == "ready_for_review", shown
+    [run] = shown["runs"]
+    evidence = run["result"]["evidence"]
+    assert evidence["failed_commands"] == [], evidence["failed_commands"]
+    assert evidence["confidence"]["level"] == "high", evidence["confidence"]
+    assert evidence["tests_before"]["exit_code"] != 0 and evidence["tests_after"]["exit_code"] == 0
+    assert evidence["tests_after"]["passed"] == 2
+    changes = {f["path"]: f["status"] for f in evidence["files"]}
+    assert changes == {"src/price.ts": "modified", "src/discount.ts": "added", "HISTORY.md": "deleted",
+                       "API.md": "renamed", "README.md": "modified"}
+    assert errand(errand_home, "accept", task["id"]).returncode == 0
+    clone = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", "--branch", task["branch"], str(repo), str(clone)], check=True)
+    for command in (["npm", "ci", "--no-audit", "--no-fund"], ["npm", "test"]):
+        done = subprocess.run(command, cwd=clone, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+    assert "2 passing" in done.stdout

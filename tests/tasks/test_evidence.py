@@ -78,6 +78,9 @@ def test_evidence_round_trips_through_json() -> None:
     ("Ran 2 tests in 0.001s\n\nOK\n", (2, 0)),
     ("Tests:       1 failed, 7 passed, 8 total\n", (7, 1)),
     ("--- PASS: TestA (0.00s)\n--- FAIL: TestB (0.00s)\nFAIL\tpkg 0.01s\n", (1, 1)),
+    ("  withTax\n    ✔ rounds\n\n  2 passing (4ms)\n  1 failing\n", (2, 1)),
+    ("  3 passing (12ms)\n", (3, 0)),
+    (" Test Files  1 passed (1)\n      Tests  4 passed | 1 failed (5)\n", (4, 1)),
     ("all good\n", (None, None)),
 ])
 def test_parse_counts(output: str, counts: tuple[int | None, int | None]) -> None:

@@ -111,13 +111,15 @@ _PYTEST = re.compile(r"(\d+) (passed|failed|errors?)\b")
 _UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
 _UNITTEST_FAILED = re.compile(r"^FAILED \((.*)\)\s*$", re.MULTILINE)
 _JEST = re.compile(r"^Tests:\s+(.*)$", re.MULTILINE)
+_MOCHA = re.compile(r"^\s*(\d+) (passing|failing)\b", re.MULTILINE)
+_VITEST = re.compile(r"^\s*Tests\s+(.*\(\d+\))\s*$", re.MULTILINE)
 _GO = re.compile(r"^(--- PASS|--- FAIL|ok |FAIL\t)", re.MULTILINE)
 
 
 def parse_counts(output: str) -> tuple[int | None, int | None]:
-    """``(passed, failed)`` from a test runner's summary (pytest, unittest, jest, go test),
-    or ``(None, None)`` when the output has no summary errand recognises."""
-    if match := _JEST.search(output):
+    """``(passed, failed)`` from a test runner's summary (pytest, unittest, jest, vitest, mocha,
+    go test), or ``(None, None)`` when the output has no summary errand recognises."""
+    if (match := _JEST.search(output)) or (match := _VITEST.search(output)):
         counts = dict((kind, int(n)) for n, kind in re.findall(r"(\d+) (passed|failed)", match.group(1)))
         return counts.get("passed", 0), counts.get("failed", 0)
     if ran := _UNITTEST_RAN.search(output):
@@ -132,6 +134,9 @@ def parse_counts(output: str) -> tuple[int | None, int | None]:
         for n, kind in _PYTEST.findall(summary[-1]):
             counts["passed" if kind == "passed" else "failed"] += int(n)
         return counts["passed"], counts["failed"]
+    if mocha := _MOCHA.findall(output):
+        counts = {kind: int(n) for n, kind in mocha}
+        return counts.get("passing", 0), counts.get("failing", 0)
     if go := _GO.findall(output):
         return go.count("--- PASS"), go.count("--- FAIL")
     return None, None
