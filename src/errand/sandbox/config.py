@@ -10,7 +10,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from errand.errors import ConfigError
 
@@ -19,6 +19,9 @@ __all__ = ["Mount", "Resources", "parse_size", "sandbox_path"]
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
           "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
+
+DiskMedium = Literal["auto", "memory", "disk"]
+_DISK_MEDIA = get_args(DiskMedium)
 
 # Paths inside a sandbox that errand itself provides; mounting over them would
 # break the sandbox (or, for /proc and /dev, hide what it relies on).
@@ -104,9 +107,10 @@ class Resources:
     memory: int
     pids: int
     disk: int
+    disk_medium: DiskMedium
 
     def __init__(self, cpus: float | None = None, memory: int | str = "2GiB", pids: int = 1024,
-                 disk: int | str = "4GiB") -> None:
+                 disk: int | str = "4GiB", disk_medium: DiskMedium = "auto") -> None:
         if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float) or cpus <= 0):
             raise ConfigError(f"cpus must be a positive number, not {cpus!r}", code="invalid_limit")
         if isinstance(pids, bool) or not isinstance(pids, int) or pids < 8:
@@ -117,7 +121,11 @@ class Resources:
         disk_bytes = parse_size(disk, what="disk")
         if disk_bytes < 1024**2:
             raise ConfigError(f"disk must be at least 1MiB, not {disk!r}", code="invalid_limit")
+        if disk_medium not in _DISK_MEDIA:
+            raise ConfigError(f"disk_medium must be one of {', '.join(map(repr, _DISK_MEDIA))}, not "
+                              f"{disk_medium!r}", code="invalid_limit")
         object.__setattr__(self, "cpus", None if cpus is None else float(cpus))
         object.__setattr__(self, "memory", memory_bytes)
         object.__setattr__(self, "pids", pids)
         object.__setattr__(self, "disk", disk_bytes)
+        object.__setattr__(self, "disk_medium", disk_medium)
