@@ -683,7 +683,8 @@ def test_a_disk_backed_sandbox_snapshots_pauses_and_resumes(backend: str) -> Non
     (Resources(memory="128MiB", disk="256MiB"), True),  # does not: a disk of its own
     (Resources(memory="256MiB", disk="128MiB", disk_medium="disk"), True),
     (Resources(memory="128MiB", disk="256MiB", disk_medium="memory"), False),
-], ids=["fits-memory", "exceeds-memory", "asked-disk", "asked-memory"])
+    (Resources(memory="128MiB", disk="100GiB"), True),  # sparse: takes only what is written
+], ids=["fits-memory", "exceeds-memory", "asked-disk", "asked-memory", "100GiB"])
 def test_the_writable_layer_medium_follows_the_quota(backend: str, resources: Resources, on_disk: bool) -> None:
     devices = loop_devices()
     with Sandbox.create(resources=resources, isolation=backend, timeout=60) as sb:
