@@ -8,7 +8,9 @@ The overlay root's upper layer takes everything a sandbox writes. Two media:
 * ``disk``: an ext4 filesystem of the quota's size in a sparse file under
   errand's home, loop-mounted by the launcher (``_native/disk.c``). Filling it
   is ENOSPC; what is written is page cache the kernel writes back and reclaims,
-  so it is independent of the memory limit.
+  so it is independent of the memory limit. Sparse means the quota is not
+  reserved on the host: a host disk that fills first fails the sandbox's writes
+  with EIO. (A home on tmpfs would put the "disk" back in memory.)
 
 Each image is a copy of an empty filesystem formatted once per size (a
 template, kept in ``<home>/disk-templates``): copying its few hundred written
@@ -59,7 +61,7 @@ def on_disk(resources: Resources) -> bool:
 
 
 def image_path(sandbox_id: str) -> Path:
-    """Where the launcher makes a sandbox's disk image (named so gc can tell whose it is)."""
+    """Where a sandbox's disk image is made (named so gc can tell whose it is)."""
     return _settings.home() / "scratch" / f"{sandbox_id}{_SUFFIX}"
 
 
