@@ -9,8 +9,9 @@ The overlay root's upper layer takes everything a sandbox writes. Two media:
   errand's home, loop-mounted by the launcher (``_native/disk.c``). Filling it
   is ENOSPC; what is written is page cache the kernel writes back and reclaims,
   so it is independent of the memory limit. Sparse means the quota is not
-  reserved on the host: a host disk that fills first fails the sandbox's writes
-  with EIO. (A home on tmpfs would put the "disk" back in memory.)
+  reserved on the host: if the host's disk fills first, writing back fails and
+  the sandbox sees I/O errors (EIO from fsync) instead of ENOSPC. (A home on
+  tmpfs would put the "disk" back in memory.)
 
 Each image is a copy of an empty filesystem formatted once per size (a
 template, kept in ``<home>/disk-templates``): copying its few hundred written
