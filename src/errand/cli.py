@@ -409,7 +409,8 @@ def _collect_sandboxes() -> list[tuple[str, str]]:
 
     report = _run(collect())
     return [(what, name) for what, names in (("sandbox", report.sandboxes), ("cgroup", report.cgroups),
-                                             ("scratch", report.scratch)) for name in names]
+                                             ("scratch", report.scratch), ("loop device", report.loop_devices))
+            for name in names]
 
 
 def _print_removed(removed: list[tuple[str, str]]) -> None:

@@ -41,7 +41,7 @@ from errand import (
 )
 from errand.sandbox import AsyncFiles, AsyncProcess, AsyncStream, AsyncWriter, Files, Process, Stream, Writer
 from errand.sandbox.image import Step
-from hostfacts import cgroup_dir
+from hostfacts import cgroup_dir, loop_devices
 
 CGROUP_PIDS = Path("/sys/fs/cgroup/pids/errand")
 BOUND = 20.0  # seconds: the most any single wait in this file may take before it counts as a hang
@@ -608,6 +608,92 @@ def test_memory_usage_is_reported(sandbox: Sandbox) -> None:
     assert sandbox.memory_usage() > 0
 
 
+# ------------------------------------------------------------------------ disk quota
+
+MiB = 1024 * 1024
+# Writes 1 MiB at a time to a file until the disk refuses; prints what it took and why it stopped.
+FILL = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+chunk, written = b"x" * (1 << 20), 0
+while True:
+    try:
+        written += os.write(fd, chunk)
+    except OSError as error:
+        print(written, error.strerror)
+        break
+"""
+
+
+def _fill(sb: Sandbox, path: str) -> tuple[int, str]:
+    result = within(BOUND * 3, sb.run, "/usr/bin/python3", "-c", FILL, path)
+    assert result.exit_code == 0, result
+    written, reason = result.stdout.strip().split(" ", 1)
+    return int(written), reason
+
+
+def _oom_kills(sb: Sandbox) -> int:
+    """OOM kills in the sandbox's memory cgroup, as the kernel counts them (v1 or v2)."""
+    group = cgroup_dir(sb.id, "memory")
+    for name in ("memory.oom_control", "memory.events"):
+        if (group / name).exists():
+            counters = dict(line.split() for line in (group / name).read_text().splitlines())
+            return int(counters["oom_kill"])
+    raise AssertionError(f"no OOM counter in {group}")
+
+
+@pytest.mark.slow
+def test_a_disk_quota_above_the_memory_limit_ends_in_enospc_not_an_oom_kill(backend: str) -> None:
+    before, devices = _host_state(), loop_devices()
+    with Sandbox.create(resources=Resources(memory="128MiB", disk="512MiB"), isolation=backend,
+                        timeout=120) as sb:
+        # Over twice the memory limit fits the disk quota...
+        wrote = within(BOUND * 3, sb.run, "sh", "-c", "head -c 300000000 /dev/zero > /big && stat -c %s /big")
+        assert wrote == ExecResult(0, "300000000\n", ""), wrote
+        # ...and past the quota the writer is told the disk is full, while the sandbox lives on.
+        more, reason = _fill(sb, "/more")
+        assert reason == "No space left on device"
+        assert 512 * MiB - 4 * MiB <= 300_000_000 + more <= 512 * MiB * 101 // 100
+        assert sb.alive and sb.run("echo", "alive") == ExecResult(0, "alive\n", "")
+        assert _oom_kills(sb) == 0
+        assert sb.run("sh", "-c", "rm /more && echo again > /again && cat /big /again | tail -c 6").stdout == "again\n"
+        assert loop_devices() - devices, "the writable layer is not on a disk of its own"
+    assert_nothing_created(before)
+    assert loop_devices() - devices == set(), "a loop device was left behind"
+
+
+def test_a_disk_backed_sandbox_snapshots_pauses_and_resumes(backend: str) -> None:
+    resources = Resources(memory="64MiB", disk="256MiB")
+    with Sandbox.create(resources=resources, isolation=backend, timeout=120) as original:
+        original.run("sh", "-c", "mkdir -p /data && echo v1 > /data/state && rm /etc/hostname && "
+                     "ln -s state /data/link && chmod 0750 /data")
+        original.pause()
+        original.resume()
+        assert original.run("cat", "/data/link").stdout == "v1\n"
+        image = original.snapshot()
+        with Sandbox.create(image=image, resources=resources, isolation=backend) as fork:
+            assert fork.run("sh", "-c", "cat /data/link; stat -c %a /data").stdout == "v1\n750\n"
+            assert not fork.files.exists("/etc/hostname")  # a whiteout on the disk image, kept
+            fork.files.write("/data/state", "fork")
+            assert original.files.read("/data/state") == b"v1\n"
+
+
+@pytest.mark.parametrize(("resources", "on_disk"), [
+    (Resources(memory="256MiB", disk="128MiB"), False),  # fits in memory: tmpfs, the fastest
+    (Resources(memory="128MiB", disk="256MiB"), True),  # does not: a disk of its own
+    (Resources(memory="256MiB", disk="128MiB", disk_medium="disk"), True),
+    (Resources(memory="128MiB", disk="256MiB", disk_medium="memory"), False),
+    (Resources(memory="128MiB", disk="100GiB"), True),  # sparse: takes only what is written
+], ids=["fits-memory", "exceeds-memory", "asked-disk", "asked-memory", "100GiB"])
+def test_the_writable_layer_medium_follows_the_quota(backend: str, resources: Resources, on_disk: bool) -> None:
+    devices = loop_devices()
+    with Sandbox.create(resources=resources, isolation=backend, timeout=60) as sb:
+        statvfs = "import os; s = os.statvfs('/'); print(s.f_bavail * s.f_frsize)"
+        free = int(sb.run("/usr/bin/python3", "-c", statvfs).stdout)  # the sandbox is up
+        assert resources.disk - MiB <= free <= resources.disk * 101 // 100
+        assert bool(loop_devices() - devices) == on_disk
+
+
 # ------------------------------------------------------------------------- async API
 
 
@@ -797,6 +883,8 @@ BAD_CREATES: dict[str, Callable[[Path, str], Any]] = {
     "cpus_negative": lambda tmp, b: Sandbox.create(resources=Resources(cpus=-1), isolation=b),
     "memory_lots": lambda tmp, b: Sandbox.create(resources=Resources(memory="lots"), isolation=b),
     "memory_tiny": lambda tmp, b: Sandbox.create(resources=Resources(memory="1KiB"), isolation=b),
+    "disk_medium_unknown": lambda tmp, b: Sandbox.create(resources=Resources(disk_medium="ssd"),  # type: ignore[arg-type]
+                                                         isolation=b),
     "pids_two": lambda tmp, b: Sandbox.create(resources=Resources(pids=2), isolation=b),
     "disk_negative": lambda tmp, b: Sandbox.create(resources=Resources(disk=-1), isolation=b),
     "disk_zero": lambda tmp, b: Sandbox.create(resources=Resources(disk="0"), isolation=b),

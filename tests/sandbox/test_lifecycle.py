@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from errand import Mount, Resources, Sandbox, _settings
-from errand.sandbox import _gc
+from errand import Mount, Resources, Sandbox, SandboxError, _settings
+from errand.sandbox import _gc, _writable
 from errand.sandbox._cgroups import Cgroup, Limits
+from errand.sandbox._registry import Record
+from hostfacts import loop_devices
 
 
 def _sandbox_processes() -> set[int]:
@@ -56,6 +58,7 @@ def _snapshot_of_host() -> dict[str, set[object]]:
                     if name.removeprefix(_settings.cgroup_scope() + "-") in _ours},
         "runtime": set(os.listdir(runtime)) if runtime.is_dir() else set(),
         "scratch": set(os.listdir(scratch)) if scratch.is_dir() else set(),
+        "loop devices": loop_devices(),
     }
 
 
@@ -120,6 +123,59 @@ def test_sigkilled_owner_then_gc_leaves_nothing(count: int, backend: str) -> Non
             child.wait()
     report = _gc.collect()
     assert set(ids) <= set(report.sandboxes)
+    assert not any(_settled(before).values()), _settled(before, 0)
+
+
+DISK_CHILD = textwrap.dedent("""
+    import sys
+    from errand import Resources, Sandbox
+    sandbox = Sandbox.create(resources=Resources(memory="64MiB", disk="256MiB"), timeout=600,
+                             isolation=sys.argv[1])
+    sandbox.run("sh", "-c", "head -c 100000000 /dev/zero > /written && (setsid sleep 1000 &)")
+    print(sandbox.id, flush=True)
+    sys.stdin.read()
+""")
+
+
+def test_a_disk_backed_sandbox_of_a_sigkilled_owner_leaves_no_loop_device_after_gc(backend: str) -> None:
+    _gc.collect()
+    before = _snapshot_of_host()
+    child = subprocess.Popen([sys.executable, "-c", DISK_CHILD, backend], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        sandbox_id = child.stdout.readline().strip()
+        assert sandbox_id.startswith("sb-")
+        _ours.add(sandbox_id)
+        assert loop_devices() - before["loop devices"], "the sandbox has no disk of its own"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert sandbox_id in _gc.collect().sandboxes
+    assert not any(_settled(before).values()), _settled(before, 0)
+
+
+def test_a_launcher_that_dies_after_attaching_its_disk_leaves_no_loop_device(
+        backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An image the kernel will not mount: the launcher has attached it and dies."""
+    def unmountable(size: int) -> Path:
+        garbage = tmp_path / "garbage"
+        with open(garbage, "wb") as handle:
+            handle.write(b"\xff" * 65536)
+            handle.truncate(size)
+        return garbage
+
+    monkeypatch.setattr(_writable, "_template", unmountable)
+    logs: list[str] = []
+    remove_files = Record.remove_files
+    monkeypatch.setattr(Record, "remove_files", lambda record: (logs.append(record.log_tail()), remove_files(record)))
+    before = _snapshot_of_host()
+    with pytest.raises(SandboxError), \
+            Sandbox.create(resources=Resources(memory="64MiB", disk="128MiB"), isolation=backend) as sandbox:
+        _ours.add(sandbox.id)
+        sandbox.run("true")
+    assert any("mount the disk image" in log for log in logs), logs
+    # No cleanup touches loop devices: the kernel detached it as the launcher's descriptor closed.
     assert not any(_settled(before).values()), _settled(before, 0)
 
 
@@ -198,6 +254,35 @@ def test_gc_spares_a_sandbox_another_process_starts_while_it_runs(monkeypatch: p
     finally:
         Cgroup.open(name).remove()
         directory.rmdir()
+
+
+def test_gc_reaps_a_disk_image_and_a_loop_device_their_sandbox_left() -> None:
+    """An image whose launcher died before taking it, and a device still bound to the image of
+    a sandbox that is gone (the kernel detaches errand's own at their last close; this one was
+    bound without that flag, as a mount outliving its sandbox would hold it)."""
+    scratch = _settings.home() / "scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    left, bound = scratch / "sb-gcdiskaaaaa-disk", scratch / "sb-gcloopaaaaa-disk"
+    for image in (left, bound):
+        with open(image, "wb") as handle:
+            handle.truncate(16 * 1024 * 1024)
+    an_hour_ago = time.time() - 3600
+    os.utime(left, (an_hour_ago, an_hour_ago))
+    device = subprocess.run(["losetup", "--find", "--show", str(bound)], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    try:
+        with Sandbox.create(resources=Resources(memory="64MiB", disk="128MiB"), timeout=60) as live:
+            live.run("true")
+            mine = loop_devices() - {device}
+            report = _gc.collect()
+            assert left.name in report.scratch and not left.exists()
+            assert report.loop_devices == [device.removeprefix("/dev/")]
+            assert device not in loop_devices()
+            assert mine and mine <= loop_devices(), "gc detached a live sandbox's disk"
+            assert live.run("sh", "-c", "echo ok > /f && cat /f").stdout == "ok\n"
+    finally:
+        subprocess.run(["losetup", "--detach", device], capture_output=True)
+        bound.unlink()
 
 
 def test_gc_spares_a_young_scratch_copy_and_reaps_an_old_one() -> None:

@@ -478,10 +478,14 @@ def _rmdirs(dirs: list[str]) -> None:
 
 
 def _wait_until(done: Callable[[], bool], deadline: float) -> bool:
+    # Polled often at first: a sandbox's last exit unmounts its disk (1-3 ms), and a
+    # doubling delay would see it end only several milliseconds later.
+    start = time.monotonic()
     delay = 0.0005
     while not done():
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             return False
         time.sleep(delay)
-        delay = min(delay * 2, 0.02)
+        delay = min(delay * 2, 0.002 if now - start < 0.05 else 0.02)
     return True

@@ -12,13 +12,14 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from errand import _settings
 from errand.errors import SandboxError
 from errand.sandbox._cgroups import Cgroup
 from errand.sandbox._registry import all_records
+from errand.sandbox._writable import detach_orphans, loop_devices
 from errand.sandbox.layers import LayerStore
 
 __all__ = ["GcReport", "collect", "collect_once"]
@@ -37,6 +38,7 @@ class GcReport:
     sandboxes: list[str]
     cgroups: list[str]
     scratch: list[str]
+    loop_devices: list[str] = field(default_factory=list)
 
 
 def collect_once() -> None:
@@ -57,6 +59,7 @@ def collect() -> GcReport:
     scope = _settings.cgroup_scope() + "-"
     cgroups = [name for name in Cgroup.list_names() if name.startswith(scope)]
     scratch = _scratch_entries()
+    devices = loop_devices()  # bound after the runtime directory is made, so the same holds
     report = GcReport([], [], [])
     every = all_records()
     known = {record.id for record in every}  # another home's cgroups are not orphans either
@@ -88,11 +91,12 @@ def collect() -> GcReport:
             report.cgroups.append(name)
     live = known | in_creation
     for copy in scratch:
-        # Copy layers are written before the sandbox's runtime directory exists,
-        # so a young one may belong to a sandbox still being created.
+        # Copy layers and disk images are written before the sandbox's runtime directory
+        # exists, so a young one may belong to a sandbox still being created.
         if copy.name.rsplit("-", 1)[0] not in live and _age(copy) > _CREATION_GRACE:
-            shutil.rmtree(copy, ignore_errors=True)
+            _remove(copy)
             report.scratch.append(copy.name)
+    report.loop_devices = detach_orphans(devices, live - set(report.sandboxes))
     LayerStore().remove_partials()
     return report
 
@@ -100,6 +104,13 @@ def collect() -> GcReport:
 def _scratch_entries() -> list[Path]:
     scratch = _settings.home() / "scratch"
     return sorted(scratch.iterdir()) if scratch.is_dir() else []
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _age(path: Path) -> float:

@@ -6,8 +6,9 @@ C (see ``_native/errand-agent.c``): joins the sandbox's cgroups, makes its
 network namespace (loopback and the egress proxy's listener, sent back over a
 socket pair), makes a user namespace mapping in-sandbox ids onto an
 unprivileged host range, mounts the root overlay — the image's layers, then
-one private layer per ``Mount.copy``, under a size-capped tmpfs that holds the
-writable layer — in a private mount namespace, and stages host paths to bind
+one private layer per ``Mount.copy``, under the writable layer (a size-capped
+tmpfs or a loop-mounted disk image of the quota's size: see ``_writable``) — in
+a private mount namespace, and stages host paths to bind
 at ``<run>/b/<n>`` (the agent binary first). Nothing of this outlives the
 sandbox's processes; ``kill`` and ``cleanup`` are the same for every tier.
 """
@@ -31,6 +32,7 @@ from errand.sandbox._egress import PROXY_PORT
 from errand.sandbox._native import agent_binary
 from errand.sandbox._registry import Record, process_start
 from errand.sandbox._spec import SandboxSpec
+from errand.sandbox._writable import discard, launch_arguments
 from errand.sandbox.layers import LayerStore
 
 __all__ = ["LaunchedBackend", "Runtime"]
@@ -111,6 +113,7 @@ class LaunchedBackend(abc.ABC):
             if cgroup is not None:
                 cgroup.remove()
             shutil.rmtree(directory, ignore_errors=True)
+            discard(spec.id)
             raise
         finally:
             if listener is not None:
@@ -129,7 +132,7 @@ class LaunchedBackend(abc.ABC):
                           *[arg for path in staged_paths for arg in ("--bind", path)],
                           *self._network_args(spec, theirs.fileno()),
                           "--run", str(directory / "mnt"), "--lower", lower,
-                          "--tmpfs", f"size={spec.resources.disk},mode=0711",
+                          *launch_arguments(spec.id, spec.resources),
                           "--uid", str(_settings.sandbox_uid()), *runtime.options, "--", *runtime.command]
                 process = subprocess.Popen(
                     launch, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env={"PATH": "/usr/bin:/bin"},
@@ -192,6 +195,7 @@ class LaunchedBackend(abc.ABC):
         except Exception:  # noqa: BLE001 - already removed
             pass
         record.remove_files()
+        discard(record.id)
 
     def upper_dir(self, record: Record) -> Path:
         # The overlay lives in the sandbox's private mount namespace; the host

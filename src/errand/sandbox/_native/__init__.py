@@ -18,7 +18,7 @@ from errand.errors import BackendUnavailable
 __all__ = ["agent_binary", "statx_shim"]
 
 # errand-agent.c holds main; agent.h is what its files share.
-AGENT_SOURCES = ("agent.h", "errand-agent.c", "files.c", "relay.c")
+AGENT_SOURCES = ("agent.h", "errand-agent.c", "disk.c", "files.c", "relay.c")
 SHIM_SOURCES = ("gvisor-statx.c",)
 
 

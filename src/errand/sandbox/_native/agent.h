@@ -5,6 +5,7 @@
  *   errand-agent.c  main, `launch` (host side) and `serve` (the in-sandbox agent)
  *   relay.c         `launch --relay`: the gVisor tier's host side (runsc + a relay)
  *   files.c         the files API's operations, streamed over pipes the host sends
+ *   disk.c          `launch --disk`: the writable layer on a loop-mounted ext4 image
  */
 #ifndef ERRAND_AGENT_H
 #define ERRAND_AGENT_H
@@ -38,6 +39,9 @@ void reply_errno(int fd, int err);
  * socket pair as its stdin, then relay each connection accepted on `listen_fd`
  * to the agent over the other end. Returns when every child has ended. */
 int relay(int userns, uid_t uid, int listen_fd, int die_with_parent, char **argv);
+
+/* disk.c: attach `image` (unlinking it) to a self-clearing loop device and mount it at `run`. */
+void mount_disk(const char *image, const char *run);
 
 /* files.c */
 void do_read(struct client *c, char **f, int nf, int *fds, int nfds);

@@ -5,8 +5,9 @@
  *       Runs on the host as root, in a fresh process that then *becomes* bwrap.
  *       It joins the sandbox's cgroups (so nothing the sandbox forks escapes its
  *       limits), creates a user namespace that maps in-sandbox ids 0..65535 onto
- *       an unprivileged host range, mounts the root overlay (a size-capped tmpfs as
- *       the writable layer) in a private mount namespace that dies with the
+ *       an unprivileged host range, mounts the root overlay (a size-capped tmpfs,
+ *       or with `--disk` a loop-mounted ext4 image, as the writable layer; see
+ *       disk.c) in a private mount namespace that dies with the
  *       sandbox, drops to the unprivileged uid and execs bwrap.
  *       With `--relay FD` (the gVisor tier) it runs runsc instead and stays on as
  *       the relay for the control socket FD (see relay.c).
@@ -114,11 +115,13 @@ static int make_userns(uid_t uid) {
     return fd;
 }
 
-static void mount_root(const char *run, const char *lower, const char *tmpfs_opts, uid_t uid) {
+static void mount_root(const char *run, const char *lower, const char *tmpfs_opts, const char *disk,
+                       uid_t uid) {
     char upper[4096], work[4096], merged[4096];
     if (unshare(CLONE_NEWNS) < 0) die("unshare mount namespace");
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) die("make / private");
-    if (mount("errand", run, "tmpfs", MS_NOSUID | MS_NODEV, tmpfs_opts) < 0) die("mount tmpfs");
+    if (disk) mount_disk(disk, run);
+    else if (mount("errand", run, "tmpfs", MS_NOSUID | MS_NODEV, tmpfs_opts) < 0) die("mount tmpfs");
     snprintf(upper, sizeof upper, "%s/upper", run);
     snprintf(work, sizeof work, "%s/work", run);
     snprintf(merged, sizeof merged, "%s/merged", run);
@@ -195,7 +198,7 @@ static void stage_binds(const char *run, const char **binds, int nbinds) {
 }
 
 static int launch(int argc, char **argv) {
-    const char *run = NULL, *lower = NULL, *tmpfs_opts = "size=1g,mode=0711";
+    const char *run = NULL, *lower = NULL, *tmpfs_opts = "size=1g,mode=0711", *disk = NULL;
     const char *binds[256];
     int nbinds = 0, proxy_channel = -1, proxy_port = 0, own_netns = 0, relay_fd = -1, die_with_parent = 0;
     uid_t uid = 0;
@@ -207,6 +210,7 @@ static int launch(int argc, char **argv) {
         else if (strcmp(key, "--run") == 0) run = val;
         else if (strcmp(key, "--lower") == 0) lower = val;
         else if (strcmp(key, "--tmpfs") == 0) tmpfs_opts = val;
+        else if (strcmp(key, "--disk") == 0) disk = val;
         else if (strcmp(key, "--uid") == 0) uid = (uid_t)strtoul(val, NULL, 10);
         else if (strcmp(key, "--bind") == 0 && nbinds < 256) binds[nbinds++] = val;
         else if (strcmp(key, "--netns") == 0) own_netns = strcmp(val, "new") == 0;
@@ -223,7 +227,7 @@ static int launch(int argc, char **argv) {
     if (own_netns) make_netns();
     if (proxy_channel >= 0) send_proxy_listener(proxy_channel, proxy_port);
     int userns = make_userns(uid);
-    mount_root(run, lower, tmpfs_opts, uid);
+    mount_root(run, lower, tmpfs_opts, disk, uid);
     stage_binds(run, binds, nbinds);
     if (relay_fd >= 0) return relay(userns, uid, relay_fd, die_with_parent, &argv[i + 1]);
     drop_to(uid);
