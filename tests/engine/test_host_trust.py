@@ -118,8 +118,9 @@ async def test_a_followup_takes_its_config_and_instructions_from_the_base_commit
     assert round_two.result["evidence"]["tests_after"]["exit_code"] == 1  # the base's test, not `true`
 
 
-async def test_the_agent_cannot_create_at_the_top_of_its_copy_on_main_but_can_now(
-        store: TaskStore, service: TaskService, tmp_path: Path, script_file: Path) -> None:
+@pytest.mark.parametrize("isolation", TIERS)
+async def test_the_agent_creates_deletes_and_renames_at_the_top_of_its_copy(
+        store: TaskStore, service: TaskService, tmp_path: Path, script_file: Path, isolation: str) -> None:
     """The top of the working copy takes new entries, like every directory under it."""
     repo = make_repo(tmp_path / "project", files={"pkg/mod.py": "X = 1\n", "README.md": "# p\n"})
     factory, [model] = per_attempt([
@@ -128,7 +129,7 @@ async def test_the_agent_cannot_create_at_the_top_of_its_copy_on_main_but_can_no
         [("finish", {"summary": "moved things", "assumptions": []})],
     ])
     task = service.submit("fix", repo=repo, model=f"scripted:{script_file}")
-    async with running_engine(store, factory):
+    async with running_engine(store, factory, isolation=isolation):
         await wait_for_state(store, task.id, TaskState.READY_FOR_REVIEW, TaskState.FAILED)
     run = service.chosen_run(task.id)
     assert run.result is not None

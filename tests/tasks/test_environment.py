@@ -350,3 +350,14 @@ def test_cache_key_on_named_files_ignores_the_rest_of_the_tree(tmp_path: Path) -
     assert cache_key(tmp_path, source="/src/app", tree="b" * 40) == first
     (tmp_path / "packages/web/package.json").write_text('{"name": "web"}')
     assert cache_key(tmp_path, source="/src/app", tree="b" * 40) != first
+
+
+def test_the_disk_medium_is_read_and_checked(tmp_path: Path) -> None:
+    write(tmp_path, "[resources]\nmemory = '128MiB'\ndisk = '1GiB'\ndisk_medium = 'disk'\n")
+    assert Environment.load(tmp_path).resources.disk_medium == "disk"
+    write(tmp_path, "[resources]\ndisk_medium = 'ssd'\n")
+    with pytest.raises(ConfigError):
+        Environment.load(tmp_path)
+    write(tmp_path, "[resources]\ndisk_medium = 1\n")
+    with pytest.raises(ConfigError, match="disk_medium must be"):
+        Environment.load(tmp_path)

@@ -61,7 +61,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "test": ("command",),
     "lint": ("command",),
     "network": ("mode", "domains", "cidrs"),
-    "resources": ("cpus", "memory", "pids", "disk"),
+    "resources": ("cpus", "memory", "pids", "disk", "disk_medium"),
     "agent": ("instructions", "max_steps", "max_tokens", "max_cost", "max_minutes"),
 }
 _CACHE_VERSION = "errand-environment-v2"
@@ -164,6 +164,9 @@ def _parse(document: dict[str, Any], repo: Path, path: Path) -> Environment:
                                      or not isinstance(resources[key], int | str)):
                 raise _type_error(path, f"resources.{key}", "a size such as \"2GiB\" or a byte count",
                                   resources[key])
+        if "disk_medium" in resources and not isinstance(resources["disk_medium"], str):
+            raise _type_error(path, "resources.disk_medium", "\"auto\", \"memory\" or \"disk\"",
+                              resources["disk_medium"])
         with _context(path, "resources"):
             values["resources"] = Resources(**resources)
 
