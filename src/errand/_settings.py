@@ -21,6 +21,11 @@ def home() -> Path:
     return Path(data) / "errand"
 
 
+def config_path() -> Path:
+    """errand's settings file (named models and the default model): ``config.toml`` in its home."""
+    return home() / "config.toml"
+
+
 def runtime_dir() -> Path:
     """Live sandboxes' control sockets and records (``ERRAND_RUNTIME_DIR``).
 
