@@ -26,6 +26,7 @@ from rich.table import Table
 
 from errand import __version__, cli_tasks, tour
 from errand import demo as task_demo
+from errand._text import printable
 from errand.errors import ConfigError, ErrandError, ExecTimeout
 from errand.memory.cli import memory_app
 from errand.repo import checkouts
@@ -60,11 +61,11 @@ def main() -> None:
 
 def _stdout() -> Console:
     # Made per call, not at import: the streams (and whether they are terminals) are read now.
-    return Console()
+    return Console(emoji=False)
 
 
 def _stderr() -> Console:
-    return Console(stderr=True)
+    return Console(stderr=True, emoji=False)
 
 
 def _exit_code(error: ErrandError) -> int:
@@ -76,7 +77,8 @@ def _exit_code(error: ErrandError) -> int:
 
 
 def _report(error: ErrandError) -> None:
-    _stderr().print(f"error: {error.message}", style="red", markup=False, highlight=False, soft_wrap=True)
+    _stderr().print(f"error: {printable(error.message)}", style="red", markup=False, highlight=False,
+                    soft_wrap=True)
 
 
 def _run(work: Coroutine[Any, Any, T]) -> T:
@@ -191,7 +193,8 @@ def create(
             _image(image), mounts=_mounts(copy or (), bind or ()), resources=_resources(cpus, memory, pids, disk),
             network=_network(allow or (), allow_cidr or (), open_network),
             timeout=timeout or None, idle_timeout=idle_timeout or None, workdir=workdir, env=_env(env or ()),
-            detach=True, log=lambda line: _stderr().print(line, style="dim", markup=False, highlight=False))
+            detach=True, log=lambda line: _stderr().print(printable(line), style="dim", markup=False,
+                                                          highlight=False))
 
     sandbox = _run(start())
     if sys.stdout.isatty():
@@ -351,7 +354,8 @@ def _table(sandboxes: Sequence[SandboxInfo]) -> Table:
     now = time.time()
     for info in sandboxes:
         owner = "detached" if info.owner_pid is None else f"pid {info.owner_pid}"
-        table.add_row(info.id, info.backend, cli_tasks.age(now - info.created_at), owner, info.image)
+        table.add_row(info.id, info.backend, cli_tasks.age(now - info.created_at), owner,
+                      cli_tasks.shown(info.image, lines=False))
     return table
 
 

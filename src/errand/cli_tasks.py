@@ -12,8 +12,11 @@ service's methods; the server's engine runs the tasks.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -30,8 +33,10 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from errand import _settings
+from errand._text import printable
 from errand.errors import ConfigError, ErrandError
 from errand.models import ModelEndpoint
+from errand.repo.git import run_git
 from errand.repo.workcopy import source_name
 from errand.tasks.engine import LocalEngine
 from errand.tasks.evidence import Evidence
@@ -44,7 +49,7 @@ from errand.tasks.workers import WorkerInfo, notes, running_worker, stop_worker
 if TYPE_CHECKING:
     from errand.server.client import ErrandClient
 
-__all__ = ["age", "print_event", "print_evidence", "register"]
+__all__ = ["age", "print_event", "print_evidence", "print_patch", "register", "shown"]
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -55,13 +60,23 @@ _STATE_STYLE = {"queued": "cyan", "preparing": "cyan", "running": "blue", "needs
                 "cancelled": "dim"}
 
 
-def _out() -> Console:
-    return Console(highlight=False)
+def _out(*, stderr: bool = False) -> Console:
+    # No emoji codes: ``:warning:`` in an agent's text must print as typed, not as a picture.
+    return Console(highlight=False, emoji=False, stderr=stderr)
+
+
+def shown(value: object, *, lines: bool = True) -> str:
+    """``value`` as text a task carries (the agent's, a repository's, a person's), ready to
+    interpolate into Rich markup: every control character shown, never obeyed
+    (:func:`errand._text.printable`), and ``[...]`` escaped so it is never read as markup.
+    ``lines=False`` for a field that must stay on its line (a name, a command, an assumption)."""
+    return escape(printable(str(value), lines=lines))
 
 
 Server = Annotated[str | None, typer.Option(
     "--server", envvar="ERRAND_SERVER", metavar="URL", help="Use an errand server instead of the local store.")]
 Token = Annotated[str | None, typer.Option("--token", envvar="ERRAND_TOKEN", help="The server's token.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON (the HTTP API's fields) instead of text.")]
 
 
 @contextmanager
@@ -78,8 +93,8 @@ def _service(server: str | None = None, token: str | None = None) -> Iterator[Ta
             with TaskStore.open() as store:
                 yield TaskService(store)
     except ErrandError as error:
-        Console(stderr=True).print(f"error: {error.message}", style="red", markup=False, highlight=False,
-                                   soft_wrap=True)
+        Console(stderr=True).print(f"error: {printable(error.message)}", style="red", markup=False,
+                                   highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_USAGE if isinstance(error, ConfigError) else EXIT_ERROR) from None
 
 
@@ -107,6 +122,8 @@ def run(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the task's log until it settles.")] = False,
     start_worker: Annotated[bool, typer.Option("--worker/--no-worker",
                                                help="Start a background worker if none runs.")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the task as JSON (the HTTP API's fields); with "
+                                                          "-f, once it settles (the log goes to stderr).")] = False,
     server: Server = None,
     token: Token = None,
 ) -> None:
@@ -118,14 +135,19 @@ def run(
                 raise ConfigError("give an instruction or --issue FILE, not both", code="invalid_input")
             title, instruction = issue_instruction(issue)
         task = service.submit(instruction or "", repo=repo, base=base, model=model, attempts=attempts, title=title)
-        out = _out()
-        out.print(f"[bold]{task.id}[/] queued: {escape(task.title)}")
+        # With --json, stdout carries the one JSON object and everything said on the way goes to stderr.
+        out = _out(stderr=as_json)
+        if not as_json:
+            out.print(f"[bold]{task.id}[/] queued: {shown(task.title, lines=False)}")
         if start_worker and not server:
             _ensure_worker(out, task.model_endpoint)
         if follow:
             _follow(service, task.id, out)
-        else:
+            task = service.store.get_task(task.id)
+        elif not as_json:
             out.print(f"[dim]follow it with `errand logs -f {task.id}`; review with `errand show {task.id}`[/]")
+        if as_json:
+            _print_json(_record_json(task))
 
 
 def _ensure_worker(out: Console, endpoint: ModelEndpoint | None = None) -> None:
@@ -142,7 +164,7 @@ def _ensure_worker(out: Console, endpoint: ModelEndpoint | None = None) -> None:
         process = subprocess.Popen(
             [sys.executable, "-m", "errand", "worker", "--exit-when-idle", "600"], stdin=subprocess.DEVNULL,
             stdout=log, stderr=log, start_new_session=True, close_fds=True)
-    out.print(f"[dim]started a background worker (pid {process.pid}, log {log_path})[/]")
+    out.print(f"[dim]started a background worker (pid {process.pid}, log {shown(log_path)})[/]")
 
 
 # ------------------------------------------------------------------ reading
@@ -152,7 +174,7 @@ def ls(
     state: Annotated[str | None, typer.Option("--state", help="Only tasks in this state.")] = None,
     repo: Annotated[str | None, typer.Option("--repo", help="Only tasks of this repository.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="How many, newest first.")] = 20,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: AsJson = False,
     server: Server = None,
     token: Token = None,
 ) -> None:
@@ -162,17 +184,16 @@ def ls(
             raise ConfigError(f"unknown state {state!r}; states are {', '.join(TaskState)}", code="invalid_state")
         tasks = service.store.list_tasks(state=state, repo=None if repo is None else source_name(repo), limit=limit)
         if as_json:
-            print(json.dumps([_task_json(t) for t in tasks], indent=2))
+            _print_json([_record_json(t) for t in tasks])
             return
         table = Table("ID", "STATE", "AGE", "ATTEMPTS", "TITLE", "REPO", box=None, pad_edge=False)
         for task in tasks:
-            table.add_row(task.id, _state(task.state), age(time.time() - task.created_at), str(task.attempts),
-                          escape(task.title), escape(task.repo))
+            table.add_row(shown(task.id), _state(task.state), age(time.time() - task.created_at), str(task.attempts),
+                          shown(task.title, lines=False), shown(task.repo, lines=False))
         _out().print(table)
 
 
-def show(task_id: TaskId, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-         server: Server = None, token: Token = None) -> None:
+def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """A task: its state, its runs, and the evidence and confidence of its result."""
     with _service(server, token) as service:
         task = service.store.get_task(task_id)
@@ -182,23 +203,24 @@ def show(task_id: TaskId, as_json: Annotated[bool, typer.Option("--json", help="
                                                                given[-1].data.get("lines", []), strict=False)] \
             if given else []
         if as_json:
-            print(json.dumps({**_task_json(task), "memories": memories, "runs": [
+            _print_json({**_record_json(task), "memories": memories, "runs": [
                 {"id": r.id, "attempt": r.attempt, "round": r.round, "state": r.state.value,
-                 "result": {k: v for k, v in (r.result or {}).items() if k != "patch"}} for r in runs]}, indent=2))
+                 "result": {k: v for k, v in (r.result or {}).items() if k != "patch"}} for r in runs]})
             return
         out = _out()
-        out.print(f"[bold]{task.id}[/]  {_state(task.state)}  {escape(task.title)}")
-        out.print(f"[dim]repo {escape(task.repo)} at {task.base_ref} ({(task.base_commit or '')[:12]}), "
-                  f"branch {task.branch}, model {escape(_model_line(task))}[/]")
+        out.print(f"[bold]{shown(task.id)}[/]  {_state(task.state)}  {shown(task.title, lines=False)}")
+        out.print(f"[dim]repo {shown(task.repo, lines=False)} at {shown(task.base_ref, lines=False)} "
+                  f"({shown((task.base_commit or '')[:12])}), branch {shown(task.branch, lines=False)}, "
+                  f"model {shown(_model_line(task), lines=False)}[/]")
         if task.state is TaskState.NEEDS_INPUT:
             questions = service.store.events(task_id, kinds=["question"])
             if questions:
-                out.print(f"[bold yellow]? {escape(str(questions[-1].data.get('text')))}[/]")
+                out.print(f"[bold yellow]? {shown(questions[-1].data.get('text'))}[/]")
                 out.print(f"[dim]answer with `errand answer {task.id} \"...\"`[/]")
         if memories:
             out.print(f"\n[bold]memories given[/] ({len(memories)}; `errand memory show ID` for one):")
             for memory in memories:
-                out.print(f"  {escape(memory['line'])}")
+                out.print(f"  {shown(memory['line'], lines=False)}")
         try:
             ranked = service.round_runs(task_id)
         except ErrandError:
@@ -214,27 +236,30 @@ def show(task_id: TaskId, as_json: Annotated[bool, typer.Option("--json", help="
 
 def print_evidence(out: Console, attempt: int, rank: int, of: int, evidence: Evidence, result: dict[str, Any]) -> None:
     level = evidence.confidence.level
-    colour = {"high": "green", "medium": "yellow", "low": "red"}[level]
+    colour = {"high": "green", "medium": "yellow", "low": "red"}.get(level, "red")
     ranking = f"  rank {rank} of {of}" if of > 1 else ""
-    out.print(f"\n[bold]attempt {attempt}[/]{ranking}: {result.get('status')} — confidence [{colour}]{level}[/]")
+    out.print(f"\n[bold]attempt {attempt}[/]{ranking}: {shown(result.get('status'), lines=False)} — confidence "
+              f"[{colour}]{shown(level)}[/]")
     for reason in evidence.confidence.reasons:
-        out.print(f"  • {escape(reason)}")
+        out.print(f"  • {shown(reason, lines=False)}")
     if evidence.summary:
-        out.print(f"  summary: {escape(evidence.summary)}")
+        # Its later lines are indented under it, so a summary cannot pass for a line of evidence.
+        out.print("  summary: " + shown(evidence.summary).replace("\n", "\n" + " " * 11))
     for label, check in (("tests on base", evidence.tests_before), ("tests after", evidence.tests_after),
                          ("lint after", evidence.lint_after)):
         if check is not None:
-            out.print(f"  {label}: {escape(check.describe())}  [dim]({escape(check.command)})[/]")
+            out.print(f"  {label}: {shown(check.describe(), lines=False)}  "
+                      f"[dim]({shown(check.command, lines=False)})[/]")
     out.print(f"  diff: {len(evidence.files)} file(s), +{evidence.additions} −{evidence.deletions}: "
-              + escape(", ".join(f["path"] for f in evidence.files)))
+              + shown(", ".join(f["path"] for f in evidence.files), lines=False))
     if evidence.test_files:
-        out.print(f"  tests added or changed: {escape(', '.join(evidence.test_files))}")
+        out.print(f"  tests added or changed: {shown(', '.join(evidence.test_files), lines=False)}")
     for assumption in evidence.assumptions:
-        out.print(f"  assumed: {escape(assumption)}")
+        out.print(f"  assumed: {shown(assumption, lines=False)}")
     if evidence.failed_commands:
         out.print(f"  commands that failed ({len(evidence.failed_commands)} of {evidence.commands_run} run):")
         for failed in evidence.failed_commands[-5:]:
-            out.print(f"    [dim]exit {failed['exit_code']}[/] {escape(failed['command'])}")
+            out.print(f"    [dim]exit {shown(failed['exit_code'])}[/] {shown(failed['command'], lines=False)}")
 
 
 def diff(
@@ -244,7 +269,7 @@ def diff(
     server: Server = None,
     token: Token = None,
 ) -> None:
-    """The task's diff (the best attempt's, unless --attempt), coloured on a terminal."""
+    """The task's diff (the best attempt's, unless --attempt), coloured on a terminal; exact when piped."""
     with _service(server, token) as service:
         run_ = service.chosen_run(task_id, attempt)
         patch = str(run_.result.get("patch") or "")
@@ -252,45 +277,61 @@ def diff(
         if stat:
             evidence = service.evidence(run_)
             for f in (evidence.files if evidence else []):
-                out.print(f"{escape(f['path'])}  [green]+{f['additions']}[/] [red]−{f['deletions']}[/]")
+                out.print(f"{shown(f['path'], lines=False)}  [green]+{f['additions']}[/] [red]−{f['deletions']}[/]")
         elif out.is_terminal:
-            out.print(Syntax(patch, "diff", theme="ansi_dark", background_color="default"))
+            print_patch(out, patch)
         else:
-            sys.stdout.write(patch)
+            sys.stdout.write(patch)  # the patch itself, byte for byte, for `git apply` and friends
+
+
+def print_patch(out: Console, patch: str) -> None:
+    """A patch for a person to read: coloured, every control character in it shown, and long lines
+    wrapped rather than cut at the terminal's edge (code past the edge would be hidden from review)."""
+    out.print(Syntax(printable(patch), "diff", theme="ansi_dark", background_color="default", word_wrap=True))
 
 
 def logs(
     task_id: TaskId,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming until the task settles.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per event (the HTTP API's fields), "
+                                                          "one per line.")] = False,
     server: Server = None,
     token: Token = None,
 ) -> None:
     """The task's log: every step of the agent, command and output, as it happens with -f."""
     with _service(server, token) as service:
         service.store.get_task(task_id)
+        show_event = _print_event_json if as_json else functools.partial(print_event, _out())
         if follow:
-            _follow(service, task_id, _out())
+            _follow(service, task_id, _out(stderr=as_json), show_event)
         else:
             for event in service.store.events(task_id, limit=1_000_000):
-                print_event(_out(), event)
+                show_event(event)
 
 
-def _follow(service: TaskService | ErrandClient, task_id: str, out: Console) -> None:
+def _follow(service: TaskService | ErrandClient, task_id: str, out: Console,
+            show_event: Callable[[Event], None] | None = None) -> None:
+    """Show the task's events (``print_event`` on ``out`` unless ``show_event``) until it settles."""
+    show_event = show_event or functools.partial(print_event, out)
     if not isinstance(service, TaskService):
         for event in service.follow(task_id, settled=_SETTLED):
-            print_event(out, event)
-        out.print(f"[bold]{task_id}[/] is {_state(service.store.get_task(task_id).state)}")
+            show_event(event)
+        out.print(f"[bold]{shown(task_id)}[/] is {_state(service.store.get_task(task_id).state)}")
         return
     after = 0
     while True:
         task = service.store.get_task(task_id)  # read before the events: none is missed at the end
         for event in service.store.events(task_id, after):
-            print_event(out, event)
+            show_event(event)
             after = event.id
         if task.state in _SETTLED:
-            out.print(f"[bold]{task.id}[/] is {_state(task.state)}")
+            out.print(f"[bold]{shown(task.id)}[/] is {_state(task.state)}")
             return
         time.sleep(0.2)
+
+
+def _print_event_json(event: Event) -> None:
+    print(json.dumps(_record_json(event)), flush=True)
 
 
 def print_event(out: Console, event: Event) -> None:
@@ -298,49 +339,58 @@ def print_event(out: Console, event: Event) -> None:
     if line is None:
         return
     if event.kind in ("output", "setup_output", "check_output"):
-        out.print(escape(line), end="", style="dim")
+        out.print(line, end="", style="dim")
     else:
         out.print(line)
 
 
+def _one_line(value: object) -> str:
+    return shown(value, lines=False)
+
+
+# Every value from an event goes through shown(): the agent wrote most of them, and the rest
+# (tool names, statuses) came through its model's replies or the repository.
 _EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
-    "round_started": lambda d: f"[bold]── round {d.get('round')}[/] ({', '.join(d.get('runs', []))})",
+    "round_started": lambda d: f"[bold]── round {shown(d.get('round'))}[/] ({_one_line(', '.join(d.get('runs', [])))})",
     "setup_started": lambda d: "[cyan]setting up the environment[/]",
     "setup_cached": lambda d: "[cyan]environment set up already (cached)[/]",
     "setup_finished": lambda d: "[cyan]environment set up and cached[/]",
-    "check_started": lambda d: f"[cyan]checking the result: {d.get('what')}[/] {escape(str(d.get('command')))}",
+    "check_started": lambda d: f"[cyan]checking the result: {_one_line(d.get('what'))}[/] "
+                               f"{_one_line(d.get('command'))}",
     "tests_before": lambda d: (f"tests on the base: {'pass' if d.get('exit_code') == 0 else 'fail'}"
                                + (" (cached)" if d.get("cached") else "")),
-    "model": lambda d: f"[blue]model:[/] {escape(str(d.get('content')))}" if d.get("content") else None,
-    "tool_call": lambda d: f"[bold]→ {d.get('name')}[/] {escape(_arguments(d))}",
+    "model": lambda d: f"[blue]model:[/] {shown(d.get('content'))}" if d.get("content") else None,
+    "tool_call": lambda d: f"[bold]→ {_one_line(d.get('name'))}[/] {_one_line(_arguments(d))}",
     "tool_result": lambda d: _result_line(d),
-    "question": lambda d: f"[bold yellow]? {escape(str(d.get('text')))}[/]",
-    "answer_sent": lambda d: f"[yellow]answer:[/] {escape(str(d.get('text')))}",
+    "question": lambda d: f"[bold yellow]? {shown(d.get('text'))}[/]",
+    "answer_sent": lambda d: f"[yellow]answer:[/] {shown(d.get('text'))}",
     "answer_delivered": lambda d: "[dim]  (answer delivered; the run resumes)[/]",
-    "message_sent": lambda d: f"[yellow]message:[/] {escape(str(d.get('text')))}",
+    "message_sent": lambda d: f"[yellow]message:[/] {shown(d.get('text'))}",
     "message_delivered": lambda d: "[dim]  (message delivered)[/]",
-    "exit": lambda d: f"[bold]run ended:[/] {d.get('status')} — {escape(str(d.get('detail')))}",
-    "ranking": lambda d: f"ranking: {', '.join(d.get('runs', []))}",
-    "ready_for_review": lambda d: f"[bold green]ready for review[/] (confidence {d.get('confidence')})",
-    "failed": lambda d: f"[bold red]failed:[/] {escape(str(d.get('reason')))}"
-    + (f"\n{escape(str(d.get('log')))}" if d.get("log") else ""),
+    "exit": lambda d: f"[bold]run ended:[/] {_one_line(d.get('status'))} — {shown(d.get('detail'))}",
+    "ranking": lambda d: f"ranking: {_one_line(', '.join(d.get('runs', [])))}",
+    "ready_for_review": lambda d: f"[bold green]ready for review[/] (confidence {_one_line(d.get('confidence'))})",
+    "failed": lambda d: f"[bold red]failed:[/] {shown(d.get('reason'))}"
+    + (f"\n{shown(d.get('log'))}" if d.get("log") else ""),
     "cancelled": lambda d: "[dim]cancelled[/]",
     "model_endpoint": lambda d: _model_endpoint_line(d),
-    "recovered": lambda d: f"[yellow]worker restarted: run {d.get('run_id')} interrupted, task {d.get('state')}[/]",
-    "followup": lambda d: f"[yellow]follow-up:[/] {escape(str(d.get('text')))}",
-    "rejected": lambda d: f"[red]rejected:[/] {escape(str(d.get('reason')))}",
-    "accepted": lambda d: f"[green]accepted[/] as {d.get('commit', '')[:12]} on {d.get('branch')}",
-    "output": lambda d: str(d.get("text", "")),
-    "setup_output": lambda d: str(d.get("text", "")),
-    "check_output": lambda d: str(d.get("text", "")),
+    "recovered": lambda d: f"[yellow]worker restarted: run {_one_line(d.get('run_id'))} interrupted, task "
+                           f"{_one_line(d.get('state'))}[/]",
+    "followup": lambda d: f"[yellow]follow-up:[/] {shown(d.get('text'))}",
+    "rejected": lambda d: f"[red]rejected:[/] {shown(d.get('reason'))}",
+    "accepted": lambda d: f"[green]accepted[/] as {_one_line(str(d.get('commit', ''))[:12])} on "
+                          f"{_one_line(d.get('branch'))}",
+    "output": lambda d: shown(d.get("text", "")),
+    "setup_output": lambda d: shown(d.get("text", "")),
+    "check_output": lambda d: shown(d.get("text", "")),
 }
 
 
 def _result_line(data: dict[str, Any]) -> str | None:
     if data.get("name") == "shell" and data.get("ok"):
         return None  # its output was streamed already
-    first = (str(data.get("content") or "").splitlines() or [""])[0][:200]
-    return f"  [{'green' if data.get('ok') else 'red'}]← {escape(first)}[/]"
+    first = (str(data.get("content") or "").split("\n") or [""])[0][:200]
+    return f"  [{'green' if data.get('ok') else 'red'}]← {_one_line(first)}[/]"
 
 
 def _event_line(kind: str, data: dict[str, Any]) -> str | None:
@@ -352,8 +402,8 @@ def _arguments(data: dict[str, Any]) -> str:
     arguments = data.get("arguments") or {}
     if data.get("name") == "shell":
         return str(arguments.get("command", ""))
-    shown = {k: (v if len(str(v)) < 60 else str(v)[:57] + "…") for k, v in arguments.items()}
-    return " ".join(f"{k}={v!r}" for k, v in shown.items())
+    brief = {k: (v if len(str(v)) < 60 else str(v)[:57] + "…") for k, v in arguments.items()}
+    return " ".join(f"{k}={v!r}" for k, v in brief.items())
 
 
 # ------------------------------------------------------------------ steering and review
@@ -363,58 +413,94 @@ def accept(
     task_id: TaskId,
     attempt: Annotated[int | None, typer.Option("--attempt", help="Accept another attempt than the best.")] = None,
     into: Annotated[Path | None, typer.Option("--into", help="The local clone (for a task made from a URL).")] = None,
+    as_json: AsJson = False,
     server: Server = None,
     token: Token = None,
 ) -> None:
     """Commit the task's diff on its branch errand/<id>-<slug>; your checkout is left as it is."""
     with _service(server, token) as service:
         accepted = service.accept(task_id, attempt=attempt, into=into)
-        _out().print(f"[green]accepted[/] {task_id}: commit {accepted.commit[:12]} on branch "
-                     f"[bold]{accepted.branch}[/]")
+        repo = _accepted_into(service, task_id, into, local=not server)
+        steps = _next_steps(repo, accepted.branch, local=not server)
+        if as_json:
+            _print_json({**_record_json(accepted), "repo": repo, "next": steps})
+            return
+        out = _out()
+        out.print(f"[green]accepted[/] {shown(task_id)}: commit {shown(accepted.commit[:12])} on branch "
+                  f"[bold]{shown(accepted.branch, lines=False)}[/]")
+        for what, command in steps.items():
+            if command is not None:
+                out.print(f"[dim]{what}: {shown(command, lines=False)}[/]")
+
+
+def _accepted_into(service: TaskService | ErrandClient, task_id: str, into: Path | None, *, local: bool) -> str:
+    if into is None:
+        return service.store.get_task(task_id).repo
+    return str(into.resolve() if local else into)  # a server's path is not resolved against this machine
+
+
+def _next_steps(repo: str, branch: str, *, local: bool) -> dict[str, str | None]:
+    """The commands that take an accepted branch on: check it out, push it (None: no remote to push to)."""
+    remote = _push_remote(Path(repo)) if local else "origin"
+    where = f"git -C {shlex.quote(repo)}"
+    return {"switch": f"{where} switch {shlex.quote(branch)}",
+            "push": None if remote is None else f"{where} push -u {shlex.quote(remote)} {shlex.quote(branch)}"}
+
+
+def _push_remote(repo: Path) -> str | None:
+    remotes = run_git(["remote"], repo, check=False).split()
+    return "origin" if "origin" in remotes else (remotes[0] if remotes else None)
 
 
 def reject(task_id: TaskId,
            reason: Annotated[str, typer.Option("--reason", help="Why; errand remembers it.")],
-    server: Server = None,
-    token: Token = None,
-) -> None:
+           as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Reject the task's result."""
     with _service(server, token) as service:
-        service.reject(task_id, reason)
-        _out().print(f"[red]rejected[/] {task_id}")
+        review = service.reject(task_id, reason)
+        _say(as_json, review, f"[red]rejected[/] {shown(task_id)}")
 
 
 def followup(task_id: TaskId, text: Annotated[str, typer.Argument(help="What to do next.")],
-             server: Server = None, token: Token = None) -> None:
+             as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Ask for more work on the result: a new round on the same branch."""
     with _service(server, token) as service:
-        service.followup(task_id, text)
-        _out().print(f"{task_id} queued again with the follow-up")
+        review = service.followup(task_id, text)
+        _say(as_json, review, f"{shown(task_id)} queued again with the follow-up")
         if not server:
-            _ensure_worker(_out(), service.store.get_task(task_id).model_endpoint)
+            _ensure_worker(_out(stderr=as_json), service.store.get_task(task_id).model_endpoint)
 
 
 def answer(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your answer.")],
-           server: Server = None, token: Token = None) -> None:
+           as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Answer the question the task is waiting on; it resumes."""
     with _service(server, token) as service:
-        service.answer(task_id, text)
-        _out().print(f"answer sent to {task_id}")
+        event_id = service.answer(task_id, text)
+        _say(as_json, {"event_id": event_id}, f"answer sent to {shown(task_id)}")
 
 
 def message(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your message.")],
-            server: Server = None, token: Token = None) -> None:
+            as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Send a running task a message; the agent gets it at its next step."""
     with _service(server, token) as service:
-        service.message(task_id, text)
-        _out().print(f"message sent to {task_id}; `errand logs {task_id}` shows when it is delivered")
+        event_id = service.message(task_id, text)
+        _say(as_json, {"event_id": event_id},
+             f"message sent to {shown(task_id)}; `errand logs {shown(task_id)}` shows when it is delivered")
 
 
-def cancel(task_id: TaskId, server: Server = None, token: Token = None) -> None:
+def cancel(task_id: TaskId, as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Cancel a task; its sandbox is ended and nothing lands."""
     with _service(server, token) as service:
-        service.cancel(task_id)
-        _out().print(f"cancelled {task_id}")
+        task = service.cancel(task_id)
+        _say(as_json, task, f"cancelled {shown(task_id)}")
+
+
+def _say(as_json: bool, result: object, text: str) -> None:
+    """What a command did: ``result`` as the HTTP API returns it with --json, else ``text`` (markup)."""
+    if as_json:
+        _print_json(_record_json(result) if dataclasses.is_dataclass(result) else result)
+    else:
+        _out().print(text)
 
 
 worker_app = typer.Typer(help="Run queued tasks here; or see, or stop, the worker serving this errand home.")
@@ -456,15 +542,16 @@ def worker_status(as_json: Annotated[bool, typer.Option("--json", help="Print JS
         return
     out = _out()
     if info is None:
-        out.print(f"no worker serves {escape(home)}; `errand run` starts one, `errand worker` runs one here")
+        out.print(f"no worker serves {shown(home, lines=False)}; `errand run` starts one, "
+                  "`errand worker` runs one here")
         return
     since = f" for {age(time.time() - info.started_at)}" if info.started_at else ""
-    out.print(f"[bold]worker pid {info.pid}[/] serves {escape(home)}{since}"
+    out.print(f"[bold]worker pid {info.pid}[/] serves {shown(home, lines=False)}{since}"
               + (f", {info.concurrency} task(s) at a time" if info.concurrency else ""))
     for name, value in info.base_urls.items():
-        out.print(f"  endpoint {name}={escape(value)}")
+        out.print(f"  endpoint {name}={shown(value, lines=False)}")
     for described_model in info.models.values():
-        out.print(f"  model {escape(described_model)}")
+        out.print(f"  model {shown(described_model, lines=False)}")
     out.print(f"  keys: {', '.join(f'${name}' for name in info.keys) or 'none'}")
     out.print(f"  tasks: {', '.join(held) or 'none'}")
 
@@ -481,7 +568,7 @@ def worker_stop(timeout: Annotated[float, typer.Option("--timeout", metavar="SEC
         held = _held_tasks(service.store, info) if info is not None else []
         stopped = stop_worker(timeout)
     if stopped is None:
-        _out().print(f"no worker serves {escape(str(_settings.home()))}")
+        _out().print(f"no worker serves {shown(_settings.home(), lines=False)}")
         return
     requeued = f"; requeued {', '.join(held)}" if held else ""
     _out().print(f"stopped the worker (pid {stopped.pid}){requeued}")
@@ -525,21 +612,28 @@ def _model_line(task: Task) -> str:
 
 
 def _model_endpoint_line(data: dict[str, Any]) -> str:
-    line = f"[dim]model {escape(str(data.get('describe')))}"
+    line = f"[dim]model {shown(data.get('describe'), lines=False)}"
     if data.get("resolved_by") == "worker":
         line += " (the task recorded no endpoint; resolved in the worker's environment)"
     line += "[/]"
     if data.get("key") == "differs":
         variable = (data.get("model") or {}).get("api_key_env")
-        line += (f"\n[yellow]warning: the worker's ${escape(str(variable))} is not the key the task was submitted "
-                 "with; it uses its own[/]")
+        line += (f"\n[yellow]warning: the worker's ${shown(variable, lines=False)} is not the key the task was "
+                 "submitted with; it uses its own[/]")
     return line
 
 
-def _task_json(task: Task) -> dict[str, Any]:
-    return {"id": task.id, "title": task.title, "state": task.state.value, "repo": task.repo,
-            "base_ref": task.base_ref, "base_commit": task.base_commit, "model": task.model,
-            "model_endpoint": task.model_endpoint.to_json() if task.model_endpoint is not None else None,
-            "attempts": task.attempts, "branch": task.branch, "created_at": task.created_at,
-            "updated_at": task.updated_at, "instruction": task.instruction}
+def _record_json(record: object) -> Any:
+    """A record (a task, a run, an event, a review, an accept) with the fields and names the HTTP API
+    gives it. Control characters in it are left to ``json.dumps``, which escapes them: the data stays exact."""
+    assert dataclasses.is_dataclass(record) and not isinstance(record, type)
+    return {field.name: _plain(getattr(record, field.name)) for field in dataclasses.fields(record)}
 
+
+def _plain(value: object) -> object:
+    """A record inside a record (a task's model endpoint) as its fields, as the API gives it."""
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else value
+
+
+def _print_json(value: object) -> None:
+    print(json.dumps(value, indent=2))

@@ -20,8 +20,6 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
-from rich.syntax import Syntax
 
 from errand import _settings, cli_tasks
 from errand.tasks.engine import EngineBusy, LocalEngine
@@ -79,7 +77,8 @@ async def run(console: Console, model: str | None = None) -> None:
     sample = _sample_repo(console)
     spec = model or os.environ.get("ERRAND_MODEL")
     if spec:
-        console.print(f"[bold]model:[/] {escape(spec)} (from {'--model' if model else 'ERRAND_MODEL'})")
+        source = "--model" if model else "ERRAND_MODEL"
+        console.print(f"[bold]model:[/] {cli_tasks.shown(spec, lines=False)} (from {source})")
     else:
         script = sample.parent / "demo-model.json"
         script.write_text(json.dumps(SCRIPT, indent=1))
@@ -150,12 +149,12 @@ def _review(console: Console, service: TaskService, task_id: str, sample: Path) 
     if evidence is not None:
         cli_tasks.print_evidence(console, run_.attempt, 1, 1, evidence, run_.result)
     console.print("\n[bold]4. the diff[/] (`errand diff " + task_id + "`):")
-    console.print(Syntax(str(run_.result.get("patch") or ""), "diff", theme="ansi_dark", background_color="default"))
+    cli_tasks.print_patch(console, str(run_.result.get("patch") or ""))
     status_before = _git(sample, "status", "--porcelain")
     accepted = service.accept(task_id)
     console.print(f"[bold]5. accepted[/] (`errand accept {task_id}`): commit {accepted.commit[:12]} on branch "
                   f"[bold]{accepted.branch}[/] in {sample}")
-    console.print(escape(_git(sample, "log", "--oneline", "-2", accepted.branch)), end="")
+    console.print(cli_tasks.shown(_git(sample, "log", "--oneline", "-2", accepted.branch)), end="")
     untouched = _git(sample, "status", "--porcelain") == status_before and \
         _git(sample, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
     console.print(f"the sample's checkout is {'untouched: still on main, no changes' if untouched else 'CHANGED'}; "

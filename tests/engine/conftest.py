@@ -8,6 +8,7 @@ import pytest
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
 
+from .cli import stop_worker
 from .harness import make_repo
 
 
@@ -33,3 +34,11 @@ def script_file(tmp_path: Path) -> Path:
     path = tmp_path / "script.json"
     path.write_text("[]")
     return path
+
+
+@pytest.fixture
+def errand_home(tmp_path: Path) -> Iterator[Path]:
+    """An errand home of this test's own; the worker `errand run` starts in it is stopped after."""
+    home = tmp_path / "home"
+    yield home
+    stop_worker(home)

@@ -121,10 +121,12 @@ def anthropic_turn(turn: Turn, n: int) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def running_engine(store: TaskStore, models: ModelFactory | None = None, *, concurrency: int = 2,
-                         budgets: Budgets | None = None, default_model: str = "scripted:unused"
-                         ) -> AsyncIterator[LocalEngine]:
+                         budgets: Budgets | None = None, default_model: str = "scripted:unused",
+                         isolation: str | None = None) -> AsyncIterator[LocalEngine]:
     options: dict[str, Any] = {"concurrency": concurrency, "poll_interval": 0.02, "budgets": budgets,
                                "default_model": default_model}
+    if isolation is not None:
+        options["isolation"] = isolation
     if models is not None:
         options["models"] = models
     engine = LocalEngine(store, **options)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from .cli import stop_worker
 from .harness import git, make_repo, worktree_state
 
 SCRIPT = [
@@ -29,21 +28,7 @@ def home(tmp_path: Path) -> Iterator[Path]:
     """An errand home of this test's own; the worker `errand run` starts in it is stopped after."""
     home = tmp_path / "home"
     yield home
-    lock = home / "worker.lock"
-    pid = int(lock.read_text() or 0) if lock.exists() else 0
-    if pid:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"the worker {pid} did not stop on SIGTERM")
+    stop_worker(home)
 
 
 def errand(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -174,3 +174,13 @@ def test_planted_git_does_not_run_on_host(user_repo: Path, tmp_path: Path) -> No
     # Control: the plant is live — naive host-side git in the working copy would have run it.
     subprocess.run(["git", "status", "--porcelain"], cwd=wc.path, capture_output=True, check=False)
     assert fsmonitor_marker.exists()
+
+
+def test_accept_shows_control_characters_of_the_message_instead_of_committing_them(user_repo: Path,
+                                                                                    tmp_path: Path) -> None:
+    wc = _make_change(user_repo, tmp_path)
+    message = "Fix add\x1b[2J\x1b]8;;https://e.test/\x07\r\n\r\nIt \u202esubtracted\x9b1A.\x00\n"
+    sha = accept(user_repo, wc.base_commit, wc.diff().text, "errand/8-escapes", message)
+    committed = subprocess.run(["git", "cat-file", "commit", sha], cwd=user_repo, capture_output=True,
+                               check=True).stdout.decode().split("\n\n", 1)[1]
+    assert committed == "Fix add␛[2J␛]8;;https://e.test/␇\n\nIt <U+202E>subtracted<U+009B>1A.␀\n"

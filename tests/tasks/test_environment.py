@@ -301,3 +301,52 @@ def test_agent_budgets_come_from_the_agent_table(tmp_path: Path) -> None:
         write(tmp_path, f"[agent]\n{bad}\n")
         with pytest.raises(ConfigError, match=needle):
             Environment.load(tmp_path)
+
+
+# --------------------------------------------------------------- setup's own egress and key
+
+
+def test_setup_has_its_own_egress_and_the_agent_keeps_the_narrow_one(tmp_path: Path) -> None:
+    write(tmp_path, "[setup]\ncommands = ['make']\nnetwork = {domains = ['pkgs.example.org']}\n"
+                    "[network]\ndomains = ['api.example.org']\n")
+    env = Environment.load(tmp_path)
+    assert env.network.domains == ("api.example.org",)
+    assert env.setup_egress.domains == ("pkgs.example.org",)
+
+
+def test_setup_without_its_own_egress_uses_the_agents(tmp_path: Path) -> None:
+    write(tmp_path, "[setup]\ncommands = ['make']\n[network]\ndomains = ['api.example.org']\n")
+    assert Environment.load(tmp_path).setup_egress == Environment.load(tmp_path).network
+
+
+@pytest.mark.parametrize(("toml", "message"), [
+    ("[setup]\nnetwork = {domain = ['x.example']}\n", "unknown key 'domain' at [setup.network]"),
+    ("[setup]\nnetwork = {registries = ['cargo']}\n", "unknown 'cargo'"),
+    ("[setup]\nnetwork = 'open'\n", "setup.network must be a table"),
+    ("[setup]\nkey = ['../outside.lock']\n", "without '..'"),
+    ("[setup]\nkey = []\n", "setup.key must be a non-empty list"),
+])
+def test_bad_setup_tables_are_refused(tmp_path: Path, toml: str, message: str) -> None:
+    write(tmp_path, toml)
+    with pytest.raises(ConfigError) as caught:
+        Environment.load(tmp_path)
+    assert message in caught.value.message
+
+
+def test_cache_key_covers_the_repository_and_the_tree(tmp_path: Path) -> None:
+    write(tmp_path, "[setup]\ncommands = ['pip install -e .']\n")
+    first = cache_key(tmp_path, source="/src/alpha", tree="a" * 40)
+    assert cache_key(tmp_path, source="/src/beta", tree="a" * 40) != first  # two repositories, one setup
+    assert cache_key(tmp_path, source="/src/alpha", tree="b" * 40) != first  # another commit's tree
+    assert cache_key(tmp_path, source="/src/alpha", tree="a" * 40) == first
+
+
+def test_cache_key_on_named_files_ignores_the_rest_of_the_tree(tmp_path: Path) -> None:
+    write(tmp_path, "[setup]\ncommands = ['npm ci']\nkey = ['package*.json', 'packages/*/package.json']\n")
+    (tmp_path / "package-lock.json").write_text("{}")
+    (tmp_path / "packages/web").mkdir(parents=True)
+    (tmp_path / "packages/web/package.json").write_text("{}")
+    first = cache_key(tmp_path, source="/src/app", tree="a" * 40)
+    assert cache_key(tmp_path, source="/src/app", tree="b" * 40) == first
+    (tmp_path / "packages/web/package.json").write_text('{"name": "web"}')
+    assert cache_key(tmp_path, source="/src/app", tree="b" * 40) != first

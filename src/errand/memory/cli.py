@@ -19,7 +19,9 @@ from typing import Annotated, TypeVar
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from errand._text import printable
 from errand.errors import ConfigError, ErrandError
 from errand.memory.errors import InvalidMemory, SecretRefused
 from errand.memory.ingest import sync_instructions
@@ -45,8 +47,8 @@ def _store(db: str | None, *, embedder: bool = True) -> Iterator[MemoryStore]:
         with (MemoryStore.open(db) if embedder else MemoryStore.open(db, embedder=None)) as store:
             yield store
     except ErrandError as error:
-        Console(stderr=True).print(f"error: {error.message}", style="red", markup=False, highlight=False,
-                                   soft_wrap=True)
+        Console(stderr=True).print(f"error: {printable(error.message)}", style="red", markup=False,
+                                   highlight=False, soft_wrap=True)
         raise typer.Exit(2 if isinstance(error, ConfigError | InvalidMemory | SecretRefused) else 1) from None
 
 
@@ -54,7 +56,17 @@ def _each(db: str | None, ids: list[int], change: Callable[[MemoryStore, int], M
     with _store(db) as store:
         for memory_id in ids:
             memory = change(store, memory_id)
-            print(f"{memory.id}\t{memory.status}\t{memory.text}")
+            _print_record(memory)
+
+
+def _line(value: object) -> str:
+    """A memory's field as one line of a terminal: agents propose memories, so every control
+    character is shown, never obeyed, and a newline cannot start a line of its own."""
+    return printable(str(value), lines=False)
+
+
+def _print_record(memory: Memory, note: str = "") -> None:
+    print(f"{memory.id}\t{memory.status}\t{_line(memory.text)}{note}")
 
 
 @memory_app.command("ls")
@@ -73,9 +85,9 @@ def ls(
         print(json.dumps([memory.to_json() for memory in found], indent=2))
         return
     table = Table("id", "status", "kind", "text", "source", "uses", box=None)
-    for memory in found:
-        table.add_row(str(memory.id), memory.status.value, memory.kind.value, memory.text,
-                      memory.provenance.describe(), str(memory.use_count))
+    for memory in found:  # Text cells: a memory's "[link=...]" is printed, never read as markup
+        table.add_row(str(memory.id), memory.status.value, memory.kind.value, Text(_line(memory.text)),
+                      Text(_line(memory.provenance.describe())), str(memory.use_count))
     Console().print(table)
 
 
@@ -92,7 +104,7 @@ def show(memory_id: Annotated[int, typer.Argument(help="Memory id.")], db: DbOpt
     for key in ("id", "project", "kind", "status", "text", "source", "confidence", "evidence", "use_count",
                 "supersedes", "superseded_by", "archived_reason", "citations"):
         if data[key] not in (None, []):
-            print(f"{key:15} {data[key]}")
+            print(f"{key:15} {_line(data[key])}")
 
 
 @memory_app.command("add")
@@ -107,8 +119,7 @@ def add(
     with _store(db) as store:
         memory = store.add(project_key(repo), text, kind=kind, provenance=Provenance.person(),
                            status=Status.PROPOSED if proposed else Status.ACTIVE, supersedes=supersedes)
-    merged = " (merged into an existing memory)" if memory.evidence > 1 else ""
-    print(f"{memory.id}\t{memory.status}\t{memory.text}{merged}")
+    _print_record(memory, " (merged into an existing memory)" if memory.evidence > 1 else "")
 
 
 @memory_app.command("edit")
@@ -122,7 +133,7 @@ def edit(
         raise typer.BadParameter("give --text or --kind (or both)")
     with _store(db) as store:
         memory = store.edit(memory_id, text=text, kind=kind)
-    print(f"{memory.id}\t{memory.status}\t{memory.text}")
+    _print_record(memory)
 
 
 @memory_app.command("rm")
@@ -167,4 +178,4 @@ def search(
                            "stale_reasons": list(item.stale_reasons)} for item in found], indent=2))
         return
     for item in found:
-        print(item.render())
+        print(_line(item.render()))

@@ -23,6 +23,7 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
+from errand._text import printable
 from errand.errors import ConfigError
 from errand.repo.errors import RepoError
 from errand.repo.git import run_git
@@ -61,7 +62,9 @@ def accept(
     """Commit ``patch`` on top of ``base_commit`` as new branch ``branch`` in ``repo``; return the commit sha.
 
     ``author`` is ``"Name <email>"``, author and committer both (default: the
-    repository's configured user).
+    repository's configured user). Control characters in ``message`` are shown
+    as visible stand-ins (:func:`errand._text.printable`): it is the agent's
+    summary, and ``git log`` in a terminal must not obey what it carries.
     Raises :class:`ConfigError` for a non-repository (``not_a_git_repo``), an
     unknown base (``unknown_ref``), a bad or existing branch (``bad_branch``,
     ``branch_exists``), an empty patch or message (``empty_patch``, ``empty_message``);
@@ -106,13 +109,18 @@ def accept(
             raise RepoError(f"the patch does not apply to {base[:12]}: {exc.stderr}", command=exc.command,
                             stderr=exc.stderr, code="patch_failed") from exc
         tree = git(["write-tree"]).strip()
-        commit = git(["commit-tree", tree, "-p", base, "-F", "-"], input=message, env=extra).strip()
+        commit = git(["commit-tree", tree, "-p", base, "-F", "-"], input=_safe(message), env=extra).strip()
     try:
         run_git([*hooks_off, "update-ref", "-m", f"errand: accept onto {base[:12]}", ref, commit, ""], repo,
                 git_dir=git_dir)
     except RepoError as exc:
         raise ConfigError(f"branch {branch!r} could not be created: {exc.stderr}", code="branch_exists") from exc
     return commit
+
+
+def _safe(message: str) -> str:
+    """The message with Windows line ends made plain and every other control character shown."""
+    return printable(message.replace("\r\n", "\n"))
 
 
 def _valid_ref(repo: Path, git_dir: Path, ref: str) -> bool:

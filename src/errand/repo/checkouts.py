@@ -23,7 +23,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from errand import _settings
@@ -122,11 +122,13 @@ def _mounted_text() -> str:
     return re.sub(r"\\([0-7]{3})", lambda octal: chr(int(octal.group(1), 8)), text)
 
 
-def mount_overlay(lower: Path, upper: Path, work: Path, merged: Path) -> None:
-    """Mount an overlay of ``lower`` (read-only) and ``upper`` (this run's writes) at ``merged``."""
+def mount_overlay(lower: Path | Sequence[Path], upper: Path, work: Path, merged: Path) -> None:
+    """Mount an overlay of ``lower`` (read-only; several: the top first) and ``upper`` (this
+    run's writes) at ``merged``."""
     for directory in (upper, work, merged):
         directory.mkdir(parents=True, exist_ok=True)
-    options = f"lowerdir={lower},upperdir={upper},workdir={work}".encode()
+    lowers = [lower] if isinstance(lower, Path) else list(lower)
+    options = f"lowerdir={':'.join(str(path) for path in lowers)},upperdir={upper},workdir={work}".encode()
     if _libc.mount(b"overlay", str(merged).encode(), b"overlay", 0, options) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"mounting the working copy's overlay at {merged}: {os.strerror(error)}")

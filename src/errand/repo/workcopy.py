@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,44 +112,49 @@ class WorkingCopy:
         return [self.host_git / "objects"] if self.overlay else []
 
     @classmethod
-    def overlaid(cls, source: str | Path, base: str = "HEAD", *, dest: Path, owner: int | None = None
-                 ) -> WorkingCopy:
+    def overlaid(cls, source: str | Path, base: str = "HEAD", *, dest: Path, owner: int | None = None,
+                 layers: Sequence[Path] = ()) -> WorkingCopy:
         """Like :meth:`prepare`, but as an overlay on a cached pristine checkout of the base
         commit: the first working copy of a commit pays for the checkout, the next ones
         cost a mount. ``dest`` is the mount point; its upper and work directories are
-        siblings (``<dest>.upper``, ``<dest>.work``). :meth:`remove` unmounts."""
+        siblings (``<dest>.upper``, ``<dest>.work``). ``layers`` (host directories, the
+        top first) lie between this copy's writes and the pristine tree: what a cached
+        setup wrote into the tree. :meth:`remove` unmounts."""
         dest = Path(dest).absolute()
         if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
             raise ConfigError(f"{dest} already exists and is not empty", code="dest_exists")
-        sha = resolve_base(source, base)
-        clone_from = str(source) if is_url(str(source)) else str(_local_git_dir(Path(source).expanduser().absolute()))
-
-        def build(entry: Path, final: Path) -> None:
-            host_git, tree = entry / "host.git", entry / "tree"
-            run_git(["clone", "--bare", "--quiet", "--template=", "--", clone_from, str(host_git)], entry)
-            run_git(["update-ref", "refs/errand/base", sha], host_git, git_dir=host_git)
-            run_git(["clone", "--no-checkout", "--shared", "--quiet", "--template=", "--", str(host_git),
-                     str(tree)], entry)
-            run_git(["-c", "core.hooksPath=/dev/null", "checkout", "--quiet", "--detach", sha], tree,
-                    git_dir=tree / ".git", work_tree=tree)
-            run_git(["remote", "remove", "origin"], tree, git_dir=tree / ".git")
-            (tree / ".git/objects/info/alternates").write_text(f"{final / 'host.git' / 'objects'}\n")
-            if owner is not None:
-                _chown_tree(tree, owner)
-
-        entry = checkouts.pristine(clone_from, sha, owner, build)
+        entry, sha = _pristine_entry(source, base, owner)
         upper, work = dest.with_name(dest.name + ".upper"), dest.with_name(dest.name + ".work")
         wc = cls(source=str(source), path=dest, base_ref=base, base_commit=sha, host_git=entry / "host.git",
                  index_seed=dest.with_name(dest.name + ".index"), overlay=True)
         try:
-            checkouts.mount_overlay(entry / "tree", upper, work, dest)
+            upper.mkdir(parents=True, exist_ok=True)
             if owner is not None:
+                # Before the mount: overlayfs copies the root's owner from the upper directory
+                # when it mounts and checks access against that copy, so a chown afterwards
+                # shows in `ls` but leaves the top directory closed to the sandbox (EACCES).
                 os.lchown(upper, owner, owner)
+            checkouts.mount_overlay([*layers, entry / "tree"], upper, work, dest)
             build_index(dest, wc.host_git, sha, wc.seed)
         except BaseException:
             wc.remove()
             raise
         return wc
+
+    @staticmethod
+    def pristine(source: str | Path, base: str = "HEAD", *, owner: int | None = None) -> tuple[Path, str]:
+        """The cached pristine checkout of ``base`` (read-only to every sandbox: nothing an agent
+        writes reaches it) and the commit it holds, made on first use as :meth:`overlaid` does.
+        What shapes a round (its ``errand.toml``, instructions, lockfiles) is read from here."""
+        entry, sha = _pristine_entry(source, base, owner)
+        return entry / "tree", sha
+
+    @staticmethod
+    def tree_id(pristine_tree: Path) -> str:
+        """The git tree id of the commit a :meth:`pristine` checkout holds (from the host's
+        own copy of the repository, never from the checkout's ``.git``)."""
+        host_git = pristine_tree.parent / "host.git"
+        return run_git(["rev-parse", "--verify", "refs/errand/base^{tree}"], host_git, git_dir=host_git).strip()
 
     @property
     def base_tree(self) -> Path | None:
@@ -249,6 +255,26 @@ class WorkingCopy:
         for p in (self.path, self.host_git):
             shutil.rmtree(p, ignore_errors=True)
 
+
+
+def _pristine_entry(source: str | Path, base: str, owner: int | None) -> tuple[Path, str]:
+    sha = resolve_base(source, base)
+    clone_from = str(source) if is_url(str(source)) else str(_local_git_dir(Path(source).expanduser().absolute()))
+
+    def build(entry: Path, final: Path) -> None:
+        host_git, tree = entry / "host.git", entry / "tree"
+        run_git(["clone", "--bare", "--quiet", "--template=", "--", clone_from, str(host_git)], entry)
+        run_git(["update-ref", "refs/errand/base", sha], host_git, git_dir=host_git)
+        run_git(["clone", "--no-checkout", "--shared", "--quiet", "--template=", "--", str(host_git),
+                 str(tree)], entry)
+        run_git(["-c", "core.hooksPath=/dev/null", "checkout", "--quiet", "--detach", sha], tree,
+                git_dir=tree / ".git", work_tree=tree)
+        run_git(["remote", "remove", "origin"], tree, git_dir=tree / ".git")
+        (tree / ".git/objects/info/alternates").write_text(f"{final / 'host.git' / 'objects'}\n")
+        if owner is not None:
+            _chown_tree(tree, owner)
+
+    return checkouts.pristine(clone_from, sha, owner, build), sha
 
 
 def _chown_created(root: Path, relative: str, uid: int) -> None:

@@ -23,6 +23,7 @@ import socket
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from errand.agent import Agent, AgentResult, Budgets
@@ -31,6 +32,7 @@ from errand.memory import MemoryStore
 from errand.models import Catalog, Model, ModelEndpoint, ModelError, open_model
 from errand.repo import WorkingCopy, checkouts
 from errand.sandbox import AsyncSandbox
+from errand.sandbox.backend import get_backend
 from errand.tasks import steps
 from errand.tasks.environment import Environment, instructions
 from errand.tasks.errors import IllegalTransition, StateConflict
@@ -89,11 +91,13 @@ class LocalEngine:
     def __init__(self, store: TaskStore, *, concurrency: int = 2, worker: str | None = None,
                  poll_interval: float = 0.1, default_model: str | None = None, budgets: Budgets | None = None,
                  models: ModelFactory = _default_models, memory: MemoryStore | object | None = _OWN,
-                 distiller: Callable[[ModelEndpoint], Model | None] = _default_distiller) -> None:
+                 distiller: Callable[[ModelEndpoint], Model | None] = _default_distiller,
+                 isolation: str | None = None) -> None:
         """``memory`` is the project memory tasks are given and teach (default: one on the
         store's own database; ``None`` runs without memory). ``distiller(endpoint)`` gives the
         model that distils a finished task into proposed memories (default: the task's
-        own model, unless it is a scripted one; ``None`` from it: no distilling)."""
+        own model, unless it is a scripted one; ``None`` from it: no distilling). ``isolation``
+        is the sandbox tier tasks run on (default ``ERRAND_ISOLATION``, else ``namespace``)."""
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigError(f"concurrency must be a positive integer, not {concurrency!r}")
         self.store = store
@@ -106,6 +110,8 @@ class LocalEngine:
         self._distiller = distiller
         self.memory: MemoryStore | None = MemoryStore(store.engine) if memory is _OWN else memory  # type: ignore[assignment]
         self._rounds: dict[str, _Round] = {}
+        self.isolation = isolation or os.environ.get("ERRAND_ISOLATION") or "namespace"
+        get_backend(self.isolation)  # an unknown tier is refused here, not at the first task
 
     # ------------------------------------------------------------ serving
 
@@ -232,22 +238,28 @@ class LocalEngine:
 
     async def _execute(self, round_: _Round, number: int) -> None:
         task, attempts = round_.task, round_.attempts
+        first = attempts[0]
+        # Everything that shapes the round comes from the base commit, never from the work a
+        # follow-up continues (an agent could rewrite errand.toml or AGENTS.md in it).
+        base_tree = await asyncio.to_thread(steps.base_checkout, task)
+        environment = await asyncio.to_thread(Environment.load, base_tree)
+        await self._event(task.id, None, "environment", _environment_event(environment, task, self.isolation))
+        setup = await steps.set_up(environment, task, first.run, base_tree, first.journal,
+                                   isolation=self.isolation)
         patch = await asyncio.to_thread(self._followed_patch, task.id, number)
-        copies = await asyncio.gather(*(asyncio.to_thread(steps.prepare_copy, task, a.run, patch) for a in attempts))
+        copies = await asyncio.gather(*(asyncio.to_thread(steps.prepare_copy, task, a.run, patch,
+                                                          layers=setup.layers) for a in attempts))
         for attempt, copy in zip(attempts, copies, strict=True):
             attempt.copy = copy
-        first = attempts[0]
-        environment = await asyncio.to_thread(Environment.load, copies[0].path)
-        image = await steps.environment_image(environment, copies[0], first.journal)
-        baseline = asyncio.ensure_future(steps.tests_on_base(environment, image, copies[0], first.journal))
+        baseline = asyncio.ensure_future(steps.tests_on_base(environment, setup, copies[0], first.journal))
         try:
-            sandboxes = await asyncio.gather(*(steps.start_sandbox(environment, image, c) for c in copies))
+            sandboxes = await asyncio.gather(*(steps.start_sandbox(environment, setup, c) for c in copies))
             for attempt, sandbox in zip(attempts, sandboxes, strict=True):
                 attempt.sandbox = sandbox
             await asyncio.to_thread(self.store.set_state, task.id, TaskState.RUNNING, expected=TaskState.PREPARING)
             prompt = await asyncio.to_thread(task_prompt, self.store, task, number, environment)
-            guide = await asyncio.to_thread(instructions, copies[0].path, environment)
-            link = self._memory_link(task, copies[0], first.journal)
+            guide = await asyncio.to_thread(instructions, base_tree, environment)
+            link = self._memory_link(task, base_tree, first.journal)
             given = await link.given() if link is not None else ""
             budgets = environment.budgets or self.budgets
             results = await asyncio.gather(*(self._attempt(round_, a, prompt, guide, budgets, link, given)
@@ -256,13 +268,16 @@ class LocalEngine:
         finally:
             if not baseline.done():
                 baseline.cancel()
-        evidence = await asyncio.gather(*(self._evidence(a, r, environment, tests_before)
+        evidence = await asyncio.gather(*(self._evidence(a, r, environment, setup, tests_before)
                                           for a, r in zip(attempts, results, strict=True)))
         best = steps.rank([item for item, _ in evidence])[0]
         if link is not None:
             await link.observe(environment, evidence[best][0], setup_ran=bool(environment.setup))
         round_.settling = True  # from here a cancel comes too late: the result is being written
-        await asyncio.to_thread(steps.finalize, self.store, task.id, [a.run for a in attempts], results, evidence)
+        caches = {"environment": {"key": setup.key, "cached": setup.cached} if environment.setup else None,
+                  "baseline": None if tests_before is None else {"cached": tests_before.cached}}
+        await asyncio.to_thread(steps.finalize, self.store, task.id, [a.run for a in attempts], results, evidence,
+                                caches=caches)
         if link is not None:
             await self._distill(round_, link, results[best])
 
@@ -299,10 +314,10 @@ class LocalEngine:
         except ErrandError as error:
             await self._event(round_.task.id, None, "distill_failed", {"reason": error.message})
 
-    def _memory_link(self, task: Task, copy: WorkingCopy, journal: steps.Journal) -> TaskMemory | None:
-        if self.memory is None or copy.base_tree is None:
+    def _memory_link(self, task: Task, base_tree: Path, journal: steps.Journal) -> TaskMemory | None:
+        if self.memory is None:
             return None
-        return TaskMemory(self.memory, task, copy.base_tree, journal)
+        return TaskMemory(self.memory, task, base_tree, journal)
 
     async def _attempt(self, round_: _Round, attempt: _Attempt, prompt: str, guide: str, budgets: Budgets,
                        link: TaskMemory | None, given: str) -> AgentResult:
@@ -332,11 +347,20 @@ class LocalEngine:
         return answer
 
     async def _evidence(self, attempt: _Attempt, result: AgentResult, environment: Environment,
-                        tests_before: Any) -> tuple[Evidence, str]:
+                        setup: steps.SetUp, tests_before: Any) -> tuple[Evidence, str]:
+        """The attempt's diff and the checks on it. Its sandbox ends first: a process the agent
+        left running could otherwise change the tree while the host reads it (swap a directory
+        for a symlink to a host path mid-walk). The checks run in a fresh sandbox of the
+        set-up environment over the same tree, as the accepted branch will be tested."""
         assert attempt.copy is not None and attempt.sandbox is not None
+        await attempt.sandbox.terminate()
         diff = await asyncio.to_thread(attempt.copy.diff)
-        evidence = await steps.collect_evidence(result, diff, attempt.journal, environment=environment,
-                                                sandbox=attempt.sandbox, tests_before=tests_before)
+        checks = await steps.start_sandbox(environment, setup, attempt.copy)
+        try:
+            evidence = await steps.collect_evidence(result, diff, attempt.journal, environment=environment,
+                                                    sandbox=checks, tests_before=tests_before)
+        finally:
+            await checks.terminate()
         return evidence, diff.text
 
     # ------------------------------------------------------------ endings
@@ -396,6 +420,17 @@ class LocalEngine:
         finished = [r for r in self.store.runs(task_id) if r.round < number
                     and isinstance(r.result, dict) and r.result.get("rank") == 1]
         return str(finished[-1].result.get("patch") or "") or None if finished else None
+
+
+def _environment_event(environment: Environment, task: Task, isolation: str) -> dict[str, Any]:
+    """What shapes the round, and where it came from: the base commit's errand.toml (or the defaults)."""
+    def policy(network: Any) -> dict[str, Any]:
+        return {"mode": network.mode, "domains": list(network.domains), "cidrs": [str(c) for c in network.cidrs]}
+
+    return {"config": "errand.toml" if environment.source is not None else None, "commit": task.base_commit,
+            "test": environment.test, "lint": environment.lint, "network": policy(environment.network),
+            "setup_network": policy(environment.setup_egress) if environment.setup else None,
+            "isolation": isolation}
 
 
 async def _uncancellable(work: Coroutine[Any, Any, None]) -> None:

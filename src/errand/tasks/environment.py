@@ -27,11 +27,13 @@ from errand.errors import ConfigError
 from errand.sandbox.config import Resources
 from errand.sandbox.image import Image
 from errand.sandbox.network import Network
+from errand.sandbox.registries import REGISTRY_KINDS, RegistryAccess, host_registries
 
 __all__ = [
     "CONFIG_FILE",
     "DEFAULT_INSTRUCTIONS",
     "LOCKFILE_PATTERNS",
+    "MANIFEST_PATTERNS",
     "Environment",
     "cache_key",
     "instructions",
@@ -44,6 +46,10 @@ LOCKFILE_PATTERNS: tuple[str, ...] = (
     "requirements*.txt", "poetry.lock", "uv.lock", "Pipfile.lock", "package-lock.json",
     "pnpm-lock.yaml", "yarn.lock", "Cargo.lock", "go.sum",
 )
+# Build manifests: what an install of the project itself reads first.
+MANIFEST_PATTERNS: tuple[str, ...] = (
+    "pyproject.toml", "setup.py", "setup.cfg", "package.json", "Cargo.toml", "go.mod", "Gemfile",
+)
 MAX_CONFIG_BYTES = 1024**2
 MAX_INSTRUCTION_FILE_BYTES = 32 * 1024
 MAX_INSTRUCTIONS_BYTES = 64 * 1024
@@ -51,14 +57,15 @@ MAX_INSTRUCTIONS_BYTES = 64 * 1024
 # table -> its known keys
 _SCHEMA: dict[str, tuple[str, ...]] = {
     "image": ("steps",),
-    "setup": ("commands",),
+    "setup": ("commands", "network", "key"),
     "test": ("command",),
     "lint": ("command",),
     "network": ("mode", "domains", "cidrs"),
     "resources": ("cpus", "memory", "pids", "disk"),
     "agent": ("instructions", "max_steps", "max_tokens", "max_cost", "max_minutes"),
 }
-_CACHE_VERSION = "errand-environment-v1"
+_CACHE_VERSION = "errand-environment-v2"
+_NETWORK_KEYS = ("mode", "domains", "cidrs")
 
 
 @dataclass(frozen=True)
@@ -70,10 +77,28 @@ class Environment:
     test: str | None = None
     lint: str | None = None
     network: Network = field(default_factory=Network.none)
+    # Setup's own egress ([setup] network): None means the same policy as the agent's.
+    setup_network: Network | None = None
+    setup_registries: tuple[str, ...] = ()  # the host's registries setup may reach (pip, npm, apt)
+    # [setup] key: the files (globs) setup's cache is keyed on; None: the whole base tree.
+    setup_key: tuple[str, ...] | None = None
     resources: Resources = field(default_factory=Resources)
     instruction_files: tuple[str, ...] = DEFAULT_INSTRUCTIONS
     budgets: Budgets | None = None  # [agent] max_steps & co; None: the engine's defaults
     source: Path | None = None  # the errand.toml read, or None for the defaults
+
+    @property
+    def setup_egress(self) -> Network:
+        """The policy setup commands run under (the host's registries added where named)."""
+        base = self.network if self.setup_network is None else self.setup_network
+        if not self.setup_registries:
+            return base
+        domains = sorted(set(base.domains) | set(host_registries(self.setup_registries).domains))
+        if base.mode == "open":
+            return base
+        if not domains and not base.cidrs:
+            return Network.none()
+        return Network.allow(*domains, cidrs=[str(cidr) for cidr in base.cidrs])
 
     @classmethod
     def load(cls, repo_dir: Path) -> Environment:
@@ -118,28 +143,14 @@ def _parse(document: dict[str, Any], repo: Path, path: Path) -> Environment:
         with _context(path, "image.steps"):
             values["image"] = Image.from_steps([_resolve_copy(item, repo, path) for item in steps])
 
-    if "commands" in tables.get("setup", {}):
-        values["setup"] = tuple(_strings(tables["setup"]["commands"], path, "setup.commands", allow_empty=True))
+    if "setup" in tables:
+        values.update(_setup(tables["setup"], path))
     for name in ("test", "lint"):
         if "command" in tables.get(name, {}):
             values[name] = _command(tables[name]["command"], path, f"{name}.command")
 
     if "network" in tables:
-        network = tables["network"]
-        if "mode" in network and not isinstance(network["mode"], str):
-            raise _type_error(path, "network.mode", "a string", network["mode"])
-        policy: dict[str, Any] = {}
-        for key in ("domains", "cidrs"):
-            if key in network:
-                policy[key] = _strings(network[key], path, f"network.{key}", allow_empty=True)
-        for key, allowed in (("domains", policy.get("domains")), ("cidrs", policy.get("cidrs"))):
-            if allowed:  # check each list on its own first, so an error names the key at fault
-                with _context(path, f"network.{key}"):
-                    Network.from_dict({key: allowed})
-        if "mode" in network:
-            policy["mode"] = network["mode"]
-        with _context(path, "network"):
-            values["network"] = Network.from_dict(policy)
+        values["network"] = _network(tables["network"], path, "network")
 
     if "resources" in tables:
         resources = tables["resources"]
@@ -158,12 +169,7 @@ def _parse(document: dict[str, Any], repo: Path, path: Path) -> Environment:
 
     if "instructions" in tables.get("agent", {}):
         files = _strings(tables["agent"]["instructions"], path, "agent.instructions", allow_empty=True)
-        for name in files:
-            pure = PurePosixPath(name)
-            if pure.is_absolute() or ".." in pure.parts or "\0" in name:
-                raise ConfigError(f"{path}: agent.instructions: {name!r} must be a path relative to the "
-                                  "repository, without '..'", code="invalid_config")
-        values["instruction_files"] = tuple(files)
+        values["instruction_files"] = tuple(_relative_paths(files, path, "agent.instructions", "a path"))
     limits = {key: tables.get("agent", {})[key] for key in ("max_steps", "max_tokens", "max_cost", "max_minutes")
               if key in tables.get("agent", {})}
     if limits:
@@ -204,27 +210,46 @@ def instructions(repo_dir: Path, environment: Environment | None = None, *,
     return "\n".join(sections)
 
 
-def cache_key(repo_dir: Path, environment: Environment | None = None) -> str:
-    """The key a set-up environment's image layer is cached under.
+def cache_key(repo_dir: Path, environment: Environment | None = None, *, source: str = "",
+              tree: str | None = None, registries: RegistryAccess | None = None) -> str:
+    """The key a set-up environment (its image layer and what setup wrote into the tree)
+    is cached under.
 
-    It covers what determines the result of setup: the image steps (copy steps
-    by their content), the setup commands, the network policy setup runs under,
-    and the bytes of the root-level lockfiles. Test and lint commands, resource
-    limits, instruction files, comments and formatting in errand.toml, and every
-    other file in the repository leave it unchanged.
+    It covers everything that can change what setup produces: the repository
+    (``source``, as the task names it), the image steps (copy steps by their
+    content), the setup commands, the egress policy setup runs under, the host's
+    registry settings setup is given (``registries``), and the tree setup runs
+    over — with ``[setup] key``, the bytes of the files its globs match; else
+    ``tree``, the base commit's git tree id, so a change to any file runs setup
+    anew; given neither, the root-level lockfiles and build manifests. The test
+    and lint commands, resource limits, instruction files, and comments and
+    formatting in errand.toml leave it unchanged.
     """
     repo = Path(repo_dir).resolve()
     env = environment or Environment.load(repo)
     digest = hashlib.sha256()
+    egress = env.setup_network if env.setup_network is not None else env.network
     config = {
         "version": _CACHE_VERSION,
+        "source": source,
         "image": [step.fingerprint() for step in env.image.steps],
         "setup": list(env.setup),
-        "network": {"mode": env.network.mode, "domains": list(env.network.domains),
-                    "cidrs": [str(cidr) for cidr in env.network.cidrs]},
+        "network": {"mode": egress.mode, "domains": list(egress.domains),
+                    "cidrs": [str(cidr) for cidr in egress.cidrs], "registries": list(env.setup_registries)},
+        "registries": registries.fingerprint() if registries is not None else None,
+        "tree": tree if env.setup_key is None else None,
     }
     digest.update(json.dumps(config, sort_keys=True).encode())
-    names = sorted({p.name for pattern in LOCKFILE_PATTERNS for p in repo.glob(pattern)})
+    if env.setup_key is not None:
+        _hash_files(digest, repo, env.setup_key)
+    elif tree is None:
+        _hash_files(digest, repo, LOCKFILE_PATTERNS + MANIFEST_PATTERNS)
+    return digest.hexdigest()
+
+
+def _hash_files(digest: Any, repo: Path, patterns: tuple[str, ...]) -> None:
+    names = sorted({p.relative_to(repo).as_posix() for pattern in patterns for p in repo.glob(pattern)
+                    if ".git" not in p.relative_to(repo).parts})
     for name in names:
         read = read_inside(repo, name, None)
         if read is None:  # not a regular file inside the repository: only its presence counts
@@ -233,10 +258,58 @@ def cache_key(repo_dir: Path, environment: Environment | None = None) -> str:
         data = read[0]
         digest.update(f"\0lock\0{name}\0{len(data)}\0".encode())
         digest.update(data)
-    return digest.hexdigest()
 
 
 # ----------------------------------------------------------------- helpers
+
+
+def _setup(table: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if "commands" in table:
+        values["setup"] = tuple(_strings(table["commands"], path, "setup.commands", allow_empty=True))
+    if "network" in table:
+        network = table["network"]
+        if not isinstance(network, dict):
+            raise _type_error(path, "setup.network", "a table such as {registries = [\"pip\"]}", network)
+        registries = _strings(network.get("registries", []), path, "setup.network.registries", allow_empty=True)
+        unknown = sorted(set(registries) - set(REGISTRY_KINDS))
+        if unknown:
+            raise ConfigError(f"{path}: setup.network.registries: unknown {', '.join(map(repr, unknown))} "
+                              f"(known: {', '.join(REGISTRY_KINDS)})", code="invalid_config")
+        policy = {key: value for key, value in network.items() if key != "registries"}
+        values["setup_network"] = _network(policy, path, "setup.network", extra=("registries",))
+        values["setup_registries"] = tuple(dict.fromkeys(registries))
+    if "key" in table:
+        globs = _strings(table["key"], path, "setup.key")
+        values["setup_key"] = tuple(_relative_paths(globs, path, "setup.key", "a path or glob"))
+    return values
+
+
+def _relative_paths(names: list[str], path: Path, key: str, what: str) -> list[str]:
+    for name in names:
+        pure = PurePosixPath(name)
+        if pure.is_absolute() or ".." in pure.parts or "\0" in name:
+            raise ConfigError(f"{path}: {key}: {name!r} must be {what} relative to the repository, without '..'",
+                              code="invalid_config")
+    return names
+
+
+def _network(network: Mapping[str, Any], path: Path, where: str, extra: tuple[str, ...] = ()) -> Network:
+    _known_keys(network, {key: () for key in (*_NETWORK_KEYS, *extra)}, path, where=f"[{where}]", noun="key")
+    if "mode" in network and not isinstance(network["mode"], str):
+        raise _type_error(path, f"{where}.mode", "a string", network["mode"])
+    policy: dict[str, Any] = {}
+    for key in ("domains", "cidrs"):
+        if key in network:
+            policy[key] = _strings(network[key], path, f"{where}.{key}", allow_empty=True)
+    for key, allowed in (("domains", policy.get("domains")), ("cidrs", policy.get("cidrs"))):
+        if allowed:  # check each list on its own first, so an error names the key at fault
+            with _context(path, f"{where}.{key}"):
+                Network.from_dict({key: allowed})
+    if "mode" in network:
+        policy["mode"] = network["mode"]
+    with _context(path, where):
+        return Network.from_dict(policy)
 
 
 def _resolve_copy(item: dict[str, Any], repo: Path, path: Path) -> dict[str, Any]:

@@ -49,6 +49,7 @@ class TestRun:
     output: str  # the tail
     passed: int | None = None
     failed: int | None = None
+    cached: bool = False  # taken from the baseline cache, not run for this round
 
     @property
     def ok(self) -> bool:

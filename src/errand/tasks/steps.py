@@ -24,8 +24,10 @@ from errand import _settings
 from errand.agent import Agent, AgentResult
 from errand.errors import ErrandError, ExecTimeout
 from errand.repo import Diff, WorkingCopy, checkouts
-from errand.sandbox import AsyncSandbox, Image, Mount
+from errand.repo.generated import harvest
+from errand.sandbox import AsyncSandbox, Image, Mount, Network
 from errand.sandbox.layers import LayerStore
+from errand.sandbox.registries import RegistryAccess, host_registries
 from errand.tasks.environment import Environment, cache_key
 from errand.tasks.evidence import Evidence, TestRun, assess, is_test_file, parse_counts
 from errand.tasks.lifecycle import TaskState
@@ -33,8 +35,8 @@ from errand.tasks.records import Run, RunState, Task
 from errand.tasks.store import TaskStore
 
 __all__ = [
-    "WORKSPACE", "Journal", "SetupFailed", "check", "collect_evidence", "environment_image", "finalize",
-    "prepare_copy", "rank", "remove_work", "run_agent", "start_sandbox", "tests_on_base",
+    "WORKSPACE", "Journal", "SetUp", "SetupFailed", "base_checkout", "check", "collect_evidence", "finalize",
+    "prepare_copy", "rank", "remove_work", "run_agent", "set_up", "start_sandbox", "tests_on_base",
 ]
 
 WORKSPACE = "/workspace"
@@ -84,15 +86,41 @@ def work_dir(run: Run) -> Path:
     return _settings.home() / "work" / run.id
 
 
-def prepare_copy(task: Task, run: Run, patch: str | None = None) -> WorkingCopy:
+@dataclass(frozen=True)
+class SetUp:
+    """What every sandbox of a round starts from: the image with setup's effects outside the
+    tree, and the layer of what setup wrote into the tree that git ignores."""
+
+    image: Image
+    key: str  # the environment's cache key (see environment.cache_key)
+    tree_layer: Path | None = None
+    cached: bool = False
+    isolation: str = "namespace"  # the sandbox tier every sandbox of the round runs on
+
+    @property
+    def layers(self) -> list[Path]:
+        return [self.tree_layer] if self.tree_layer is not None else []
+
+
+def base_checkout(task: Task) -> Path:
+    """The pristine checkout of the task's base commit: what shapes a round (errand.toml,
+    instructions, lockfiles) is read from here, never from an agent's working copy."""
+    tree, _commit = WorkingCopy.pristine(task.repo, task.base_commit or task.base_ref, owner=_settings.sandbox_uid())
+    return tree
+
+
+def prepare_copy(task: Task, run: Run, patch: str | None = None, *, layers: list[Path] | None = None,
+                 name: str = "repo") -> WorkingCopy:
     """A fresh checkout of the task's base commit for one run, owned by the sandbox's uid,
-    with ``patch`` (the work a follow-up continues) applied."""
+    over ``layers`` (what a cached setup wrote into the tree), with ``patch`` (the work a
+    follow-up continues) applied."""
     root = work_dir(run)
-    shutil.rmtree(root, ignore_errors=True)  # a requeued run's leftovers
-    root.mkdir(parents=True)
+    if name == "repo":
+        remove_work(run)  # a requeued run's leftovers
+    root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o711)  # the sandbox uid must reach its checkout, and read nothing else here
-    copy = WorkingCopy.overlaid(task.repo, task.base_commit or task.base_ref, dest=root / "repo",
-                                owner=_settings.sandbox_uid())
+    copy = WorkingCopy.overlaid(task.repo, task.base_commit or task.base_ref, dest=root / name,
+                                owner=_settings.sandbox_uid(), layers=layers or [])
     if patch:
         copy.apply(patch)
     return copy
@@ -101,7 +129,7 @@ def prepare_copy(task: Task, run: Run, patch: str | None = None) -> WorkingCopy:
 def remove_work(run: Run) -> None:
     """Remove a run's working copies (unmounting their overlays) and everything else it kept."""
     root = work_dir(run)
-    for name in ("repo", "base"):
+    for name in ("repo", "base", "setup"):
         checkouts.unmount(root / name)
     shutil.rmtree(root, ignore_errors=True)
 
@@ -109,34 +137,83 @@ def remove_work(run: Run) -> None:
 # ------------------------------------------------------------------ set up
 
 
-async def environment_image(environment: Environment, copy: WorkingCopy, journal: Journal) -> Image:
-    """The image a task's sandbox starts from: the repository's image with its setup
-    commands already run, cached as an image layer keyed on the config and lockfiles
-    (:func:`~errand.tasks.environment.cache_key`).
+async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path, journal: Journal, *,
+                 isolation: str = "namespace") -> SetUp:
+    """The environment a task's sandboxes start from: the repository's image with its setup
+    commands already run, cached under :func:`~errand.tasks.environment.cache_key`.
 
-    Setup runs over a copy of the checkout, so what it writes in the working tree
-    stays out of the task's diff; what it writes elsewhere (packages, a virtualenv
-    under ``/opt``, caches) is the cached layer. A failing command raises
-    :class:`SetupFailed` with its log, after streaming it as ``setup_output`` events.
+    Setup runs over a working copy of the base commit, with git's objects and tags
+    visible and the host's registry settings, under its own egress policy. What it
+    writes outside the tree (packages, a virtualenv under ``/opt``) is the image's
+    new layer; the new files it writes in the tree that git ignores (a version
+    file, ``*.egg-info``, ``node_modules``) become a layer under every run's
+    working copy, out of its diff. A failing command raises :class:`SetupFailed`
+    with its log, after streaming it as ``setup_output`` events.
     """
+    registries = host_registries(_SETUP_REGISTRY_SETTINGS)
+    tree = await asyncio.to_thread(WorkingCopy.tree_id, base_tree)
+    key = f"env-{cache_key(base_tree, environment, source=task.repo, tree=tree, registries=registries)}"
     if not environment.setup:
-        return environment.image
-    key = f"env-{cache_key(copy.path, environment)}"
+        return SetUp(environment.image, key, isolation=isolation)
     store = LayerStore()
     async with _SETUP_LOCKS.setdefault(key, asyncio.Lock()):
-        cached = store.cached_image(key)
+        cached = _cached_setup(store, key, isolation)
         if cached is not None:
-            await journal("setup_cached", {"key": key})
-            return Image.from_config(cached)
-        await journal("setup_started", {"key": key, "commands": list(environment.setup)})
-        image = await _run_setup(environment, copy, journal)
+            await journal("setup_cached", {"key": key, "tree_layer": cached.tree_layer is not None})
+            return cached
+        await journal("setup_started", {"key": key, "commands": list(environment.setup),
+                                        "network": _describe(environment.setup_egress)})
+        copy = await asyncio.to_thread(prepare_copy, task, run, name="setup")
+        try:
+            image = await _run_setup(environment, copy, registries, journal, isolation)
+            tree_layer = await asyncio.to_thread(_keep_tree_writes, store, copy, key)
+        finally:
+            await asyncio.to_thread(copy.remove)
+        await journal("setup_tree", tree_layer[1])
         assert image.config is not None
-        store.save_image(replace(image.config, key=key))
+        config = replace(image.config, key=key, labels={**image.config.labels, _TREE_LABEL: tree_layer[0]})
+        store.save_image(config)
         await journal("setup_finished", {"key": key})
-        return Image.from_config(replace(image.config, key=key))
+        return SetUp(Image.from_config(config), key, store.path(tree_layer[0]), isolation=isolation)
 
 
-async def _run_setup(environment: Environment, copy: WorkingCopy, journal: Journal) -> Image:
+_TREE_LABEL = "errand.setup.tree"
+# Setup gets the host's pip and npm settings (where to find packages); which registries
+# it may reach is its egress policy's business ([setup] network).
+_SETUP_REGISTRY_SETTINGS = ("pip", "npm")
+
+
+def _cached_setup(store: LayerStore, key: str, isolation: str) -> SetUp | None:
+    config = store.cached_image(key)
+    if config is None:
+        return None
+    layer = config.labels.get(_TREE_LABEL)
+    if not layer or not store.has(layer):
+        return None
+    return SetUp(Image.from_config(config), key, store.path(layer), cached=True, isolation=isolation)
+
+
+def _keep_tree_writes(store: LayerStore, copy: WorkingCopy, key: str) -> tuple[str, dict[str, Any]]:
+    """Commit what setup wrote into the tree that git ignores as a layer; say what was left."""
+    partial = store.partial()
+    try:
+        result = harvest(copy, partial)
+        layer = store.commit(partial, f"tree-{key.removeprefix('env-')}").name
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return layer, {"kept": len(result.kept), "kept_sample": result.kept[:20],
+                   "left_tracked": result.changed_tracked[:20], "left_untracked": result.untracked[:20]}
+
+
+def _describe(network: Network) -> dict[str, Any]:
+    return {"mode": network.mode, "domains": list(network.domains), "cidrs": [str(c) for c in network.cidrs]}
+
+
+async def _run_setup(environment: Environment, copy: WorkingCopy, registries: RegistryAccess,
+                     journal: Journal, isolation: str) -> Image:
+    """Run the setup commands over ``copy`` and snapshot the result; every process of the
+    sandbox has ended when this returns, so the host may read the tree."""
     async def log(line: str) -> None:
         await journal("setup_output", {"text": line})
 
@@ -149,13 +226,15 @@ async def _run_setup(environment: Environment, copy: WorkingCopy, journal: Journ
     finally:
         for line in build_lines:
             await log(line + "\n")
+    mounts = [Mount.bind(copy.path, WORKSPACE, read_only=False), *_object_mounts(copy),
+              *(Mount.bind(path, path) for path in registries.paths)]
     sandbox = await AsyncSandbox.create(
-        Image.from_config(image), mounts=[Mount.copy(copy.path, WORKSPACE)], network=environment.network,
-        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"})
+        Image.from_config(image), mounts=mounts, network=environment.setup_egress,
+        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"}, isolation=isolation)
     try:
         for command in environment.setup:
             await log(f"$ {command}\n")
-            result = await _stream(sandbox, command, SETUP_TIMEOUT, log)
+            result = await _stream(sandbox, command, SETUP_TIMEOUT, log, env=dict(registries.env))
             if not result.ok:
                 raise SetupFailed(f"setup command `{command}` {_ended(result)}; its output is in the task's log",
                                   command=command, exit_code=result.exit_code, log=result.output)
@@ -164,12 +243,16 @@ async def _run_setup(environment: Environment, copy: WorkingCopy, journal: Journ
         await sandbox.terminate()
 
 
-async def start_sandbox(environment: Environment, image: Image, copy: WorkingCopy) -> AsyncSandbox:
-    """The run's sandbox: the set-up image with the checkout bound writable at /workspace."""
-    objects = [Mount.bind(path, str(path), read_only=True) for path in copy.object_mounts]
+def _object_mounts(copy: WorkingCopy) -> list[Mount]:
+    return [Mount.bind(path, str(path), read_only=True) for path in copy.object_mounts]
+
+
+async def start_sandbox(environment: Environment, setup: SetUp, copy: WorkingCopy) -> AsyncSandbox:
+    """A run's sandbox: the set-up image with the checkout bound writable at /workspace."""
     return await AsyncSandbox.create(
-        image, mounts=[Mount.bind(copy.path, WORKSPACE, read_only=False), *objects], network=environment.network,
-        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"})
+        setup.image, mounts=[Mount.bind(copy.path, WORKSPACE, read_only=False), *_object_mounts(copy)],
+        network=environment.network, resources=environment.resources, timeout=None, workdir=WORKSPACE,
+        env={"CI": "1"}, isolation=setup.isolation)
 
 
 # ------------------------------------------------------------------ checks
@@ -186,10 +269,10 @@ async def _ignore(_text: str) -> None:
 
 
 async def _stream(sandbox: AsyncSandbox, command: str, timeout: float,
-                  on_output: Callable[[str], Awaitable[None]]) -> TestRun:
+                  on_output: Callable[[str], Awaitable[None]], env: dict[str, str] | None = None) -> TestRun:
     start = time.monotonic()
     process = await sandbox.exec("sh", "-c", 'exec 2>&1; eval "$1"', "sh", command, cwd=WORKSPACE,
-                                 timeout=timeout)
+                                 timeout=timeout, env=env)
     await process.stdin.close()
     output: list[str] = []
     async for chunk in process.stdout.chunks():
@@ -209,26 +292,27 @@ def _ended(result: TestRun) -> str:
     return "timed out" if result.exit_code is None else f"exited with code {result.exit_code}"
 
 
-async def tests_on_base(environment: Environment, image: Image, copy: WorkingCopy, journal: Journal) -> TestRun | None:
+async def tests_on_base(environment: Environment, setup: SetUp, copy: WorkingCopy,
+                        journal: Journal) -> TestRun | None:
     """The test command's result on the base commit, in a sandbox of its own over a
     checkout the agent never touches. Cached per (base commit, environment, command):
     a second task on the same base does not pay for it again."""
     if environment.test is None:
         return None
-    digest = hashlib.sha256(json.dumps([copy.base_commit, cache_key(copy.path, environment),
-                                        environment.test]).encode()).hexdigest()[:32]
+    digest = hashlib.sha256(json.dumps([copy.base_commit, setup.key, environment.test]).encode()).hexdigest()[:32]
     cached_at = _settings.cache_dir() / "baselines" / f"{digest}.json"
     try:
-        cached = TestRun(**json.loads(cached_at.read_text()))
+        cached = replace(TestRun(**json.loads(cached_at.read_text())), cached=True)
     except (OSError, ValueError, TypeError):
         pass
     else:
         await _journal_baseline(journal, cached, cached=True)
         return cached
     base = await asyncio.to_thread(WorkingCopy.overlaid, copy.source, copy.base_commit,
-                                   dest=copy.path.parent / "base", owner=_settings.sandbox_uid())
+                                   dest=copy.path.parent / "base", owner=_settings.sandbox_uid(),
+                                   layers=setup.layers)
     try:
-        sandbox = await start_sandbox(environment, image, base)
+        sandbox = await start_sandbox(environment, setup, base)
         try:
             result = await check(sandbox, environment.test)
         finally:
@@ -298,19 +382,22 @@ async def run_agent(agent: Agent, prompt: str, journal: Journal,
 
 
 def finalize(store: TaskStore, task_id: str, runs: list[Run], results: list[AgentResult],
-             collected: list[tuple[Evidence, str]]) -> None:
-    """Rank the round's attempts, store each run's result (its patch, evidence, rank) and
-    move the task on: ready for review when the best attempt changed something, else failed."""
+             collected: list[tuple[Evidence, str]], *, caches: dict[str, Any] | None = None) -> None:
+    """Rank the round's attempts, store each run's result (its patch, evidence, rank, the
+    caches it used) and move the task on: ready for review when the best attempt changed
+    something, else failed. A run succeeded when it finished with a change to review."""
     order = rank([evidence for evidence, _ in collected])
     for place, index in enumerate(order, start=1):
         result, (evidence, patch) = results[index], collected[index]
+        usable = result.status == "finished" and bool(evidence.files)
+        detail = result.detail if usable or result.status != "finished" else "finished without changing anything"
         outcome = {
-            "status": result.status, "detail": result.detail, "summary": result.summary,
+            "status": result.status, "detail": detail, "summary": result.summary,
             "assumptions": result.assumptions, "budget": result.budget, "rank": place, "patch": patch,
             "evidence": evidence.to_json(),
             "spent": {"steps": result.spent.steps, "tokens": result.spent.tokens, "cost": result.spent.cost,
-                      "seconds": round(result.spent.seconds, 3)}}
-        state = RunState.SUCCEEDED if result.status == "finished" else RunState.FAILED
+                      "seconds": round(result.spent.seconds, 3)}, "caches": caches or {}}
+        state = RunState.SUCCEEDED if usable else RunState.FAILED
         store.finish_run(runs[index].id, state, outcome)
     if len(order) > 1:
         store.append_event(task_id, None, "ranking", {
