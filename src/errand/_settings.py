@@ -26,6 +26,11 @@ def home_tag() -> str:
     return hashlib.sha256(str(home().resolve()).encode()).hexdigest()[:12]
 
 
+def config_path() -> Path:
+    """errand's settings file (named models and the default model): ``config.toml`` in its home."""
+    return home() / "config.toml"
+
+
 def runtime_dir() -> Path:
     """Live sandboxes' control sockets and records (``ERRAND_RUNTIME_DIR``).
 

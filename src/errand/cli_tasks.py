@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import functools
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -34,14 +35,16 @@ from rich.table import Table
 from errand import _settings
 from errand._text import printable
 from errand.errors import ConfigError, ErrandError
+from errand.models import ModelEndpoint
 from errand.repo.git import run_git
 from errand.repo.workcopy import source_name
-from errand.tasks.engine import LocalEngine, worker_running
+from errand.tasks.engine import LocalEngine
 from errand.tasks.evidence import Evidence
-from errand.tasks.lifecycle import TaskState
-from errand.tasks.records import Event
+from errand.tasks.lifecycle import ACTIVE, TaskState
+from errand.tasks.records import Event, RunState, Task
 from errand.tasks.service import TaskService, issue_instruction
 from errand.tasks.store import TaskStore
+from errand.tasks.workers import WorkerInfo, notes, running_worker, stop_worker
 
 if TYPE_CHECKING:
     from errand.server.client import ErrandClient
@@ -99,8 +102,9 @@ TaskId = Annotated[str, typer.Argument(metavar="ID", help="The task's id (see `e
 
 
 def register(app: typer.Typer) -> None:
-    for command in (run, ls, show, diff, logs, accept, reject, followup, answer, message, cancel, worker):
+    for command in (run, ls, show, diff, logs, accept, reject, followup, answer, message, cancel):
         app.command(command.__name__.rstrip("_"))(command)
+    app.add_typer(worker_app, name="worker")
 
 
 # ------------------------------------------------------------------ intake
@@ -110,7 +114,9 @@ def run(
     instruction: Annotated[str | None, typer.Argument(help="What the agent should do.")] = None,
     repo: Annotated[str, typer.Option("--repo", help="A local git repository or a git URL.")] = ".",
     base: Annotated[str, typer.Option("--base", help="The ref the work starts from.")] = "HEAD",
-    model: Annotated[str | None, typer.Option("--model", help="provider:model (default: $ERRAND_MODEL).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="A [models.NAME] from $ERRAND_HOME/config.toml, or "
+                                              "provider:model (default: $ERRAND_MODEL, then the file's model).")
+                     ] = None,
     attempts: Annotated[int, typer.Option("--attempts", help="Attempts run in parallel, ranked by evidence.")] = 1,
     issue: Annotated[Path | None, typer.Option("--issue", help="Take the task from an issue in Markdown.")] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the task's log until it settles.")] = False,
@@ -134,7 +140,7 @@ def run(
         if not as_json:
             out.print(f"[bold]{task.id}[/] queued: {shown(task.title, lines=False)}")
         if start_worker and not server:
-            _ensure_worker(out)
+            _ensure_worker(out, task.model_endpoint)
         if follow:
             _follow(service, task.id, out)
             task = service.store.get_task(task.id)
@@ -144,9 +150,14 @@ def run(
             _print_json(_record_json(task))
 
 
-def _ensure_worker(out: Console) -> None:
-    """Start ``errand worker`` in the background unless one holds this errand home's lock."""
-    if worker_running():
+def _ensure_worker(out: Console, endpoint: ModelEndpoint | None = None) -> None:
+    """Start ``errand worker`` in the background unless one holds this errand home's lock; if
+    one does, say where its environment differs from this one for ``endpoint``."""
+    info = running_worker()
+    if info is not None:
+        for note in notes(endpoint, info, os.environ) if endpoint is not None else []:
+            Console(stderr=True).print(f"warning: {note}", style="yellow", markup=False, highlight=False,
+                                       soft_wrap=True)
         return
     log_path = _settings.home() / "worker.log"
     with open(log_path, "ab") as log:
@@ -200,7 +211,7 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
         out.print(f"[bold]{shown(task.id)}[/]  {_state(task.state)}  {shown(task.title, lines=False)}")
         out.print(f"[dim]repo {shown(task.repo, lines=False)} at {shown(task.base_ref, lines=False)} "
                   f"({shown((task.base_commit or '')[:12])}), branch {shown(task.branch, lines=False)}, "
-                  f"model {shown(task.model, lines=False)}[/]")
+                  f"model {shown(_model_line(task), lines=False)}[/]")
         if task.state is TaskState.NEEDS_INPUT:
             questions = service.store.events(task_id, kinds=["question"])
             if questions:
@@ -368,6 +379,7 @@ _EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "failed": lambda d: f"[bold red]failed:[/] {shown(d.get('reason'))}"
     + (f"\n{shown(d.get('log'))}" if d.get("log") else ""),
     "cancelled": lambda d: "[dim]cancelled[/]",
+    "model_endpoint": lambda d: _model_endpoint_line(d),
     "recovered": lambda d: f"[yellow]worker restarted: run {_one_line(d.get('run_id'))} interrupted, task "
                            f"{_one_line(d.get('state'))}[/]",
     "followup": lambda d: f"[yellow]follow-up:[/] {shown(d.get('text'))}",
@@ -476,7 +488,7 @@ def followup(task_id: TaskId, text: Annotated[str, typer.Argument(help="What to 
         review = service.followup(task_id, text)
         _say(as_json, review, f"{shown(task_id)} queued again with the follow-up")
         if not server:
-            _ensure_worker(_out(stderr=as_json))
+            _ensure_worker(_out(stderr=as_json), service.store.get_task(task_id).model_endpoint)
 
 
 def answer(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your answer.")],
@@ -511,18 +523,82 @@ def _say(as_json: bool, result: object, text: str) -> None:
         _out().print(text)
 
 
+worker_app = typer.Typer(help="Run queued tasks here; or see, or stop, the worker serving this errand home.")
+
+
+@worker_app.callback(invoke_without_command=True)
 def worker(
+    context: typer.Context,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Tasks run at once.")] = 2,
     exit_when_idle: Annotated[float | None, typer.Option("--exit-when-idle", metavar="SECONDS",
                                                          help="Exit after this long with nothing to do.")] = None,
 ) -> None:
     """Run queued tasks in this process until interrupted (one worker per errand home)."""
+    if context.invoked_subcommand is not None:
+        return
     with _service() as service:
         assert isinstance(service, TaskService)  # a worker runs on this machine's store
         engine = LocalEngine(service.store, concurrency=concurrency)
         Console(stderr=True).print(f"errand worker {engine.worker}: {concurrency} at a time, store "
                                    f"{service.store.engine.url}", highlight=False)
         asyncio.run(_serve_until_signalled(engine, exit_when_idle))
+
+
+@worker_app.command("status")
+def worker_status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Whether a worker serves this errand home, and what it was started with.
+
+    Its pid, since when, how many tasks at a time, the endpoints and key variables
+    of its environment, and the tasks it holds."""
+    with _service() as service:
+        assert isinstance(service, TaskService)
+        info = running_worker()
+        held = _held_tasks(service.store, info) if info is not None else []
+    home = str(_settings.home())
+    if as_json:
+        described = {} if info is None else {k: v for k, v in info.to_json().items() if k not in ("keys", "variables")}
+        print(json.dumps({"running": info is not None, "home": home, **described,
+                          "keys": sorted(info.keys) if info is not None else [], "tasks": held}, indent=2))
+        return
+    out = _out()
+    if info is None:
+        out.print(f"no worker serves {shown(home, lines=False)}; `errand run` starts one, "
+                  "`errand worker` runs one here")
+        return
+    since = f" for {age(time.time() - info.started_at)}" if info.started_at else ""
+    out.print(f"[bold]worker pid {info.pid}[/] serves {shown(home, lines=False)}{since}"
+              + (f", {info.concurrency} task(s) at a time" if info.concurrency else ""))
+    for name, value in info.base_urls.items():
+        out.print(f"  endpoint {name}={shown(value, lines=False)}")
+    for described_model in info.models.values():
+        out.print(f"  model {shown(described_model, lines=False)}")
+    out.print(f"  keys: {', '.join(f'${name}' for name in info.keys) or 'none'}")
+    out.print(f"  tasks: {', '.join(held) or 'none'}")
+
+
+@worker_app.command("stop")
+def worker_stop(timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS",
+                                                       help="How long to wait for it to exit.")] = 60.0) -> None:
+    """Stop the worker serving this errand home, and wait until it has exited.
+
+    It gets SIGTERM: its sandboxes end and its running tasks are requeued for the next worker."""
+    with _service() as service:
+        assert isinstance(service, TaskService)
+        info = running_worker()
+        held = _held_tasks(service.store, info) if info is not None else []
+        stopped = stop_worker(timeout)
+    if stopped is None:
+        _out().print(f"no worker serves {shown(_settings.home(), lines=False)}")
+        return
+    requeued = f"; requeued {', '.join(held)}" if held else ""
+    _out().print(f"stopped the worker (pid {stopped.pid}){requeued}")
+
+
+def _held_tasks(store: TaskStore, info: WorkerInfo) -> list[str]:
+    """The active tasks with a run of ``info``'s worker in progress."""
+    active = [task for state in sorted(ACTIVE) for task in store.list_tasks(state=state, limit=10_000)]
+    return [task.id for task in active
+            if any(r.state is RunState.RUNNING and r.worker == info.worker for r in store.runs(task.id))]
 
 
 async def _serve_until_signalled(engine: LocalEngine, exit_when_idle: float | None) -> None:
@@ -549,11 +625,34 @@ def age(seconds: float) -> str:
     return f"{max(0, int(seconds))}s"
 
 
+def _model_line(task: Task) -> str:
+    if task.model_endpoint is None:
+        return f"{task.model} (no endpoint recorded: the worker's own)"
+    return task.model_endpoint.describe()
+
+
+def _model_endpoint_line(data: dict[str, Any]) -> str:
+    line = f"[dim]model {shown(data.get('describe'), lines=False)}"
+    if data.get("resolved_by") == "worker":
+        line += " (the task recorded no endpoint; resolved in the worker's environment)"
+    line += "[/]"
+    if data.get("key") == "differs":
+        variable = (data.get("model") or {}).get("api_key_env")
+        line += (f"\n[yellow]warning: the worker's ${shown(variable, lines=False)} is not the key the task was "
+                 "submitted with; it uses its own[/]")
+    return line
+
+
 def _record_json(record: object) -> Any:
     """A record (a task, a run, an event, a review, an accept) with the fields and names the HTTP API
     gives it. Control characters in it are left to ``json.dumps``, which escapes them: the data stays exact."""
     assert dataclasses.is_dataclass(record) and not isinstance(record, type)
-    return {field.name: getattr(record, field.name) for field in dataclasses.fields(record)}
+    return {field.name: _plain(getattr(record, field.name)) for field in dataclasses.fields(record)}
+
+
+def _plain(value: object) -> object:
+    """A record inside a record (a task's model endpoint) as its fields, as the API gives it."""
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else value
 
 
 def _print_json(value: object) -> None:

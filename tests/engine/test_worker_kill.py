@@ -51,6 +51,7 @@ def test_sigkill_mid_run_then_restart_loses_nothing(tmp_path: Path, repo: Path, 
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     database = f"sqlite:///{tmp_path / 'errand.db'}"
     monkeypatch.setenv("OPENAI_API_KEY", "sk-wire")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{wire.url}/v1")  # the task records the submitter's endpoint
     store = TaskStore.open(database)
     task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model="openai:wire-model")
     wire.answer(openai_turn([READ], 0))

@@ -11,8 +11,8 @@ from errand.models import AnthropicModel, ModelError, OpenAIModel, ScriptedModel
 
 def test_public_names_are_pinned() -> None:
     assert set(errand.models.__all__) == {
-        "PROVIDERS", "AnthropicModel", "Message", "Model", "ModelError", "OpenAIModel", "Reply", "Role",
-        "ScriptedModel", "Tool", "ToolCall", "Usage", "get_model",
+        "PROVIDERS", "AnthropicModel", "Catalog", "Message", "Model", "ModelEndpoint", "ModelError", "OpenAIModel",
+        "Reply", "Role", "ScriptedModel", "Tool", "ToolCall", "Usage", "get_model", "open_model",
     }
     for name in errand.models.__all__:
         assert hasattr(errand.models, name)

@@ -17,3 +17,22 @@ def url(tmp_path: Path) -> str:
 def store(url: str) -> Iterator[TaskStore]:
     with TaskStore.open(url) as opened:
         yield opened
+
+
+def store_at_revision(url: str, revision: str, *statements: str) -> None:
+    """Make the database at ``url`` as an older errand left it: migrated only to ``revision``,
+    with rows ``statements`` insert."""
+    from alembic import command
+    from alembic.config import Config
+
+    from errand import database
+
+    engine = database.connect(url)
+    config = Config()
+    config.set_main_option("script_location", str(database.MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+        for statement in statements:
+            connection.exec_driver_sql(statement)
+    engine.dispose()

@@ -10,6 +10,8 @@ import sqlalchemy.exc
 
 from errand.tasks.store import TaskStore
 
+from .conftest import store_at_revision
+
 
 def _head() -> str:
     from alembic.config import Config
@@ -81,23 +83,12 @@ def test_the_migrations_build_exactly_the_schema_modules(store: TaskStore) -> No
 
 
 def test_a_version_1_store_upgrades_keeping_its_runs(tmp_path: Path) -> None:
-    from alembic import command
-    from alembic.config import Config
-
-    from errand import database
-
     url = f"sqlite:///{tmp_path / 'errand.db'}"
-    engine = database.connect(url)
-    config = Config()
-    config.set_main_option("script_location", str(database.MIGRATIONS))
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0001")
-        connection.exec_driver_sql("INSERT INTO tasks (id, title, instruction, repo, base_ref, attempts, state, "
-                                   "created_at, updated_at) VALUES ('t-1', 't', 'i', '/r', 'HEAD', 1, 'running', 1, 1)")
-        connection.exec_driver_sql("INSERT INTO runs (id, task_id, attempt, state, worker, started_at) "
-                                   "VALUES ('t-1-r1', 't-1', 1, 'running', 'w', 1)")
-    engine.dispose()
+    store_at_revision(url, "0001",
+                      "INSERT INTO tasks (id, title, instruction, repo, base_ref, attempts, state, created_at, "
+                      "updated_at) VALUES ('t-1', 't', 'i', '/r', 'HEAD', 1, 'running', 1, 1)",
+                      "INSERT INTO runs (id, task_id, attempt, state, worker, started_at) "
+                      "VALUES ('t-1-r1', 't-1', 1, 'running', 'w', 1)")
     with TaskStore.open(url) as store:
         [run] = store.runs("t-1")
         assert (run.attempt, run.round) == (1, 1)

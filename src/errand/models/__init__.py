@@ -8,6 +8,12 @@ Name a model ``provider:model`` and call :func:`get_model`::
 
 Every model is a :class:`Model`: ``await model.complete(messages, tools)``
 returns a :class:`Reply`. Failures raise :class:`ModelError`.
+
+A task does not keep the spec alone: :meth:`Catalog.resolve` turns a spec (a
+``[models.NAME]`` from errand's settings file, or ``provider:model``) into a
+:class:`ModelEndpoint` — provider, model, base URL, the name of the key's
+variable — in the submitter's environment, and :func:`open_model` builds the
+client from that record wherever the task runs.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from errand.errors import ConfigError
+from errand.models.catalog import Catalog
+from errand.models.endpoint import PROVIDERS, ModelEndpoint, open_model
 from errand.models.errors import ModelError
 from errand.models.protocol import Message, Model, Reply, Role, Tool, ToolCall, Usage
 from errand.models.scripted import ScriptedModel
@@ -26,8 +34,10 @@ if TYPE_CHECKING:
 __all__ = [
     "PROVIDERS",
     "AnthropicModel",
+    "Catalog",
     "Message",
     "Model",
+    "ModelEndpoint",
     "ModelError",
     "OpenAIModel",
     "Reply",
@@ -37,13 +47,13 @@ __all__ = [
     "ToolCall",
     "Usage",
     "get_model",
+    "open_model",
 ]
-
-PROVIDERS = ("openai", "anthropic", "scripted")
 
 
 def get_model(spec: str) -> Model:
-    """The model named by ``spec`` (``openai:NAME``, ``anthropic:NAME`` or ``scripted:PATH``).
+    """The model named by ``spec`` (``openai:NAME``, ``anthropic:NAME`` or ``scripted:PATH``),
+    set up from this process's environment as each SDK reads it.
 
     Raises :class:`~errand.errors.ConfigError` for a malformed spec or unknown
     provider, and :class:`ModelError` when a provider's client cannot be set up.

@@ -54,8 +54,9 @@ def checked_submit(request: Request, body: TaskIn) -> Task:
     config: ServerConfig = request.app.state.config
     if not is_url(body.repo):
         config.check_repo_path(body.repo)
-    model = (body.model or "").strip()
-    if model.lower().startswith("scripted") and not config.allow_scripted_models:
+    provider, colon, _ = (body.model or "").partition(":")
+    # Only an ad-hoc scripted:PATH names a file of the caller's choosing; a named model is the server's own.
+    if colon and provider.strip().lower() == "scripted" and not config.allow_scripted_models:
         raise ConfigError("scripted models name a file on the server and are off here "
                           "(errand serve --allow-scripted-models turns them on)", code="model_not_allowed")
     return task_service(request).submit(body.instruction, repo=body.repo, base=body.base, model=body.model,

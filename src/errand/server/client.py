@@ -20,6 +20,7 @@ from urllib.parse import quote
 import httpx
 
 from errand.errors import ConfigError, ErrandError, SandboxNotFound
+from errand.models import ModelEndpoint
 from errand.repo.workcopy import is_url
 from errand.tasks.errors import IllegalTransition, RunNotFound, StateConflict, TaskError, TaskNotFound, WrongState
 from errand.tasks.evidence import Evidence
@@ -91,7 +92,9 @@ def _error(response: httpx.Response) -> ErrandError:
 
 def _task(data: dict[str, Any]) -> Task:
     fields = {name: data[name] for name in Task.__dataclass_fields__}
-    return Task(**{**fields, "state": TaskState(data["state"])})
+    endpoint = fields["model_endpoint"]
+    return Task(**{**fields, "state": TaskState(data["state"]),
+                   "model_endpoint": ModelEndpoint.from_json(endpoint) if endpoint is not None else None})
 
 
 def _run(data: dict[str, Any]) -> Run:

@@ -30,7 +30,9 @@ class TaskIn(BaseModel):
     instruction: Text = Field(description="What the agent should do.")
     repo: ShortText = Field(description="A git repository on the server's machine, or a git URL.")
     base: ShortText = Field("HEAD", description="The ref the work starts from.")
-    model: ShortText | None = Field(None, description="provider:model; the server's ERRAND_MODEL if omitted.")
+    model: ShortText | None = Field(None, description="A [models.NAME] from the server's config.toml, or "
+                                    "provider:model; the server's ERRAND_MODEL if omitted. The task records the "
+                                    "endpoint it resolves to on the server (model_endpoint).")
     attempts: int = Field(1, ge=1, le=MAX_ATTEMPTS, description="Attempts run in parallel, ranked by evidence.")
     title: ShortText | None = None
 

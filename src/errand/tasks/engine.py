@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import socket
@@ -25,13 +24,12 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from errand import _settings
 from errand.agent import Agent, AgentResult, Budgets
 from errand.errors import ConfigError, ErrandError
 from errand.memory import MemoryStore
-from errand.models import Model, get_model
+from errand.models import Catalog, Model, ModelEndpoint, ModelError, open_model
 from errand.repo import WorkingCopy, checkouts
 from errand.sandbox import AsyncSandbox
 from errand.sandbox.backend import get_backend
@@ -44,29 +42,25 @@ from errand.tasks.memory_link import TaskMemory
 from errand.tasks.prompt import task_prompt
 from errand.tasks.records import Run, RunState, Task
 from errand.tasks.store import TaskStore
+from errand.tasks.workers import EngineBusy, WorkerInfo, hold, worker_running
 
-__all__ = ["EngineBusy", "LocalEngine", "ModelFactory"]
+__all__ = ["EngineBusy", "LocalEngine", "ModelFactory", "worker_running"]
 
 log = logging.getLogger("errand.engine")
 
-#: Makes the model for one attempt: ``(spec, attempt index) -> Model``.
-ModelFactory = Callable[[str, int], Model]
+#: Makes the model for one attempt from the task's endpoint: ``(endpoint, attempt index) -> Model``.
+ModelFactory = Callable[[ModelEndpoint, int], Model]
 CONTROL_KINDS = ("message_sent", "answer_sent")
-
-
-class EngineBusy(ErrandError):
-    code = "engine_busy"
-
 
 _OWN = object()
 
 
-def _default_models(spec: str, _index: int) -> Model:
-    return get_model(spec)
+def _default_models(endpoint: ModelEndpoint, _index: int) -> Model:
+    return open_model(endpoint, os.environ)
 
 
-def _default_distiller(spec: str) -> Model | None:
-    return None if spec.partition(":")[0].strip().lower() == "scripted" else get_model(spec)
+def _default_distiller(endpoint: ModelEndpoint) -> Model | None:
+    return None if endpoint.provider == "scripted" else open_model(endpoint, os.environ)
 
 
 @dataclass
@@ -88,6 +82,7 @@ class _Round:
     control_after: int = 0
     messages: list[tuple[str, int]] = field(default_factory=list)
     settling: bool = False  # finishing or cancelled: no more cancellation
+    model: ModelEndpoint | None = None  # the task's, checked against this worker's environment
 
 
 class LocalEngine:
@@ -96,10 +91,10 @@ class LocalEngine:
     def __init__(self, store: TaskStore, *, concurrency: int = 2, worker: str | None = None,
                  poll_interval: float = 0.1, default_model: str | None = None, budgets: Budgets | None = None,
                  models: ModelFactory = _default_models, memory: MemoryStore | object | None = _OWN,
-                 distiller: Callable[[str], Model | None] = _default_distiller, isolation: str | None = None
-                 ) -> None:
+                 distiller: Callable[[ModelEndpoint], Model | None] = _default_distiller,
+                 isolation: str | None = None) -> None:
         """``memory`` is the project memory tasks are given and teach (default: one on the
-        store's own database; ``None`` runs without memory). ``distiller(spec)`` gives the
+        store's own database; ``None`` runs without memory). ``distiller(endpoint)`` gives the
         model that distils a finished task into proposed memories (default: the task's
         own model, unless it is a scripted one; ``None`` from it: no distilling). ``isolation``
         is the sandbox tier tasks run on (default ``ERRAND_ISOLATION``, else ``namespace``)."""
@@ -124,7 +119,7 @@ class LocalEngine:
         """Work until ``stop`` is set (or, with ``exit_when_idle``, until nothing was
         queued or running for that many seconds)."""
         stop = stop or asyncio.Event()
-        with _worker_lock():
+        with hold(WorkerInfo.of_this_process(self.worker, self.concurrency, os.environ)):
             await self._recover()
             await self._prune()
             idle_since = time.monotonic()
@@ -219,6 +214,7 @@ class LocalEngine:
     async def _run_round(self, round_: _Round) -> None:
         task = round_.task
         try:
+            round_.model, said = self._model_of(task)  # before any run: a task it cannot serve fails whole
             round_.control_after = await self._last_control_id(task.id)
             number = await asyncio.to_thread(self.store.next_round, task.id)
             for index in range(task.attempts):
@@ -226,6 +222,7 @@ class LocalEngine:
                 round_.attempts.append(_Attempt(index, run, steps.Journal(self._sink(task.id, run.id))))
             await self._event(task.id, None, "round_started", {
                 "round": number, "runs": [a.run.id for a in round_.attempts], "worker": self.worker})
+            await self._event(task.id, None, "model_endpoint", said)
             await self._execute(round_, number)
         except asyncio.CancelledError:
             await self._end_cancelled(round_)
@@ -286,11 +283,33 @@ class LocalEngine:
         if link is not None:
             await self._distill(round_, link, results[best])
 
+    def _model_of(self, task: Task) -> tuple[ModelEndpoint, dict[str, Any]]:
+        """The task's model as its submission recorded it, and what the log says of it.
+
+        A task from before endpoints were recorded is resolved here, in this worker's
+        environment, and the log says so. The key is read from this environment by the
+        recorded variable's name: missing, the task fails before any run starts; not the
+        submitter's, the log says that too.
+        """
+        endpoint, resolved_by = task.model_endpoint, "submission"
+        if endpoint is None:
+            spec = task.model or self.default_model
+            if spec is None:
+                raise ConfigError("no model is configured: pass --model or set ERRAND_MODEL", code="no_model")
+            endpoint, resolved_by = Catalog.load().resolve(spec, os.environ), "worker"
+        key = endpoint.key_status(os.environ)
+        if key == "missing":
+            raise ModelError(f"this worker's environment has no ${endpoint.api_key_env}, the key variable of "
+                             f"{endpoint.describe()}; nothing was run. Start the worker where it is set "
+                             "(`errand worker stop`, then `errand run` or `errand worker` from a shell that "
+                             "has it)", provider=endpoint.provider, code="model_key_missing")
+        shown = {k: v for k, v in endpoint.to_json().items() if k != "key_fingerprint"}
+        return endpoint, {"model": shown, "describe": endpoint.describe(), "resolved_by": resolved_by, "key": key}
+
     async def _distill(self, round_: _Round, link: TaskMemory, result: AgentResult) -> None:
         """Let a model propose what the finished task taught; a person approves each."""
-        spec = round_.task.model or self.default_model
         try:
-            model = self._distiller(spec) if spec else None
+            model = self._distiller(round_.model) if round_.model is not None else None
             if model is None:
                 return
             await link.distill(result.messages, model)
@@ -304,11 +323,8 @@ class LocalEngine:
 
     async def _attempt(self, round_: _Round, attempt: _Attempt, prompt: str, guide: str, budgets: Budgets,
                        link: TaskMemory | None, given: str) -> AgentResult:
-        assert attempt.sandbox is not None
-        spec = round_.task.model or self.default_model
-        if spec is None:
-            raise ConfigError("no model is configured: pass --model or set ERRAND_MODEL", code="no_model")
-        agent = Agent(self._models(spec, attempt.index), attempt.sandbox, workdir=steps.WORKSPACE,
+        assert attempt.sandbox is not None and round_.model is not None
+        agent = Agent(self._models(round_.model, attempt.index), attempt.sandbox, workdir=steps.WORKSPACE,
                       budgets=budgets, on_event=attempt.journal, instructions=guide or None, memory=link,
                       memories=given or None)
         for text, ref in round_.messages:
@@ -436,41 +452,3 @@ async def _uncancellable(work: Coroutine[Any, Any, None]) -> None:
     future.result()
     if cancelled:
         raise asyncio.CancelledError
-
-
-def worker_running() -> bool:
-    """Whether a worker holds this errand home's lock."""
-    with open(_lock_path(), "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return False
-
-
-def _lock_path() -> Path:
-    path = _settings.home() / "worker.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@contextlib.contextmanager
-def _worker_lock() -> Any:
-    path = _lock_path()
-    handle: TextIO = open(path, "a+")  # noqa: SIM115 - held for the engine's lifetime
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            owner = handle.read().strip() or "unknown"
-            raise EngineBusy(f"another errand worker is running on {path.parent} (pid {owner}); "
-                             "one worker serves one errand home") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        yield Path(path)
-    finally:
-        handle.close()

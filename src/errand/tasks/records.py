@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from errand.models.endpoint import ModelEndpoint
 from errand.tasks.lifecycle import TaskState
 
 __all__ = ["Event", "Recovery", "Review", "Run", "RunState", "Task", "Verdict"]
@@ -33,7 +34,10 @@ class Task:
     repo: str
     base_ref: str
     base_commit: str | None
-    model: str | None
+    model: str | None  # the spec as given: a named model or provider:model
+    # What it resolved to where the task was submitted, endpoint included; every worker uses
+    # exactly this. None for tasks from before 0004, which a worker resolves itself (and says so).
+    model_endpoint: ModelEndpoint | None
     attempts: int
     state: TaskState
     branch: str | None

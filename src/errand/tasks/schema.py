@@ -31,7 +31,10 @@ tasks = sa.Table(
     # The commit base_ref named when the task was submitted: every round (and the
     # accept) starts from it even if the ref moves. None for tasks from before 0002.
     sa.Column("base_commit", sa.String(64), nullable=True),
-    sa.Column("model", sa.Text, nullable=True),  # "provider:name"; None means the configured default
+    sa.Column("model", sa.Text, nullable=True),  # a named model or "provider:name"; None: the worker's default
+    # The endpoint the spec resolved to at submission: provider, model, base_url, api_key_env
+    # (a variable's name, never a key) and a salted fingerprint of the key. None before 0004.
+    sa.Column("model_endpoint", sa.JSON, nullable=True),
     sa.Column("attempts", sa.Integer, nullable=False, server_default="1"),  # parallel attempts per run
     sa.Column("state", sa.String(32), nullable=False),
     sa.Column("branch", sa.Text, nullable=True),  # "errand/<id>-<slug>", fixed at creation

@@ -17,7 +17,7 @@ from typing import Any
 
 from errand.errors import ConfigError
 from errand.memory import MemoryStore
-from errand.models import PROVIDERS, ModelError, get_model
+from errand.models import Catalog, ModelEndpoint, ModelError, open_model
 from errand.repo import accept as commit_patch
 from errand.repo.git import run_git
 from errand.repo.workcopy import is_url, resolve_base, source_name
@@ -28,8 +28,9 @@ from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.memory_link import observe_verdict
 from errand.tasks.records import Review, Run, Task, Verdict
 from errand.tasks.store import TaskStore
+from errand.tasks.workers import check_serves, running_worker
 
-__all__ = ["MAX_ATTEMPTS", "Accepted", "TaskService", "issue_instruction"]
+__all__ = ["MAX_ATTEMPTS", "Accepted", "TaskService", "issue_instruction", "resolve_model"]
 
 MAX_ATTEMPTS = 8
 _OWN = object()
@@ -65,18 +66,23 @@ class TaskService:
     def submit(self, instruction: str, *, repo: str | Path, base: str = "HEAD", model: str | None = None,
                attempts: int = 1, title: str | None = None) -> Task:
         """Queue a task after checking everything it names: the repository, the ref, the
-        repository's ``errand.toml`` at that ref, the model and the attempt count."""
+        repository's ``errand.toml`` at that ref, the model and the attempt count.
+
+        ``model`` is a named model from errand's settings file or ``provider:model``
+        (default: ``$ERRAND_MODEL``, then the file's ``model``). It is resolved here, in
+        this process's environment, and the task records the endpoint it resolved to."""
         text = _instruction(instruction)
         if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= MAX_ATTEMPTS:
             raise ConfigError(f"attempts must be a whole number from 1 to {MAX_ATTEMPTS}, not {attempts!r}",
                               code="invalid_attempts")
         source = source_name(repo)
-        spec = _model_spec(model)
+        spec, endpoint = resolve_model(model)
         commit = resolve_base(source, base)
         if not is_url(source):
             _check_config(Path(source), commit)
+        check_serves(endpoint, running_worker())
         return self.store.create_task(title=_title(title, text), instruction=text, repo=source, base_ref=base,
-                                      base_commit=commit, model=spec, attempts=attempts)
+                                      base_commit=commit, model=spec, model_endpoint=endpoint, attempts=attempts)
 
     # ------------------------------------------------------------ steering
 
@@ -200,24 +206,25 @@ def _title(title: str | None, instruction: str) -> str:
     return line if len(line) <= MAX_TITLE else line[:MAX_TITLE - 1].rstrip() + "…"
 
 
-def _model_spec(model: str | None) -> str:
-    spec = (model or os.environ.get("ERRAND_MODEL") or "").strip()
+def resolve_model(model: str | None) -> tuple[str, ModelEndpoint]:
+    """The spec a task is given (``model``, else ``$ERRAND_MODEL``, else the settings file's
+    default) and the endpoint it names in this process's environment, checked by building
+    its client: a malformed name, a missing script or a missing key fails here, not later."""
+    catalog = Catalog.load()
+    spec = (model or os.environ.get("ERRAND_MODEL") or catalog.default or "").strip()
     if not spec:
-        raise ConfigError("no model is configured: pass --model (e.g. openai:gpt-4.1) or set ERRAND_MODEL",
-                          code="no_model")
-    provider, _, name = spec.partition(":")
-    if provider.strip().lower() == "scripted" and name:
-        spec = f"scripted:{Path(name.strip()).expanduser().resolve()}"  # the worker may run elsewhere
-    if provider.strip().lower() not in PROVIDERS:
-        raise ConfigError(f"unknown model {spec!r}: the provider must be one of {', '.join(PROVIDERS)} "
-                          "(e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5)", code="unknown_model")
+        raise ConfigError("no model is configured: pass --model (a [models.NAME] from errand's config.toml, or "
+                          "provider:model such as openai:gpt-4.1) or set ERRAND_MODEL", code="no_model")
+    endpoint = catalog.resolve(spec, os.environ)
+    if endpoint.provider == "scripted" and endpoint.name is None:
+        spec = endpoint.spec  # its path made absolute: the worker may run elsewhere
     try:
-        get_model(spec)  # a malformed name, a missing script or an unusable client fails here, not later
+        open_model(endpoint, os.environ)
     except ConfigError as error:
         raise ConfigError(f"unknown model {spec!r}: {error.message}", code="unknown_model") from None
     except ModelError as error:  # say, no API key for the provider
         raise ConfigError(f"model {spec!r} cannot be used: {error.message}", code="model_unavailable") from None
-    return spec
+    return spec, endpoint
 
 
 def _check_config(repo: Path, commit: str) -> None:

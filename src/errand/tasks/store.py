@@ -16,6 +16,7 @@ from typing import Any, Self
 import sqlalchemy as sa
 
 from errand.database import SqlStore, open_engine
+from errand.models.endpoint import ModelEndpoint
 from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict, TaskNotFound
 from errand.tasks.lifecycle import ACTIVE, TaskState, transition
 from errand.tasks.records import Event, Recovery, Review, Run, RunState, Task, Verdict
@@ -46,6 +47,7 @@ class TaskStore(SqlStore):
     def create_task(
         self, *, title: str, instruction: str, repo: str, base_ref: str = "HEAD", model: str | None = None,
         attempts: int = 1, parent_id: str | None = None, base_commit: str | None = None,
+        model_endpoint: ModelEndpoint | None = None,
     ) -> Task:
         """Record a new task in ``queued``; its branch is ``errand/<id>-<slug of title>``."""
         now = time.time()
@@ -54,6 +56,7 @@ class TaskStore(SqlStore):
             row = {
                 "id": task_id, "title": title, "instruction": instruction, "repo": repo, "base_ref": base_ref,
                 "base_commit": base_commit, "model": model, "attempts": attempts, "state": TaskState.QUEUED.value,
+                "model_endpoint": model_endpoint.to_json() if model_endpoint is not None else None,
                 "branch": f"errand/{task_id}-{_slug(title)}", "parent_id": parent_id,
                 "created_at": now, "updated_at": now,
             }
@@ -414,7 +417,9 @@ def _slug(title: str) -> str:
 
 
 def _task(row: Mapping[Any, Any]) -> Task:
-    return Task(**{**row, "state": TaskState(row["state"])})
+    endpoint = row["model_endpoint"]
+    return Task(**{**row, "state": TaskState(row["state"]),
+                   "model_endpoint": ModelEndpoint.from_json(endpoint) if endpoint is not None else None})
 
 
 def _run(row: Mapping[Any, Any]) -> Run:
