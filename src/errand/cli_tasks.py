@@ -358,8 +358,8 @@ _EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
                              + f", {_one_line(d.get('isolation'))} sandboxes[/]",
     "setup_started": lambda d: "[cyan]setting up the environment[/]",
     "setup_cached": lambda d: f"[cyan]environment set up already (cached, {_one_line(d.get('key'))})[/]",
-    "setup_tree": lambda d: f"[cyan]setup wrote {d.get('kept')} ignored paths into the tree; they are in "
-                            f"every working copy, out of the diff[/]" + _left_by_setup(d),
+    "setup_tree": lambda d: f"[cyan]setup wrote {d.get('kept')} new paths into the tree; every working "
+                            f"copy has them, and no diff shows them[/]" + _left_by_setup(d),
     "setup_finished": lambda d: f"[cyan]environment set up and cached ({_one_line(d.get('key'))})[/]",
     "check_started": lambda d: f"[cyan]checking the result: {_one_line(d.get('what'))}[/] "
                                f"{_one_line(d.get('command'))}",
@@ -399,11 +399,11 @@ def _policy(policy: object) -> str:
 
 
 def _left_by_setup(data: dict[str, Any]) -> str:
-    left = [*data.get("left_tracked", []), *data.get("left_untracked", [])]
+    left = list(data.get("left_tracked", []))
     if not left:
         return ""
-    return (f"\n[yellow]setup also changed files git tracks or does not ignore; they were left out of the "
-            f"working copy: {_one_line(', '.join(map(str, left)))}[/]")
+    return (f"\n[yellow]setup also changed or deleted files git tracks; that was left out of the working "
+            f"copy: {_one_line(', '.join(map(str, left)))}[/]")
 
 
 def _result_line(data: dict[str, Any]) -> str | None:

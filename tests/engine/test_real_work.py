@@ -98,14 +98,18 @@ def test_two_repositories_with_the_same_setup_get_environments_of_their_own(
         repo = make_repo(tmp_path / name, toml=toml.replace("{name}", name),
                          files={"setup.py": setup_py.format(name=name), f"{name}.py": "VALUE = 1\n"})
         model = script(tmp_path / f"{name}.json", [
-            [("shell", {"command": f"/opt/venv/bin/python -c 'import {name}' && echo x >> {name}.py"})],
+            # Installed under its own name (not merely importable from /workspace, as any checkout is).
+            [("shell", {"command": f"/opt/venv/bin/python -c 'import importlib.metadata as m; "
+                                   f"print(m.version(\"{name}\"))' && echo x >> {name}.py"})],
             [("finish", {"summary": "touched", "assumptions": []})],
         ])
         errand(errand_home, "run", "touch it", "--repo", str(repo), "--model", model, "-f")
         task = next(t for t in errand_json(errand_home, "ls") if t["repo"] == str(repo))
         shown = errand_json(errand_home, "show", task["id"])
-        states.append((shown["state"], shown["runs"][0]["result"]["caches"]["environment"]["cached"]))
-        assert shown["runs"][0]["result"]["evidence"]["failed_commands"] == []
+        # The agent imports its own repository's package from the environment setup made.
+        assert shown["runs"][0]["result"]["evidence"]["failed_commands"] == [], name
+        caches = shown["runs"][0]["result"].get("caches", {})
+        states.append((shown["state"], (caches.get("environment") or {}).get("cached")))
     assert states == [("ready_for_review", False), ("ready_for_review", False)]
 
 

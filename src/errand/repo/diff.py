@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,7 +129,7 @@ def _git(args: list[str], workdir: Path, git_dir: Path, index: Path, *, check: b
 
 
 def _add_all(workdir: Path, git_dir: Path, index: Path, skipped: list[str]) -> None:
-    pathspec = ["--", ".", *(f":(exclude,literal){p}" for p in skipped)]
+    pathspec = ["--", ".", *(f":(exclude,literal){p.rstrip('/')}" for p in skipped)]
     _git(["add", "-A", *pathspec], workdir, git_dir, index)
 
 
@@ -146,7 +146,8 @@ def build_index(workdir: Path, objects_from: Path, base_commit: str, index: Path
 
 
 def diff_tree(
-    workdir: Path, base_commit: str, *, objects_from: Path, index_seed: Path | None = None
+    workdir: Path, base_commit: str, *, objects_from: Path, index_seed: Path | None = None,
+    excludes: Sequence[str] = (),
 ) -> Diff:
     """The change from ``base_commit`` to the files now in ``workdir`` (untracked files included).
 
@@ -154,7 +155,8 @@ def diff_tree(
     (the user's repository or errand's bare copy of it) — never the working
     copy's own ``.git``. ``index_seed`` is an index from :func:`build_index`;
     without one every file is hashed. Files matched by the tree's
-    ``.gitignore`` files are left out, as git would.
+    ``.gitignore`` files are left out, as git would, and so are ``excludes``
+    (paths relative to the tree; a directory leaves out everything under it).
     """
     workdir = workdir.resolve()
     skipped = _nested_repositories(workdir)
@@ -164,7 +166,7 @@ def diff_tree(
             shutil.copy2(index_seed, index)  # keep its mtime: git's racy-entry check depends on it
         else:
             _git(["read-tree", base_commit], workdir, git_dir, index)
-        _add_all(workdir, git_dir, index, skipped)
+        _add_all(workdir, git_dir, index, [*skipped, *excludes])
         common = ["diff", "--cached", "-M", "--no-ext-diff", "--no-textconv", "--no-color", "--ignore-submodules=none"]
         text = _git([*common, "--binary", "--full-index", "--src-prefix=a/", "--dst-prefix=b/", base_commit, "--"],
                     workdir, git_dir, index)

@@ -5,13 +5,14 @@ Setup commands run over a working copy, and build tools write into the tree:
 extensions, ``node_modules``, a ``.venv``. Those files must reach the agent's
 working copy — an editable install cannot import without them — but they are
 not the agent's change. :func:`harvest` moves, out of a finished setup copy's
-overlay upper directory, exactly the new files that git ignores (by the tree's
-``.gitignore`` files and errand's own excludes); a later working copy stacks
-that directory between its own writes and the pristine checkout
-(:meth:`WorkingCopy.overlaid`'s ``layers``), and a diff leaves it out as git
-would. What setup changed in tracked files, deleted, wrote under ``.git``, or
-created without git ignoring it is left behind and reported: it would
-otherwise show up as the agent's change, or override a newer commit's files.
+overlay upper directory, exactly the new files setup created; a later working
+copy stacks that directory between its own writes and the pristine checkout
+(:meth:`WorkingCopy.overlaid`'s ``layers``). Its diff leaves them out: those git
+ignores (by the tree's ``.gitignore`` files and errand's own excludes) as git
+would, the others (an ``*.egg-info`` a repository does not ignore) by name.
+What setup changed or deleted in tracked files, or wrote under ``.git``, is
+left behind and reported: it would otherwise override a newer commit's files,
+or steer git.
 
 Call it only once every process of the setup sandbox has ended: it reads a tree
 that, while any of them runs, could be changed under it.
@@ -38,24 +39,28 @@ _OPAQUE = "trusted.overlay.opaque"
 class Harvest:
     """What :func:`harvest` kept (paths relative to the tree; directories end in ``/``) and left."""
 
-    kept: list[str] = field(default_factory=list)
-    changed_tracked: list[str] = field(default_factory=list)  # tracked files setup changed or deleted
-    untracked: list[str] = field(default_factory=list)  # new files git does not ignore
+    ignored: list[str] = field(default_factory=list)  # kept: new files git ignores
+    untracked: list[str] = field(default_factory=list)  # kept: new files git does not ignore
+    changed_tracked: list[str] = field(default_factory=list)  # left: tracked files setup changed or deleted
+
+    @property
+    def kept(self) -> list[str]:
+        return [*self.ignored, *self.untracked]
 
 
 def harvest(copy: WorkingCopy, into: Path) -> Harvest:
-    """Move the git-ignored files that setup created in ``copy`` (an overlay working copy
-    whose sandbox has ended) into the empty directory ``into``, keeping owners and modes."""
+    """Move the new files that setup created in ``copy`` (an overlay working copy whose
+    sandbox has ended) into the empty directory ``into``, keeping owners and modes. Those git
+    does not ignore are listed in :attr:`Harvest.untracked`: a working copy over the layer
+    leaves them out of its diff (``WorkingCopy.overlaid(..., diff_excludes=...)``)."""
     if not copy.overlay:
         raise ValueError("harvest needs an overlay working copy (WorkingCopy.overlaid)")
     upper = copy.path.with_name(copy.path.name + ".upper")
     ignored, untracked, changed = _listings(copy)
-    kept = []
-    for relative in ignored:
-        if _move(upper, into, relative.rstrip("/")):
-            kept.append(relative)
+    kept = {relative: _move(upper, into, relative.rstrip("/")) for relative in [*ignored, *untracked]}
     _strip_setid(into)
-    return Harvest(kept=kept, changed_tracked=changed, untracked=untracked)
+    return Harvest(ignored=[p for p in ignored if kept[p]], untracked=[p for p in untracked if kept[p]],
+                   changed_tracked=changed)
 
 
 def _listings(copy: WorkingCopy) -> tuple[list[str], list[str], list[str]]:
@@ -68,6 +73,8 @@ def _listings(copy: WorkingCopy) -> tuple[list[str], list[str], list[str]]:
             return [item for item in out.split("\0") if item]
 
         git("read-tree", copy.base_commit)
+        run_git(["update-index", "-q", "--refresh"], copy.path, untrusted=True, git_dir=git_dir,
+                work_tree=copy.path, index_file=index, check=False)  # stat data, so unchanged files are not listed
         ignored = git("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
         untracked = git("ls-files", "-z", "--others", "--exclude-standard", "--directory")
         changed = git("diff-files", "-z", "--name-only")

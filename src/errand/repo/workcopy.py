@@ -104,6 +104,8 @@ class WorkingCopy:
     host_git: Path
     index_seed: Path | None = None  # default: host_git / "errand-index"
     overlay: bool = False  # an overlay on a shared pristine checkout (see errand.repo.checkouts)
+    # Paths the diff leaves out: what a cached setup wrote into the tree that git does not ignore.
+    diff_excludes: tuple[str, ...] = ()
 
     @property
     def object_mounts(self) -> list[Path]:
@@ -113,20 +115,22 @@ class WorkingCopy:
 
     @classmethod
     def overlaid(cls, source: str | Path, base: str = "HEAD", *, dest: Path, owner: int | None = None,
-                 layers: Sequence[Path] = ()) -> WorkingCopy:
+                 layers: Sequence[Path] = (), diff_excludes: Sequence[str] = ()) -> WorkingCopy:
         """Like :meth:`prepare`, but as an overlay on a cached pristine checkout of the base
         commit: the first working copy of a commit pays for the checkout, the next ones
         cost a mount. ``dest`` is the mount point; its upper and work directories are
         siblings (``<dest>.upper``, ``<dest>.work``). ``layers`` (host directories, the
         top first) lie between this copy's writes and the pristine tree: what a cached
-        setup wrote into the tree. :meth:`remove` unmounts."""
+        setup wrote into the tree; ``diff_excludes`` are the paths of it that git does
+        not ignore, left out of :meth:`diff`. :meth:`remove` unmounts."""
         dest = Path(dest).absolute()
         if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
             raise ConfigError(f"{dest} already exists and is not empty", code="dest_exists")
         entry, sha = _pristine_entry(source, base, owner)
         upper, work = dest.with_name(dest.name + ".upper"), dest.with_name(dest.name + ".work")
         wc = cls(source=str(source), path=dest, base_ref=base, base_commit=sha, host_git=entry / "host.git",
-                 index_seed=dest.with_name(dest.name + ".index"), overlay=True)
+                 index_seed=dest.with_name(dest.name + ".index"), overlay=True,
+                 diff_excludes=tuple(diff_excludes))
         try:
             upper.mkdir(parents=True, exist_ok=True)
             if owner is not None:
@@ -239,7 +243,8 @@ class WorkingCopy:
 
     def diff(self) -> Diff:
         """What changed in the working copy since :attr:`base_commit` (see :func:`diff_tree`)."""
-        return diff_tree(self.path, self.base_commit, objects_from=self.host_git, index_seed=self.seed)
+        return diff_tree(self.path, self.base_commit, objects_from=self.host_git, index_seed=self.seed,
+                         excludes=self.diff_excludes)
 
     def remove(self) -> None:
         """Delete the checkout and the host copy (an overlay: unmount it and delete its

@@ -48,10 +48,10 @@ def _policy(policy: object) -> str:
 
 
 def _left(data: dict[str, Any]) -> Markup:
-    left = [*data.get("left_tracked", []), *data.get("left_untracked", [])]
+    left = list(data.get("left_tracked", []))
     if not left:
         return Markup("")
-    return Markup("; left out (tracked or not ignored): {}").format(_text(", ".join(map(str, left))))
+    return Markup("; changes to tracked files left out: {}").format(_text(", ".join(map(str, left))))
 
 
 def _plain(label: str, field: str) -> Render:
@@ -68,8 +68,8 @@ _RENDER: dict[str, Render] = {
     "setup_started": lambda d: ("setup", Markup("setting up the environment")),
     "setup_cached": lambda d: ("setup", Markup("environment set up already (cached, <code>{}</code>)").format(
         _text(d.get("key")))),
-    "setup_tree": lambda d: ("setup", Markup("setup wrote {} ignored paths into the tree; they are in every "
-                                             "working copy, out of the diff{}").format(d.get("kept"), _left(d))),
+    "setup_tree": lambda d: ("setup", Markup("setup wrote {} new paths into the tree; every working copy has "
+                                             "them, and no diff shows them{}").format(d.get("kept"), _left(d))),
     "setup_finished": lambda d: ("setup", Markup("environment set up and cached")),
     "check_started": lambda d: ("check", Markup("checking the result: {} <code>{}</code>").format(
         d.get("what"), _text(d.get("command")))),

@@ -247,8 +247,8 @@ class LocalEngine:
         setup = await steps.set_up(environment, task, first.run, base_tree, first.journal,
                                    isolation=self.isolation)
         patch = await asyncio.to_thread(self._followed_patch, task.id, number)
-        copies = await asyncio.gather(*(asyncio.to_thread(steps.prepare_copy, task, a.run, patch,
-                                                          layers=setup.layers) for a in attempts))
+        copies = await asyncio.gather(*(asyncio.to_thread(steps.prepare_copy, task, a.run, patch, setup=setup)
+                                        for a in attempts))
         for attempt, copy in zip(attempts, copies, strict=True):
             attempt.copy = copy
         baseline = asyncio.ensure_future(steps.tests_on_base(environment, setup, copies[0], first.journal,

@@ -89,13 +89,14 @@ def work_dir(run: Run) -> Path:
 @dataclass(frozen=True)
 class SetUp:
     """What every sandbox of a round starts from: the image with setup's effects outside the
-    tree, and the layer of what setup wrote into the tree that git ignores."""
+    tree, and the layer of the new files setup wrote into the tree."""
 
     image: Image
     key: str  # the environment's cache key (see environment.cache_key)
     tree_layer: Path | None = None
     cached: bool = False
     isolation: str = "namespace"  # the sandbox tier every sandbox of the round runs on
+    diff_excludes: tuple[str, ...] = ()  # what setup wrote into the tree that git does not ignore
 
     @property
     def layers(self) -> list[Path]:
@@ -109,10 +110,10 @@ def base_checkout(task: Task) -> Path:
     return tree
 
 
-def prepare_copy(task: Task, run: Run, patch: str | None = None, *, layers: list[Path] | None = None,
+def prepare_copy(task: Task, run: Run, patch: str | None = None, *, setup: SetUp | None = None,
                  name: str = "repo") -> WorkingCopy:
     """A fresh checkout of the task's base commit for one run, owned by the sandbox's uid,
-    over ``layers`` (what a cached setup wrote into the tree), with ``patch`` (the work a
+    over what ``setup`` wrote into the tree (out of its diff), with ``patch`` (the work a
     follow-up continues) applied."""
     root = work_dir(run)
     if name == "repo":
@@ -120,7 +121,8 @@ def prepare_copy(task: Task, run: Run, patch: str | None = None, *, layers: list
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o711)  # the sandbox uid must reach its checkout, and read nothing else here
     copy = WorkingCopy.overlaid(task.repo, task.base_commit or task.base_ref, dest=root / name,
-                                owner=_settings.sandbox_uid(), layers=layers or [])
+                                owner=_settings.sandbox_uid(), layers=setup.layers if setup else [],
+                                diff_excludes=setup.diff_excludes if setup else ())
     if patch:
         copy.apply(patch)
     return copy
@@ -145,9 +147,8 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
     Setup runs over a working copy of the base commit, with git's objects and tags
     visible and the host's registry settings, under its own egress policy. What it
     writes outside the tree (packages, a virtualenv under ``/opt``) is the image's
-    new layer; the new files it writes in the tree that git ignores (a version
-    file, ``*.egg-info``, ``node_modules``) become a layer under every run's
-    working copy, out of its diff. A failing command raises :class:`SetupFailed`
+    new layer; the new files it writes in the tree (a version file, ``*.egg-info``,
+    ``node_modules``) become a layer under every run's working copy, out of its diff. A failing command raises :class:`SetupFailed`
     with its log, after streaming it as ``setup_output`` events.
     """
     registries = host_registries(_SETUP_REGISTRY_SETTINGS)
@@ -170,15 +171,18 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
             tree_layer = await asyncio.to_thread(_keep_tree_writes, store, copy, key)
         finally:
             await asyncio.to_thread(copy.remove)
-        await journal("setup_tree", tree_layer[1])
+        await journal("setup_tree", {**tree_layer[1], "untracked": tree_layer[1]["untracked"][:20]})
         assert image.config is not None
-        config = replace(image.config, key=key, labels={**image.config.labels, _TREE_LABEL: tree_layer[0]})
+        layer, untracked = tree_layer[0], tuple(tree_layer[1]["untracked"])
+        config = replace(image.config, key=key, labels={**image.config.labels, _TREE_LABEL: layer,
+                                                        _UNTRACKED_LABEL: json.dumps(untracked)})
         store.save_image(config)
         await journal("setup_finished", {"key": key})
-        return SetUp(Image.from_config(config), key, store.path(tree_layer[0]), isolation=isolation)
+        return SetUp(Image.from_config(config), key, store.path(layer), isolation=isolation, diff_excludes=untracked)
 
 
 _TREE_LABEL = "errand.setup.tree"
+_UNTRACKED_LABEL = "errand.setup.untracked"
 # Setup gets the host's pip and npm settings (where to find packages); which registries
 # it may reach is its egress policy's business ([setup] network).
 _SETUP_REGISTRY_SETTINGS = ("pip", "npm")
@@ -191,11 +195,13 @@ def _cached_setup(store: LayerStore, key: str, isolation: str) -> SetUp | None:
     layer = config.labels.get(_TREE_LABEL)
     if not layer or not store.has(layer):
         return None
-    return SetUp(Image.from_config(config), key, store.path(layer), cached=True, isolation=isolation)
+    untracked = tuple(json.loads(config.labels.get(_UNTRACKED_LABEL, "[]")))
+    return SetUp(Image.from_config(config), key, store.path(layer), cached=True, isolation=isolation,
+                 diff_excludes=untracked)
 
 
 def _keep_tree_writes(store: LayerStore, copy: WorkingCopy, key: str) -> tuple[str, dict[str, Any]]:
-    """Commit what setup wrote into the tree that git ignores as a layer; say what was left."""
+    """Commit the new files setup wrote into the tree as a layer; say what was left."""
     partial = store.partial()
     try:
         result = harvest(copy, partial)
@@ -203,8 +209,8 @@ def _keep_tree_writes(store: LayerStore, copy: WorkingCopy, key: str) -> tuple[s
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    return layer, {"kept": len(result.kept), "kept_sample": result.kept[:20],
-                   "left_tracked": result.changed_tracked[:20], "left_untracked": result.untracked[:20]}
+    return layer, {"kept": len(result.kept), "kept_sample": result.kept[:20], "untracked": result.untracked,
+                   "left_tracked": result.changed_tracked[:20]}
 
 
 def _describe(network: Network) -> dict[str, Any]:
@@ -314,7 +320,7 @@ async def tests_on_base(environment: Environment, setup: SetUp, copy: WorkingCop
         return cached
     base = await asyncio.to_thread(WorkingCopy.overlaid, copy.source, copy.base_commit,
                                    dest=copy.path.parent / "base", owner=_settings.sandbox_uid(),
-                                   layers=setup.layers)
+                                   layers=setup.layers, diff_excludes=setup.diff_excludes)
     try:
         sandbox = await start_sandbox(environment, setup, base, labels={**(labels or {}), "role": "baseline"})
         try:
