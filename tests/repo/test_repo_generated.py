@@ -28,6 +28,9 @@ def test_setup_files_reach_later_copies_and_stay_out_of_their_diffs(
     (setup.path / ".venv/bin").mkdir(parents=True)
     (setup.path / ".venv/bin/python").write_text("venv")
     (setup.path / "src/_version.py").write_text("version = '1.0'\n")  # not ignored
+    (setup.path / "tool/__pycache__").mkdir(parents=True)  # a new directory git does not ignore...
+    (setup.path / "tool/__pycache__/x.pyc").write_text("")  # ...holding one errand's excludes ignore
+    (setup.path / "tool/run.py").write_text("")
     (setup.path / "src/app.py").write_text("rewritten by setup\n")  # tracked: left out
     os.remove(setup.path / "README.md")  # a deletion: left out
     (setup.path / ".git/hooks").mkdir(exist_ok=True)
@@ -36,7 +39,7 @@ def test_setup_files_reach_later_copies_and_stay_out_of_their_diffs(
     layer.mkdir()
     kept = harvest(setup, layer)
     setup.remove()
-    assert kept.untracked == ["src/_version.py"]
+    assert kept.untracked == ["src/_version.py", "tool/"]
     assert ".venv/" in kept.ignored
     assert sorted(kept.changed_tracked) == ["README.md", "src/app.py"]
     assert not (layer / ".git").exists() and not (layer / "README.md").exists()
@@ -45,7 +48,7 @@ def test_setup_files_reach_later_copies_and_stay_out_of_their_diffs(
                                 diff_excludes=kept.untracked)
     try:
         assert (copy.path / ".venv/bin/python").read_text() == "venv"
-        assert (copy.path / "src/_version.py").is_file()
+        assert (copy.path / "src/_version.py").is_file() and (copy.path / "tool/__pycache__/x.pyc").is_file()
         assert "rewritten" not in (copy.path / "src/app.py").read_text() and (copy.path / "README.md").is_file()
         assert copy.diff().empty
         (copy.path / "src/app.py").write_text("def add(a, b):\n    return a + b\n")

@@ -57,10 +57,19 @@ def harvest(copy: WorkingCopy, into: Path) -> Harvest:
         raise ValueError("harvest needs an overlay working copy (WorkingCopy.overlaid)")
     upper = copy.path.with_name(copy.path.name + ".upper")
     ignored, untracked, changed = _listings(copy)
+    ignored, untracked = _outermost(ignored, untracked), _outermost(untracked, ignored)
     kept = {relative: _move(upper, into, relative.rstrip("/")) for relative in [*ignored, *untracked]}
     _strip_setid(into)
     return Harvest(ignored=[p for p in ignored if kept[p]], untracked=[p for p in untracked if kept[p]],
                    changed_tracked=changed)
+
+
+def _outermost(paths: list[str], others: list[str]) -> list[str]:
+    """``paths`` less those inside a directory listed in either list (a new ``.venv/`` that git
+    does not ignore holds ``__pycache__/`` directories that it does): moving the directory moves them."""
+    directories = [path for path in [*paths, *others] if path.endswith("/")]
+    return [path for path in paths
+            if not any(path != directory and path.startswith(directory) for directory in directories)]
 
 
 def _listings(copy: WorkingCopy) -> tuple[list[str], list[str], list[str]]:

@@ -148,8 +148,9 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
     visible and the host's registry settings, under its own egress policy. What it
     writes outside the tree (packages, a virtualenv under ``/opt``) is the image's
     new layer; the new files it writes in the tree (a version file, ``*.egg-info``,
-    ``node_modules``) become a layer under every run's working copy, out of its diff. A failing command raises :class:`SetupFailed`
-    with its log, after streaming it as ``setup_output`` events.
+    ``node_modules``) become a layer under every run's working copy, out of its diff.
+    A failing command raises :class:`SetupFailed` with its log, after streaming it as
+    ``setup_output`` events.
     """
     registries = host_registries(_SETUP_REGISTRY_SETTINGS)
     tree = await asyncio.to_thread(WorkingCopy.tree_id, base_tree)
