@@ -124,3 +124,17 @@ async def test_malformed_chunks_are_refused(stream: bytes) -> None:
 async def test_a_body_cut_short_is_an_error() -> None:
     with pytest.raises(BadMessage):
         await _copy(b"hel", Framing("length", 5))
+
+
+async def test_a_head_goes_out_with_the_body_and_alone_before_an_empty_one() -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
+    for framing, stream, expected in ((Framing("length", 5), b"hello", head + b"hello"),
+                                      (Framing("length", 0), b"next", head), (Framing("none"), b"next", head),
+                                      (Framing("chunked"), b"0\r\n\r\n", head + b"0\r\n\r\n")):
+        reader = asyncio.StreamReader()
+        reader.feed_data(stream)
+        reader.feed_eof()
+        sink, counts = _Sink(), [0]
+        await copy_body(reader, sink, framing, counts, 0, head)  # type: ignore[arg-type]
+        assert bytes(sink.data) == expected, framing
+        assert counts[0] == len(expected) - len(head)

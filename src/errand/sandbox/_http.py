@@ -132,11 +132,17 @@ def parse_response(head: bytes, method: str) -> ResponseHead:
 
 
 async def copy_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, framing: Framing,
-                    counts: list[int], index: int) -> None:
-    """Copy one message body as ``framing`` delimits it, no byte more; ``counts[index]`` adds what was read."""
+                    counts: list[int], index: int, head: bytes = b"") -> None:
+    """Copy one message body as ``framing`` delimits it, no byte more; ``counts[index]`` adds what was read.
+
+    ``head`` is written first; before a body of known length, in one write with the
+    body's first bytes (one segment, not two, for a small response)."""
     if framing.kind == "length":
-        await _copy_length(reader, writer, framing.length, counts, index)
-    elif framing.kind == "chunked":
+        await _copy_length(reader, writer, framing.length, counts, index, head)
+        return
+    if head:
+        writer.write(head)
+    if framing.kind == "chunked":
         await _copy_chunked(reader, writer, counts, index)
     elif framing.kind == "close":
         while data := await reader.read(_COPY):
@@ -146,15 +152,18 @@ async def copy_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, 
 
 
 async def _copy_length(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, length: int,
-                       counts: list[int], index: int) -> None:
+                       counts: list[int], index: int, head: bytes = b"") -> None:
     while length > 0:
         data = await reader.read(min(length, _COPY))
         if not data:
             raise BadMessage("the connection ended inside a message body")
         length -= len(data)
         counts[index] += len(data)
-        writer.write(data)
+        writer.write(head + data if head else data)
+        head = b""
         await writer.drain()
+    if head:  # an empty body
+        writer.write(head)
 
 
 async def _copy_chunked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, counts: list[int],

@@ -142,11 +142,11 @@ async def _relay_response(connection: _Answering, method: str, upstream: Upstrea
             if response.status == 101:
                 raise Refused("the origin switched protocols; only HTTP/1.1 is carried", 502)
             connection.answered = True
-            writer.write(head)
             if response.status >= 200:
                 break
+            writer.write(head)
             await writer.drain()  # an interim response (100 Continue): the final one follows
-        await copy_body(upstream.reader, writer, response.framing, upstream.counts, 1)
+        await copy_body(upstream.reader, writer, response.framing, upstream.counts, 1, head)
         await writer.drain()
     except BadMessage as error:
         upstream.reusable = False
