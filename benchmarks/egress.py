@@ -13,7 +13,8 @@ The same client script (``/usr/bin/python3``, the real interpreter) runs
 
 * **direct**: in the host's network namespace, which has a route to the test
   host, connecting to its address as a program would without errand;
-* **via proxy**: inside an errand sandbox allowed ``allowed.errand.test``,
+* **via proxy**: inside an errand sandbox allowed ``allowed.errand.test`` (and its
+  echo ports),
   through the proxy at 127.0.0.1:3128 of the sandbox's own namespace
   (CONNECT for TLS, an absolute-form GET for plain HTTP), as curl or pip would.
 
@@ -244,7 +245,9 @@ async def main(args: argparse.Namespace) -> int:
     try:
         host.start()
         os.environ["ERRAND_EGRESS_HOSTS"] = f"{NAME}={host.ipv4}"
-        sb = await AsyncSandbox.create(network=Network.allow(NAME), timeout=3600)
+        # Ports are part of the policy: the echo ports are named beside the default 443/80.
+        policy = Network.allow(NAME, f"{NAME}:{nethosts.ECHO_PORT}", f"{NAME}:{nethosts.TLS_ECHO_PORT}")
+        sb = await AsyncSandbox.create(network=policy, timeout=3600)
         try:
             await sb.files.write("/tmp/ca.pem", ca.pem)
             direct: dict[str, list[float]] = {}

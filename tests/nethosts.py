@@ -13,6 +13,10 @@ pair it created (or loopback). Nothing here resolves a real name.
   UDP echo on 9, dual-stack, and appends every event (accept, TLS handshake and
   its SNI, HTTP request and its Host headers, UDP datagram) to a JSON-lines log
   the test reads back: "the server saw nothing" is an assertion, not a hope.
+  With ``lenient_http=True`` its port 80 keeps connections alive and answers
+  every request it reads, ``Connection: close`` or not, as origins that serve
+  each pipelined request they have read do: whatever a proxy lets through on a
+  connection reaches it, and is recorded.
 - :class:`LoopbackRecorder` is a TCP listener on 127.0.0.1 that records accepts.
 - :class:`EgressGuard` patches ``socket.getaddrinfo`` and
   ``asyncio.open_connection`` in this process (where errand's egress proxy
@@ -53,6 +57,7 @@ __all__ = [
     "ECHO_PORT",
     "HTTPS_PORT",
     "HTTP_PORT",
+    "LENIENT",
     "LOOPBACK",
     "METADATA",
     "OTHER",
@@ -241,6 +246,59 @@ class Http(Handler):
             self.conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
                               b"Connection: close\r\n\r\n%s" % (len(body), body))
 
+class LenientHttp(Handler):
+    """Every request on the connection, until the client closes it; bodies framed by
+    Transfer-Encoding (chunked) if present, else by the first Content-Length."""
+    def serve(self):
+        self.buffer = b""
+        sequence = 0
+        while True:
+            head = self.until(b"\r\n\r\n")
+            if head is None:
+                return
+            lines = head.decode("latin-1").split("\r\n")
+            method, target = (lines[0].split(" ") + ["", ""])[:2]
+            fields = [(l.split(":", 1)[0].strip().lower(), l.split(":", 1)[1].strip()) for l in lines[1:] if ":" in l]
+            hosts = [v for k, v in fields if k == "host"]
+            lengths = [v for k, v in fields if k == "content-length"]
+            body = b""
+            if any(k == "transfer-encoding" and "chunked" in v.lower() for k, v in fields):
+                while True:
+                    line = self.until(b"\r\n")
+                    if line is None:
+                        return
+                    size = int(line.split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        self.until(b"\r\n")
+                        break
+                    body += self.take(size + 2)[:size]
+            elif lengths:
+                body = self.take(int(lengths[0]))
+            record(ev="http", port=self.port, peer=self.peer, tls=False, method=method, path=target,
+                   hosts=hosts, host=hosts[0] if hosts else None, body=len(body), sequence=sequence)
+            sequence += 1
+            reply = ("hello from %s, host %s, path %s\n" % (cfg["label"], hosts[0] if hosts else "-", target)).encode()
+            self.conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
+                              % (len(reply), reply))
+
+    def until(self, mark):
+        while mark not in self.buffer:
+            chunk = self.conn.recv(65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        found, self.buffer = self.buffer.split(mark, 1)
+        return found
+
+    def take(self, size):
+        while len(self.buffer) < size:
+            chunk = self.conn.recv(65536)
+            if not chunk:
+                break
+            self.buffer += chunk
+        found, self.buffer = self.buffer[:size], self.buffer[size:]
+        return found
+
 class Echo(Handler):
     def serve(self):
         total = 0
@@ -274,7 +332,8 @@ class UdpServer(DualStack, socketserver.ThreadingUDPServer):
     pass
 
 servers = []
-for port, handler, use_tls in ((cfg["http"], Http, False), (cfg["https"], Http, True),
+for port, handler, use_tls in ((cfg["http"], LenientHttp if cfg["lenient_http"] else Http, False),
+                               (cfg["https"], Http, True),
                                (cfg["echo"], Echo, False), (cfg["tls_echo"], Echo, True)):
     server = TcpServer(("::", port), handler)
     server.tls = use_tls
@@ -297,9 +356,11 @@ class TestHost:
     __test__ = False  # not a pytest test class
 
     def __init__(self, ca: TestCA, *, label: str = "public", ipv4_range: str = _PUBLIC_RANGE,
-                 ipv6: bool = True, names: tuple[str, ...] = ("*.errand.test", "errand.test")) -> None:
+                 ipv6: bool = True, names: tuple[str, ...] = ("*.errand.test", "errand.test"),
+                 lenient_http: bool = False) -> None:
         self.ca = ca
         self.label = label
+        self.lenient_http = lenient_http
         self._range = ipaddress.ip_network(ipv4_range)
         self._want_ipv6 = ipv6
         self._names = names
@@ -423,7 +484,7 @@ class TestHost:
         cert, key = self.ca.issue(list(self._names), sorted(a for a in (self.ipv4, self.ipv6) if a))
         config = {"log": str(self.log), "cert": str(cert), "key": str(key), "label": self.label,
                   "http": HTTP_PORT, "https": HTTPS_PORT, "echo": ECHO_PORT, "tls_echo": TLS_ECHO_PORT,
-                  "udp": UDP_PORT}
+                  "udp": UDP_PORT, "lenient_http": self.lenient_http}
         self.log.touch()
         stderr = open(self._dir / "server.err", "wb")  # noqa: SIM115 - the child keeps it
         try:
@@ -590,6 +651,7 @@ V6 = "v6.errand.test"  # the public-looking test host's IPv6 address
 PRIVATE = "private.errand.test"  # the private (10.203.113.x) test host
 LOOPBACK = "loop.errand.test"  # rebinds to 127.0.0.1
 METADATA = "meta.errand.test"  # rebinds to the cloud metadata address
+LENIENT = "lenient.errand.test"  # a test host whose port 80 answers every request it reads (lenient_http)
 
 
 class EgressHosts:

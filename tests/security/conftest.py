@@ -71,6 +71,13 @@ def private_host(test_ca: nethosts.TestCA) -> Iterator[nethosts.TestHost]:
         yield host
 
 
+@pytest.fixture(scope="session")
+def lenient_host(test_ca: nethosts.TestCA) -> Iterator[nethosts.TestHost]:
+    """A public-looking test host whose port 80 answers every request it reads on a connection."""
+    with nethosts.TestHost(test_ca, label="lenient", ipv6=False, lenient_http=True) as host:
+        yield host
+
+
 @pytest.fixture
 def egress_guard() -> Iterator[nethosts.EgressGuard]:
     """No DNS lookups and no connections but to loopback and test hosts, for the test's duration."""

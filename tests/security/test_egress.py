@@ -39,6 +39,7 @@ from nethosts import (
     ECHO_PORT,
     HTTP_PORT,
     HTTPS_PORT,
+    LENIENT,
     LOOPBACK,
     METADATA,
     OTHER,
@@ -167,6 +168,44 @@ def cmd_http():
             "response": data[:2000].decode("latin-1"), "error": error}
 
 
+def cmd_echo():
+    """One message through a TLS tunnel to the TLS echo, and its echo."""
+    target = args[1]
+    sock, out = connect(target)
+    if sock is None:
+        return out
+    conn = tls_wrap(sock, target.rsplit(":", 1)[0].strip("[]"), out)
+    if conn is not None:
+        conn.sendall(b"ping\n")
+        out["echo"] = conn.recv(100).decode()
+    return out
+
+
+def cmd_send():
+    """Raw bytes to the proxy (pipelined requests, say), then end the sending side and read every answer."""
+    # The proxy answers at once and closes; the short timeout only ends a wait for a proxy that would not.
+    sock = socket.create_connection(PROXY, timeout=5)
+    sock.sendall(bytes.fromhex(args[1]))
+    sock.shutdown(socket.SHUT_WR)
+    data, error = read_all(sock)
+    text = data.decode("latin-1")
+    return {"statuses": [int(line.split(" ")[1]) for line in text.split("\n") if line.startswith("HTTP/1.")],
+            "response": text[:4000], "error": error}
+
+
+def cmd_keepalive():
+    """Requests one after another on one kept-alive connection to the proxy, as urllib3 or pip would."""
+    import http.client
+    conn = http.client.HTTPConnection(*PROXY, timeout=15)
+    out = []
+    for url in args[1:]:
+        conn.request("GET", url)
+        response = conn.getresponse()
+        out.append({"url": url, "status": response.status, "body": response.read().decode("latin-1")})
+    conn.close()
+    return {"responses": out}
+
+
 def cmd_direct():
     host, port = args[1], int(args[2])
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -259,7 +298,8 @@ def cmd_hold():
 
 try:
     result = {"connect": cmd_connect, "http": cmd_http, "direct": cmd_direct, "udp": cmd_udp, "raw": cmd_raw,
-              "hold": cmd_hold}[args[0]]()
+              "hold": cmd_hold, "send": cmd_send, "keepalive": cmd_keepalive,
+              "echo": cmd_echo}[args[0]]()
 except (OSError, ssl.SSLError) as error:
     result = err(error)
 print(json.dumps(result))
@@ -347,7 +387,13 @@ def test_bad_policies_fail_at_construction() -> None:
         "star_in_middle": lambda: Network.allow("a.*.example.com"),
         "empty_name": lambda: Network.allow(""),
         "url_not_name": lambda: Network.allow("https://example.com/"),
-        "name_with_port": lambda: Network.allow("example.com:443"),
+        "name_with_port_zero": lambda: Network.allow("example.com:0"),
+        "name_with_port_too_big": lambda: Network.allow("example.com:65536"),
+        "name_with_signed_port": lambda: Network.allow("example.com:+443"),
+        "name_with_empty_port": lambda: Network.allow("example.com:"),
+        "wildcard_with_port_text": lambda: Network.allow("*.example.com:https"),
+        "cidr_with_bad_port": lambda: Network.allow(cidrs=["10.0.0.0/8:0"]),
+        "v6_cidr_port_without_brackets": lambda: Network.allow(cidrs=["2001:db8::/32:443"]),
         "not_a_string": lambda: Network.allow(42),  # type: ignore[arg-type]
         "cidr_prefix_too_long": lambda: Network.allow(cidrs=["10.0.0.0/33"]),
         "cidr_host_bits_set": lambda: Network.allow(cidrs=["10.0.0.1/8"]),
@@ -359,7 +405,8 @@ def test_bad_policies_fail_at_construction() -> None:
     for name, make in cases.items():
         with pytest.raises(ConfigError) as caught:
             make()
-        assert caught.value.code in ("invalid_domain", "overbroad_domain", "invalid_cidr", "empty_allowlist"), name
+        assert caught.value.code in ("invalid_domain", "overbroad_domain", "invalid_cidr", "invalid_port",
+                                     "empty_allowlist"), name
         assert str(caught.value), name
     with pytest.raises(ConfigError) as broad:
         Network.allow("*.com")
@@ -400,8 +447,11 @@ def test_policy_cannot_be_built_around_validation() -> None:
             continue
         accepted.append(name)
     assert accepted == [], f"Network(...) accepted policies Network.allow refuses: {accepted}"
-    # CIDRs given as text are parsed, not passed on as strings for the proxy to trip over.
-    assert Network("allow", (), ("10.0.0.0/8",)).cidrs == (ipaddress.ip_network("10.0.0.0/8"),)  # type: ignore[arg-type]
+    # CIDRs are parsed and normalised when the policy is made, not left for the proxy to trip over.
+    assert Network("allow", (), ("10.0.0.0/8",)).cidrs == ("10.0.0.0/8",)
+    assert Network("allow", (), (ipaddress.ip_network("10.0.0.0/8"),)).cidrs == ("10.0.0.0/8",)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        Network("allow", (), ("10.0.0.1/8:443",))
 
 
 # ------------------------------------------------------------------ allowed traffic
@@ -509,6 +559,10 @@ async def test_sni_must_match_the_connect_host(backend: str, egress_hosts: Egres
         not_tls = await probe(sb, "connect", f"{ALLOWED}:{HTTPS_PORT}", "--raw",
                               f"GET / HTTP/1.1\r\nHost: {OTHER}\r\n\r\n".encode().hex())
         assert "200 OK" not in not_tls["after"], not_tls
+        # A second CONNECT inside the tunnel would have an HTTP proxy at the far end open another.
+        nested = await probe(sb, "connect", f"{ALLOWED}:{HTTPS_PORT}", "--raw",
+                             f"CONNECT {OTHER}:443 HTTP/1.1\r\nHost: {OTHER}:443\r\n\r\n".encode().hex())
+        assert nested["after"] == "", nested
         log = [e for e in events_for(await sb.egress_log(), ALLOWED) if e.verdict == "denied"]
         # Control: the matching name goes through.
         good = await probe(sb, "connect", f"{ALLOWED}:{HTTPS_PORT}")
@@ -516,6 +570,7 @@ async def test_sni_must_match_the_connect_host(backend: str, egress_hosts: Egres
     assert [e.reason for e in log] == [
         f"TLS server name {OTHER!r} does not match CONNECT host {ALLOWED!r}",
         "TLS ClientHello without a server name",
+        "a tunnel must start with a TLS ClientHello (only TLS is carried)",
         "a tunnel must start with a TLS ClientHello (only TLS is carried)",
     ]
     # The server completed exactly one handshake (the control) and saw no fronted name.
@@ -556,6 +611,182 @@ async def test_second_host_header_cannot_front(backend: str, egress_hosts: Egres
     await assert_quiet(host, mark, ev="http")
 
 
+# ------------------------------------------------- plain HTTP: every request checked
+
+
+@pytest.fixture
+def lenient(egress_hosts: EgressHosts, lenient_host: TestHost) -> TestHost:
+    """The lenient test host under LENIENT: its port 80 answers whatever reaches it on a connection."""
+    egress_hosts.add(LENIENT, lenient_host.ipv4)
+    return lenient_host
+
+
+def get(url: str, host: str, *headers: str) -> bytes:
+    """One proxy-form request head."""
+    return "\r\n".join([f"GET {url} HTTP/1.1", f"Host: {host}", *headers, "", ""]).encode("latin-1")
+
+
+SMUGGLED = f"GET /smuggled HTTP/1.1\r\nHost: {OTHER}\r\n\r\n".encode()
+
+
+async def test_a_pipelined_request_for_another_host_is_refused(backend: str, lenient: TestHost,
+                                                             test_ca: TestCA) -> None:
+    # The first request on a connection is allowed; the second, sent on the same
+    # connection before the first is answered, names another host. A proxy that checks
+    # only the first and then splices would deliver the second to the allowed address.
+    first = get(f"http://{LENIENT}/first", LENIENT)
+    seconds = {
+        "Host header": get(f"http://{LENIENT}/second", OTHER),
+        "absolute URL": get(f"http://{OTHER}/second", OTHER),
+        "origin form": get("/second", OTHER),
+    }
+    mark = lenient.mark()
+    async with sandbox_with(backend, Network.allow(LENIENT), test_ca) as sb:
+        answers = {name: await probe(sb, "send", (first + second).hex()) for name, second in seconds.items()}
+        log = await sb.egress_log()
+    for name, answer in answers.items():
+        assert answer["statuses"][0] == 200 and "path /first" in answer["response"], (name, answer)
+        assert answer["statuses"][1:] in ([403], [400]), (name, answer)  # refused, and the connection closed
+    assert [e["path"] for e in lenient.events(mark, ev="http")] == ["/first"] * 3
+    assert lenient.events(mark, host=OTHER) == []
+    assert [e.reason for e in log if e.verdict == "denied"] == [
+        f"Host header {OTHER!r} does not match the request's host {LENIENT!r}",
+        "domain not in the allowlist",
+        "only http:// URLs can be proxied without CONNECT",
+    ]
+
+
+# Each is a request whose framing two parsers could read differently; a smuggled
+# request to another host follows where a lenient origin would see the body end.
+AMBIGUOUS: dict[str, bytes] = {
+    "Content-Length and Transfer-Encoding": get(
+        f"http://{LENIENT}/a", LENIENT, "Content-Length: 5", "Transfer-Encoding: chunked") + b"0\r\n\r\n" + SMUGGLED,
+    "Transfer-Encoding and Content-Length": get(
+        f"http://{LENIENT}/a", LENIENT, "Transfer-Encoding: chunked", f"Content-Length: {5 + len(SMUGGLED)}"
+    ) + b"0\r\n\r\n" + SMUGGLED,
+    "two Content-Lengths": get(
+        f"http://{LENIENT}/a", LENIENT, "Content-Length: 0", f"Content-Length: {len(SMUGGLED)}") + SMUGGLED,
+    "Content-Length list": get(f"http://{LENIENT}/a", LENIENT, f"Content-Length: 0, {len(SMUGGLED)}") + SMUGGLED,
+    "a coding before chunked": get(
+        f"http://{LENIENT}/a", LENIENT, "Transfer-Encoding: identity, chunked") + b"0\r\n\r\n" + SMUGGLED,
+    "xchunked": get(f"http://{LENIENT}/a", LENIENT, "Transfer-Encoding: xchunked", "Content-Length: 0") + SMUGGLED,
+    "space before the colon": get(
+        f"http://{LENIENT}/a", LENIENT, "Transfer-Encoding : chunked") + b"0\r\n\r\n" + SMUGGLED,
+    "folded Transfer-Encoding": get(
+        f"http://{LENIENT}/a", LENIENT, "Transfer-Encoding:", " chunked") + b"0\r\n\r\n" + SMUGGLED,
+    "bare LF in the head": get(f"http://{LENIENT}/a", LENIENT, "X: y\nTransfer-Encoding: chunked")
+    + b"0\r\n\r\n" + SMUGGLED,
+    "chunk size 0x0": get(f"http://{LENIENT}/a", LENIENT, "Transfer-Encoding: chunked") + b"0x0\r\n\r\n" + SMUGGLED,
+    "chunk extension with a bare LF": get(
+        f"http://{LENIENT}/a", LENIENT, "Transfer-Encoding: chunked") + b"0;x\n\r\n\r\n" + SMUGGLED,
+    "Connection: Content-Length": get(
+        f"http://{LENIENT}/a", LENIENT, "Connection: Content-Length", f"Content-Length: {len(SMUGGLED)}") + SMUGGLED,
+    "Transfer-Encoding in HTTP/1.0": get(f"http://{LENIENT}/a", LENIENT, "Transfer-Encoding: chunked").replace(
+        b"HTTP/1.1", b"HTTP/1.0", 1) + b"0\r\n\r\n" + SMUGGLED,
+}
+
+
+async def test_ambiguous_framing_is_refused(backend: str, lenient: TestHost, test_ca: TestCA) -> None:
+    mark = lenient.mark()
+    async with sandbox_with(backend, Network.allow(LENIENT), test_ca) as sb:
+        answers = {name: await probe(sb, "send", request.hex()) for name, request in AMBIGUOUS.items()}
+    await asyncio.sleep(QUIET)
+    assert [e for e in lenient.events(mark, ev="http") if e["host"] == OTHER or e["path"] == "/smuggled"] == []
+    for name, answer in answers.items():
+        assert answer["statuses"] == [400], (name, answer)
+
+
+async def test_a_body_is_framed_not_read_as_a_request(backend: str, lenient: TestHost, test_ca: TestCA) -> None:
+    # Bodies that look like requests for another host are bodies: forwarded as such,
+    # and the requests after them on the connection are checked and answered in turn.
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(SMUGGLED), SMUGGLED)
+    stream = (get(f"http://{LENIENT}/by-length", LENIENT, f"Content-Length: {len(SMUGGLED)}").replace(
+        b"GET", b"POST", 1) + SMUGGLED
+        + get(f"http://{LENIENT}/chunked", LENIENT, "Transfer-Encoding: chunked").replace(b"GET", b"POST", 1)
+        + chunked + get(f"http://{LENIENT}/after", LENIENT))
+    mark = lenient.mark()
+    async with sandbox_with(backend, Network.allow(LENIENT), test_ca) as sb:
+        answer = await probe(sb, "send", stream.hex())
+    assert answer["statuses"] == [200, 200, 200], answer
+    seen = lenient.events(mark, ev="http")
+    assert [(e["method"], e["path"], e["host"], e["body"]) for e in seen] == [
+        ("POST", "/by-length", LENIENT, len(SMUGGLED)), ("POST", "/chunked", LENIENT, len(SMUGGLED)),
+        ("GET", "/after", LENIENT, 0)]
+    assert [e["sequence"] for e in seen] == [0, 1, 2]  # one upstream connection, kept alive
+
+
+async def test_a_kept_alive_connection_reaches_each_host_on_its_own(backend: str, egress_hosts: EgressHosts,
+                                                                    lenient: TestHost, test_ca: TestCA) -> None:
+    # http.client keeps one connection to the proxy for every http:// URL, whatever its
+    # host (urllib3's proxy manager does the same); each request goes to its own host.
+    public = egress_hosts.public
+    marks = lenient.mark(), public.mark()
+    urls = [f"http://{LENIENT}/1", f"http://{LENIENT}/2", f"http://{ALLOWED}/3", f"http://{LENIENT}/4",
+            f"http://{OTHER}/5"]
+    async with sandbox_with(backend, Network.allow(LENIENT, ALLOWED), test_ca) as sb:
+        answer = await probe(sb, "keepalive", *urls[:4])
+        refused = await probe(sb, "keepalive", urls[0], urls[4])
+        log = await sb.egress_log()
+    def lenient_says(path: str) -> tuple[int, str]:
+        return 200, f"hello from lenient, host {LENIENT}, path {path}\n"
+
+    assert [(r["status"], r["body"]) for r in answer["responses"]] == [
+        lenient_says("/1"), lenient_says("/2"), (200, f"hello from public, host {ALLOWED}\n"), lenient_says("/4")]
+    assert [r["status"] for r in refused["responses"]] == [200, 403]
+    assert [(e["path"], e["sequence"]) for e in lenient.events(marks[0], ev="http")] == [
+        ("/1", 0), ("/2", 1), ("/4", 0), ("/1", 0)]  # /1 and /2 shared an upstream connection
+    assert [e["path"] for e in public.events(marks[1], ev="http")] == ["/3"]
+    assert [(e.host, e.verdict) for e in log if e.verdict != "closed"] == [
+        (LENIENT, "allowed"), (ALLOWED, "allowed"), (LENIENT, "allowed"), (LENIENT, "allowed"), (OTHER, "denied")]
+
+
+# ----------------------------------------------------------------------- ports
+
+
+async def test_an_allowed_name_is_reachable_only_on_its_ports(backend: str, egress_hosts: EgressHosts,
+                                                            test_ca: TestCA) -> None:
+    host = egress_hosts.public
+    mark = host.mark()
+    async with sandbox_with(backend, Network.allow(ALLOWED), test_ca) as sb:
+        tunnels = {port: await probe(sb, "connect", f"{ALLOWED}:{port}")
+                   for port in (TLS_ECHO_PORT, ECHO_PORT, HTTP_PORT)}
+        plain = {port: await probe(sb, "http", f"http://{ALLOWED}:{port}/") for port in (ECHO_PORT, HTTPS_PORT)}
+        await assert_quiet(host, mark)  # not even a TCP accept
+        assert (await curl(sb, f"https://{ALLOWED}/")).http_code == 200  # the default ports work
+        assert (await curl(sb, f"http://{ALLOWED}/")).http_code == 200
+        log = await sb.egress_log()
+    assert {port: result["status"] for port, result in {**tunnels, **plain}.items()} == dict.fromkeys(
+        (TLS_ECHO_PORT, ECHO_PORT, HTTP_PORT, HTTPS_PORT), 403)
+    defaults = "(allowed: TLS to 443, plain HTTP to 80)"
+    assert [(e.port, e.reason) for e in log if e.verdict == "denied"] == [
+        (TLS_ECHO_PORT, f"TLS to port {TLS_ECHO_PORT} is not allowed for {ALLOWED} {defaults}"),
+        (ECHO_PORT, f"TLS to port {ECHO_PORT} is not allowed for {ALLOWED} {defaults}"),
+        (HTTP_PORT, f"TLS to port {HTTP_PORT} is not allowed for {ALLOWED} {defaults}"),
+        (ECHO_PORT, f"plain HTTP to port {ECHO_PORT} is not allowed for {ALLOWED} {defaults}"),
+        (HTTPS_PORT, f"plain HTTP to port {HTTPS_PORT} is not allowed for {ALLOWED} {defaults}")]
+
+
+async def test_an_explicit_port_allows_that_port_alone(backend: str, egress_hosts: EgressHosts,
+                                                       test_ca: TestCA) -> None:
+    host = egress_hosts.public
+    v6_network = f"[{ipaddress.ip_network(host.ipv6 + '/64', strict=False)}]:{TLS_ECHO_PORT}"
+    policy = Network.allow(f"{ALLOWED}:{TLS_ECHO_PORT}", cidrs=[f"{PUBLIC_CIDR}:{TLS_ECHO_PORT}", v6_network])
+    async with sandbox_with(backend, policy, test_ca) as sb:
+        named = await probe(sb, "echo", f"{ALLOWED}:{TLS_ECHO_PORT}")
+        by_address = await probe(sb, "echo", f"{host.ipv4}:{TLS_ECHO_PORT}")
+        by_v6 = await probe(sb, "echo", f"[{host.ipv6}]:{TLS_ECHO_PORT}")
+        mark = host.mark()
+        refused = [await probe(sb, "connect", target) for target in (
+            f"{ALLOWED}:{HTTPS_PORT}", f"{host.ipv4}:{HTTPS_PORT}", f"[{host.ipv6}]:{HTTPS_PORT}")]
+        plain = await probe(sb, "http", f"http://{ALLOWED}/")
+        await assert_quiet(host, mark)
+    assert [result.get("echo") for result in (named, by_address, by_v6)] == ["ping\n"] * 3, (named, by_address, by_v6)
+    assert [result["status"] for result in refused] == [403, 403, 403]
+    assert plain["status"] == 403
+    assert policy.domains == (f"{ALLOWED}:{TLS_ECHO_PORT}",)
+    assert Network.from_dict(policy.to_dict()) == policy
+
+
 # -------------------------------------------------------------------- rebinding
 
 
@@ -590,7 +821,9 @@ async def test_allowed_names_that_resolve_inward_are_refused(backend: str, egres
         for case, (address, _port) in cases.items():
             egress_hosts.add(names[case], address)
         mark = private.mark()
-        async with sandbox_with(backend, Network.allow(*names.values(), LOOPBACK, METADATA), test_ca) as sb:
+        allowed = [f"{names[case]}:{port}" for case, (_address, port) in cases.items()]
+        allowed += [f"{LOOPBACK}:{recorder.port}", f"{METADATA}:{HTTP_PORT}"]
+        async with sandbox_with(backend, Network.allow(*allowed), test_ca) as sb:
             for case, (_address, port) in cases.items():
                 result = await probe(sb, "connect", f"{names[case]}:{port}")
                 assert result["status"] == 403, (case, result)
@@ -784,7 +1017,7 @@ async def _release(process: Any) -> dict[str, Any]:
 async def test_set_network_closes_open_tunnels(backend: str, egress_hosts: EgressHosts, test_ca: TestCA) -> None:
     host = egress_hosts.public
     mark = host.mark()
-    async with sandbox_with(backend, Network.allow(ALLOWED), test_ca) as sb:
+    async with sandbox_with(backend, Network.allow(ALLOWED, f"{ALLOWED}:{TLS_ECHO_PORT}"), test_ca) as sb:
         process, state = await _hold(sb, f"{ALLOWED}:{TLS_ECHO_PORT}")
         assert state["first"] == "ping\n"
         await sb.set_network(Network.none())
@@ -812,14 +1045,16 @@ async def test_set_network_applies_to_a_tunnel_awaiting_its_client_hello(
 
 async def test_set_network_rechecks_the_address_not_just_the_name(
         backend: str, egress_hosts: EgressHosts, test_ca: TestCA) -> None:
-    # The name stays allowed, but the CIDR that let it reach a private address is gone.
+    # The name stays allowed, but the CIDR that let it reach a private address no longer
+    # covers the tunnel's port.
     private = egress_hosts.private
     assert private is not None
     mark = private.mark()
-    async with sandbox_with(backend, Network.allow(PRIVATE, cidrs=[PRIVATE_CIDR]), test_ca) as sb:
-        process, state = await _hold(sb, f"{PRIVATE}:{TLS_ECHO_PORT}")
+    name = f"{PRIVATE}:{TLS_ECHO_PORT}"
+    async with sandbox_with(backend, Network.allow(name, cidrs=[f"{PRIVATE_CIDR}:{TLS_ECHO_PORT}"]), test_ca) as sb:
+        process, state = await _hold(sb, name)
         assert state["first"] == "ping\n"
-        await sb.set_network(Network.allow(PRIVATE))
+        await sb.set_network(Network.allow(name, cidrs=[PRIVATE_CIDR]))  # the CIDR, but not for this port
         result = await _release(process)
     assert result["new_status"] == 403  # a new tunnel is refused...
     assert "again" not in result["after"], result  # ...and so must the old one be

@@ -142,7 +142,8 @@ def test_open_network_cannot_reach_the_hosts_own_addresses(backend: str, host_pu
         assert [event.reason for event in log] == [f"resolves to an address of this host ({host_public_address})"]
         assert seen == []
         # The same address is reachable when a CIDR names it explicitly (the test of the test).
-        with Sandbox.create(isolation=backend, network=Network.allow(cidrs=[f"{host_public_address}/32"])) as sandbox:
+        allowed = Network.allow(cidrs=[f"{host_public_address}/32:{port}"])
+        with Sandbox.create(isolation=backend, network=allowed) as sandbox:
             result = sandbox.run("curl", "-sS", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}",
                                  f"http://{host_public_address}:{port}/")
             assert result.stdout != "403", result

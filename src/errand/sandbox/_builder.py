@@ -15,7 +15,6 @@ import shutil
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from errand import _settings
 from errand.errors import ConfigError, ImageBuildError
@@ -23,7 +22,7 @@ from errand.sandbox import _pipconfig
 from errand.sandbox._base import base_config
 from errand.sandbox.image import Image, Step
 from errand.sandbox.layers import ImageConfig, LayerStore, copy_owned_tree
-from errand.sandbox.network import Network
+from errand.sandbox.network import Network, entry_for_url
 from errand.sandbox.process import AsyncProcess, AsyncStream
 
 __all__ = ["build"]
@@ -145,7 +144,7 @@ def _apt_hosts() -> list[str]:
     """The hosts of the mirrors apt is configured with, read from apt's own sources."""
     from errand.sandbox import _debian
 
-    return sorted({urlsplit(uri).hostname or "" for source in _debian.apt_sources() for uri in source.uris} - {""})
+    return sorted({entry_for_url(uri) or "" for source in _debian.apt_sources() for uri in source.uris} - {""})
 
 
 async def _merged(process: AsyncProcess) -> AsyncIterator[str]:

@@ -8,9 +8,18 @@ variables; programs that ignore them find no route at all.
 For every request the proxy decides on the *name* first (a denied name causes
 no DNS query), resolves it here on the host, refuses loopback, private,
 link-local, CGNAT and metadata addresses unless a CIDR allows them, and
-connects to the address it resolved itself. A CONNECT tunnel must then carry a
-TLS ClientHello whose SNI is the CONNECT host (no domain fronting); a plain
-HTTP request's Host header must name the host it targets.
+connects to the address it resolved itself. Ports are part of the decision.
+
+A CONNECT tunnel must carry TLS: its first record must be a ClientHello whose
+SNI is the CONNECT host, and not one byte reaches the server before that is
+checked. What follows is opaque: a Host header inside TLS cannot be seen
+without interception, which errand does not do.
+
+A plain-HTTP connection is parsed request by request (``_http``: framing is
+followed exactly, and ambiguous framing refused), so every request is checked:
+its URL names the host and port, its Host header must agree, and the request
+goes to an upstream opened for that host and port; a request for another host
+ends the upstream connection and opens (or is refused) one of its own.
 """
 
 from __future__ import annotations
@@ -21,12 +30,23 @@ import json
 import os
 import socket
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from errand.sandbox._http import Refused, RequestHead, parse_request, split_host_port
+from errand.sandbox._plainhttp import Upstream, absolute_target, exchange, next_head, origin_head
 from errand.sandbox._tls import TLS_RECORD_HEADER, client_hello_length, server_name
-from errand.sandbox.network import Address, Decision, Network, decide_address, decide_name, parse_address
+from errand.sandbox.network import (
+    Address,
+    Decision,
+    Network,
+    Scheme,
+    cidr_allows,
+    decide_address,
+    decide_name,
+    parse_address,
+)
 
 __all__ = ["PROXY_PORT", "EgressEvent", "EgressProxy", "proxy_env"]
 
@@ -92,13 +112,6 @@ class EgressEvent:
     address: str = ""
 
 
-class _Refused(Exception):
-    def __init__(self, reason: str, status: int = 403) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.status = status
-
-
 class _Connection:
     """One client connection, tracked from accept, so a policy change reaches it at any stage."""
 
@@ -106,12 +119,14 @@ class _Connection:
         self.client = client
         self.upstream: asyncio.WriteTransport | None = None
         self.host, self.port, self.address = "?", 0, ""
-        self.answered = False  # a CONNECT was answered 200: no HTTP error can follow
+        self.scheme: Scheme = "https"
+        self.answered = False  # a CONNECT was answered 200, or a response begun: no HTTP error can follow
 
     def allowed_under(self, policy: Network) -> bool:
-        if self.host != "?" and not decide_name(policy, self.host).allowed:
+        if self.host != "?" and not decide_name(policy, self.host, self.port, self.scheme).allowed:
             return False
-        return not self.address or _check_address(policy, ipaddress.ip_address(self.address)).allowed
+        address = self.address and ipaddress.ip_address(self.address)
+        return not address or _check_address(policy, address, self.port, self.scheme).allowed
 
     def abort(self) -> None:
         for transport in (self.client, self.upstream):
@@ -139,7 +154,7 @@ class EgressProxy:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await self._handle(sandbox_id, reader, writer)
 
-        self._servers[sandbox_id] = await asyncio.start_server(handle, sock=listener)
+        self._servers[sandbox_id] = await asyncio.start_server(handle, sock=listener, limit=_HEAD_LIMIT)
 
     def set_policy(self, sandbox_id: str, policy: Network) -> int:
         """Swap the policy; close live connections it forbids. Returns how many were closed."""
@@ -194,15 +209,13 @@ class EgressProxy:
         try:
             async with asyncio.timeout(_HEAD_TIMEOUT):
                 head = await reader.readuntil(b"\r\n\r\n")
-            method, target, headers = _parse_head(head)
-            if method == "CONNECT":
-                connection.host, connection.port = _split_host_port(target, 443)
+            request = parse_request(head)
+            if request.method == "CONNECT":
+                connection.host, connection.port = split_host_port(request.target, 443)
                 await self._tunnel(sandbox_id, connection, reader, writer)
             else:
-                connection.host, connection.port, path = _absolute_target(target)
-                request = _origin_request(method, path, headers, connection.host, connection.port)
-                await self._forward(sandbox_id, connection, request + _buffered(reader))
-        except _Refused as refusal:
+                await self._serve_http(sandbox_id, connection, request, reader, writer)
+        except Refused as refusal:
             self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "denied",
                                                  refusal.reason))
             if not connection.answered:
@@ -215,13 +228,13 @@ class EgressProxy:
             live.discard(connection)
             connection.abort()
 
-    def _check_name(self, sandbox_id: str, host: str) -> Network:
+    def _check_name(self, sandbox_id: str, connection: _Connection) -> Network:
         policy = self._policies.get(sandbox_id)
         if policy is None:
-            raise _Refused("the sandbox has ended")
-        decision = decide_name(policy, host)
+            raise Refused("the sandbox has ended")
+        decision = decide_name(policy, connection.host, connection.port, connection.scheme)
         if not decision.allowed:
-            raise _Refused(decision.reason)
+            raise Refused(decision.reason)
         return policy
 
     async def _tunnel(self, sandbox_id: str, connection: _Connection, reader: asyncio.StreamReader,
@@ -241,9 +254,9 @@ class EgressProxy:
             hello = await _client_hello(reader)
             sni = server_name(hello)
             if sni is None and parse_address(host) is None:
-                raise _Refused("TLS ClientHello without a server name")
+                raise Refused("TLS ClientHello without a server name")
             if sni is not None and sni != host.rstrip(".").lower():
-                raise _Refused(f"TLS server name {sni!r} does not match CONNECT host {host!r}")
+                raise Refused(f"TLS server name {sni!r} does not match CONNECT host {host!r}")
             self._recheck(sandbox_id, connection, usable)  # the policy may have changed meanwhile
             upstream = await connecting
         except BaseException:
@@ -253,29 +266,80 @@ class EgressProxy:
             raise
         await self._splice(sandbox_id, connection, upstream, hello + _buffered(reader), done, counts)
 
-    async def _forward(self, sandbox_id: str, connection: _Connection, request: bytes) -> None:
+    async def _serve_http(self, sandbox_id: str, connection: _Connection, request: RequestHead,
+                          reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Each request on the connection, in turn: checked, sent to an upstream for its own host
+        and port (kept while requests name the same one), its response relayed to the end."""
+        connection.scheme = "http"
+        upstream: Upstream | None = None
+        try:
+            while True:
+                host, port, path = absolute_target(request.target)
+                if upstream is not None and not upstream.serves(host, port):
+                    self._end_upstream(sandbox_id, upstream)
+                    upstream = connection.upstream = None
+                    connection.address = ""
+                connection.host, connection.port = host, port
+                origin = origin_head(request, path, host, port)
+                if upstream is None:
+                    upstream = await self._open_upstream(sandbox_id, connection)
+                else:
+                    self._recheck(sandbox_id, connection, [ipaddress.ip_address(connection.address)])
+                if not await exchange(connection, request, origin, reader, writer, upstream):
+                    break
+                head = await next_head(reader)
+                if head is None:
+                    break
+                request = parse_request(head)
+        finally:
+            if upstream is not None:
+                self._end_upstream(sandbox_id, upstream)
+        writer.close()  # after what is buffered for the client has gone (an abort would drop it)
+
+    async def _open_upstream(self, sandbox_id: str, connection: _Connection) -> Upstream:
         usable = await self._addresses(sandbox_id, connection)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        counts = [0, 0, 0]
-        upstream = await _connect(connection, usable, done, counts)
-        await self._splice(sandbox_id, connection, upstream, request, done, counts)
+        last_error: Exception | None = None
+        for address in usable:
+            try:
+                async with asyncio.timeout(_CONNECT_TIMEOUT):
+                    upstream_reader, upstream_writer = await asyncio.open_connection(
+                        str(address), connection.port, limit=_HEAD_LIMIT)
+            except (OSError, TimeoutError) as error:
+                last_error = error
+                continue
+            _no_delay(upstream_writer.get_extra_info("socket"))
+            connection.address = str(address)
+            connection.upstream = upstream_writer.transport
+            self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port,
+                                                 "allowed", "allowed by policy", address=connection.address))
+            return Upstream(connection.host, connection.port, connection.address, upstream_reader,
+                             upstream_writer)
+        raise Refused(f"cannot connect to {connection.host}:{connection.port} ({last_error})", 502)
+
+    def _end_upstream(self, sandbox_id: str, upstream: Upstream) -> None:
+        upstream.writer.close()
+        self._record(sandbox_id, EgressEvent(time.time(), upstream.host, upstream.port, "closed",
+                                             "connection ended", upstream.counts[0], upstream.counts[1],
+                                             upstream.address))
 
     async def _addresses(self, sandbox_id: str, connection: _Connection) -> list[Address]:
         """The name is checked (before any lookup), resolved here, and each address checked."""
-        policy = self._check_name(sandbox_id, connection.host)
+        policy = self._check_name(sandbox_id, connection)
         addresses = await _resolve(connection.host, connection.port)
         if not addresses:
-            raise _Refused(f"cannot resolve {connection.host}", 502)
-        verdicts = [(address, _check_address(policy, address)) for address in addresses]
+            raise Refused(f"cannot resolve {connection.host}", 502)
+        verdicts = [(address, _check_address(policy, address, connection.port, connection.scheme))
+                    for address in addresses]
         usable = [address for address, verdict in verdicts if verdict.allowed]
         if not usable:
-            raise _Refused(verdicts[0][1].reason)
+            raise Refused(verdicts[0][1].reason)
         return usable
 
     def _recheck(self, sandbox_id: str, connection: _Connection, usable: list[Address]) -> None:
-        policy = self._check_name(sandbox_id, connection.host)
-        if not all(_check_address(policy, address).allowed for address in usable):
-            raise _Refused("the policy changed: the address is no longer allowed")
+        policy = self._check_name(sandbox_id, connection)
+        if not all(_check_address(policy, address, connection.port, connection.scheme).allowed
+                   for address in usable):
+            raise Refused("the policy changed: the address is no longer allowed")
 
     async def _splice(self, sandbox_id: str, connection: _Connection, upstream: asyncio.WriteTransport,
                       first: bytes, done: asyncio.Future[None], counts: list[int]) -> None:
@@ -305,7 +369,7 @@ class EgressProxy:
             if handle is None:
                 # Line-buffered: each event is one write, readable at once by other processes.
                 handle = self._log_files[sandbox_id] = open(path, "a", buffering=1)  # noqa: SIM115
-            handle.write(json.dumps(asdict(event)) + "\n")
+            handle.write(json.dumps(vars(event)) + "\n")  # asdict deep-copies every field, on each connection's path
             if handle.tell() > _LOG_LIMIT:
                 handle.close()
                 del self._log_files[sandbox_id]
@@ -366,7 +430,7 @@ async def _connect(connection: _Connection, addresses: list[Address], done: asyn
         _no_delay(transport.get_extra_info("socket"))
         connection.address = str(address)
         return transport
-    raise _Refused(f"cannot connect to {connection.host}:{connection.port} ({last_error})", 502)
+    raise Refused(f"cannot connect to {connection.host}:{connection.port} ({last_error})", 502)
 
 
 def _hand_over(client: asyncio.WriteTransport, relay: _Relay) -> None:
@@ -392,60 +456,8 @@ async def _client_hello(reader: asyncio.StreamReader) -> bytes:
         header = await reader.readexactly(TLS_RECORD_HEADER)
         length = client_hello_length(header)
         if length is None:
-            raise _Refused("a tunnel must start with a TLS ClientHello (only TLS is carried)")
+            raise Refused("a tunnel must start with a TLS ClientHello (only TLS is carried)")
         return header + await reader.readexactly(length - TLS_RECORD_HEADER)
-
-
-def _parse_head(head: bytes) -> tuple[str, str, list[tuple[str, str]]]:
-    lines = head.decode("latin-1").split("\r\n")
-    method, target, _version = lines[0].split(" ", 2)
-    headers = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        if ":" not in line or line[0] in " \t":
-            raise ValueError("malformed header line")  # obsolete line folding could hide a second Host
-        name, value = line.split(":", 1)
-        headers.append((name.strip().lower(), value.strip()))
-    return method.upper(), target, headers
-
-
-def _absolute_target(target: str) -> tuple[str, int, str]:
-    if not target.lower().startswith("http://"):
-        raise _Refused("only http:// URLs can be proxied without CONNECT", 400)
-    authority, _, path = target[7:].partition("/")
-    host, port = _split_host_port(authority.rsplit("@", 1)[-1], 80)
-    return host, port, "/" + path
-
-
-def _origin_request(method: str, path: str, headers: list[tuple[str, str]], host: str, port: int) -> bytes:
-    """The request as the origin server gets it: origin form, exactly one Host, one request."""
-    hosts = [value for name, value in headers if name == "host"]
-    if len(hosts) > 1:
-        raise _Refused("more than one Host header")
-    if hosts and _split_host_port(hosts[0], port) != (host, port):
-        raise _Refused(f"Host header {hosts[0]!r} does not match the request's host {host!r}")
-    hop_by_hop = ("host", "proxy-connection", "proxy-authorization", "connection", "keep-alive")
-    kept = [f"{name}: {value}" for name, value in headers if name not in hop_by_hop]
-    authority = host if port == 80 else f"{host}:{port}"
-    # One request per connection: a later request on a kept-alive connection could
-    # name another host without passing through these checks.
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {authority}", *kept, "Connection: close", "", ""]
-    return "\r\n".join(lines).encode("latin-1")
-
-
-def _split_host_port(target: str, default_port: int) -> tuple[str, int]:
-    if target.startswith("["):
-        host, _, rest = target[1:].partition("]")
-        port = int(rest[1:]) if rest.startswith(":") else default_port
-    elif target.count(":") == 1:
-        host, port_text = target.split(":")
-        port = int(port_text)
-    else:
-        host, port = target, default_port
-    if not host or not 0 < port < 65536:
-        raise ValueError(target)
-    return host.lower().rstrip("."), port
 
 
 async def _resolve(host: str, port: int) -> list[Address]:
@@ -462,12 +474,12 @@ async def _resolve(host: str, port: int) -> list[Address]:
     return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
 
 
-def _check_address(policy: Network, address: Address) -> Decision:
+def _check_address(policy: Network, address: Address, port: int, scheme: Scheme) -> Decision:
     """The policy's verdict; then the host's own addresses (any interface, public ones
     included), which reach services bound to 0.0.0.0 on the host: refused like loopback,
     unless a CIDR names them."""
-    decision = decide_address(policy, address)
-    if decision.allowed and not any(address in net for net in policy.cidrs) and _is_local(address):
+    decision = decide_address(policy, address, port, scheme)
+    if decision.allowed and not cidr_allows(policy, address, port, scheme) and _is_local(address):
         return Decision(False, f"resolves to an address of this host ({address})")
     return decision
 

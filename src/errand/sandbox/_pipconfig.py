@@ -15,7 +15,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
-from urllib.parse import urlsplit
+
+from errand.sandbox.network import entry_for_url
 
 __all__ = ["PipSettings", "host_pip_settings"]
 
@@ -47,7 +48,7 @@ def host_pip_settings() -> PipSettings:
         env["PIP_" + key.upper().replace("-", "_")] = value
         for item in value.split() if key in _PATHLIKE else ():
             if item.startswith(("http://", "https://")):
-                hosts.add(urlsplit(item).hostname or "")
+                hosts.add(entry_for_url(item) or "")
             elif (path := _local_path(key, item)) is not None:
                 paths.add(path)
     if "PIP_INDEX_URL" not in env:

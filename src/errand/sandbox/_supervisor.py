@@ -17,7 +17,6 @@ import os
 import socket
 import subprocess
 import sys
-from dataclasses import asdict
 
 from errand.errors import SandboxError
 from errand.sandbox._egress import EgressProxy, receive_listener
@@ -67,9 +66,7 @@ async def set_supervised_policy(record: Record, network: Network) -> None:
 
 
 def _policy_fields(network: Network) -> dict[str, object]:
-    fields = asdict(network)
-    fields["cidrs"] = [str(cidr) for cidr in network.cidrs]
-    return fields
+    return network.to_dict()
 
 
 async def _serve(sandbox_id: str, channel_fd: int, policy: Network) -> None:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from errand.errors import ConfigError
 from errand.sandbox import _pipconfig
+from errand.sandbox.network import entry_for_url
 
 __all__ = ["REGISTRY_KINDS", "RegistryAccess", "host_registries"]
 
@@ -72,8 +73,8 @@ def _npm() -> RegistryAccess:
         if result.returncode == 0 and value and value not in ("undefined", "null"):
             env[f"npm_config_{key}"] = value
     registry = env.get("npm_config_registry", "")
-    host = urlsplit(registry).hostname if registry.startswith(("http://", "https://")) else None
-    return RegistryAccess(tuple(sorted(env.items())), (), (host,) if host else ())
+    entry = entry_for_url(registry) if registry.startswith(("http://", "https://")) else None
+    return RegistryAccess(tuple(sorted(env.items())), (), (entry,) if entry else ())
 
 
 def _apt() -> RegistryAccess:

@@ -430,12 +430,9 @@ def _labels(attempt: _Attempt, role: str = "agent") -> dict[str, str]:
 
 def _environment_event(environment: Environment, task: Task, isolation: str) -> dict[str, Any]:
     """What shapes the round, and where it came from: the base commit's errand.toml (or the defaults)."""
-    def policy(network: Any) -> dict[str, Any]:
-        return {"mode": network.mode, "domains": list(network.domains), "cidrs": [str(c) for c in network.cidrs]}
-
     return {"config": "errand.toml" if environment.source is not None else None, "commit": task.base_commit,
-            "test": environment.test, "lint": environment.lint, "network": policy(environment.network),
-            "setup_network": policy(environment.setup_egress) if environment.setup else None,
+            "test": environment.test, "lint": environment.lint, "network": environment.network.to_dict(),
+            "setup_network": environment.setup_egress.to_dict() if environment.setup else None,
             "isolation": isolation}
 
 

@@ -98,7 +98,7 @@ class Environment:
             return base
         if not domains and not base.cidrs:
             return Network.none()
-        return Network.allow(*domains, cidrs=[str(cidr) for cidr in base.cidrs])
+        return Network.allow(*domains, cidrs=base.cidrs)
 
     @classmethod
     def load(cls, repo_dir: Path) -> Environment:
@@ -238,7 +238,7 @@ def cache_key(repo_dir: Path, environment: Environment | None = None, *, source:
         "image": [step.fingerprint() for step in env.image.steps],
         "setup": list(env.setup),
         "network": {"mode": egress.mode, "domains": list(egress.domains),
-                    "cidrs": [str(cidr) for cidr in egress.cidrs], "registries": list(env.setup_registries)},
+                    "cidrs": list(egress.cidrs), "registries": list(env.setup_registries)},
         "registries": registries.fingerprint() if registries is not None else None,
         "tree": tree if env.setup_key is None else None,
     }

@@ -25,7 +25,7 @@ from errand.agent import Agent, AgentResult
 from errand.errors import ErrandError, ExecTimeout
 from errand.repo import Diff, WorkingCopy, checkouts
 from errand.repo.generated import harvest
-from errand.sandbox import AsyncSandbox, Image, Mount, Network
+from errand.sandbox import AsyncSandbox, Image, Mount
 from errand.sandbox.layers import LayerStore
 from errand.sandbox.registries import RegistryAccess, host_registries
 from errand.tasks.environment import Environment, cache_key
@@ -164,7 +164,7 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
             await journal("setup_cached", {"key": key, "tree_layer": cached.tree_layer is not None})
             return cached
         await journal("setup_started", {"key": key, "commands": list(environment.setup),
-                                        "network": _describe(environment.setup_egress)})
+                                        "network": environment.setup_egress.to_dict()})
         copy = await asyncio.to_thread(prepare_copy, task, run, name="setup")
         try:
             image = await _run_setup(environment, copy, registries, journal, isolation,
@@ -212,10 +212,6 @@ def _keep_tree_writes(store: LayerStore, copy: WorkingCopy, key: str) -> tuple[s
         raise
     return layer, {"kept": len(result.kept), "kept_sample": result.kept[:20], "untracked": result.untracked,
                    "left_tracked": result.changed_tracked[:20]}
-
-
-def _describe(network: Network) -> dict[str, Any]:
-    return {"mode": network.mode, "domains": list(network.domains), "cidrs": [str(c) for c in network.cidrs]}
 
 
 async def _run_setup(environment: Environment, copy: WorkingCopy, registries: RegistryAccess,
