@@ -248,8 +248,13 @@ def print_evidence(out: Console, attempt: int, rank: int, of: int, evidence: Evi
     for label, check in (("tests on base", evidence.tests_before), ("tests after", evidence.tests_after),
                          ("lint after", evidence.lint_after)):
         if check is not None:
+            cached = ", from the cache" if check.cached else ""
             out.print(f"  {label}: {shown(check.describe(), lines=False)}  "
-                      f"[dim]({shown(check.command, lines=False)})[/]")
+                      f"[dim]({shown(check.command, lines=False)}{cached})[/]")
+    environment = (result.get("caches") or {}).get("environment")
+    if environment:
+        state = "from the cache" if environment.get("cached") else "set up for this round"
+        out.print(f"  environment: {state} [dim]({shown(environment.get('key'), lines=False)})[/]")
     out.print(f"  diff: {len(evidence.files)} file(s), +{evidence.additions} −{evidence.deletions}: "
               + shown(", ".join(f["path"] for f in evidence.files), lines=False))
     if evidence.test_files:

@@ -3,6 +3,9 @@ the task with its log."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from errand.tasks.lifecycle import TaskState
@@ -39,6 +42,9 @@ async def test_setup_runs_once_and_is_cached_for_the_next_task(
     assert second_before["cached"] is True and first_before == {**second_before, "cached": False}
     output = "".join(e.data["text"] for e in store.events(first.id, kinds=["setup_output"]))
     assert "$ echo setup done\nsetup done\n" in output
+    shown = subprocess.run([sys.executable, "-m", "errand", "show", second.id], capture_output=True, text=True,
+                           env={**os.environ, "ERRAND_DATABASE_URL": str(store.engine.url), "COLUMNS": "200"})
+    assert "environment: from the cache" in shown.stdout and "from the cache)" in shown.stdout, shown.stdout
     for task in (first, second):  # the tests ran in the set-up environment, before and after
         evidence = service.evidence(service.chosen_run(task.id))
         assert evidence is not None and evidence.tests_after is not None and evidence.tests_after.ok

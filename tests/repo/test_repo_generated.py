@@ -37,8 +37,10 @@ def test_setup_files_reach_later_copies_and_stay_out_of_their_diffs(
     (setup.path / ".git/hooks/pre-commit").write_text("#!/bin/sh\n")  # under .git: left out
     layer = tmp_path / "layer"
     layer.mkdir()
-    kept = harvest(setup, layer)
-    setup.remove()
+    try:
+        kept = harvest(setup, layer)
+    finally:
+        setup.remove()
     assert kept.untracked == ["src/_version.py", "tool/"]
     assert ".venv/" in kept.ignored
     assert sorted(kept.changed_tracked) == ["README.md", "src/app.py"]
@@ -65,8 +67,10 @@ def test_a_symlink_on_the_way_is_never_followed(user_repo: Path, tmp_path: Path,
     (outside / "secret").write_text("host")
     layer = tmp_path / "layer"
     layer.mkdir()
-    kept = harvest(setup, layer)
-    setup.remove()
+    try:
+        kept = harvest(setup, layer)
+    finally:
+        setup.remove()
     assert (layer / "build").is_symlink() and os.readlink(layer / "build") == str(outside)
     assert (outside / "secret").read_text() == "host" and kept.untracked == ["build"]
     shutil.rmtree(layer)
