@@ -69,16 +69,20 @@ def test_a_real_fix_reaches_review_with_high_confidence_and_the_branch_passes_in
     assert "4 passed" in done.stdout
 
 
+@pytest.mark.parametrize("isolation", ["namespace", "gvisor"])
 def test_setup_sees_tags_and_its_tree_writes_reach_the_agent_outside_the_diff(
-        errand_home: Path, tmp_path: Path) -> None:
+        errand_home: Path, tmp_path: Path, isolation: str) -> None:
     repo = python_project(tmp_path / "tally")
     model = script(tmp_path / "agent.json", [
         [("shell", {"command": "cat src/tally/_version.py; .venv/bin/python -c 'import tally; "
                                "print(\"version\", tally.__version__)'"})],
         [("finish", {"summary": "looked", "assumptions": []})],
     ])
-    errand(errand_home, "run", "Look around", "--repo", str(repo), "--model", model, "-f")
+    errand(errand_home, "run", "Look around", "--repo", str(repo), "--model", model, "-f",
+           env={"ERRAND_ISOLATION": isolation})
     [task] = errand_json(errand_home, "ls")
+    [environment] = [e["data"] for e in _events(errand_home, task["id"]) if e["kind"] == "environment"]
+    assert environment["isolation"] == isolation
     outputs = [e for e in _events(errand_home, task["id"]) if e["kind"] == "tool_result"]
     assert "version 1.4.0" in outputs[0]["data"]["content"], outputs[0]
     kept = [e["data"] for e in _events(errand_home, task["id"]) if e["kind"] == "setup_tree"]
