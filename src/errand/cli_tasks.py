@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
 from errand import _settings
 from errand._text import printable
+from errand.cli_events import print_event, shown
 from errand.errors import ConfigError, ErrandError
 from errand.models import ModelEndpoint
 from errand.repo.git import run_git
@@ -44,7 +44,7 @@ from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.records import Event, RunState, Task
 from errand.tasks.service import TaskService, issue_instruction
 from errand.tasks.store import TaskStore
-from errand.tasks.workers import WorkerInfo, notes, running_worker, stop_worker
+from errand.tasks.workers import WorkerInfo, notes, running_worker, stop_worker, worker_notes
 
 if TYPE_CHECKING:
     from errand.server.client import ErrandClient
@@ -63,14 +63,6 @@ _STATE_STYLE = {"queued": "cyan", "preparing": "cyan", "running": "blue", "needs
 def _out(*, stderr: bool = False) -> Console:
     # No emoji codes: ``:warning:`` in an agent's text must print as typed, not as a picture.
     return Console(highlight=False, emoji=False, stderr=stderr)
-
-
-def shown(value: object, *, lines: bool = True) -> str:
-    """``value`` as text a task carries (the agent's, a repository's, a person's), ready to
-    interpolate into Rich markup: every control character shown, never obeyed
-    (:func:`errand._text.printable`), and ``[...]`` escaped so it is never read as markup.
-    ``lines=False`` for a field that must stay on its line (a name, a command, an assumption)."""
-    return escape(printable(str(value), lines=lines))
 
 
 Server = Annotated[str | None, typer.Option(
@@ -155,7 +147,8 @@ def _ensure_worker(out: Console, endpoint: ModelEndpoint | None = None) -> None:
     one does, say where its environment differs from this one for ``endpoint``."""
     info = running_worker()
     if info is not None:
-        for note in notes(endpoint, info, os.environ) if endpoint is not None else []:
+        said = worker_notes(info, os.environ) + (notes(endpoint, info, os.environ) if endpoint is not None else [])
+        for note in said:
             Console(stderr=True).print(f"warning: {note}", style="yellow", markup=False, highlight=False,
                                        soft_wrap=True)
         return
@@ -337,98 +330,6 @@ def _follow(service: TaskService | ErrandClient, task_id: str, out: Console,
 
 def _print_event_json(event: Event) -> None:
     print(json.dumps(_record_json(event)), flush=True)
-
-
-def print_event(out: Console, event: Event) -> None:
-    line = _event_line(event.kind, event.data if isinstance(event.data, dict) else {})
-    if line is None:
-        return
-    if event.kind in ("output", "setup_output", "check_output"):
-        out.print(line, end="", style="dim")
-    else:
-        out.print(line)
-
-
-def _one_line(value: object) -> str:
-    return shown(value, lines=False)
-
-
-# Every value from an event goes through shown(): the agent wrote most of them, and the rest
-# (tool names, statuses) came through its model's replies or the repository.
-_EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
-    "round_started": lambda d: f"[bold]── round {shown(d.get('round'))}[/] ({_one_line(', '.join(d.get('runs', [])))})",
-    "environment": lambda d: f"[dim]environment from {_one_line(d.get('config') or 'the defaults')} at "
-                             f"{_one_line(str(d.get('commit') or '')[:12])}: egress {_policy(d.get('network'))}"
-                             + (f", setup egress {_policy(d.get('setup_network'))}" if d.get("setup_network") else "")
-                             + f", {_one_line(d.get('isolation'))} sandboxes[/]",
-    "setup_started": lambda d: "[cyan]setting up the environment[/]",
-    "setup_cached": lambda d: f"[cyan]environment set up already (cached, {_one_line(d.get('key'))})[/]",
-    "setup_tree": lambda d: f"[cyan]setup wrote {d.get('kept')} new paths into the tree; every working "
-                            f"copy has them, and no diff shows them[/]" + _left_by_setup(d),
-    "setup_finished": lambda d: f"[cyan]environment set up and cached ({_one_line(d.get('key'))})[/]",
-    "check_started": lambda d: f"[cyan]checking the result: {_one_line(d.get('what'))}[/] "
-                               f"{_one_line(d.get('command'))}",
-    "tests_before": lambda d: (f"tests on the base: {'pass' if d.get('exit_code') == 0 else 'fail'}"
-                               + (" (cached)" if d.get("cached") else "")),
-    "model": lambda d: f"[blue]model:[/] {shown(d.get('content'))}" if d.get("content") else None,
-    "tool_call": lambda d: f"[bold]→ {_one_line(d.get('name'))}[/] {_one_line(_arguments(d))}",
-    "tool_result": lambda d: _result_line(d),
-    "question": lambda d: f"[bold yellow]? {shown(d.get('text'))}[/]",
-    "answer_sent": lambda d: f"[yellow]answer:[/] {shown(d.get('text'))}",
-    "answer_delivered": lambda d: "[dim]  (answer delivered; the run resumes)[/]",
-    "message_sent": lambda d: f"[yellow]message:[/] {shown(d.get('text'))}",
-    "message_delivered": lambda d: "[dim]  (message delivered)[/]",
-    "exit": lambda d: f"[bold]run ended:[/] {_one_line(d.get('status'))} — {shown(d.get('detail'))}",
-    "ranking": lambda d: f"ranking: {_one_line(', '.join(d.get('runs', [])))}",
-    "ready_for_review": lambda d: f"[bold green]ready for review[/] (confidence {_one_line(d.get('confidence'))})",
-    "failed": lambda d: f"[bold red]failed:[/] {shown(d.get('reason'))}"
-    + (f"\n{shown(d.get('log'))}" if d.get("log") else ""),
-    "cancelled": lambda d: "[dim]cancelled[/]",
-    "model_endpoint": lambda d: _model_endpoint_line(d),
-    "recovered": lambda d: f"[yellow]worker restarted: run {_one_line(d.get('run_id'))} interrupted, task "
-                           f"{_one_line(d.get('state'))}[/]",
-    "followup": lambda d: f"[yellow]follow-up:[/] {shown(d.get('text'))}",
-    "rejected": lambda d: f"[red]rejected:[/] {shown(d.get('reason'))}",
-    "accepted": lambda d: f"[green]accepted[/] as {_one_line(str(d.get('commit', ''))[:12])} on "
-                          f"{_one_line(d.get('branch'))}",
-    "output": lambda d: shown(d.get("text", "")),
-    "setup_output": lambda d: shown(d.get("text", "")),
-    "check_output": lambda d: shown(d.get("text", "")),
-}
-
-
-def _policy(policy: object) -> str:
-    if not isinstance(policy, dict) or policy.get("mode") != "allow":
-        return _one_line(policy.get("mode") if isinstance(policy, dict) else "none")
-    return "only " + _one_line(", ".join(map(str, [*policy.get("domains", []), *policy.get("cidrs", [])])))
-
-
-def _left_by_setup(data: dict[str, Any]) -> str:
-    left = list(data.get("left_tracked", []))
-    if not left:
-        return ""
-    return (f"\n[yellow]setup also changed or deleted files git tracks; that was left out of the working "
-            f"copy: {_one_line(', '.join(map(str, left)))}[/]")
-
-
-def _result_line(data: dict[str, Any]) -> str | None:
-    if data.get("name") == "shell" and data.get("ok"):
-        return None  # its output was streamed already
-    first = (str(data.get("content") or "").split("\n") or [""])[0][:200]
-    return f"  [{'green' if data.get('ok') else 'red'}]← {_one_line(first)}[/]"
-
-
-def _event_line(kind: str, data: dict[str, Any]) -> str | None:
-    render = _EVENT_LINES.get(kind)
-    return render(data) if render is not None else None
-
-
-def _arguments(data: dict[str, Any]) -> str:
-    arguments = data.get("arguments") or {}
-    if data.get("name") == "shell":
-        return str(arguments.get("command", ""))
-    brief = {k: (v if len(str(v)) < 60 else str(v)[:57] + "…") for k, v in arguments.items()}
-    return " ".join(f"{k}={v!r}" for k, v in brief.items())
 
 
 # ------------------------------------------------------------------ steering and review
@@ -634,18 +535,6 @@ def _model_line(task: Task) -> str:
     if task.model_endpoint is None:
         return f"{task.model} (no endpoint recorded: the worker's own)"
     return task.model_endpoint.describe()
-
-
-def _model_endpoint_line(data: dict[str, Any]) -> str:
-    line = f"[dim]model {shown(data.get('describe'), lines=False)}"
-    if data.get("resolved_by") == "worker":
-        line += " (the task recorded no endpoint; resolved in the worker's environment)"
-    line += "[/]"
-    if data.get("key") == "differs":
-        variable = (data.get("model") or {}).get("api_key_env")
-        line += (f"\n[yellow]warning: the worker's ${shown(variable, lines=False)} is not the key the task was "
-                 "submitted with; it uses its own[/]")
-    return line
 
 
 def _record_json(record: object) -> Any:

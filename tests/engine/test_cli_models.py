@@ -213,3 +213,21 @@ def test_worker_status_and_stop(home: Path, repo: Path, tmp_path: Path, wires: t
     assert status(home)["running"] is False and not (home / "worker.json").exists()
     again = errand(home, "worker", "stop")
     assert again.returncode == 0 and "no worker serves" in again.stdout
+
+
+def test_a_worker_running_other_code_or_another_tier_is_said_at_submission(
+        home: Path, repo: Path, start_worker: Callable[..., subprocess.Popen[bytes]]) -> None:
+    worker = start_worker(ERRAND_ISOLATION="namespace")
+    record = home / "worker.json"
+    wait_until(record.exists, "the worker to write its record")
+    # As if it had been started before an upgrade: its record names other code.
+    data = json.loads(record.read_text())
+    record.write_text(json.dumps({**data, "code": "0.0.9+0123456789ab"}))
+    script = repo.parent / "noop.json"
+    script.write_text(json.dumps([{"tool_calls": [{"name": "finish", "arguments": {"summary": "nothing"}}]}]))
+    ran = errand(home, "run", "look", "--repo", str(repo), "--model", f"scripted:{script}",
+                 ERRAND_ISOLATION="gvisor")
+    assert ran.returncode == 0, ran.stderr
+    said = unwrapped(ran.stderr)
+    assert f"the running worker (pid {worker.pid}) runs errand 0.0.9+0123456789ab, not this errand" in said
+    assert "runs tasks on namespace sandboxes, not gvisor as ERRAND_ISOLATION says here" in said

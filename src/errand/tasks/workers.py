@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
+import hashlib
 import json
 import logging
 import os
@@ -30,13 +32,14 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+import errand
 from errand import _settings
 from errand.errors import ConfigError, ErrandError
 from errand.models import Catalog, ModelEndpoint
 from errand.models.endpoint import BASE_URL_VARIABLES, KEY_VARIABLES, fingerprint, fingerprint_matches
 
-__all__ = ["EngineBusy", "WorkerInfo", "check_serves", "hold", "notes", "running_worker", "stop_worker",
-           "worker_running"]
+__all__ = ["EngineBusy", "WorkerInfo", "check_serves", "errand_code", "hold", "notes", "running_worker",
+           "stop_worker", "worker_notes", "worker_running"]
 
 log = logging.getLogger("errand.engine")
 
@@ -61,6 +64,8 @@ class WorkerInfo:
     keys: Mapping[str, str] = field(default_factory=dict)  # key variable -> salted fingerprint of its value
     models: Mapping[str, str] = field(default_factory=dict)  # the named models it read -> their endpoints
     variables: tuple[str, ...] | None = None  # the names of every variable it has (None: not known)
+    code: str = ""  # a digest of the errand code it runs ("": an errand too old to say)
+    isolation: str = ""  # the sandbox tier its tasks run on
 
     @classmethod
     def of_this_process(cls, worker: str, concurrency: int, environ: Mapping[str, str]) -> WorkerInfo:
@@ -77,7 +82,7 @@ class WorkerInfo:
                        for name in names if environ.get(name)},
             keys={name: fingerprint(environ[name]) for name in sorted(key_variables) if environ.get(name)},
             models={name: model.describe() for name, model in sorted(catalog.models.items())},
-            variables=tuple(sorted(environ)))
+            variables=tuple(sorted(environ)), code=errand_code(), isolation=_isolation(environ))
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -204,6 +209,36 @@ def check_serves(endpoint: ModelEndpoint, info: WorkerInfo | None) -> None:
                       f"variable of {endpoint.describe()}, so it could not run this task. Stop it with "
                       f"`errand worker stop` and run again from an environment that has ${variable} (a new "
                       "worker starts with that environment)", code="worker_lacks_key")
+
+
+@functools.lru_cache(maxsize=1)
+def errand_code() -> str:
+    """A digest of the errand code this process runs (its sources, the native ones included):
+    a worker started before an upgrade runs other code than the ``errand run`` that hands it
+    a task, and a person should be told."""
+    root = Path(errand.__file__).parent
+    digest = hashlib.sha256(errand.__version__.encode())
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".c", ".h") and p.is_file()):
+        digest.update(f"\0{path.relative_to(root)}\0".encode())
+        digest.update(path.read_bytes())
+    return f"{errand.__version__}+{digest.hexdigest()[:12]}"
+
+
+def _isolation(environ: Mapping[str, str]) -> str:
+    return environ.get("ERRAND_ISOLATION") or "namespace"
+
+
+def worker_notes(info: WorkerInfo, environ: Mapping[str, str]) -> list[str]:
+    """Where the running worker differs from this process whatever the task: its code, its tier."""
+    said = []
+    if info.code != errand_code():
+        theirs = f"errand {info.code}" if info.code else "an errand that does not say which"
+        said.append(f"the running worker (pid {info.pid}) runs {theirs}, not this errand {errand_code()}; "
+                    "it serves the task with its own code. `errand worker stop` and run again to use this one")
+    if info.isolation and info.isolation != _isolation(environ):
+        said.append(f"the running worker (pid {info.pid}) runs tasks on {info.isolation} sandboxes, not "
+                    f"{_isolation(environ)} as ERRAND_ISOLATION says here. `errand worker stop` and run again")
+    return said
 
 
 def notes(endpoint: ModelEndpoint, info: WorkerInfo, environ: Mapping[str, str]) -> list[str]:
