@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from errand._text import printable
+from errand.tasks.environment import egress_summary
 from errand.tasks.records import Event
 
 __all__ = ["print_event", "shown"]
@@ -82,9 +83,7 @@ _EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
 
 
 def _policy(policy: object) -> str:
-    if not isinstance(policy, dict) or policy.get("mode") != "allow":
-        return _one_line(policy.get("mode") if isinstance(policy, dict) else "none")
-    return "only " + _one_line(", ".join(map(str, [*policy.get("domains", []), *policy.get("cidrs", [])])))
+    return _one_line(egress_summary(policy))
 
 
 def _left_by_setup(data: dict[str, Any]) -> str:

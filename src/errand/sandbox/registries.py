@@ -77,6 +77,7 @@ def _npm() -> RegistryAccess:
     return RegistryAccess(tuple(sorted(env.items())), (), (entry,) if entry else ())
 
 
+@lru_cache(maxsize=1)
 def _apt() -> RegistryAccess:
     from errand.sandbox import _debian
 

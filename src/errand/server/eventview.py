@@ -9,6 +9,7 @@ from typing import Any
 from markupsafe import Markup
 
 from errand._text import printable
+from errand.tasks.environment import egress_summary
 from errand.tasks.records import Event
 
 __all__ = ["OUTPUT_KINDS", "render_event"]
@@ -42,9 +43,7 @@ def _tool_result(data: dict[str, Any]) -> tuple[str, Markup] | None:
 
 
 def _policy(policy: object) -> str:
-    if not isinstance(policy, dict) or policy.get("mode") != "allow":
-        return _text(policy.get("mode") if isinstance(policy, dict) else "none")
-    return "only " + _text(", ".join(map(str, [*policy.get("domains", []), *policy.get("cidrs", [])])))
+    return _text(egress_summary(policy))
 
 
 def _left(data: dict[str, Any]) -> Markup:

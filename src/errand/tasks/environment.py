@@ -36,6 +36,7 @@ __all__ = [
     "MANIFEST_PATTERNS",
     "Environment",
     "cache_key",
+    "egress_summary",
     "instructions",
 ]
 
@@ -231,14 +232,12 @@ def cache_key(repo_dir: Path, environment: Environment | None = None, *, source:
     repo = Path(repo_dir).resolve()
     env = environment or Environment.load(repo)
     digest = hashlib.sha256()
-    egress = env.setup_network if env.setup_network is not None else env.network
     config = {
         "version": _CACHE_VERSION,
         "source": source,
         "image": [step.fingerprint() for step in env.image.steps],
         "setup": list(env.setup),
-        "network": {"mode": egress.mode, "domains": list(egress.domains),
-                    "cidrs": list(egress.cidrs), "registries": list(env.setup_registries)},
+        "network": env.setup_egress.to_dict(),
         "registries": registries.fingerprint() if registries is not None else None,
         "tree": tree if env.setup_key is None else None,
     }
@@ -261,6 +260,16 @@ def _hash_files(digest: Any, repo: Path, patterns: tuple[str, ...]) -> None:
         data = read[0]
         digest.update(f"\0lock\0{name}\0{len(data)}\0".encode())
         digest.update(data)
+
+
+def egress_summary(policy: object) -> str:
+    """A policy as events carry it (``Network.to_dict()``), in a few words: ``none``, ``open``,
+    or ``only`` and what it allows. Plain text: each face escapes it its own way."""
+    if not isinstance(policy, Mapping):
+        return "none"
+    if policy.get("mode") != "allow":
+        return str(policy.get("mode") or "none")
+    return "only " + ", ".join(map(str, [*policy.get("domains", []), *policy.get("cidrs", [])]))
 
 
 # ----------------------------------------------------------------- helpers

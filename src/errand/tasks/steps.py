@@ -24,7 +24,7 @@ from errand import _settings
 from errand.agent import Agent, AgentResult
 from errand.errors import ErrandError, ExecTimeout
 from errand.repo import Diff, WorkingCopy, checkouts
-from errand.repo.generated import harvest
+from errand.repo.generated import Harvest, harvest
 from errand.sandbox import AsyncSandbox, Image, Mount
 from errand.sandbox.layers import LayerStore
 from errand.sandbox.registries import RegistryAccess, host_registries
@@ -116,8 +116,7 @@ def prepare_copy(task: Task, run: Run, patch: str | None = None, *, setup: SetUp
     over what ``setup`` wrote into the tree (out of its diff), with ``patch`` (the work a
     follow-up continues) applied."""
     root = work_dir(run)
-    if name == "repo":
-        remove_work(run)  # a requeued run's leftovers
+    _clear(root / name)  # what a worker that died left of this copy
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o711)  # the sandbox uid must reach its checkout, and read nothing else here
     copy = WorkingCopy.overlaid(task.repo, task.base_commit or task.base_ref, dest=root / name,
@@ -131,9 +130,21 @@ def prepare_copy(task: Task, run: Run, patch: str | None = None, *, setup: SetUp
 def remove_work(run: Run) -> None:
     """Remove a run's working copies (unmounting their overlays) and everything else it kept."""
     root = work_dir(run)
-    for name in ("repo", "base", "setup"):
+    for name in _COPIES:
         checkouts.unmount(root / name)
     shutil.rmtree(root, ignore_errors=True)
+
+
+_COPIES = ("repo", "base", "setup")  # the working copies a run may have under its work directory
+
+
+def _clear(dest: Path) -> None:
+    checkouts.unmount(dest)
+    for path in (dest, *(dest.with_name(dest.name + suffix) for suffix in (".upper", ".work", ".index"))):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------ set up
@@ -165,21 +176,27 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
             return cached
         await journal("setup_started", {"key": key, "commands": list(environment.setup),
                                         "network": environment.setup_egress.to_dict()})
-        copy = await asyncio.to_thread(prepare_copy, task, run, name="setup")
-        try:
-            image = await _run_setup(environment, copy, registries, journal, isolation,
-                                     {"task": task.id, "run": run.id, "role": "setup"})
-            tree_layer = await asyncio.to_thread(_keep_tree_writes, store, copy, key)
-        finally:
-            await asyncio.to_thread(copy.remove)
-        await journal("setup_tree", {**tree_layer[1], "untracked": tree_layer[1]["untracked"][:20]})
-        assert image.config is not None
-        layer, untracked = tree_layer[0], tuple(tree_layer[1]["untracked"])
-        config = replace(image.config, key=key, labels={**image.config.labels, _TREE_LABEL: layer,
-                                                        _UNTRACKED_LABEL: json.dumps(untracked)})
-        store.save_image(config)
-        await journal("setup_finished", {"key": key})
-        return SetUp(Image.from_config(config), key, store.path(layer), isolation=isolation, diff_excludes=untracked)
+        return await _set_up_now(environment, task, run, journal, store, key, registries, isolation)
+
+
+async def _set_up_now(environment: Environment, task: Task, run: Run, journal: Journal, store: LayerStore,
+                      key: str, registries: RegistryAccess, isolation: str) -> SetUp:
+    copy = await asyncio.to_thread(prepare_copy, task, run, name="setup")
+    try:
+        image = await _run_setup(environment, copy, registries, journal, isolation,
+                                 {"task": task.id, "run": run.id, "role": "setup"})
+        layer, kept = await asyncio.to_thread(_keep_tree_writes, store, copy, key)
+    finally:
+        await asyncio.to_thread(copy.remove)
+    await journal("setup_tree", {"kept": len(kept.kept), "kept_sample": kept.kept[:20],
+                                 "untracked": kept.untracked[:20], "left_tracked": kept.changed_tracked[:20]})
+    assert image.config is not None
+    untracked = tuple(kept.untracked)
+    config = replace(image.config, key=key, labels={**image.config.labels, _TREE_LABEL: layer,
+                                                    _UNTRACKED_LABEL: json.dumps(untracked)})
+    store.save_image(config)
+    await journal("setup_finished", {"key": key})
+    return SetUp(Image.from_config(config), key, store.path(layer), isolation=isolation, diff_excludes=untracked)
 
 
 _TREE_LABEL = "errand.setup.tree"
@@ -201,17 +218,15 @@ def _cached_setup(store: LayerStore, key: str, isolation: str) -> SetUp | None:
                  diff_excludes=untracked)
 
 
-def _keep_tree_writes(store: LayerStore, copy: WorkingCopy, key: str) -> tuple[str, dict[str, Any]]:
-    """Commit the new files setup wrote into the tree as a layer; say what was left."""
+def _keep_tree_writes(store: LayerStore, copy: WorkingCopy, key: str) -> tuple[str, Harvest]:
+    """Commit the new files setup wrote into the tree as a layer; its name, and what was kept and left."""
     partial = store.partial()
     try:
-        result = harvest(copy, partial)
-        layer = store.commit(partial, f"tree-{key.removeprefix('env-')}").name
+        kept = harvest(copy, partial)
+        return store.commit(partial, f"tree-{key.removeprefix('env-')}").name, kept
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    return layer, {"kept": len(result.kept), "kept_sample": result.kept[:20], "untracked": result.untracked,
-                   "left_tracked": result.changed_tracked[:20]}
 
 
 async def _run_setup(environment: Environment, copy: WorkingCopy, registries: RegistryAccess,
