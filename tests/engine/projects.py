@@ -72,17 +72,22 @@ FILES = {
 
 def python_project(root: Path) -> Path:
     """The project at ``root``, committed on ``main`` and tagged ``v1.4.0``."""
-    root.mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.name", "Test User")
-    git(root, "config", "user.email", "user@example.com")
-    for name, text in FILES.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+    _written(root, FILES)
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "tally 1.4.0")
     git(root, "tag", "-a", "v1.4.0", "-m", "1.4.0")
     return root
+
+
+def _written(root: Path, files: dict[str, str]) -> None:
+    """A new repository at ``root`` on ``main`` holding ``files``, not yet committed."""
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.name", "Test User")
+    git(root, "config", "user.email", "user@example.com")
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
 
 
 def gold_patch(repo: Path, scratch: Path) -> str:
@@ -136,13 +141,7 @@ NPM_FILES = {
 def npm_project(root: Path) -> Path:
     """An npm project with a lockfile (made by npm itself, from the registry the host's npm
     is configured with), a TypeScript build before its mocha suite, failing on the base."""
-    root.mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.name", "Test User")
-    git(root, "config", "user.email", "user@example.com")
-    for name, text in NPM_FILES.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+    _written(root, NPM_FILES)
     subprocess.run(["npm", "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund"],
                    cwd=root, check=True, capture_output=True, timeout=600)
     git(root, "add", "-A")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,18 @@ SHELL_WORK = (
     "set -e; touch NOTES.txt; mkdir scratch; echo hi > scratch/a.txt; echo draft > new.py; "
     "rm -r scratch NOTES.txt new.py; echo later > TODO.md; mv TODO.md TODO.txt; rm TODO.txt"
 )
+
+
+def _run_to_review(home: Path, repo: Path, title: str, model: str) -> tuple[Any, Any, Any]:
+    """``errand run -f`` as a person types it; the task, its one run and that run's evidence,
+    once the task is ready for review."""
+    ran = errand(home, "run", title, "--repo", str(repo), "--model", model, "-f")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    [task] = errand_json(home, "ls")
+    shown = errand_json(home, "show", task["id"])
+    assert shown["state"] == "ready_for_review", shown
+    [run] = shown["runs"]
+    return task, run, run["result"]["evidence"]
 
 
 def _apply(patch: str) -> str:
@@ -36,13 +49,7 @@ def test_a_real_fix_reaches_review_with_high_confidence_and_the_branch_passes_in
         [("shell", {"command": ".venv/bin/python -m pytest -q"})],
         [("finish", {"summary": "total() keeps cents; mean() added; usage moved to the top", "assumptions": []})],
     ])
-    ran = errand(errand_home, "run", "Make the test suite pass", "--repo", str(repo), "--model", model, "-f")
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    [task] = errand_json(errand_home, "ls")
-    shown = errand_json(errand_home, "show", task["id"])
-    assert shown["state"] == "ready_for_review", shown
-    [run] = shown["runs"]
-    evidence = run["result"]["evidence"]
+    task, run, evidence = _run_to_review(errand_home, repo, "Make the test suite pass", model)
     assert evidence["confidence"]["level"] == "high", evidence["confidence"]
     assert evidence["tests_before"]["exit_code"] != 0 and evidence["tests_after"]["exit_code"] == 0
     assert evidence["tests_after"]["passed"] == 4
@@ -135,13 +142,7 @@ def test_an_npm_projects_fix_with_a_typescript_build_reaches_review_and_its_bran
         [("shell", {"command": "npm test"})],
         [("finish", {"summary": "withTax rounds to cents; discount added", "assumptions": []})],
     ])
-    ran = errand(errand_home, "run", "Make npm test pass", "--repo", str(repo), "--model", model, "-f")
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    [task] = errand_json(errand_home, "ls")
-    shown = errand_json(errand_home, "show", task["id"])
-    assert shown["state"] == "ready_for_review", shown
-    [run] = shown["runs"]
-    evidence = run["result"]["evidence"]
+    task, _run, evidence = _run_to_review(errand_home, repo, "Make npm test pass", model)
     assert evidence["failed_commands"] == [], evidence["failed_commands"]
     assert evidence["confidence"]["level"] == "high", evidence["confidence"]
     assert evidence["tests_before"]["exit_code"] != 0 and evidence["tests_after"]["exit_code"] == 0

@@ -11,13 +11,22 @@ import pytest
 from repohelpers import git
 
 from errand.repo import WorkingCopy
-from errand.repo.generated import harvest
+from errand.repo.generated import Harvest, harvest
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ERRAND_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
+
+
+def _harvested(setup: WorkingCopy, layer: Path) -> Harvest:
+    """What harvest kept of ``setup`` in the new directory ``layer``; ``setup`` is removed, whatever happens."""
+    layer.mkdir()
+    try:
+        return harvest(setup, layer)
+    finally:
+        setup.remove()
 
 
 def test_setup_files_reach_later_copies_and_stay_out_of_their_diffs(
@@ -36,11 +45,7 @@ def test_setup_files_reach_later_copies_and_stay_out_of_their_diffs(
     (setup.path / ".git/hooks").mkdir(exist_ok=True)
     (setup.path / ".git/hooks/pre-commit").write_text("#!/bin/sh\n")  # under .git: left out
     layer = tmp_path / "layer"
-    layer.mkdir()
-    try:
-        kept = harvest(setup, layer)
-    finally:
-        setup.remove()
+    kept = _harvested(setup, layer)
     assert kept.untracked == ["src/_version.py", "tool/"]
     assert ".venv/" in kept.ignored
     assert sorted(kept.changed_tracked) == ["README.md", "src/app.py"]
@@ -66,11 +71,7 @@ def test_a_symlink_on_the_way_is_never_followed(user_repo: Path, tmp_path: Path,
     (setup.path / "build").symlink_to(outside)
     (outside / "secret").write_text("host")
     layer = tmp_path / "layer"
-    layer.mkdir()
-    try:
-        kept = harvest(setup, layer)
-    finally:
-        setup.remove()
+    kept = _harvested(setup, layer)
     assert (layer / "build").is_symlink() and os.readlink(layer / "build") == str(outside)
     assert (outside / "secret").read_text() == "host" and kept.untracked == ["build"]
     shutil.rmtree(layer)
