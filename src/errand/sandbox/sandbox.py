@@ -30,7 +30,7 @@ from errand.sandbox._labels import check_labels
 from errand.sandbox._registry import Record, records
 from errand.sandbox._spec import SandboxSpec
 from errand.sandbox._supervisor import set_supervised_policy, start_supervisor
-from errand.sandbox.backend import Backend, get_backend
+from errand.sandbox.backend import Backend, SandboxUsage, get_backend
 from errand.sandbox.config import Mount, Resources, sandbox_path
 from errand.sandbox.files import AsyncFiles
 from errand.sandbox.image import Image
@@ -326,6 +326,10 @@ class AsyncSandbox:
     def memory_usage(self) -> int:
         """Bytes of memory charged to the sandbox now (cgroup accounting)."""
         return self._backend.memory_usage(self._record)
+
+    def usage(self) -> SandboxUsage:
+        """CPU time and memory the sandbox's processes use (cgroup accounting)."""
+        return self._backend.usage(self._record)
 
     async def terminate(self) -> None:
         """Kill every process, unmount, remove scratch. Safe to call more than once."""

@@ -29,6 +29,7 @@ from errand.server.schemas import (
     without_patch,
 )
 from errand.tasks.lifecycle import TaskState
+from errand.tasks.progress import progress
 from errand.tasks.records import Event, Review, Run, Task
 from errand.tasks.service import MAX_ATTEMPTS, Accepted, TaskService
 
@@ -98,20 +99,23 @@ async def list_tasks(request: Request, state: TaskState | None = None,
     return fast_json({"tasks": tasks, "next": tasks[-1].id if len(tasks) == limit else None})
 
 
-def detail(service: TaskService, task_id: str) -> TaskDetail:
+def detail(service: TaskService, task_id: str, *, with_progress: bool = False) -> TaskDetail:
     task = service.store.get_task(task_id)
     question = None
     if task.state is TaskState.NEEDS_INPUT:
         asked = service.store.last_event(task_id, ["question"])
         question = str(asked.data.get("text")) if asked is not None else None
-    return TaskDetail(**vars(task), runs=[without_patch(r) for r in service.store.runs(task_id)],
-                      reviews=service.store.reviews(task_id), question=question)
+    runs = service.store.runs(task_id)
+    figures = progress(service.store, task, runs).to_json() if with_progress else None
+    return TaskDetail(**vars(task), runs=[without_patch(r) for r in runs], reviews=service.store.reviews(task_id),
+                      question=question, progress=figures)
 
 
 @router.get("/tasks/{task_id}", response_model=TaskDetail, responses=PROBLEMS)
 async def show_task(request: Request, task_id: TaskId) -> Response:
-    """A task with its runs, its reviews and the question it waits on."""
-    return fast_json(await asyncio.to_thread(detail, task_service(request), task_id))
+    """A task with its runs, its reviews, the question it waits on, and its progress: elapsed
+    time, steps, tokens and cost, per attempt of the latest round against its budgets."""
+    return fast_json(await asyncio.to_thread(detail, task_service(request), task_id, with_progress=True))
 
 
 @router.get("/tasks/{task_id}/events", response_model=list[Event], responses=PROBLEMS)
