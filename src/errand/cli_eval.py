@@ -26,6 +26,7 @@ from rich.table import Table
 
 from errand import _settings
 from errand._text import printable
+from errand.agent import Budgets
 from errand.errors import ConfigError, ErrandError
 from errand.eval.compare import compare_runs
 from errand.eval.dataset import Dataset, load_dataset
@@ -35,6 +36,7 @@ from errand.eval.predictions import load_predictions
 from errand.eval.runs import GradeJob, grade_jobs, load_attempts, validate_summary, write_json
 from errand.eval.sample import build as build_sample
 from errand.eval.sample import sample_dir
+from errand.eval.solve import RunOptions, run_attempts
 
 __all__ = ["eval_app"]
 
@@ -244,3 +246,24 @@ def _show_validation(summary: dict[str, Any], run: Path) -> None:
                       f"({item['patch']}): {item['outcomes']}", markup=False, highlight=False)
     console.print("valid" if summary["ok"] else "NOT valid", style="green" if summary["ok"] else "red")
     console.print(f"summary in {run / 'summary.json'}", markup=False, highlight=False)
+
+
+@eval_app.command("run")
+def run(dataset: DatasetArg,
+        model: Annotated[str, typer.Option("--model", help="A named model or provider:model.")],
+        k: Annotated[int, typer.Option("-k", help="Attempts per instance (pass@k for every k up to it).")] = 1,
+        specs: SpecsOpt = None, mirror: MirrorOpt = None, instance: InstanceOpt = None, jobs: JobsOpt = 1,
+        max_steps: Annotated[int | None, typer.Option(help="The agent's step budget per attempt.")] = None,
+        run_dir: RunDirOpt = None, fresh: FreshOpt = False, as_json: JsonOpt = False,
+        isolation: IsolationOpt = None) -> None:
+    """Let the agent attempt every instance k times, grade each attempt, and report."""
+    data = _dataset(dataset, specs, mirror, instance)
+    run_path = _run_dir(run_dir, "run", dataset, fresh)
+    budgets = Budgets(max_steps=max_steps) if max_steps is not None else Budgets()
+    options = RunOptions(model=model, attempts=k, concurrency=jobs, budgets=budgets, grading=_options(isolation))
+    write_json(run_path / "run.json", {"dataset": str(data.path), "model": model, "k": k})
+    with _progress(len(data.instances) * k, "solving") as advance:
+        _run(run_attempts(data.instances, run_path, options, progress=advance))
+    summary = _run(_summarize(run_path))
+    write_json(run_path / "summary.json", summary)
+    _show(summary, run_path, as_json)

@@ -34,7 +34,7 @@ from errand._files import read_inside
 from errand.errors import ErrandError
 from errand.eval.dataset import Instance
 from errand.eval.junit import Outcome, outcomes, parse_junit
-from errand.eval.patches import files_of, runner_files, test_files, without_paths
+from errand.eval.patches import edited_tests, files_of, runner_files, without_paths
 from errand.eval.strip import stripped_source
 from errand.repo import WorkingCopy
 from errand.repo.errors import RepoError
@@ -176,7 +176,7 @@ async def _grade_in(instance: Instance, patch: str, context: InstanceContext, ba
     began = time.monotonic()
     tested = files_of(instance.test_patch)
     candidate, reset = without_paths(patch, tested)
-    flags = tuple([f"edits tests: {path}" for path in test_files(patch)]
+    flags = tuple([f"edits tests: {path}" for path in edited_tests(patch)]
                   + [f"reset to the base before the test patch: {path}" for path in reset])
     base = _with(base, flags=flags)
     copy = await asyncio.to_thread(steps.prepare_copy, context.task, context.run, setup=context.setup)

@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 
 from errand.tasks.evidence import is_test_file
 
-__all__ = ["FilePatch", "files_of", "runner_files", "split_patch", "test_files", "without_paths"]
+__all__ = ["FilePatch", "files_of", "edited_tests", "runner_files", "split_patch", "without_paths"]
 
 _HEADER = re.compile(r"^diff --git (?:\"?a/)(.+?)\"? (?:\"?b/)(.+?)\"?$")
 _PATH_LINES = (("--- a/", 6), ("+++ b/", 6), ("rename from ", 12), ("rename to ", 10),
@@ -66,7 +66,7 @@ def without_paths(patch: str, paths: set[str]) -> tuple[str, list[str]]:
     return "".join(kept), dropped
 
 
-def test_files(patch: str) -> list[str]:
+def edited_tests(patch: str) -> list[str]:
     return sorted(path for path in files_of(patch) if is_test_file(path))
 
 
