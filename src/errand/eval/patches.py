@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 
 from errand.tasks.evidence import is_test_file
 
-__all__ = ["FilePatch", "files_of", "edited_tests", "runner_files", "split_patch", "without_paths"]
+__all__ = ["FilePatch", "edited_tests", "files_of", "runner_files", "split_patch", "without_paths"]
 
 _HEADER = re.compile(r"^diff --git (?:\"?a/)(.+?)\"? (?:\"?b/)(.+?)\"?$")
 _PATH_LINES = (("--- a/", 6), ("+++ b/", 6), ("rename from ", 12), ("rename to ", 10),
