@@ -25,9 +25,9 @@ from rich.console import Console
 from rich.table import Table
 
 from errand import __version__, cli_tasks, tour
-from errand.cli_eval import eval_app
 from errand import demo as task_demo
 from errand._text import printable
+from errand.cli_eval import eval_app
 from errand.errors import ConfigError, ErrandError, ExecTimeout
 from errand.memory.cli import memory_app
 from errand.repo import checkouts
