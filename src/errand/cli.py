@@ -27,6 +27,7 @@ from rich.table import Table
 from errand import __version__, cli_tasks, tour
 from errand import demo as task_demo
 from errand._text import printable
+from errand.cli_eval import eval_app
 from errand.errors import ConfigError, ErrandError, ExecTimeout
 from errand.memory.cli import memory_app
 from errand.repo import checkouts
@@ -50,6 +51,7 @@ sandbox_app = typer.Typer(no_args_is_help=True, help="Create, use and remove san
 app.add_typer(sandbox_app, name="sandbox")
 cli_tasks.register(app)
 app.add_typer(memory_app, name="memory")
+app.add_typer(eval_app, name="eval")
 
 
 def main() -> None:
