@@ -233,7 +233,32 @@ class AsyncSandbox:
         if input is not None:
             await process.stdin.write(input)
         await process.stdin.close()
-        return await process.result(max_output)
+        result = await process.result(max_output)
+        if result.exit_code == 127 and len(args) == 1 and any(c.isspace() for c in args[0]):
+            # One argument is one program's name, as in subprocess; "ls -la" is a command line.
+            hint = (f"errand: {args[0]!r} is one argument, so it was run as a program of that name; for a "
+                    f"shell command line use sandbox.shell({args[0]!r}), or pass each word as its own "
+                    "argument\n")
+            result = replace(result, stderr=result.stderr + hint)
+        return result
+
+    async def shell(
+        self,
+        command: str,
+        *,
+        input: str | bytes | None = None,  # noqa: A002 - the name subprocess.run uses
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | int | None = None,
+        timeout: float | None = None,
+        max_output: int = MAX_OUTPUT,
+    ) -> ExecResult:
+        """Run a shell command line (``/bin/sh -c command``: pipes, globs, ``&&``, variables) to
+        completion, as :meth:`run` does; ``run("ls", "-la")`` runs a program without a shell."""
+        if not isinstance(command, str) or not command.strip():
+            raise ConfigError("shell() takes a non-empty command line", code="invalid_command")
+        return await self.run("/bin/sh", "-c", command, input=input, cwd=cwd, env=env, user=user, timeout=timeout,
+                              max_output=max_output)
 
     # ------------------------------------------------------- snapshots, state
 

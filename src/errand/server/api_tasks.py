@@ -203,10 +203,17 @@ def reject_task(request: Request, task_id: TaskId, body: ReasonIn) -> Review:
     return task_service(request).reject(task_id, body.reason)
 
 
-@router.post("/tasks/{task_id}/followup", response_model=Review, responses=PROBLEMS)
-def followup_task(request: Request, task_id: TaskId, body: TextIn) -> Review:
-    """More work on the result: a new round on the same branch."""
+@router.post("/tasks/{task_id}/followup", response_model=Review | Task, responses=PROBLEMS)
+def followup_task(request: Request, task_id: TaskId, body: TextIn) -> Review | Task:
+    """More work: a new round of the task on its branch (the review is returned); of an accepted
+    task, a new task starting from its commit, with ``parent_id`` naming it (that task is returned)."""
     return task_service(request).followup(task_id, body.text)
+
+
+@router.post("/tasks/{task_id}/retry", response_model=Task, responses=PROBLEMS)
+def retry_task(request: Request, task_id: TaskId) -> Task:
+    """Run a failed or cancelled task again: a new round from where its last one started."""
+    return task_service(request).retry(task_id)
 
 
 @router.post("/tasks/{task_id}/answer", response_model=PostedOut, responses=PROBLEMS)

@@ -116,11 +116,15 @@ class LocalEngine:
 
     # ------------------------------------------------------------ serving
 
-    async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None) -> None:
+    async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None,
+                    ready: Callable[[], None] | None = None) -> None:
         """Work until ``stop`` is set (or, with ``exit_when_idle``, until nothing was
-        queued or running for that many seconds)."""
+        queued or running for that many seconds). ``ready`` is called once this engine is the
+        home's worker (it raises :class:`EngineBusy` before then if another one is)."""
         stop = stop or asyncio.Event()
         with hold(WorkerInfo.of_this_process(self.worker, self.concurrency, os.environ)):
+            if ready is not None:
+                ready()
             await self._recover()
             await self._prune()
             idle_since = time.monotonic()
@@ -235,7 +239,9 @@ class LocalEngine:
             try:
                 await _uncancellable(self._clean_up(round_))
             finally:
-                self._rounds.pop(task.id, None)
+                # A retry may have queued, and this engine claimed, the task's next round already.
+                if self._rounds.get(task.id) is round_:
+                    del self._rounds[task.id]
 
     async def _execute(self, round_: _Round, number: int) -> None:
         task, attempts = round_.task, round_.attempts
