@@ -97,6 +97,10 @@ _RENDER: dict[str, Render] = {
     "recovered": lambda d: ("recovered", Markup("worker restarted: run {} interrupted, task {}").format(
         d.get("run_id"), d.get("state"))),
     "followup": _plain("follow-up", "text"),
+    "followed_up": lambda d: ("follow-up", Markup("continued as a new task <a href='/tasks/{}'>{}</a>: {}").format(
+        d.get("task_id"), d.get("task_id"), _text(d.get("text")))),
+    "retried": lambda d: ("retried", Markup("retried after it was {}: round {} starts").format(
+        _text(d.get("after")), d.get("round"))),
     "rejected": _plain("rejected", "reason"),
     "accepted": lambda d: ("accepted", Markup("accepted as {} on {}").format(
         str(d.get("commit", ""))[:12], d.get("branch"))),

@@ -37,7 +37,7 @@ from errand.server.schemas import TaskIn, Text
 from errand.server.security import SESSION_COOKIE, Keys, check_csrf, csrf_token
 from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.progress import progress
-from errand.tasks.records import Verdict
+from errand.tasks.records import Task, Verdict
 from errand.tasks.service import MAX_ATTEMPTS, TaskService
 
 __all__ = ["Csrf", "FormText", "error_page", "local_path", "page", "redirect", "router", "templates"]
@@ -165,6 +165,8 @@ def _panel(task: Any) -> dict[str, Any]:
             "has_result": bool(changed) and state in (TaskState.READY_FOR_REVIEW, TaskState.REJECTED,
                                                       TaskState.ACCEPTED),
             "reviewable": state in (TaskState.READY_FOR_REVIEW, TaskState.REJECTED),
+            "retryable": state in (TaskState.FAILED, TaskState.CANCELLED),
+            "followable": state in (TaskState.REJECTED, TaskState.FAILED, TaskState.CANCELLED, TaskState.ACCEPTED),
             "live": state not in (TaskState.ACCEPTED, TaskState.FAILED, TaskState.CANCELLED)}
 
 
@@ -258,8 +260,24 @@ async def reject(request: Request, task_id: Text, csrf: Csrf, reason: FormText) 
 
 @router.post("/tasks/{task_id}/followup", response_class=HTMLResponse)
 async def followup(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
+    """More work: a new round of this task, or, of an accepted one, a new task (shown next)."""
     check_csrf(request, csrf)
-    return await _act(request, task_id, lambda: task_service(request).followup(task_id, text))
+    made: list[str] = []
+
+    def run() -> None:
+        outcome = task_service(request).followup(task_id, text)
+        if isinstance(outcome, Task):
+            made.append(outcome.id)
+
+    response = await _act(request, task_id, run)
+    return redirect(f"/tasks/{quote(made[0])}") if made else response
+
+
+@router.post("/tasks/{task_id}/retry", response_class=HTMLResponse)
+async def retry(request: Request, task_id: Text, csrf: Csrf) -> Response:
+    """Run a failed or cancelled task again: a new round, the earlier ones kept."""
+    check_csrf(request, csrf)
+    return await _act(request, task_id, lambda: task_service(request).retry(task_id))
 
 
 # ------------------------------------------------------------------ review
