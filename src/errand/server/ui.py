@@ -93,8 +93,10 @@ def task_list(request: Request, state: Annotated[str | None, Query(max_length=32
 def _list_page(request: Request, state: str | None, repo: str | None, before: str | None, *, status: int = 200,
                error: str | None = None, form: dict[str, Any] | None = None) -> HTMLResponse:
     valid_state = state if state in TaskState.__members__.values() else None
-    tasks = task_service(request).store.list_tasks(state=valid_state, repo=repo, limit=50, before=before)
-    return page(request, "tasks.html", status, tasks=tasks, states=list(TaskState), state=valid_state,
+    store = task_service(request).store
+    tasks = store.list_tasks(state=valid_state, repo=repo, limit=50, before=before)
+    figures = {task.id: progress(store, task) for task in tasks}
+    return page(request, "tasks.html", status, tasks=tasks, figures=figures, states=list(TaskState), state=valid_state,
                  repo=repo or "", next=tasks[-1].id if len(tasks) == 50 else None, error=error,
                  form=form or {"base": "HEAD", "attempts": 1})
 
