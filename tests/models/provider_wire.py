@@ -236,6 +236,7 @@ class Provider:
     refused: int = 0
     largest: int = 0
     problems: list[str] = field(default_factory=list)
+    usages: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.cache = PromptCache(self.protocol)
@@ -259,6 +260,7 @@ class Provider:
             self.summaries += 1
             turn = Turn(self.summary)
         _, usage = self.cache.usage(blocks, self.output_tokens)
+        self.usages.append(usage)
         return self.reply(turn, usage)
 
     def reply(self, turn: Turn, usage: dict[str, Any]) -> Answer:
