@@ -25,7 +25,7 @@ from models.provider_wire import (
     openai_rate_limit,
     openai_server_error,
 )
-from models.wire import Recorded, Stream, WireServer
+from models.wire import Hang, Recorded, Stream, WireServer
 
 FINISH = ("finish", {"summary": "done", "assumptions": []})
 PRICES = Pricing(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
@@ -176,6 +176,19 @@ async def test_retries_are_bounded(wire: WireServer, sandbox: AsyncSandbox) -> N
     assert result.status == "error" and clock.slept == [1.0, 2.0] and len(wire.requests) == 3
     assert result.detail.startswith("the model failed 3 times in a row, the retries used up; the last time: "
                                     "openai:test-model answered HTTP 500")
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+async def test_a_request_that_times_out_is_retried(wire: WireServer, sandbox: AsyncSandbox, protocol: Protocol) -> None:
+    wire.queue(Hang())
+    wire.respond(Provider(protocol, script()))
+    # The SDK's own timeout (real time, so short): the loopback provider never answers the first request.
+    model = (OpenAIModel("m", base_url=f"{wire.url}/v1", api_key="k", timeout=0.3) if protocol == "openai"
+             else AnthropicModel("m", base_url=wire.url, api_key="k", timeout=0.3))
+    agent, events, clock = agent_for(model, sandbox)
+    result = await agent.run("finish at once")
+    assert result.status == "finished" and len(wire.requests) == 2 and clock.slept == [1.0]
+    assert "timed out" in events.of("model_retry")[0]["reason"].lower()
 
 
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])

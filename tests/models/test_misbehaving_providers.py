@@ -160,7 +160,7 @@ async def test_anthropic_requests_mark_the_system_prompt_and_the_messages_the_ca
     assert marked["messages"][2]["content"] == [
         {"type": "tool_result", "tool_use_id": "t1", "content": "wrote", "cache_control": {"type": "ephemeral"}},
         {"type": "text", "text": "go on"}]
-    assert "cache_control" not in str(plain) and plain["system"] == "You write files."
+    assert "cache" not in str(plain) and plain["system"] == "You write files."
 
 
 def test_the_profile_table_knows_dated_names_and_not_unknown_models() -> None:

@@ -5,7 +5,8 @@ checked are the ones the SDKs really put on the wire. An answer is JSON
 (:class:`Json`, with a status and headers such as ``retry-after``) or a stream of
 server-sent events (:class:`Stream`), which can be cut short: the connection
 closes after ``cut_after`` events although the response declared more bytes,
-as when a proxy or the provider drops a stream mid-reply. Queued answers go out
+as when a proxy or the provider drops a stream mid-reply; or nothing at all
+(:class:`Hang`), for a client's timeout. Queued answers go out
 in order; when none is queued, a responder function (:meth:`WireServer.respond`)
 answers from the request itself, which lets a test play a whole long run.
 """
@@ -44,7 +45,12 @@ class Stream:
     cut_after: int | None = None
 
 
-Answer = Json | Stream
+@dataclass(frozen=True)
+class Hang:
+    """No answer at all until the server stops: a provider that has gone quiet (the client times out)."""
+
+
+Answer = Json | Stream | Hang
 Responder = Callable[[Recorded], Answer]
 
 
@@ -55,6 +61,7 @@ class WireServer:
         self.requests: list[Recorded] = []
         self._answers: deque[Answer] = deque()
         self._responder: Responder | None = None
+        self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
@@ -81,6 +88,7 @@ class WireServer:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
@@ -105,6 +113,9 @@ class WireServer:
                 answer = wire._next(request)
                 if isinstance(answer, Stream):
                     self._stream(answer)
+                elif isinstance(answer, Hang):
+                    wire._stopping.wait()
+                    self.close_connection = True
                 else:
                     self._json(answer)
 

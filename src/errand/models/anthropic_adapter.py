@@ -109,15 +109,14 @@ class AnthropicModel:
         request: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": turns}
         if system:
             text = "\n\n".join(m.content for m in system)
-            request["system"] = [{"type": "text", "text": text, **_cache_mark(self.cache)}] if self.cache else text
+            request["system"] = [{"type": "text", "text": text, "cache_control": _EPHEMERAL}] if self.cache else text
         if tools:
             request["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
             ]
             if self.cache and not system:
                 request["tools"][-1]["cache_control"] = _EPHEMERAL
-        if self.cache:
-            _mark_turns(turns, MAX_CACHE_MARKS - 1)
+        _mark_turns(turns, MAX_CACHE_MARKS - 1 if self.cache else 0)
         return request
 
     async def _streamed(self, request: dict[str, Any]) -> Reply:
@@ -135,10 +134,6 @@ class AnthropicModel:
         return Reply(message, usage, cost=self.profile.cost(usage), raw_stop=stop)
 
 
-def _cache_mark(enabled: bool) -> dict[str, Any]:
-    return {"cache_control": _EPHEMERAL} if enabled else {}
-
-
 def _wire_turns(messages: Iterable[Message]) -> list[dict[str, Any]]:
     turns: list[dict[str, Any]] = []
     for message in messages:
@@ -154,7 +149,7 @@ def _wire_turns(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 
 def _mark_turns(turns: list[dict[str, Any]], limit: int) -> None:
-    """Turn the caller's ``cache`` marks into ``cache_control``, keeping the last ``limit``."""
+    """Turn the caller's ``cache`` marks into ``cache_control``, keeping the last ``limit`` (none: 0)."""
     marked = [block for turn in turns for block in turn["content"] if block.pop("_cache", False)]
     for block in marked[-limit:] if limit > 0 else []:
         block["cache_control"] = _EPHEMERAL
