@@ -57,6 +57,7 @@ KEY_VARIABLES = {"openai": ("ERRAND_OPENAI_API_KEY", "OPENAI_API_KEY"),
 NO_KEY = "no-key"
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIGEST_HEX = 12  # 48 bits
+_OVERRIDES: dict[str, Any] = {"context_window": None, "pricing": None, "stream": False}
 
 #: How a key in some environment compares with the one a record was made with.
 KeyStatus = Literal["none", "missing", "same", "differs", "unknown"]
@@ -139,7 +140,12 @@ class ModelEndpoint:
         return profile_for(self.model).overridden(self.context_window, self.pricing)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        # The overrides only when set: a record without them reads as before they existed.
+        for key, default in _OVERRIDES.items():
+            if data[key] == default:
+                del data[key]
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ModelEndpoint:
