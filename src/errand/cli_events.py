@@ -73,6 +73,10 @@ _EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "recovered": lambda d: f"[yellow]worker restarted: run {_one_line(d.get('run_id'))} interrupted, task "
                            f"{_one_line(d.get('state'))}[/]",
     "followup": lambda d: f"[yellow]follow-up:[/] {shown(d.get('text'))}",
+    "followed_up": lambda d: f"[yellow]follow-up, as new task {_one_line(d.get('task_id'))}:[/] "
+                             f"{shown(d.get('text'))}",
+    "retried": lambda d: f"[yellow]retried[/] after it was {_one_line(d.get('after'))}: "
+                         f"round {_one_line(d.get('round'))}",
     "rejected": lambda d: f"[red]rejected:[/] {shown(d.get('reason'))}",
     "accepted": lambda d: f"[green]accepted[/] as {_one_line(str(d.get('commit', ''))[:12])} on "
                           f"{_one_line(d.get('branch'))}",

@@ -11,13 +11,11 @@ service's methods; the server's engine runs the tasks.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -37,14 +35,14 @@ from errand.cli_events import print_event, shown
 from errand.errors import ConfigError, ErrandError
 from errand.models import ModelEndpoint
 from errand.repo.git import run_git
-from errand.repo.workcopy import source_name
-from errand.tasks.engine import LocalEngine
+from errand.repo.workcopy import is_url, source_name
+from errand.tasks.environment import CONFIG_FILE
 from errand.tasks.evidence import Evidence
-from errand.tasks.lifecycle import ACTIVE, TaskState
-from errand.tasks.records import Event, RunState, Task
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.records import Event, Run, Task
 from errand.tasks.service import TaskService, issue_instruction
 from errand.tasks.store import TaskStore
-from errand.tasks.workers import WorkerInfo, notes, running_worker, stop_worker, worker_notes
+from errand.tasks.workers import notes, running_worker, worker_notes
 
 if TYPE_CHECKING:
     from errand.server.client import ErrandClient
@@ -53,6 +51,7 @@ __all__ = ["age", "print_event", "print_evidence", "print_patch", "register", "s
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+_NAMED = 5  # uncommitted files named by `errand run`; the rest are counted
 _SETTLED = {TaskState.READY_FOR_REVIEW, TaskState.ACCEPTED, TaskState.REJECTED, TaskState.FAILED,
             TaskState.CANCELLED}
 _STATE_STYLE = {"queued": "cyan", "preparing": "cyan", "running": "blue", "needs_input": "bold yellow",
@@ -67,7 +66,9 @@ def _out(*, stderr: bool = False) -> Console:
 
 Server = Annotated[str | None, typer.Option(
     "--server", envvar="ERRAND_SERVER", metavar="URL", help="Use an errand server instead of the local store.")]
-Token = Annotated[str | None, typer.Option("--token", envvar="ERRAND_TOKEN", help="The server's token.")]
+Token = Annotated[str | None, typer.Option("--token", envvar="ERRAND_TOKEN", metavar="TOKEN",
+                                          help="The server's token.")]
+StartWorker = Annotated[bool, typer.Option("--worker/--no-worker", help="Start a background worker if none runs.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON (the HTTP API's fields) instead of text.")]
 
 
@@ -94,8 +95,10 @@ TaskId = Annotated[str, typer.Argument(metavar="ID", help="The task's id (see `e
 
 
 def register(app: typer.Typer) -> None:
-    for command in (run, ls, show, diff, logs, accept, reject, followup, answer, message, cancel):
+    for command in (run, ls, show, diff, logs, accept, reject, followup, retry, answer, message, cancel):
         app.command(command.__name__.rstrip("_"))(command)
+    from errand.cli_worker import worker_app  # it uses this module's helpers
+
     app.add_typer(worker_app, name="worker")
 
 
@@ -103,17 +106,18 @@ def register(app: typer.Typer) -> None:
 
 
 def run(
-    instruction: Annotated[str | None, typer.Argument(help="What the agent should do.")] = None,
-    repo: Annotated[str, typer.Option("--repo", help="A local git repository or a git URL.")] = ".",
-    base: Annotated[str, typer.Option("--base", help="The ref the work starts from.")] = "HEAD",
-    model: Annotated[str | None, typer.Option("--model", help="A [models.NAME] from $ERRAND_HOME/config.toml, or "
-                                              "provider:model (default: $ERRAND_MODEL, then the file's model).")
-                     ] = None,
-    attempts: Annotated[int, typer.Option("--attempts", help="Attempts run in parallel, ranked by evidence.")] = 1,
-    issue: Annotated[Path | None, typer.Option("--issue", help="Take the task from an issue in Markdown.")] = None,
+    instruction: Annotated[str | None, typer.Argument(metavar="INSTRUCTION", help="What the agent should do.")] = None,
+    repo: Annotated[str, typer.Option("--repo", metavar="PATH", help="A local git repository or a git URL.")] = ".",
+    base: Annotated[str, typer.Option("--base", metavar="REF", help="The ref the work starts from.")] = "HEAD",
+    model: Annotated[str | None, typer.Option(
+        "--model", metavar="MODEL", help="A [models.NAME] from $ERRAND_HOME/config.toml, or provider:model "
+                                         "(default: $ERRAND_MODEL, then the file's model).")] = None,
+    attempts: Annotated[int, typer.Option(
+        "--attempts", metavar="N", help="Attempts run in parallel, ranked by evidence.")] = 1,
+    issue: Annotated[Path | None, typer.Option(
+        "--issue", metavar="FILE", help="Take the task from an issue in Markdown.")] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the task's log until it settles.")] = False,
-    start_worker: Annotated[bool, typer.Option("--worker/--no-worker",
-                                               help="Start a background worker if none runs.")] = True,
+    start_worker: StartWorker = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the task as JSON (the HTTP API's fields); with "
                                                           "-f, once it settles (the log goes to stderr).")] = False,
     server: Server = None,
@@ -131,6 +135,7 @@ def run(
         out = _out(stderr=as_json)
         if not as_json:
             out.print(f"[bold]{task.id}[/] queued: {shown(task.title, lines=False)}")
+        _say_left_out(task)
         if start_worker and not server:
             _ensure_worker(out, task.model_endpoint)
         if follow:
@@ -140,6 +145,34 @@ def run(
             out.print(f"[dim]follow it with `errand logs -f {task.id}`; review with `errand show {task.id}`[/]")
         if as_json:
             _print_json(_record_json(task))
+
+
+def _say_left_out(task: Task) -> None:
+    """Name the uncommitted files a task started from the checkout's HEAD does not have: it
+    takes code and errand.toml from the commit, and an edit not yet committed is easy to forget."""
+    left = uncommitted(Path(task.repo)) if not is_url(task.repo) and Path(task.repo).is_dir() else []
+    head = run_git(["rev-parse", "--verify", "--quiet", "HEAD"], Path(task.repo), check=False).strip() if left else ""
+    if not left or head != task.base_commit:
+        return
+    named = ", ".join(left[:_NAMED]) + (f" and {len(left) - _NAMED} more" if len(left) > _NAMED else "")
+    config = f" (the committed {CONFIG_FILE} is the one it uses)" if CONFIG_FILE in left else ""
+    Console(stderr=True).print(
+        f"note: {len(left)} uncommitted file(s) left out{config}: the task starts from commit "
+        f"{(task.base_commit or '')[:12]}, not your working tree: {named}. Commit them and run again to include "
+        "them.", style="yellow", markup=False, highlight=False, soft_wrap=True)
+
+
+def uncommitted(repo: Path) -> list[str]:
+    """The paths ``git status`` reports changed, staged or untracked (not ignored) in ``repo``."""
+    entries = iter(run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], repo, check=False)
+                   .split("\0"))
+    paths = []
+    for entry in entries:
+        if len(entry) > 3:
+            paths.append(printable(entry[3:], lines=False))
+            if entry[0] in "RC":
+                next(entries, None)  # a rename's or copy's source path follows as its own field
+    return paths
 
 
 def _ensure_worker(out: Console, endpoint: ModelEndpoint | None = None) -> None:
@@ -164,9 +197,9 @@ def _ensure_worker(out: Console, endpoint: ModelEndpoint | None = None) -> None:
 
 
 def ls(
-    state: Annotated[str | None, typer.Option("--state", help="Only tasks in this state.")] = None,
-    repo: Annotated[str | None, typer.Option("--repo", help="Only tasks of this repository.")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="How many, newest first.")] = 20,
+    state: Annotated[str | None, typer.Option("--state", metavar="STATE", help="Only tasks in this state.")] = None,
+    repo: Annotated[str | None, typer.Option("--repo", metavar="PATH", help="Only tasks of this repository.")] = None,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, help="How many, newest first.")] = 20,
     as_json: AsJson = False,
     server: Server = None,
     token: Token = None,
@@ -221,17 +254,35 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
         for r in ranked:
             evidence = service.evidence(r)
             if evidence is not None:
-                print_evidence(out, r.attempt, int(r.result["rank"]), len(ranked), evidence, r.result)
-        if task.state is TaskState.READY_FOR_REVIEW:
-            out.print(f"[dim]`errand diff {task.id}`, then `errand accept {task.id}`, `errand reject {task.id} "
-                      f"--reason ...` or `errand followup {task.id} \"...\"`[/]")
+                print_evidence(out, r, len(ranked), evidence)
+        _print_next_steps(out, service, task)
 
 
-def print_evidence(out: Console, attempt: int, rank: int, of: int, evidence: Evidence, result: dict[str, Any]) -> None:
+def _print_next_steps(out: Console, service: TaskService | ErrandClient, task: Task) -> None:
+    if task.state is TaskState.READY_FOR_REVIEW:
+        out.print(f"[dim]`errand diff {task.id}`, then `errand accept {task.id}`, `errand reject {task.id} "
+                  f"--reason ...` or `errand followup {task.id} \"...\"`[/]")
+    elif task.state in (TaskState.FAILED, TaskState.CANCELLED):
+        if task.state is TaskState.FAILED:
+            failed = service.store.events(task.id, kinds=["failed"], limit=1_000_000)
+            reason = failed[-1].data.get("reason") if failed and isinstance(failed[-1].data, dict) else None
+            out.print(f"\n[bold red]failed:[/] {shown(reason or 'no reason was recorded')}")
+        out.print(f"[dim]`errand retry {task.id}` runs it again from where it started; `errand followup "
+                  f"{task.id} \"...\"` does that with more instructions[/]")
+
+
+def print_evidence(out: Console, run: Run, of: int, evidence: Evidence) -> None:
+    """One finished attempt's evidence. Its heading names the round (a follow-up or retry opens
+    a new one) and, in a best-of-N round, the attempt by the number ``--attempt`` takes."""
+    result = run.result if isinstance(run.result, dict) else {}
     level = evidence.confidence.level
     colour = {"high": "green", "medium": "yellow", "low": "red"}.get(level, "red")
-    ranking = f"  rank {rank} of {of}" if of > 1 else ""
-    out.print(f"\n[bold]attempt {attempt}[/]{ranking}: {shown(result.get('status'), lines=False)} — confidence "
+    heading = f"round {run.round}"
+    if of > 1:
+        heading += f", attempt {run.attempt}[/]  rank {shown(result.get('rank'))} of {of}"
+    else:
+        heading += "[/]"
+    out.print(f"\n[bold]{heading}: {shown(result.get('status'), lines=False)} — confidence "
               f"[{colour}]{shown(level)}[/]")
     for reason in evidence.confidence.reasons:
         out.print(f"  • {shown(reason, lines=False)}")
@@ -262,7 +313,8 @@ def print_evidence(out: Console, attempt: int, rank: int, of: int, evidence: Evi
 
 def diff(
     task_id: TaskId,
-    attempt: Annotated[int | None, typer.Option("--attempt", help="Another attempt than the best.")] = None,
+    attempt: Annotated[int | None, typer.Option("--attempt", metavar="N", help="Another attempt than the best: "
+                                                "its number, as `errand show` gives it.")] = None,
     stat: Annotated[bool, typer.Option("--stat", help="Only which files changed, and how much.")] = False,
     server: Server = None,
     token: Token = None,
@@ -272,6 +324,12 @@ def diff(
         run_ = service.chosen_run(task_id, attempt)
         patch = str(run_.result.get("patch") or "")
         out = _out()
+        if not patch.strip():
+            # Said on stderr and in the exit code, so `errand diff ID > fix.patch && git apply fix.patch`
+            # stops here instead of applying nothing.
+            _out(stderr=True).print(f"{shown(task_id)} changed nothing: round {run_.round}, attempt {run_.attempt} "
+                                    f"has no diff (`errand show {shown(task_id)}` says how it ended)")
+            raise typer.Exit(EXIT_ERROR)
         if stat:
             evidence = service.evidence(run_)
             for f in (evidence.files if evidence else []):
@@ -337,8 +395,10 @@ def _print_event_json(event: Event) -> None:
 
 def accept(
     task_id: TaskId,
-    attempt: Annotated[int | None, typer.Option("--attempt", help="Accept another attempt than the best.")] = None,
-    into: Annotated[Path | None, typer.Option("--into", help="The local clone (for a task made from a URL).")] = None,
+    attempt: Annotated[int | None, typer.Option("--attempt", metavar="N", help="Accept another attempt than the "
+                                                "best: its number, as `errand show` gives it.")] = None,
+    into: Annotated[Path | None, typer.Option(
+        "--into", metavar="PATH", help="The local clone (for a task made from a URL).")] = None,
     as_json: AsJson = False,
     server: Server = None,
     token: Token = None,
@@ -379,7 +439,7 @@ def _push_remote(repo: Path) -> str | None:
 
 
 def reject(task_id: TaskId,
-           reason: Annotated[str, typer.Option("--reason", help="Why; errand remembers it.")],
+           reason: Annotated[str, typer.Option("--reason", metavar="TEXT", help="Why; errand remembers it.")],
            as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Reject the task's result."""
     with _service(server, token) as service:
@@ -387,17 +447,44 @@ def reject(task_id: TaskId,
         _say(as_json, review, f"[red]rejected[/] {shown(task_id)}")
 
 
-def followup(task_id: TaskId, text: Annotated[str, typer.Argument(help="What to do next.")],
-             as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
-    """Ask for more work on the result: a new round on the same branch."""
+def followup(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT", help="What to do next.")],
+             start_worker: StartWorker = True, as_json: AsJson = False, server: Server = None,
+             token: Token = None) -> None:
+    """Ask for more work: a new round on the same branch (of a task ready for review, rejected,
+    failed or cancelled); of an accepted task, a new task that starts from its commit."""
     with _service(server, token) as service:
-        review = service.followup(task_id, text)
-        _say(as_json, review, f"{shown(task_id)} queued again with the follow-up")
-        if not server:
-            _ensure_worker(_out(stderr=as_json), service.store.get_task(task_id).model_endpoint)
+        done = service.followup(task_id, text)
+        queued = task_id
+        if isinstance(done, Task):
+            queued = done.id
+            _say(as_json, done, f"{shown(task_id)} was accepted, so the follow-up is a new task [bold]{shown(done.id)}"
+                                f"[/], starting from {shown(done.base_ref, lines=False)} "
+                                f"({shown((done.base_commit or '')[:12])})")
+        else:
+            _say(as_json, done, f"{shown(task_id)} queued again with the follow-up")
+        _queued_next(service, queued, as_json, start_worker and not server)
 
 
-def answer(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your answer.")],
+def retry(task_id: TaskId, start_worker: StartWorker = True, as_json: AsJson = False, server: Server = None,
+          token: Token = None) -> None:
+    """Run a failed or cancelled task again: a new round from where its last one started (the base,
+    or the last finished round's work); its earlier rounds and log are kept."""
+    with _service(server, token) as service:
+        task = service.retry(task_id)
+        _say(as_json, task, f"{shown(task_id)} queued again (a retry)")
+        _queued_next(service, task_id, as_json, start_worker and not server)
+
+
+def _queued_next(service: TaskService | ErrandClient, task_id: str, as_json: bool, start_worker: bool) -> None:
+    """After a task was queued: a worker to run it, and how to watch it."""
+    out = _out(stderr=as_json)
+    if start_worker:
+        _ensure_worker(out, service.store.get_task(task_id).model_endpoint)
+    if not as_json:
+        out.print(f"[dim]follow it with `errand logs -f {shown(task_id)}`[/]")
+
+
+def answer(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT", help="Your answer.")],
            as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Answer the question the task is waiting on; it resumes."""
     with _service(server, token) as service:
@@ -405,7 +492,7 @@ def answer(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your answe
         _say(as_json, {"event_id": event_id}, f"answer sent to {shown(task_id)}")
 
 
-def message(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your message.")],
+def message(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT", help="Your message.")],
             as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Send a running task a message; the agent gets it at its next step."""
     with _service(server, token) as service:
@@ -427,93 +514,6 @@ def _say(as_json: bool, result: object, text: str) -> None:
         _print_json(_record_json(result) if dataclasses.is_dataclass(result) else result)
     else:
         _out().print(text)
-
-
-worker_app = typer.Typer(help="Run queued tasks here; or see, or stop, the worker serving this errand home.")
-
-
-@worker_app.callback(invoke_without_command=True)
-def worker(
-    context: typer.Context,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Tasks run at once.")] = 2,
-    exit_when_idle: Annotated[float | None, typer.Option("--exit-when-idle", metavar="SECONDS",
-                                                         help="Exit after this long with nothing to do.")] = None,
-) -> None:
-    """Run queued tasks in this process until interrupted (one worker per errand home)."""
-    if context.invoked_subcommand is not None:
-        return
-    with _service() as service:
-        assert isinstance(service, TaskService)  # a worker runs on this machine's store
-        engine = LocalEngine(service.store, concurrency=concurrency)
-        Console(stderr=True).print(f"errand worker {engine.worker}: {concurrency} at a time, store "
-                                   f"{service.store.engine.url}", highlight=False)
-        asyncio.run(_serve_until_signalled(engine, exit_when_idle))
-
-
-@worker_app.command("status")
-def worker_status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Whether a worker serves this errand home, and what it was started with.
-
-    Its pid, since when, how many tasks at a time, the endpoints and key variables
-    of its environment, and the tasks it holds."""
-    with _service() as service:
-        assert isinstance(service, TaskService)
-        info = running_worker()
-        held = _held_tasks(service.store, info) if info is not None else []
-    home = str(_settings.home())
-    if as_json:
-        described = {} if info is None else {k: v for k, v in info.to_json().items() if k not in ("keys", "variables")}
-        print(json.dumps({"running": info is not None, "home": home, **described,
-                          "keys": sorted(info.keys) if info is not None else [], "tasks": held}, indent=2))
-        return
-    out = _out()
-    if info is None:
-        out.print(f"no worker serves {shown(home, lines=False)}; `errand run` starts one, "
-                  "`errand worker` runs one here")
-        return
-    since = f" for {age(time.time() - info.started_at)}" if info.started_at else ""
-    out.print(f"[bold]worker pid {info.pid}[/] serves {shown(home, lines=False)}{since}"
-              + (f", {info.concurrency} task(s) at a time" if info.concurrency else ""))
-    for name, value in info.base_urls.items():
-        out.print(f"  endpoint {name}={shown(value, lines=False)}")
-    for described_model in info.models.values():
-        out.print(f"  model {shown(described_model, lines=False)}")
-    out.print(f"  keys: {', '.join(f'${name}' for name in info.keys) or 'none'}")
-    out.print(f"  tasks: {', '.join(held) or 'none'}")
-
-
-@worker_app.command("stop")
-def worker_stop(timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS",
-                                                       help="How long to wait for it to exit.")] = 60.0) -> None:
-    """Stop the worker serving this errand home, and wait until it has exited.
-
-    It gets SIGTERM: its sandboxes end and its running tasks are requeued for the next worker."""
-    with _service() as service:
-        assert isinstance(service, TaskService)
-        info = running_worker()
-        held = _held_tasks(service.store, info) if info is not None else []
-        stopped = stop_worker(timeout)
-    if stopped is None:
-        _out().print(f"no worker serves {shown(_settings.home(), lines=False)}")
-        return
-    requeued = f"; requeued {', '.join(held)}" if held else ""
-    _out().print(f"stopped the worker (pid {stopped.pid}){requeued}")
-
-
-def _held_tasks(store: TaskStore, info: WorkerInfo) -> list[str]:
-    """The active tasks with a run of ``info``'s worker in progress."""
-    active = [task for state in sorted(ACTIVE) for task in store.list_tasks(state=state, limit=10_000)]
-    return [task.id for task in active
-            if any(r.state is RunState.RUNNING and r.worker == info.worker for r in store.runs(task.id))]
-
-
-async def _serve_until_signalled(engine: LocalEngine, exit_when_idle: float | None) -> None:
-    """SIGINT or SIGTERM stops the worker cleanly: its sandboxes end and its runs are requeued."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    await engine.serve(stop=stop, exit_when_idle=exit_when_idle)
 
 
 # ------------------------------------------------------------------ formatting

@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING
 
 from errand._sync import synchronize
+from errand.sandbox.backend import SandboxUsage
 from errand.sandbox.config import Mount, Resources
 from errand.sandbox.files import AsyncFiles, FileInfo
 from errand.sandbox.image import Image
@@ -22,5 +23,6 @@ else:
 
 __all__ = [
     "AsyncFiles", "AsyncProcess", "AsyncSandbox", "AsyncStream", "AsyncWriter", "ExecResult", "FileInfo",
-    "Files", "Image", "Mount", "Network", "Process", "Resources", "Sandbox", "SandboxInfo", "Stream", "Writer",
+    "Files", "Image", "Mount", "Network", "Process", "Resources", "Sandbox", "SandboxInfo",
+    "SandboxUsage", "Stream", "Writer",
 ]

@@ -65,7 +65,7 @@ def create_app(config: ServerConfig | None = None, *, database_url: str | None =
     app.state.config = config
     app.state.keys = keys
     app.state.code_css = diffview.css()
-    problems.install(app)
+    problems.install(app, html=ui.error_page)
     app.include_router(api_tasks.router)
     app.include_router(api_sandboxes.router)
     app.include_router(api_memory.router)

@@ -190,8 +190,12 @@ class ErrandClient:
     def cancel(self, task_id: str) -> Task:
         return _task(self._post(task_id, "cancel", {}))
 
-    def followup(self, task_id: str, text: str) -> Review:
-        return _review(self._post(task_id, "followup", {"text": text}))
+    def followup(self, task_id: str, text: str) -> Review | Task:
+        answer = self._post(task_id, "followup", {"text": text})
+        return _review(answer) if "verdict" in answer else _task(answer)
+
+    def retry(self, task_id: str) -> Task:
+        return _task(self._post(task_id, "retry", {}))
 
     def reject(self, task_id: str, reason: str) -> Review:
         return _review(self._post(task_id, "reject", {"reason": reason}))
