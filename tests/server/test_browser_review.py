@@ -132,6 +132,12 @@ def test_best_of_three_with_a_message_compared_rejected_followed_up_and_accepted
     expect(page.locator("#facts, #panel, main > p").get_by_text("accepted", exact=True)).to_have_count(1)
     person.shoot("25-accepted-next-steps")
     assert "return 2 * x" in git(repo, "show", f"{branch}:calc.py")
+    page.goto(f"{served.url}{page.url.split(served.url, 1)[1].split('/review')[0]}")
+    expect(log.locator(".ev-message_delivered[data-round='2']")).to_have_count(0)  # round 1's message stays there
+    expect(page.locator("#panel .rejection")).to_have_count(0)  # the rejection was answered by the follow-up
+    options = page.get_by_label("Attempt").locator("option")
+    expect(options).to_have_text(["all", "round 1 · #1", "round 1 · #2", "round 1 · #3", "round 2 · #4",
+                                  "round 2 · #5", "round 2 · #6"])
     assert person.errors == [], "\n".join(person.errors)
 
 

@@ -121,7 +121,7 @@ def create_task(request: Request, csrf: Csrf, instruction: FormText, repo: FormT
 
 @router.get("/tasks/{task_id}", response_class=HTMLResponse)
 async def task_page(request: Request, task_id: Text,
-                    attempt: Annotated[int | None, Query(ge=1, le=MAX_ATTEMPTS)] = None,
+                    attempt: Annotated[int | None, Query(ge=1, le=10_000)] = None,
                     output: Annotated[str | None, Query(max_length=8)] = None) -> HTMLResponse:
     return await _task_page(request, task_id, show_attempt=attempt, hide_output=output == "hide")
 
@@ -133,7 +133,9 @@ async def _task_page(request: Request, task_id: str, *, status: int = 200, error
     events = await asyncio.to_thread(service.store.events, task_id, 0, 1_000_000)
     omitted = max(0, len(events) - LOG_LIMIT)
     names = context["names"]
-    log = Markup("").join(render_event(e, names) for e in events[omitted:])
+    shown = [e for e in events[omitted:] if show_attempt is None or e.run_id not in names.rounds
+             or names.rounds[e.run_id][1] == show_attempt]
+    log = Markup("").join(render_event(e, names) for e in shown)
     return page(request, "task.html", status, **context, omitted=omitted, log=log,
                 after=events[-1].id if events else 0, error=error, show_attempt=show_attempt,
                 hide_output=hide_output)
