@@ -40,7 +40,7 @@ from errand.sandbox import AsyncSandbox
 from errand.sandbox.backend import get_backend
 from errand.tasks import steps
 from errand.tasks.environment import Environment, instructions
-from errand.tasks.errors import IllegalTransition, StateConflict
+from errand.tasks.errors import IllegalTransition, RunNotFound, StateConflict
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.memory_link import TaskMemory
@@ -140,6 +140,7 @@ class LocalEngine:
             await asyncio.to_thread(self.store.register_worker, self.worker, home=_home(), lease=self.lease)
             self._renewed = time.monotonic()
             await self._recover()
+            await self._remove_stale_work()
             await self._prune()
             idle_since = time.monotonic()
             try:
@@ -182,6 +183,17 @@ class LocalEngine:
             await self._event(recovery.task_id, None, "recovered", {
                 "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
                 "rule": "requeued after a first interruption, failed after a second in a row"})
+
+    async def _remove_stale_work(self) -> None:
+        """Remove the work of runs that are no longer running: a worker on another machine
+        recovered them while this home's worker was dead, and could not reach this disk."""
+        for run_id in await asyncio.to_thread(steps.work_runs):
+            try:
+                run = await asyncio.to_thread(self.store.get_run, run_id)
+            except RunNotFound:
+                continue  # not this store's (a home may have served another database before)
+            if run.state is not RunState.RUNNING:
+                await asyncio.to_thread(steps.remove_work, run)
 
     async def _prune(self) -> None:
         """Remove pristine checkouts no task has used for a while (the next task on them checks out again)."""

@@ -135,6 +135,12 @@ def remove_work(run: Run) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
+def work_runs() -> list[str]:
+    """The ids of the runs that have a work directory in this errand home."""
+    root = _settings.home() / "work"
+    return sorted(path.name for path in root.iterdir() if path.is_dir()) if root.is_dir() else []
+
+
 _COPIES = ("repo", "base", "setup")  # the working copies a run may have under its work directory
 
 
