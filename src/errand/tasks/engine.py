@@ -41,6 +41,7 @@ from errand.sandbox.backend import get_backend
 from errand.tasks import steps
 from errand.tasks.environment import Environment, instructions
 from errand.tasks.errors import IllegalTransition, RunNotFound, StateConflict
+from errand.tasks.events import CONTROL_KINDS
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.memory_link import TaskMemory
@@ -56,7 +57,6 @@ log = logging.getLogger("errand.engine")
 
 #: Makes the model for one attempt from the task's endpoint: ``(endpoint, attempt index) -> Model``.
 ModelFactory = Callable[[ModelEndpoint, int], Model]
-CONTROL_KINDS = ("message_sent", "answer_sent")
 #: How long a worker's lease lasts unless renewed (``ERRAND_WORKER_LEASE``, seconds): how long
 #: a dead worker's tasks wait before another machine takes them over.
 DEFAULT_LEASE = 30.0
