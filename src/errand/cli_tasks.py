@@ -255,10 +255,16 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
             ranked = service.round_runs(task_id)
         except ErrandError:
             ranked = []
+        seen: dict[str, int] = {}  # patch -> the better-ranked attempt that made it
         for r in ranked:
             evidence = service.evidence(r)
             if evidence is not None:
                 print_evidence(out, r, len(ranked), evidence)
+            patch = (r.result or {}).get("patch") if isinstance(r.result, dict) else None
+            if patch and patch in seen:
+                out.print(f"  [dim]the same diff as attempt {seen[patch]}[/]")
+            elif patch:
+                seen[patch] = r.attempt
         _print_next_steps(out, service, task)
 
 
