@@ -283,7 +283,9 @@ def print_progress(out: Console, figures: dict[str, Any]) -> None:
                  _against(tokens(used["tokens"]), budgets.get("max_tokens"), tokens) + " tokens",
                  _against(money(used["cost"]), budgets.get("max_cost"), money),
                  _against(figures_duration(attempt["seconds"]), budgets.get("max_seconds"), figures_duration)]
-        out.print(f"  [dim]attempt {attempt['attempt']} ({attempt['state']}): {', '.join(parts)}[/]")
+        which = f"round {attempt['round']}" + (f", attempt {attempt['attempt']}" if len(figures["attempts"]) > 1
+                                               else "")  # the numbers --attempt takes, only in best-of-N
+        out.print(f"  [dim]{which} ({attempt['state']}): {', '.join(parts)}[/]")
 
 
 def _against(used: str, limit: Any, show: Callable[[Any], str]) -> str:
