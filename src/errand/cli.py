@@ -474,6 +474,8 @@ def serve(
     allow_scripted_models: Annotated[bool, typer.Option(
         "--allow-scripted-models", help="Let callers use scripted models (they name a file on this machine).")] = False,
     log_level: Annotated[str, typer.Option(metavar="LEVEL", help="debug, info, warning or error.")] = "info",
+    eval_runs: Annotated[Path | None, typer.Option("--eval-runs", metavar="DIR", envvar="ERRAND_EVAL_RUNS",
+                                                   help="The evaluation runs the /eval pages show.")] = None,
 ) -> None:
     """The HTTP API, live task events and the web review UI; runs queued tasks too."""
     from errand.server.config import ServerConfig
@@ -481,7 +483,8 @@ def serve(
 
     try:
         config = ServerConfig(host=host, port=port, token=token or None, concurrency=concurrency, run_engine=engine,
-                              repo_roots=tuple(repo_root or ()), allow_scripted_models=allow_scripted_models)
+                              repo_roots=tuple(repo_root or ()), allow_scripted_models=allow_scripted_models,
+                              eval_runs=eval_runs)
     except ErrandError as error:
         _report(error)
         raise typer.Exit(_exit_code(error)) from None

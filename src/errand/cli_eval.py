@@ -4,7 +4,9 @@ A DATASET is a SWE-bench-format JSON or JSONL file, or ``sample`` for the small
 dataset shipped with errand (built on first use). Its specs (setup and test
 commands per repository) come from ``--specs``, else a ``specs.toml`` beside the
 dataset. Every command keeps its results in a run directory (``--run-dir``,
-default ``eval-runs/<command>-<dataset>``) and resumes what it finds there.
+default ``<runs>/<command>-<dataset>``, where ``<runs>`` is ``$ERRAND_EVAL_RUNS`` or the
+errand home's ``eval-runs``, which ``errand serve`` shows at ``/eval``), resumes what it
+finds there, and ends by writing the run's HTML report into it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from errand.eval.runs import GradeJob, grade_jobs, load_attempts, validate_summa
 from errand.eval.sample import build as build_sample
 from errand.eval.sample import sample_dir
 from errand.eval.solve import RunOptions, run_attempts
+from errand.server.eval_report import write_report
 
 __all__ = ["eval_app"]
 
@@ -77,7 +80,7 @@ def _dataset(name: str, specs: Path | None, mirror: Path | None, only: list[str]
 
 
 def _run_dir(given: Path | None, command: str, dataset: str, fresh: bool) -> Path:
-    run = given or Path("eval-runs") / f"{command}-{Path(dataset).stem}"
+    run = given or _settings.eval_runs_dir() / f"{command}-{Path(dataset).stem}"
     if fresh and run.exists():
         shutil.rmtree(run)
     run.mkdir(parents=True, exist_ok=True)
@@ -130,10 +133,12 @@ def grade(dataset: DatasetArg, predictions: Annotated[Path, typer.Argument(help=
         job_list.append(GradeJob(data.get(prediction.instance_id), f"prediction-{counts[prediction.instance_id]}",
                                  prediction.model_patch))
     run = _run_dir(run_dir, "grade", predictions.name, fresh)
+    write_json(run / "run.json", {"command": "grade", "dataset": str(data.path), "predictions": str(predictions)})
     with _progress(len(job_list), "grading") as advance:
         results = _run(grade_jobs(job_list, run, concurrency=jobs, options=_options(isolation), progress=advance))
     summary = summarize(_attempts(results))
     write_json(run / "summary.json", summary)
+    write_report(run)
     _show(summary, run, as_json)
 
 
@@ -147,10 +152,12 @@ def validate(dataset: DatasetArg, specs: SpecsOpt = None, mirror: MirrorOpt = No
     job_list = [GradeJob(item, f"{kind}-{n}", patch) for item in data.instances
                 for kind, patch in (("gold", item.patch), ("empty", "")) for n in range(1, repeat + 1)]
     run = _run_dir(run_dir, "validate", dataset, fresh)
+    write_json(run / "run.json", {"command": "validate", "dataset": str(data.path), "repeat": repeat})
     with _progress(len(job_list), "validating") as advance:
         results = _run(grade_jobs(job_list, run, concurrency=jobs, options=_options(isolation), progress=advance))
     summary = validate_summary(data, results)
     write_json(run / "summary.json", summary)
+    write_report(run)
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
@@ -160,11 +167,30 @@ def validate(dataset: DatasetArg, specs: SpecsOpt = None, mirror: MirrorOpt = No
 
 
 @eval_app.command("report")
-def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")], as_json: JsonOpt = False) -> None:
+def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")], as_json: JsonOpt = False,
+           html: Annotated[bool, typer.Option("--html", help="Write the run's HTML report (report.html) again.")]
+           = False) -> None:
     """Summarize a run directory again (after a resumed or a partial run)."""
     summary = _run(_summarize(run_dir))
-    write_json(run_dir / "summary.json", summary)
+    if "gold_resolved" not in _saved_summary(run_dir):  # a validation's own summary is kept
+        write_json(run_dir / "summary.json", summary)
     _show(summary, run_dir, as_json)
+    if html:
+        written = _run(_write_report(run_dir))
+        _console().print(f"wrote {written}", markup=False, highlight=False)
+
+
+def _saved_summary(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "summary.json"
+    try:
+        saved = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+async def _write_report(run_dir: Path) -> Path:
+    return write_report(run_dir)
 
 
 async def _summarize(run_dir: Path) -> dict[str, Any]:
@@ -229,7 +255,8 @@ def _show(summary: dict[str, Any], run: Path, as_json: bool) -> None:
             rate = "–" if row["resolved_rate"] is None else f"{row['resolved_rate']:.0%}"
             calibration.add_row(row["confidence"], str(row["attempts"]), str(row["resolved"]), rate)
         console.print(calibration)
-    console.print(f"reports in {run}/instances, summary in {run / 'summary.json'}", markup=False, highlight=False)
+    console.print(f"reports in {run}/instances, summary in {run / 'summary.json'}, the run as a page in "
+                  f"{run / 'report.html'}", markup=False, highlight=False)
 
 
 def _show_validation(summary: dict[str, Any], run: Path) -> None:
@@ -245,7 +272,8 @@ def _show_validation(summary: dict[str, Any], run: Path) -> None:
         console.print(f"  flaky: {printable(str(item['test']))} in {printable(item['instance_id'])} "
                       f"({item['patch']}): {item['outcomes']}", markup=False, highlight=False)
     console.print("valid" if summary["ok"] else "NOT valid", style="green" if summary["ok"] else "red")
-    console.print(f"summary in {run / 'summary.json'}", markup=False, highlight=False)
+    console.print(f"summary in {run / 'summary.json'}, the run as a page in {run / 'report.html'}", markup=False,
+                  highlight=False)
 
 
 @eval_app.command("run")
@@ -261,9 +289,10 @@ def run(dataset: DatasetArg,
     run_path = _run_dir(run_dir, "run", dataset, fresh)
     budgets = Budgets(max_steps=max_steps) if max_steps is not None else Budgets()
     options = RunOptions(model=model, attempts=k, concurrency=jobs, budgets=budgets, grading=_options(isolation))
-    write_json(run_path / "run.json", {"dataset": str(data.path), "model": model, "k": k})
+    write_json(run_path / "run.json", {"command": "run", "dataset": str(data.path), "model": model, "k": k})
     with _progress(len(data.instances) * k, "solving") as advance:
         _run(run_attempts(data.instances, run_path, options, progress=advance))
     summary = _run(_summarize(run_path))
     write_json(run_path / "summary.json", summary)
+    write_report(run_path)
     _show(summary, run_path, as_json)
