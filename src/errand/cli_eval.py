@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -34,6 +34,7 @@ from errand.eval.compare import compare_runs
 from errand.eval.dataset import Dataset, load_dataset
 from errand.eval.grading import Grade, GradeOptions
 from errand.eval.metrics import Attempt, summarize
+from errand.eval.mine import Mined, MineOptions, mine, write_dataset
 from errand.eval.predictions import load_predictions
 from errand.eval.runs import GradeJob, grade_jobs, load_attempts, validate_summary, write_json
 from errand.eval.sample import build as build_sample
@@ -100,11 +101,18 @@ def _progress(total: int, what: str) -> Iterator[Any]:
     with progress:
         bar = progress.add_task(what, total=total, last="")
 
-        def advance(result: Grade, resumed: bool) -> None:
-            note = " (resumed)" if resumed else ""
-            progress.update(bar, advance=1, last=f"{result.instance_id} {result.label}: {result.status}{note}")
+        def step(last: str) -> None:
+            progress.update(bar, advance=1, last=last)
 
-        yield advance
+        yield step
+
+
+def _graded(step: Callable[[str], None]) -> Callable[[Grade, bool], None]:
+    """The progress callback of grading, on the bar ``step`` advances."""
+    def advance(result: Grade, resumed: bool) -> None:
+        step(f"{result.instance_id} {result.label}: {result.status}{' (resumed)' if resumed else ''}")
+
+    return advance
 
 
 # ------------------------------------------------------------------ commands
@@ -115,6 +123,54 @@ def sample(dest: Annotated[Path, typer.Argument(help="Directory to write the sam
     """Write the shipped sample dataset (three tiny repositories, fifteen real bugs) to DEST."""
     dataset = build_sample(dest)
     _console().print(f"wrote {dataset} and {dataset.with_name('specs.toml')}", markup=False, highlight=False)
+
+
+@eval_app.command("mine")
+def mine_commits(repo: Annotated[Path, typer.Argument(help="A local clone of the repository.")],
+                 commits: Annotated[list[str], typer.Argument(help="Fix commits, or ranges A..B.")],
+                 out: Annotated[Path, typer.Option("--out", "-o", help="The dataset to write (JSONL).")],
+                 name: Annotated[str | None, typer.Option(help="The instances' repo, owner/name (default: the "
+                                                                "directory's name).")] = None,
+                 specs: SpecsOpt = None,
+                 statements: Annotated[Path | None, typer.Option(
+                     help="A JSON object of commit -> problem statement (default: the commit message).")] = None,
+                 jobs: JobsOpt = 1, isolation: IsolationOpt = None) -> None:
+    """Make SWE-bench-format instances of fix commits: code and test patches split by path, FAIL_TO_PASS
+    and PASS_TO_PASS from running the test files in a sandbox without and with the fix."""
+    options = MineOptions(name=name, specs=specs, statements=_statements(statements), grading=_options(isolation),
+                          concurrency=jobs)
+    with _progress(len(commits), "mining") as step:
+        found = _run(mine(repo, commits, options, progress=lambda item: step(item.commit[:12])))
+    written = write_dataset(out, found)
+    _show_mined(found, out, written)
+    if not written:
+        raise typer.Exit(1)
+
+
+def _statements(path: Path | None) -> dict[str, str]:
+    if path is None:
+        return {}
+    try:
+        loaded = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"cannot read the statements {path}: {error}", code="eval_bad_statements") from None
+    if not isinstance(loaded, dict) or not all(isinstance(v, str) for v in loaded.values()):
+        raise ConfigError(f"{path}: expected a JSON object of commit -> statement", code="eval_bad_statements")
+    return loaded
+
+
+def _show_mined(found: list[Mined], out: Path, written: int) -> None:
+    console = _console()
+    for item in found:
+        if item.record is None:
+            line = f"{item.commit[:12]} skipped: {item.skipped}"
+        else:
+            counts = [len(json.loads(item.record[key])) for key in ("FAIL_TO_PASS", "PASS_TO_PASS")]
+            line = (f"{item.commit[:12]} {item.record['instance_id']}: FAIL_TO_PASS {counts[0]}, "
+                    f"PASS_TO_PASS {counts[1]}")
+        console.print(printable(line), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"wrote {written} instance(s) to {out}; check them with: errand eval validate {out}",
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 @eval_app.command("grade")
@@ -134,8 +190,9 @@ def grade(dataset: DatasetArg, predictions: Annotated[Path, typer.Argument(help=
                                  prediction.model_patch))
     run = _run_dir(run_dir, "grade", predictions.name, fresh)
     write_json(run / "run.json", {"command": "grade", "dataset": str(data.path), "predictions": str(predictions)})
-    with _progress(len(job_list), "grading") as advance:
-        results = _run(grade_jobs(job_list, run, concurrency=jobs, options=_options(isolation), progress=advance))
+    with _progress(len(job_list), "grading") as step:
+        results = _run(grade_jobs(job_list, run, concurrency=jobs, options=_options(isolation),
+                                  progress=_graded(step)))
     summary = summarize(_attempts(results))
     write_json(run / "summary.json", summary)
     write_report(run)
@@ -153,8 +210,9 @@ def validate(dataset: DatasetArg, specs: SpecsOpt = None, mirror: MirrorOpt = No
                 for kind, patch in (("gold", item.patch), ("empty", "")) for n in range(1, repeat + 1)]
     run = _run_dir(run_dir, "validate", dataset, fresh)
     write_json(run / "run.json", {"command": "validate", "dataset": str(data.path), "repeat": repeat})
-    with _progress(len(job_list), "validating") as advance:
-        results = _run(grade_jobs(job_list, run, concurrency=jobs, options=_options(isolation), progress=advance))
+    with _progress(len(job_list), "validating") as step:
+        results = _run(grade_jobs(job_list, run, concurrency=jobs, options=_options(isolation),
+                                  progress=_graded(step)))
     summary = validate_summary(data, results)
     write_json(run / "summary.json", summary)
     write_report(run)
@@ -290,8 +348,8 @@ def run(dataset: DatasetArg,
     budgets = Budgets(max_steps=max_steps) if max_steps is not None else Budgets()
     options = RunOptions(model=model, attempts=k, concurrency=jobs, budgets=budgets, grading=_options(isolation))
     write_json(run_path / "run.json", {"command": "run", "dataset": str(data.path), "model": model, "k": k})
-    with _progress(len(data.instances) * k, "solving") as advance:
-        _run(run_attempts(data.instances, run_path, options, progress=advance))
+    with _progress(len(data.instances) * k, "solving") as step:
+        _run(run_attempts(data.instances, run_path, options, progress=_graded(step)))
     summary = _run(_summarize(run_path))
     write_json(run_path / "summary.json", summary)
     write_report(run_path)
