@@ -29,6 +29,7 @@ from errand import demo as task_demo
 from errand._text import printable
 from errand.cli_eval import eval_app
 from errand.errors import ConfigError, ErrandError, ExecTimeout
+from errand.eval import strip as eval_strip
 from errand.memory.cli import memory_app
 from errand.repo import checkouts
 from errand.sandbox import AsyncProcess, AsyncSandbox, AsyncStream, Image, Mount, Network, Resources, SandboxInfo, _gc
@@ -420,12 +421,14 @@ def gc() -> None:
 @app.command("gc")
 def collect_garbage(
     unused_days: Annotated[float, typer.Option("--unused-days", metavar="DAYS", min=0,
-                                               help="Remove pristine checkouts no task has used for this many "
-                                                    "days.")] = checkouts.UNUSED_FOR / 86_400,
+                                               help="Remove pristine checkouts no task (and stripped "
+                                                    "sources no eval) has used for this many days.")]
+    = checkouts.UNUSED_FOR / 86_400,
 ) -> None:
-    """Reclaim disk: orphaned sandboxes and their leftovers, and pristine checkouts no task uses."""
-    removed = _collect_sandboxes()
-    _print_removed(removed + [("checkout", name) for name in checkouts.prune(unused_days * 86_400)])
+    """Reclaim disk: orphaned sandboxes and their leftovers, pristine checkouts no task uses, and
+    the stripped copies of repositories no evaluation has used."""
+    removed = _collect_sandboxes() + [("checkout", name) for name in checkouts.prune(unused_days * 86_400)]
+    _print_removed(removed + [("eval source", name) for name in eval_strip.prune(unused_days * 86_400)])
 
 
 def _collect_sandboxes() -> list[tuple[str, str]]:
