@@ -88,6 +88,14 @@ def _run_dir(given: Path | None, command: str, dataset: str, fresh: bool) -> Pat
     return run
 
 
+def _same_model(run: Path, model: str) -> None:
+    """A resumed run keeps its model: another model's attempts would be mixed into its figures."""
+    before = _saved_json(run / "run.json").get("model")
+    if before is not None and before != model:
+        raise typer.BadParameter(f"{run} holds a run of {before}: give another --run-dir, or --fresh to start it "
+                                 "anew", param_hint="--model")
+
+
 def _options(isolation: str | None) -> GradeOptions:
     return GradeOptions(isolation=isolation or os.environ.get("ERRAND_ISOLATION") or "namespace")
 
@@ -239,7 +247,10 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")], as
 
 
 def _saved_summary(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "summary.json"
+    return _saved_json(run_dir / "summary.json")
+
+
+def _saved_json(path: Path) -> dict[str, Any]:
     try:
         saved = json.loads(path.read_text()) if path.is_file() else {}
     except (OSError, ValueError):
@@ -347,6 +358,7 @@ def run(dataset: DatasetArg,
     run_path = _run_dir(run_dir, "run", dataset, fresh)
     budgets = Budgets(max_steps=max_steps) if max_steps is not None else Budgets()
     options = RunOptions(model=model, attempts=k, concurrency=jobs, budgets=budgets, grading=_options(isolation))
+    _same_model(run_path, model)
     write_json(run_path / "run.json", {"command": "run", "dataset": str(data.path), "model": model, "k": k})
     with _progress(len(data.instances) * k, "solving") as step:
         _run(run_attempts(data.instances, run_path, options, progress=_graded(step)))
