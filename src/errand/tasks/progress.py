@@ -133,8 +133,13 @@ def _run_usage(run: Run, live: Usage) -> Usage:
     if not isinstance(spent, dict) or _count(spent.get("steps")) < live.steps:
         return live
     cost = spent.get("cost")
-    return Usage(_count(spent.get("steps")), live.input_tokens, live.output_tokens, live.cached_tokens,
-                 float(cost) if isinstance(cost, int | float) else live.cost, live.cost_known)
+    if "input_tokens" not in spent:  # a run from before spent split its tokens
+        return Usage(_count(spent.get("steps")), live.input_tokens, live.output_tokens, live.cached_tokens,
+                     float(cost) if isinstance(cost, int | float) else live.cost, live.cost_known)
+    # The run's own account also holds what no model event shows: the calls that condensed it.
+    return Usage(_count(spent.get("steps")), _count(spent.get("input_tokens")), _count(spent.get("output_tokens")),
+                 _count(spent.get("cache_read_tokens")), float(cost) if isinstance(cost, int | float) else 0.0,
+                 _count(spent.get("unpriced_calls")) == 0)
 
 
 def _run_seconds(run: Run, now: float) -> float:
