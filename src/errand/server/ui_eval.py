@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from errand import _settings
 from errand.eval.errors import EvalError
 from errand.eval.runview import find_run, list_runs, read_run
 from errand.server.config import ServerConfig
@@ -30,7 +31,7 @@ templates.env.filters["shown"] = shown  # the eval partials show text from run f
 
 def runs_root(request: Request) -> Path:
     config: ServerConfig = request.app.state.config
-    return config.eval_runs or Path()
+    return config.eval_runs or _settings.eval_runs_dir()
 
 
 @router.get("/eval", response_class=HTMLResponse)
