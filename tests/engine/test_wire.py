@@ -86,7 +86,7 @@ async def test_a_task_through_the_provider_wire_protocol(
     shown = subprocess.run([sys.executable, "-m", "errand", "show", task.id], capture_output=True, text=True,
                            env={**os.environ, "ERRAND_DATABASE_URL": str(store.engine.url), "COLUMNS": "200"})
     assert "4 steps · 480 tokens (400 in, 80 out)" in shown.stdout, shown.stdout + shown.stderr
-    assert "attempt 1 (succeeded): 4 of 100 steps" in shown.stdout
+    assert "round 1 (succeeded): 4 of 100 steps" in shown.stdout
 
     accepted = service.accept(task.id)
     assert "return a + b" in git(repo, "show", f"{accepted.branch}:calc.py")

@@ -44,3 +44,13 @@ def test_an_ended_run_is_counted_by_its_own_account_which_includes_condensing(st
     assert (figures.usage.steps, figures.usage.tokens, figures.usage.cost, figures.usage.cost_known) == (
         2, 1890, 0.015, True)
     assert figures.attempts[0].seconds == 4.5 and figures.ended_at is not None
+
+
+def test_the_clock_stops_while_a_task_waits_for_review(store: TaskStore) -> None:
+    task = store.create_task(title="t", instruction="do it", repo="/r")
+    for state in (TaskState.PREPARING, TaskState.RUNNING):
+        store.set_state(task.id, state)
+    assert progress(store, store.get_task(task.id)).ended_at is None  # still working: it counts on
+    ready = store.set_state(task.id, TaskState.READY_FOR_REVIEW)
+    figures = progress(store, ready)
+    assert figures.ended_at == ready.updated_at and figures.seconds == ready.updated_at - ready.created_at

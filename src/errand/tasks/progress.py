@@ -69,7 +69,7 @@ class AttemptProgress:
 class Progress:
     state: TaskState
     started_at: float
-    ended_at: float | None  # set once the task is final
+    ended_at: float | None  # set once the task is final or waits for review
     usage: Usage  # every round's model calls
     round: int  # the latest round (0 before the first starts)
     attempts: list[AttemptProgress]  # the latest round's
@@ -113,7 +113,7 @@ def progress(store: TaskStore, task: Task, runs: list[Run] | None = None) -> Pro
     attempts = [AttemptProgress(run.id, run.round, run.attempt, run.state.value, run.started_at, run.ended_at,
                                 usage[run.id], _run_seconds(run, now)) for run in runs if run.round == latest]
     total = sum(usage.values(), Usage())
-    final = task.state in FINAL
+    final = task.state in FINAL or task.state is TaskState.READY_FOR_REVIEW  # the work stopped: the clock too
     return Progress(task.state, task.created_at, task.updated_at if final else None, total, latest,
                     sorted(attempts, key=lambda a: a.attempt), dict(budgets or {}))
 
