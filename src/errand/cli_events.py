@@ -25,10 +25,16 @@ def shown(value: object, *, lines: bool = True) -> str:
     return escape(printable(str(value), lines=lines))
 
 
-def print_event(out: Console, event: Event) -> None:
+def print_event(out: Console, event: Event, tag: str = "") -> None:
+    """One event as a line of the log; ``tag`` (an attempt, ``#2``) starts each of its lines, so
+    the output of attempts running side by side can be told apart."""
     line = _event_line(event.kind, event.data if isinstance(event.data, dict) else {})
     if line is None:
         return
+    if tag:
+        prefix = f"[magenta]{tag}[/] "
+        body, newline = (line[:-1], "\n") if line.endswith("\n") else (line, "")
+        line = prefix + body.replace("\n", "\n" + prefix) + newline
     if event.kind in OUTPUT_KINDS:
         out.print(line, end="", style="dim")
     else:
