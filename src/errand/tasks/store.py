@@ -10,7 +10,6 @@ PostgreSQL each write that changes a task also notifies listeners
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,7 @@ import sqlalchemy as sa
 
 from errand.database import SqlStore, open_engine
 from errand.models.endpoint import ModelEndpoint
+from errand.repo.accept import branch_name
 from errand.tasks.changes import notify
 from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict, TaskNotFound
 from errand.tasks.lifecycle import ACTIVE, TaskState, transition
@@ -61,7 +61,7 @@ class TaskStore(SqlStore):
                 "id": task_id, "title": title, "instruction": instruction, "repo": repo, "base_ref": base_ref,
                 "base_commit": base_commit, "model": model, "attempts": attempts, "state": TaskState.QUEUED.value,
                 "model_endpoint": model_endpoint.to_json() if model_endpoint is not None else None,
-                "branch": f"errand/{task_id}-{_slug(title)}", "parent_id": parent_id, "claimed_by": None,
+                "branch": branch_name(task_id, title), "parent_id": parent_id, "claimed_by": None,
                 "created_at": now, "updated_at": now,
             }
             connection.execute(tasks.insert().values(row))
@@ -476,10 +476,6 @@ def _new_task_id(connection: sa.Connection) -> str:
         task_id = f"t-{secrets.token_hex(4)}"
         if connection.execute(sa.select(tasks.c.id).where(tasks.c.id == task_id)).first() is None:
             return task_id
-
-
-def _slug(title: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40].rstrip("-") or "task"
 
 
 def _task(row: Mapping[Any, Any]) -> Task:
