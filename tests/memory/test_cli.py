@@ -69,6 +69,13 @@ def test_a_secret_is_refused_with_exit_2(repo: Path) -> None:
     assert json.loads(memory(repo, "ls", "--json").output) == []
 
 
+def test_text_that_is_not_valid_unicode_is_refused_with_a_message(repo: Path) -> None:
+    # A byte that is not UTF-8 in an argument reaches Python as a lone surrogate.
+    refused = memory(repo, "add", "Run the tests with caf\udce9 mode.")
+    assert refused.exit_code == 2 and "broken Unicode" in refused.output
+    assert json.loads(memory(repo, "ls", "--json").output) == []
+
+
 def test_sync_and_search(repo: Path) -> None:
     (repo / "AGENTS.md").write_text("## Testing\n\nRun `make test` before every commit.\n")
     synced = memory(repo, "sync")

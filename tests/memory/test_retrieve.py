@@ -141,3 +141,8 @@ def test_fusion_is_reciprocal_rank() -> None:
     assert fused[10][1] == {0: 1} and fused[20][1] == {0: 2, 1: 1}
     with pytest.raises(ValueError):
         Weights(lexical=0, dense=0)
+
+
+def test_a_query_with_a_lone_surrogate_is_searched_not_raised(store: MemoryStore) -> None:
+    fill(store)
+    assert texts(retrieve(store, PROJECT, "run the tests \udcff", k=1)) == [FACTS[0][1]]

@@ -32,7 +32,7 @@ from errand.memory.citations import TreeIndex, check
 from errand.memory.records import Kind, Memory, Recalled, Status
 from errand.memory.schema import memories
 from errand.memory.store import DUPLICATE_LIKENESS, MemoryStore, memory_from_row
-from errand.memory.text import jaccard, terms
+from errand.memory.text import jaccard, terms, without_lone_surrogates
 
 __all__ = ["Weights", "fuse", "retrieve"]
 
@@ -81,6 +81,7 @@ def retrieve(
     ``include_proposed``. Reading is all it does: record what a task was given
     with :meth:`MemoryStore.record_use`.
     """
+    query = without_lone_surrogates(query)
     if k <= 0 or not query.strip():
         return []
     statuses = [Status.ACTIVE.value] + ([Status.PROPOSED.value] if include_proposed else [])

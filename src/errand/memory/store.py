@@ -24,7 +24,7 @@ from errand.memory.lexical import Bm25Index, fts5_available, fts5_search
 from errand.memory.records import ArchiveReason, Kind, Memory, Provenance, Source, Status
 from errand.memory.schema import memories, memory_projects, memory_uses
 from errand.memory.secretscan import check_no_secret
-from errand.memory.text import MAX_TEXT_CHARS, fingerprint, likeness
+from errand.memory.text import MAX_TEXT_CHARS, fingerprint, has_lone_surrogate, likeness
 
 __all__ = ["DUPLICATE_LIKENESS", "MemoryStore", "memory_from_row"]
 
@@ -316,6 +316,10 @@ def _checked(text: str, kind: Kind | str, status: Status | str, confidence: floa
     text = text.strip()
     if not text:
         raise InvalidMemory("a memory needs some text", code="empty_memory")
+    if has_lone_surrogate(text):
+        # It cannot be stored (no database encoding holds it): say so, rather than fail while writing.
+        raise InvalidMemory("the text holds a lone UTF-16 surrogate (broken Unicode); send it as valid UTF-8",
+                            code="invalid_text")
     if len(text) > MAX_TEXT_CHARS:
         raise InvalidMemory(f"a memory is at most {MAX_TEXT_CHARS} characters (this one has {len(text)}); "
                             "store one statement, not a document", code="memory_too_long")

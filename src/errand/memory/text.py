@@ -6,7 +6,8 @@ import hashlib
 import re
 import unicodedata
 
-__all__ = ["MAX_TEXT_CHARS", "fingerprint", "jaccard", "likeness", "normalize", "terms"]
+__all__ = ["MAX_TEXT_CHARS", "fingerprint", "has_lone_surrogate", "jaccard", "likeness", "normalize", "terms",
+           "without_lone_surrogates"]
 
 MAX_TEXT_CHARS = 4000  # a memory is a statement, not a document
 
@@ -16,6 +17,19 @@ _STOP = frozenset((
     "in", "is", "it", "its", "of", "on", "or", "so", "that", "the", "this", "to", "was", "we", "were", "what",
     "when", "where", "which", "who", "will", "with", "you", "your",
 ))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a code point UTF-8 cannot encode (half of a UTF-16 pair, as broken JSON makes)."""
+    return _SURROGATE.search(text) is not None
+
+
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, for text that is searched with, not stored."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def normalize(text: str) -> str:
