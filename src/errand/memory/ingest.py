@@ -87,6 +87,8 @@ def passages(text: str) -> list[str]:
     for line in text.splitlines():
         if line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
+            if not fenced:
+                flush()  # a command block ends its passage (with the lead-in it belongs to)
             continue
         if fenced:
             block.append(f"`{line.strip()}`" if line.strip() else "")
@@ -96,7 +98,10 @@ def passages(text: str) -> list[str]:
             flush()
             heading = title.group(1).strip() if title else heading
         elif not line.strip():
-            flush()
+            # "Run the tests with:" then a blank line then the fenced command: one passage, not a
+            # lead-in without its command and a command too short to keep.
+            if not (block and block[-1].rstrip().endswith(":")):
+                flush()
         elif re.match(r"^\s*(?:[*+-]|\d+[.)])\s+", line):
             flush()
             block.append(re.sub(r"^\s*(?:[*+-]|\d+[.)])\s+", "", line))
