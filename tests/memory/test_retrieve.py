@@ -111,9 +111,11 @@ def test_stale_citations_are_flagged_against_the_tree(store: MemoryStore, tmp_pa
     assert not found[holds.id].stale
     assert found[gone.id].stale and found[gone.id].stale_reasons == (
         "cites scripts/lint.sh, which is not in the tree",)
-    assert found[renamed.id].stale_reasons == ("cites connect_store, which no file in the tree mentions",)
+    assert found[renamed.id].stale_reasons == ("cites connect_store, which no code file in the tree mentions",)
     assert "STALE" in found[gone.id].render() and "STALE" not in found[holds.id].render()
-    assert found[holds.id].score > found[gone.id].score  # same words, but the stale one is demoted
+    unchecked = {item.memory.id: item for item in retrieve(store, PROJECT, "before committing", k=5)}
+    assert found[gone.id].score == pytest.approx(unchecked[gone.id].score * Weights().stale)  # demoted
+    assert found[holds.id].score == pytest.approx(unchecked[holds.id].score)
 
 
 def test_citation_extraction() -> None:
@@ -131,7 +133,7 @@ def test_tree_index_answers_paths_names_and_symbols(tmp_path: Path) -> None:
     tree = TreeIndex(tmp_path)
     assert check(("file:pkg/core.py", "file:core.py", "symbol:Engine.start"), tree) == ()
     assert check(("file:../etc/passwd", "symbol:ghost", "file:pkg/gone.py"), tree) == (
-        "cites ../etc/passwd, which is not in the tree", "cites ghost, which no file in the tree mentions",
+        "cites ../etc/passwd, which is not in the tree", "cites ghost, which no code file in the tree mentions",
         "cites pkg/gone.py, which is not in the tree")
 
 
@@ -146,3 +148,13 @@ def test_fusion_is_reciprocal_rank() -> None:
 def test_a_query_with_a_lone_surrogate_is_searched_not_raised(store: MemoryStore) -> None:
     fill(store)
     assert texts(retrieve(store, PROJECT, "run the tests \udcff", k=1)) == [FACTS[0][1]]
+
+
+def test_memories_in_other_scripts_are_searched_and_kept_apart(store: MemoryStore) -> None:
+    texts_ru = ["Тесты запускаются одной командой из корня.", "Миграции базы данных создаются автоматически.",
+                "Рецензенты просят один логический шаг на коммит."]
+    ids = [store.add(PROJECT, text, kind="fact", provenance=Provenance.person()).id for text in texts_ru]
+    assert len(set(ids)) == 3
+    # Three memories come back, not one: their words are words, not empty sets that look like duplicates.
+    assert sorted(texts(retrieve(store, PROJECT, "тесты, миграции и коммит", k=3))) == sorted(texts_ru)
+    assert texts(retrieve(store, PROJECT, "как создаются миграции", k=1)) == [texts_ru[1]]
