@@ -7,6 +7,7 @@ import pytest
 from errand.memory import Kind, MemoryStore, Provenance, Status, Weights, retrieve
 from errand.memory.citations import TreeIndex, check, extract
 from errand.memory.retrieve import fuse
+from errand.memory.text import query_terms
 
 PROJECT = "/repo/example"
 
@@ -158,3 +159,24 @@ def test_memories_in_other_scripts_are_searched_and_kept_apart(store: MemoryStor
     # Three memories come back, not one: their words are words, not empty sets that look like duplicates.
     assert sorted(texts(retrieve(store, PROJECT, "тесты, миграции и коммит", k=3))) == sorted(texts_ru)
     assert texts(retrieve(store, PROJECT, "как создаются миграции", k=1)) == [texts_ru[1]]
+
+
+def test_another_projects_memories_do_not_move_this_ones_ranking(lexical_store: MemoryStore) -> None:
+    short = lexical_store.add(PROJECT, "Use pytest.", kind="fact", provenance=Provenance.person()).id
+    longer = lexical_store.add(PROJECT, "Deploy from the release branch only.", kind="fact",
+                               provenance=Provenance.person()).id
+
+    def ranking() -> list[int]:
+        return [item.memory.id for item in retrieve(lexical_store, PROJECT, "pytest deploy", k=2, now=0.0)]
+
+    assert ranking() == [short, longer]
+    for number in range(40):  # a busy neighbour whose every memory mentions pytest
+        lexical_store.add("/repo/other", f"Suite {number} runs under pytest in stage {number}.", kind="fact",
+                          provenance=Provenance.person(), merge=False)
+    assert ranking() == [short, longer]  # in this project pytest is as rare as it was
+
+
+def test_questions_and_tasks_lose_their_framing_words() -> None:
+    assert query_terms("Why should I run the tests?") == ["run", "test"]
+    assert query_terms("Please make sure the migrations are reversible") == ["migration", "reversibl"]
+    assert query_terms("how?") == ["how"]  # nothing else left: the framing is the query

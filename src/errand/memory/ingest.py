@@ -25,6 +25,7 @@ from pathlib import Path
 
 from errand._files import read_inside
 from errand.memory.errors import SecretRefused
+from errand.memory.export import without_section
 from errand.memory.records import ArchiveReason, Kind, Memory, Provenance, Source, Status
 from errand.memory.schema import memories
 from errand.memory.store import MemoryStore
@@ -72,7 +73,8 @@ def instruction_files(repo_dir: Path) -> list[str]:
 
 
 def passages(text: str) -> list[str]:
-    """The passages of a Markdown-ish document: paragraphs and list items, each prefixed with its heading."""
+    """The passages of a Markdown-ish document: paragraphs and list items, each prefixed with its heading
+    (the section ``errand memory export`` wrote is not read back)."""
     heading = ""
     found: list[str] = []
     block: list[str] = []
@@ -84,7 +86,7 @@ def passages(text: str) -> list[str]:
         if len(body) >= MIN_PASSAGE_CHARS:
             found.append((f"{heading}: {body}" if heading else body)[:MAX_TEXT_CHARS])
 
-    for line in text.splitlines():
+    for line in without_section(text).splitlines():
         if line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
             if not fenced:

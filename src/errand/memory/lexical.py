@@ -19,6 +19,7 @@ the per-project statistics do not matter and a rebuild per write would.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -64,23 +65,23 @@ def fts5_search(
     return [(int(row[0]), -float(row[1])) for row in rows]
 
 
-@dataclass(frozen=True)
-class _Posting:
-    rows: NDArray[np.int32]
-    counts: NDArray[np.float32]
-
-
 @dataclass
 class ProjectIndex:
     """Okapi BM25 over one project's memories. ``k1`` and ``b`` were chosen on the tuning split of
     ``benchmarks/memory.py`` (a grid of 0.9–1.6 by 0.4–0.9; length normalisation matters less for
-    one-statement memories than for documents)."""
+    one-statement memories than for documents).
+
+    Postings are held as one pair of flat arrays sorted by term (``rows``, ``counts``), with each term's
+    slice in ``spans``: a build makes three arrays, not one per word of the vocabulary.
+    """
 
     generation: int
     ids: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     statuses: NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
     norms: NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
-    postings: dict[str, _Posting] = field(default_factory=dict)
+    rows: NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    counts: NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
     texts: dict[int, tuple[str, Counter[str]]] = field(default_factory=dict)  # reused by the next build
     k1: float = 0.9
     b: float = 0.5
@@ -93,23 +94,33 @@ class ProjectIndex:
         query = (sa.select(memories.c.id, memories.c.text, memories.c.status)
                  .where(memories.c.project == project).order_by(memories.c.id))
         rows = connection.execute(query).all()
+        if previous is not None and len(previous.texts) == len(rows) and all(
+                previous.texts.get(memory_id, ("",))[0] == text for memory_id, text, _ in rows):
+            # Only statuses moved (approve, reject, archive): the postings stand.
+            statuses = np.array([_STATUSES.index(row[2]) for row in rows], dtype=np.int8)
+            return dataclasses.replace(previous, generation=generation, statuses=statuses)
+        vocabulary: dict[str, int] = {}
+        term_of: list[int] = []
+        row_of: list[int] = []
+        count_of: list[int] = []
         lengths = np.zeros(len(rows), dtype=np.float32)
-        gathered: dict[str, tuple[list[int], list[int]]] = {}
         for row, (memory_id, text, _status) in enumerate(rows):
             cached = known.get(memory_id)
             counts = cached[1] if cached is not None and cached[0] == text else Counter(search_terms(text))
             index.texts[memory_id] = (text, counts)
             lengths[row] = sum(counts.values())
-            for word, count in counts.items():
-                where, how_many = gathered.setdefault(word, ([], []))
-                where.append(row)
-                how_many.append(count)
+            term_of.extend(vocabulary.setdefault(word, len(vocabulary)) for word in counts)
+            count_of.extend(counts.values())
+            row_of.extend([row] * len(counts))
+        order = np.argsort(np.array(term_of, dtype=np.int32), kind="stable")
+        index.rows = np.array(row_of, dtype=np.int32)[order]
+        index.counts = np.array(count_of, dtype=np.float32)[order]
+        starts = np.searchsorted(np.array(term_of, dtype=np.int32)[order], np.arange(len(vocabulary) + 1))
+        index.spans = {word: (int(starts[term]), int(starts[term + 1])) for word, term in vocabulary.items()}
         index.ids = np.array([row[0] for row in rows], dtype=np.int64)
         index.statuses = np.array([_STATUSES.index(row[2]) for row in rows], dtype=np.int8)
         average = float(lengths.mean()) if len(rows) and lengths.mean() > 0 else 1.0
         index.norms = (index.k1 * (1 - index.b + index.b * lengths / average)).astype(np.float32)
-        index.postings = {word: _Posting(np.array(where, dtype=np.int32), np.array(how_many, dtype=np.float32))
-                          for word, (where, how_many) in gathered.items()}
         return index
 
     def search(self, query: str, statuses: Sequence[str], limit: int) -> list[tuple[int, float]]:
@@ -119,12 +130,12 @@ class ProjectIndex:
         scores = np.zeros(len(self.ids), dtype=np.float32)
         matched = False
         for word in query_terms(query)[:MAX_QUERY_TERMS]:
-            posting = self.postings.get(word)
-            if posting is None:
+            span = self.spans.get(word)
+            if span is None:
                 continue
             matched = True
-            scores[posting.rows] += self.idf(word) * posting.counts * (self.k1 + 1) / (
-                posting.counts + self.norms[posting.rows])
+            rows, counts = self.rows[span[0]:span[1]], self.counts[span[0]:span[1]]
+            scores[rows] += self.idf(word) * counts * (self.k1 + 1) / (counts + self.norms[rows])
         if not matched:
             return []
         wanted = np.array([_STATUSES.index(status) for status in statuses], dtype=np.int8)
@@ -138,10 +149,10 @@ class ProjectIndex:
 
     def idf(self, word: str) -> float:
         """How rare ``word`` is in this project (0 for a word it does not have)."""
-        posting = self.postings.get(word)
-        if posting is None:
+        span = self.spans.get(word)
+        if span is None:
             return 0.0
-        documents, having = len(self.ids), len(posting.rows)
+        documents, having = len(self.ids), span[1] - span[0]
         return math.log(1 + (documents - having + 0.5) / (having + 0.5))
 
     def best_possible(self, query: str) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -53,12 +54,18 @@ def search_terms(text: str) -> list[str]:
     (``pytest.ini`` → ``pytest.ini``, ``pytest``, ``ini``), each lightly stemmed."""
     found: list[str] = []
     for word in _WORD.findall(normalize(text)):
-        if word in _STOP:
-            continue
-        found.append(_stem(word))
-        if len(word) > 2 and any(mark in word for mark in ".-_"):
-            found.extend(_stem(part) for part in re.split(r"[._-]+", word) if part and part not in _STOP)
+        found.extend(_expanded(word))
     return found
+
+
+@functools.lru_cache(maxsize=65_536)
+def _expanded(word: str) -> tuple[str, ...]:
+    # Cached: a project's vocabulary is small next to its text, and this runs once per word of every memory.
+    if word in _STOP:
+        return ()
+    if len(word) > 2 and ("." in word or "-" in word or "_" in word):
+        return (_stem(word), *(_stem(part) for part in re.split(r"[._-]+", word) if part and part not in _STOP))
+    return (_stem(word),)
 
 
 def query_terms(text: str) -> list[str]:
