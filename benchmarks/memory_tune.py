@@ -14,6 +14,7 @@ reports them on the other split.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import statistics
 import sys
@@ -62,13 +63,16 @@ def score(weights: Weights, lists: list[Lists], queries: list[Query]) -> dict[st
 
 def grid() -> list[Weights]:
     found = []
-    for dense, rrf_k in itertools.product((0.0, 0.25, 0.5, 0.75, 1.0, 1.5), (10.0, 30.0, 60.0)):
-        if dense:
-            found.append(Weights(fusion="rrf", lexical=1.0, dense=dense, rrf_k=rrf_k))
-    for dense in (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 1.0):
-        for center in (0.75, 0.8, 0.85):
-            found.append(Weights(fusion="scores", lexical=1.0, dense=dense, dense_center=center))
+    for dense, rrf_k in itertools.product((0.25, 0.5, 0.75, 1.0, 1.5), (10.0, 30.0, 60.0)):
+        found.append(Weights(fusion="rrf", lexical=1.0, dense=dense, rrf_k=rrf_k))
+    for dense, center in itertools.product((0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0), (0.75, 0.78, 0.8, 0.82)):
+        found.append(Weights(fusion="scores", lexical=1.0, dense=dense, dense_center=center))
     return found
+
+
+def floors(best: Weights) -> list[Weights]:
+    """The chosen weighting with rising score floors: the highest that costs (almost) nothing is the floor."""
+    return [dataclasses.replace(best, floor=floor) for floor in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4)]
 
 
 def main() -> None:
@@ -87,8 +91,16 @@ def main() -> None:
     results = sorted(((score(weights, lists, queries), weights) for weights in grid()),
                      key=lambda pair: -pair[0]["mean"])
     for means, weights in results[:12]:
-        line = "  ".join(f"{name} {value:.4f}" for name, value in means.items())
-        print(f"{line}   {weights.fusion} dense={weights.dense} rrf_k={weights.rrf_k} center={weights.dense_center}")
+        _print(means, weights)
+    print("floors on the best weighting:")
+    for weights in floors(results[0][1]):
+        _print(score(weights, lists, queries), weights)
+
+
+def _print(means: dict[str, float], weights: Weights) -> None:
+    line = "  ".join(f"{name} {value:.4f}" for name, value in means.items())
+    print(f"{line}   {weights.fusion} dense={weights.dense} rrf_k={weights.rrf_k} center={weights.dense_center} "
+          f"floor={weights.floor}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,25 @@
-"""Hybrid retrieval: BM25 and dense candidates fused by reciprocal rank, then signals, de-duplication and
+"""Hybrid retrieval: BM25 and dense candidates fused by score, a floor, then signals, de-duplication and
 a staleness check against the working tree.
 
     recalled = retrieve(store, project, "how do I run the tests", k=8, repo_dir=checkout)
 
-1. **Candidates**: the best ``candidates`` memories by BM25 (FTS5) and, when
-   the store has an embedder, the best by cosine similarity.
-2. **Fusion**: reciprocal rank fusion, ``Σ weight / (rrf_k + rank)``. Ranks,
-   not scores, so BM25's unbounded scale and cosine's narrow one mix
-   without calibration. Without an embedder this is BM25's order.
-3. **Signals**: small multipliers for confidence, for evidence and use (a
+1. **Candidates**: the best ``candidates`` memories by BM25 over the
+   project's own statistics (:class:`~errand.memory.lexical.ProjectIndex`)
+   and, when the store has an embedder, the best by cosine similarity.
+2. **Fusion**: each side's score on a scale that means the same in every
+   project (BM25 against a memory holding each query term once; cosine above
+   the level unrelated texts reach), weighted and added (:class:`Weights`;
+   chosen on the tuning split of ``benchmarks/memory.py``, reported on the
+   other). Reciprocal rank fusion is there too (``fusion="rrf"``).
+3. **Floor**: a memory whose fused score stays under ``Weights.floor`` is not
+   given at all: an unrelated task gets few memories or none, not the ``k``
+   least unrelated.
+4. **Signals**: small multipliers for confidence, for evidence and use (a
    memory observed or recalled again and again), and for recency (a
    half-life on the last update). They reorder near-ties, never a clear
    winner: the fused score dominates.
-4. **De-duplication**: a result too like one ranked above it is dropped.
-5. **Staleness**: with ``repo_dir``, every cited file and symbol is looked up in
+5. **De-duplication**: a result too like one ranked above it is dropped.
+6. **Staleness**: with ``repo_dir``, every cited file and symbol is looked up in
    the tree; a memory whose citations no longer hold is flagged with the
    reasons (and demoted), not hidden — the agent should see it and check.
 """
@@ -51,11 +57,11 @@ class Weights:
     """
 
     lexical: float = 1.0
-    dense: float = 1.0
+    dense: float = 2.0  # tuned: 2.0–2.5 with dense_center 0.8 led the grid; RRF's best was 0.007 NDCG behind
     fusion: str = "scores"
     rrf_k: float = 60.0
     dense_center: float = 0.8
-    floor: float = 0.0  # below this on the scores scale a memory is not given at all, however few are left
+    floor: float = 0.15  # below this on the scores scale a memory is not given at all, however few are left
     confidence: float = 0.2  # score × (1 - confidence + confidence × memory.confidence)
     usage: float = 0.05  # score × (1 + usage × ln(1 + uses + extra evidence))
     recency: float = 0.1  # score × (1 - recency × (1 - 0.5 ** (age / half-life)))

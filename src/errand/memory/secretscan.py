@@ -73,12 +73,13 @@ _PROVIDERS = tuple((name, re.compile(pattern)) for name, pattern in _PROVIDER_TO
 _BEARER = re.compile(r"authorization:\s*+(?:bearer|basic|token)\s++[a-z0-9._~+/=-]{12}")
 _SECRET_NAME = (r"(?:pass(?:w(?:or)?d|phrase)|pwd|secret|token|a(?:pi[_-]?key|ccess[_-]?key|uth[_-]?token)"
                 r"|private[_-]?key|c(?:lient[_-]?secret|redentials?))")
-_VALUE = rf"['\"]?(?P<value>[^\s'\"`,;]{{1,{MAX_VALUE_CHARS}}})"
+# At least six characters: a shorter value is never taken for a secret, so it need not reach Python.
+_VALUE = rf"['\"]?(?P<value>[^\s'\"`,;]{{6,{MAX_VALUE_CHARS}}})"
 # `password = hunter2`, `API_KEY: "abc…"`, `export SECRET=…`, `--token abc…`, `the password is hunter2`.
 # A match starts at the secret's name, and what follows the name within the key is bounded, so a long
 # run of names (`pwd-pwd-pwd…`) costs a few dozen characters per name, never the rest of the run.
 _ASSIGNMENTS = (
-    re.compile(rf"{_SECRET_NAME}[\w-]{{0,32}}+['\"]?\s*+[:=]\s*+{_VALUE}"),
+    re.compile(rf"{_SECRET_NAME}[\w-]{{0,24}}+['\"]?\s*+[:=]\s*+{_VALUE}"),
     re.compile(rf"--(?<![\w-]--)(?=[\w-]{{0,32}}?{_SECRET_NAME})[\w-]{{0,64}}+\s++{_VALUE}"),
     re.compile(rf"{_SECRET_NAME}\s++(?:is|was|=)\s++{_VALUE}"),
 )
