@@ -163,7 +163,8 @@ def open_stores(url: str, lexical_only: bool) -> dict[str, MemoryStore]:
     stores = {"errand-bm25": MemoryStore(database.connect(url), embedder=None)}
     embedder = None if lexical_only else default_embedder()
     if embedder is None:
-        print("no embedder installed: the default retriever is BM25 alone", file=sys.stderr)
+        if not lexical_only:
+            print("no embedder installed: the default retriever is BM25 alone", file=sys.stderr)
         return stores
     store = MemoryStore(database.connect(url), embedder=CachedQueries(embedder))
     started = time.perf_counter()
