@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import re
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -36,6 +37,9 @@ def _background_loop() -> asyncio.AbstractEventLoop:
             thread.start()
             _loop = loop
         return _loop
+
+
+_ASYNC_NAME = re.compile(r"\bAsync(?=[A-Z])")
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -89,6 +93,32 @@ def _sync_name(attribute: str) -> str:
 
 
 def _derive(attribute: str, member: Any) -> Any:
+    derived = _derive_member(attribute, member)
+    target = derived.__func__ if isinstance(derived, classmethod) else derived
+    if inspect.isfunction(target):
+        _name_sync_types(target, member.__func__ if isinstance(member, classmethod) else member)
+    return derived
+
+
+def _name_sync_types(wrapper: Any, original: Any) -> None:
+    """Say the blocking types in the blocking API's signatures: help(Sandbox.create) returns a
+    Sandbox, not the AsyncSandbox that functools.wraps copied from the async method."""
+    try:
+        signature = inspect.signature(original)
+    except (TypeError, ValueError):
+        return
+    parameters = [p.replace(annotation=_sync_annotation(p.annotation)) for p in signature.parameters.values()]
+    wrapper.__signature__ = signature.replace(parameters=parameters,
+                                              return_annotation=_sync_annotation(signature.return_annotation))
+    wrapper.__annotations__ = {k: _sync_annotation(v) for k, v in getattr(original, "__annotations__", {}).items()}
+
+
+def _sync_annotation(annotation: Any) -> Any:
+    # Annotations are strings here (postponed evaluation): AsyncSandbox → Sandbox, AsyncIterator → Iterator.
+    return _ASYNC_NAME.sub("", annotation) if isinstance(annotation, str) else annotation
+
+
+def _derive_member(attribute: str, member: Any) -> Any:
     if attribute.startswith("_") and attribute not in ("__aenter__", "__aexit__", "__aiter__"):
         return None
     if isinstance(member, classmethod) and inspect.iscoroutinefunction(member.__func__):

@@ -27,11 +27,23 @@ from rich.table import Table
 from errand import __version__, cli_tasks, tour
 from errand import demo as task_demo
 from errand._text import printable
+from errand.cli_eval import eval_app
 from errand.errors import ConfigError, ErrandError, ExecTimeout
+from errand.eval import strip as eval_strip
 from errand.memory.cli import memory_app
 from errand.repo import checkouts
-from errand.sandbox import AsyncProcess, AsyncSandbox, AsyncStream, Image, Mount, Network, Resources, SandboxInfo, _gc
-from errand.sandbox._gc import GcReport
+from errand.sandbox import (
+    AsyncProcess,
+    AsyncSandbox,
+    AsyncStream,
+    GcReport,
+    Image,
+    Mount,
+    Network,
+    Resources,
+    SandboxInfo,
+)
+from errand.sandbox import collect_garbage as collect_sandbox_garbage
 
 __all__ = ["app", "main"]
 
@@ -45,11 +57,16 @@ EXIT_INTERRUPTED = 130
 # daemon it left behind may hold the pipes open forever (AsyncProcess.result does the same).
 _DRAIN = 0.5
 
-app = typer.Typer(name="errand", no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False)
-sandbox_app = typer.Typer(no_args_is_help=True, help="Create, use and remove sandboxes.")
+# Plain help, as git and pip print it (rich_markup_mode=None): Typer's panels put a type
+# after every flag (`--json <bool>`), cut long option names at 80 columns, and read help
+# text as markup, so `[models.NAME]` vanished from it.
+app = typer.Typer(name="errand", no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+                  rich_markup_mode=None)
+sandbox_app = typer.Typer(no_args_is_help=True, help="Create, use and remove sandboxes.", rich_markup_mode=None)
 app.add_typer(sandbox_app, name="sandbox")
 cli_tasks.register(app)
 app.add_typer(memory_app, name="memory")
+app.add_typer(eval_app, name="eval")
 
 
 def main() -> None:
@@ -167,18 +184,22 @@ def _user(user: str | None) -> str | int | None:
 
 @sandbox_app.command("create")
 def create(
-    image: Annotated[str, typer.Option(help="'base' (the host's programs, read-only) or 'debian[:SUITE]'.")] = "base",
+    image: Annotated[str, typer.Option(
+        metavar="IMAGE", help="'base' (the host's programs, read-only) or 'debian[:SUITE]'.")] = "base",
     copy: Annotated[list[str] | None, typer.Option(
         "--copy", metavar="SRC:DST", help="Copy a host path in; the sandbox changes only its copy.")] = None,
     bind: Annotated[list[str] | None, typer.Option(
         "--bind", metavar="SRC:DST[:ro|rw]", help="Share a host path (read-only unless :rw).")] = None,
-    cpus: Annotated[float | None, typer.Option(help="CPU share, e.g. 0.5 or 2.")] = None,
-    memory: Annotated[str | None, typer.Option(help="Memory limit, e.g. 1GiB (default 2GiB).")] = None,
-    pids: Annotated[int | None, typer.Option(help="Most processes at once (default 1024).")] = None,
-    disk: Annotated[str | None, typer.Option(help="Size of what it may write, e.g. 2GiB (default 4GiB).")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds until the sandbox ends; 0 for no limit.")] = 300,
-    idle_timeout: Annotated[float, typer.Option(help="End after this many seconds without a command; 0 never.")] = 0,
-    workdir: Annotated[str | None, typer.Option(help="Commands' default directory.")] = None,
+    cpus: Annotated[float | None, typer.Option(metavar="N", help="CPU share, e.g. 0.5 or 2.")] = None,
+    memory: Annotated[str | None, typer.Option(metavar="SIZE", help="Memory limit, e.g. 1GiB (default 2GiB).")] = None,
+    pids: Annotated[int | None, typer.Option(metavar="N", help="Most processes at once (default 1024).")] = None,
+    disk: Annotated[str | None, typer.Option(
+        metavar="SIZE", help="Size of what it may write, e.g. 2GiB (default 4GiB).")] = None,
+    timeout: Annotated[float, typer.Option(
+        metavar="SECONDS", help="Seconds until the sandbox ends; 0 for no limit.")] = 300,
+    idle_timeout: Annotated[float, typer.Option(
+        metavar="SECONDS", help="End after this many seconds without a command; 0 never.")] = 0,
+    workdir: Annotated[str | None, typer.Option(metavar="DIR", help="Commands' default directory.")] = None,
     env: Annotated[list[str] | None, typer.Option(
         "--env", metavar="NAME=VALUE", help="An environment variable for every command.")] = None,
     label: Annotated[list[str] | None, typer.Option(
@@ -216,7 +237,19 @@ def _network(domains: Sequence[str], cidrs: Sequence[str], open_network: bool) -
             raise ConfigError("--open-network already allows every public address; drop --allow",
                               code="invalid_network")
         return Network.open()
-    return Network.allow(*domains, cidrs=cidrs) if domains or cidrs else Network.none()
+    for domain in domains:
+        if domain.strip().lower().rstrip(".") in ("*", "*.*"):
+            raise ConfigError(f"--allow {domain!r} would allow every domain; --open-network lets it reach any "
+                              "public address (never private or loopback)", code="overbroad_domain")
+    try:
+        return Network.allow(*domains, cidrs=cidrs) if domains or cidrs else Network.none()
+    except ConfigError as error:
+        if error.code != "overbroad_cidr":
+            raise
+        # The API's sentence names Network.open(); on the command line it is a flag.
+        reason = error.message.partition(";")[0]
+        raise ConfigError(f"--allow-cidr: {reason}; name narrower networks, or use --open-network for any public "
+                          "address", code=error.code) from None
 
 
 # --------------------------------------------------------------------- exec
@@ -226,11 +259,14 @@ def _network(domains: Sequence[str], cidrs: Sequence[str], open_network: bool) -
 def exec_(
     sandbox_id: Annotated[str, typer.Argument(metavar="ID", help="The sandbox's id.")],
     command: Annotated[list[str], typer.Argument(metavar="CMD", help="The command and its arguments, after --.")],
-    cwd: Annotated[str | None, typer.Option(help="Directory to run in (default: the sandbox's workdir).")] = None,
+    cwd: Annotated[str | None, typer.Option(
+        metavar="DIR", help="Directory to run in (default: the sandbox's workdir).")] = None,
     env: Annotated[list[str] | None, typer.Option(
         "--env", metavar="NAME=VALUE", help="An environment variable for this command.")] = None,
-    user: Annotated[str | None, typer.Option(help="User name or uid inside the sandbox (default root).")] = None,
-    timeout: Annotated[float | None, typer.Option(help="Kill the command after this many seconds.")] = None,
+    user: Annotated[str | None, typer.Option(
+        metavar="USER", help="User name or uid inside the sandbox (default root).")] = None,
+    timeout: Annotated[float | None, typer.Option(
+        metavar="SECONDS", help="Kill the command after this many seconds.")] = None,
 ) -> None:
     """Run a command in a sandbox: `errand sandbox exec ID -- CMD [ARGS]...`.
 
@@ -394,18 +430,20 @@ def gc() -> None:
 
 @app.command("gc")
 def collect_garbage(
-    unused_days: Annotated[float, typer.Option("--unused-days", min=0,
-                                               help="Remove pristine checkouts no task has used for this many "
-                                                    "days.")] = checkouts.UNUSED_FOR / 86_400,
+    unused_days: Annotated[float, typer.Option("--unused-days", metavar="DAYS", min=0,
+                                               help="Remove pristine checkouts no task (and stripped "
+                                                    "sources no eval) has used for this many days.")]
+    = checkouts.UNUSED_FOR / 86_400,
 ) -> None:
-    """Reclaim disk: orphaned sandboxes and their leftovers, and pristine checkouts no task uses."""
-    removed = _collect_sandboxes()
-    _print_removed(removed + [("checkout", name) for name in checkouts.prune(unused_days * 86_400)])
+    """Reclaim disk: orphaned sandboxes and their leftovers, pristine checkouts no task uses, and
+    the stripped copies of repositories no evaluation has used."""
+    removed = _collect_sandboxes() + [("checkout", name) for name in checkouts.prune(unused_days * 86_400)]
+    _print_removed(removed + [("eval source", name) for name in eval_strip.prune(unused_days * 86_400)])
 
 
 def _collect_sandboxes() -> list[tuple[str, str]]:
     async def collect() -> GcReport:
-        return await asyncio.to_thread(_gc.collect)
+        return await asyncio.to_thread(collect_sandbox_garbage)
 
     report = _run(collect())
     return [(what, name) for what, names in (("sandbox", report.sandboxes), ("cgroup", report.cgroups),
@@ -426,8 +464,9 @@ def _print_removed(removed: list[tuple[str, str]]) -> None:
 
 @app.command()
 def demo(
-    model: Annotated[str | None, typer.Option("--model", help="provider:model (default: $ERRAND_MODEL, else "
-                                                              "errand's scripted demo model).")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", metavar="MODEL", help="provider:model (default: $ERRAND_MODEL, else errand's scripted "
+                                         "demo model).")] = None,
 ) -> None:
     """errand's main job, for real: an agent fixes a failing test in a sample repo; you see the diff,
     the evidence, and the accept."""
@@ -436,17 +475,20 @@ def demo(
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="Address to bind; beyond loopback a token is required.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8470,
-    token: Annotated[str | None, typer.Option(envvar="ERRAND_TOKEN", show_envvar=True,
+    host: Annotated[str, typer.Option(
+        metavar="ADDRESS", help="Address to bind; beyond loopback a token is required.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="Port to listen on.")] = 8470,
+    token: Annotated[str | None, typer.Option(metavar="TOKEN", envvar="ERRAND_TOKEN", show_envvar=True,
                                               help="The token API calls and the web login need.")] = None,
-    concurrency: Annotated[int, typer.Option(help="Tasks the built-in engine runs at once.")] = 2,
+    concurrency: Annotated[int, typer.Option(metavar="N", min=1, help="Tasks the built-in engine runs at once.")] = 2,
     engine: Annotated[bool, typer.Option("--engine/--no-engine", help="Run queued tasks in this process.")] = True,
     repo_root: Annotated[list[Path] | None, typer.Option(
-        "--repo-root", help="Only serve repositories inside this directory (repeatable).")] = None,
+        "--repo-root", metavar="DIR", help="Only serve repositories inside this directory (repeatable).")] = None,
     allow_scripted_models: Annotated[bool, typer.Option(
         "--allow-scripted-models", help="Let callers use scripted models (they name a file on this machine).")] = False,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[str, typer.Option(metavar="LEVEL", help="debug, info, warning or error.")] = "info",
+    eval_runs: Annotated[Path | None, typer.Option("--eval-runs", metavar="DIR", envvar="ERRAND_EVAL_RUNS",
+                                                   help="The evaluation runs the /eval pages show.")] = None,
 ) -> None:
     """The HTTP API, live task events and the web review UI; runs queued tasks too."""
     from errand.server.config import ServerConfig
@@ -454,7 +496,8 @@ def serve(
 
     try:
         config = ServerConfig(host=host, port=port, token=token or None, concurrency=concurrency, run_engine=engine,
-                              repo_roots=tuple(repo_root or ()), allow_scripted_models=allow_scripted_models)
+                              repo_roots=tuple(repo_root or ()), allow_scripted_models=allow_scripted_models,
+                              eval_runs=eval_runs)
     except ErrandError as error:
         _report(error)
         raise typer.Exit(_exit_code(error)) from None

@@ -11,13 +11,11 @@ service's methods; the server's engine runs the tasks.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -32,27 +30,30 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from errand import _settings
+from errand._figures import duration as figures_duration
+from errand._figures import money, tokens
 from errand._text import printable
 from errand.cli_events import print_event, shown
 from errand.errors import ConfigError, ErrandError
 from errand.models import ModelEndpoint
 from errand.repo.git import run_git
-from errand.repo.workcopy import source_name
-from errand.tasks.engine import LocalEngine
+from errand.repo.workcopy import is_url, source_name
+from errand.tasks.environment import CONFIG_FILE
 from errand.tasks.evidence import Evidence
-from errand.tasks.lifecycle import ACTIVE, TaskState
-from errand.tasks.records import Event, RunState, Task
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.records import Event, Run, Task
 from errand.tasks.service import TaskService, issue_instruction
 from errand.tasks.store import TaskStore
-from errand.tasks.workers import WorkerInfo, notes, running_worker, stop_worker, worker_notes
+from errand.tasks.workers import notes, running_worker, worker_notes
 
 if TYPE_CHECKING:
     from errand.server.client import ErrandClient
 
-__all__ = ["age", "print_event", "print_evidence", "print_patch", "register", "shown"]
+__all__ = ["age", "console", "print_event", "print_evidence", "print_patch", "register", "shown", "task_service"]
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+_NAMED = 5  # uncommitted files named by `errand run`; the rest are counted
 _SETTLED = {TaskState.READY_FOR_REVIEW, TaskState.ACCEPTED, TaskState.REJECTED, TaskState.FAILED,
             TaskState.CANCELLED}
 _STATE_STYLE = {"queued": "cyan", "preparing": "cyan", "running": "blue", "needs_input": "bold yellow",
@@ -60,19 +61,21 @@ _STATE_STYLE = {"queued": "cyan", "preparing": "cyan", "running": "blue", "needs
                 "cancelled": "dim"}
 
 
-def _out(*, stderr: bool = False) -> Console:
+def console(*, stderr: bool = False) -> Console:
     # No emoji codes: ``:warning:`` in an agent's text must print as typed, not as a picture.
     return Console(highlight=False, emoji=False, stderr=stderr)
 
 
 Server = Annotated[str | None, typer.Option(
     "--server", envvar="ERRAND_SERVER", metavar="URL", help="Use an errand server instead of the local store.")]
-Token = Annotated[str | None, typer.Option("--token", envvar="ERRAND_TOKEN", help="The server's token.")]
+Token = Annotated[str | None, typer.Option("--token", envvar="ERRAND_TOKEN", metavar="TOKEN",
+                                          help="The server's token.")]
+StartWorker = Annotated[bool, typer.Option("--worker/--no-worker", help="Start a background worker if none runs.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON (the HTTP API's fields) instead of text.")]
 
 
 @contextmanager
-def _service(server: str | None = None, token: str | None = None) -> Iterator[TaskService | ErrandClient]:
+def task_service(server: str | None = None, token: str | None = None) -> Iterator[TaskService | ErrandClient]:
     """The local store, or the server at ``server``, with errand's errors turned into one red
     line and an exit code."""
     try:
@@ -94,8 +97,10 @@ TaskId = Annotated[str, typer.Argument(metavar="ID", help="The task's id (see `e
 
 
 def register(app: typer.Typer) -> None:
-    for command in (run, ls, show, diff, logs, accept, reject, followup, answer, message, cancel):
+    for command in (run, ls, show, diff, logs, accept, reject, followup, retry, answer, message, cancel):
         app.command(command.__name__.rstrip("_"))(command)
+    from errand.cli_worker import worker_app  # it uses this module's helpers
+
     app.add_typer(worker_app, name="worker")
 
 
@@ -103,24 +108,25 @@ def register(app: typer.Typer) -> None:
 
 
 def run(
-    instruction: Annotated[str | None, typer.Argument(help="What the agent should do.")] = None,
-    repo: Annotated[str, typer.Option("--repo", help="A local git repository or a git URL.")] = ".",
-    base: Annotated[str, typer.Option("--base", help="The ref the work starts from.")] = "HEAD",
-    model: Annotated[str | None, typer.Option("--model", help="A [models.NAME] from $ERRAND_HOME/config.toml, or "
-                                              "provider:model (default: $ERRAND_MODEL, then the file's model).")
-                     ] = None,
-    attempts: Annotated[int, typer.Option("--attempts", help="Attempts run in parallel, ranked by evidence.")] = 1,
-    issue: Annotated[Path | None, typer.Option("--issue", help="Take the task from an issue in Markdown.")] = None,
+    instruction: Annotated[str | None, typer.Argument(metavar="INSTRUCTION", help="What the agent should do.")] = None,
+    repo: Annotated[str, typer.Option("--repo", metavar="PATH", help="A local git repository or a git URL.")] = ".",
+    base: Annotated[str, typer.Option("--base", metavar="REF", help="The ref the work starts from.")] = "HEAD",
+    model: Annotated[str | None, typer.Option(
+        "--model", metavar="MODEL", help="A [models.NAME] from $ERRAND_HOME/config.toml, or provider:model "
+                                         "(default: $ERRAND_MODEL, then the file's model).")] = None,
+    attempts: Annotated[int, typer.Option(
+        "--attempts", metavar="N", help="Attempts run in parallel, ranked by evidence.")] = 1,
+    issue: Annotated[Path | None, typer.Option(
+        "--issue", metavar="FILE", help="Take the task from an issue in Markdown.")] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the task's log until it settles.")] = False,
-    start_worker: Annotated[bool, typer.Option("--worker/--no-worker",
-                                               help="Start a background worker if none runs.")] = True,
+    start_worker: StartWorker = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the task as JSON (the HTTP API's fields); with "
                                                           "-f, once it settles (the log goes to stderr).")] = False,
     server: Server = None,
     token: Token = None,
 ) -> None:
     """Hand a task to an agent; it runs in the background and comes back as a diff to review."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         title = None
         if issue is not None:
             if instruction is not None:
@@ -128,9 +134,10 @@ def run(
             title, instruction = issue_instruction(issue)
         task = service.submit(instruction or "", repo=repo, base=base, model=model, attempts=attempts, title=title)
         # With --json, stdout carries the one JSON object and everything said on the way goes to stderr.
-        out = _out(stderr=as_json)
+        out = console(stderr=as_json)
         if not as_json:
             out.print(f"[bold]{task.id}[/] queued: {shown(task.title, lines=False)}")
+        _say_left_out(task)
         if start_worker and not server:
             _ensure_worker(out, task.model_endpoint)
         if follow:
@@ -140,6 +147,34 @@ def run(
             out.print(f"[dim]follow it with `errand logs -f {task.id}`; review with `errand show {task.id}`[/]")
         if as_json:
             _print_json(_record_json(task))
+
+
+def _say_left_out(task: Task) -> None:
+    """Name the uncommitted files a task started from the checkout's HEAD does not have: it
+    takes code and errand.toml from the commit, and an edit not yet committed is easy to forget."""
+    left = uncommitted(Path(task.repo)) if not is_url(task.repo) and Path(task.repo).is_dir() else []
+    head = run_git(["rev-parse", "--verify", "--quiet", "HEAD"], Path(task.repo), check=False).strip() if left else ""
+    if not left or head != task.base_commit:
+        return
+    named = ", ".join(left[:_NAMED]) + (f" and {len(left) - _NAMED} more" if len(left) > _NAMED else "")
+    config = f" (the committed {CONFIG_FILE} is the one it uses)" if CONFIG_FILE in left else ""
+    Console(stderr=True).print(
+        f"note: {len(left)} uncommitted file(s) left out{config}: the task starts from commit "
+        f"{(task.base_commit or '')[:12]}, not your working tree: {named}. Commit them and run again to include "
+        "them.", style="yellow", markup=False, highlight=False, soft_wrap=True)
+
+
+def uncommitted(repo: Path) -> list[str]:
+    """The paths ``git status`` reports changed, staged or untracked (not ignored) in ``repo``."""
+    entries = iter(run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], repo, check=False)
+                   .split("\0"))
+    paths = []
+    for entry in entries:
+        if len(entry) > 3:
+            paths.append(printable(entry[3:], lines=False))
+            if entry[0] in "RC":
+                next(entries, None)  # a rename's or copy's source path follows as its own field
+    return paths
 
 
 def _ensure_worker(out: Console, endpoint: ModelEndpoint | None = None) -> None:
@@ -164,15 +199,15 @@ def _ensure_worker(out: Console, endpoint: ModelEndpoint | None = None) -> None:
 
 
 def ls(
-    state: Annotated[str | None, typer.Option("--state", help="Only tasks in this state.")] = None,
-    repo: Annotated[str | None, typer.Option("--repo", help="Only tasks of this repository.")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="How many, newest first.")] = 20,
+    state: Annotated[str | None, typer.Option("--state", metavar="STATE", help="Only tasks in this state.")] = None,
+    repo: Annotated[str | None, typer.Option("--repo", metavar="PATH", help="Only tasks of this repository.")] = None,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, help="How many, newest first.")] = 20,
     as_json: AsJson = False,
     server: Server = None,
     token: Token = None,
 ) -> None:
     """List tasks, newest first."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         if state is not None and state not in TaskState.__members__.values():
             raise ConfigError(f"unknown state {state!r}; states are {', '.join(TaskState)}", code="invalid_state")
         tasks = service.store.list_tasks(state=state, repo=None if repo is None else source_name(repo), limit=limit)
@@ -183,28 +218,30 @@ def ls(
         for task in tasks:
             table.add_row(shown(task.id), _state(task.state), age(time.time() - task.created_at), str(task.attempts),
                           shown(task.title, lines=False), shown(task.repo, lines=False))
-        _out().print(table)
+        console().print(table)
 
 
 def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """A task: its state, its runs, and the evidence and confidence of its result."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         task = service.store.get_task(task_id)
         runs = service.store.runs(task_id)
         given = service.store.events(task_id, kinds=["memories_given"])
         memories = [{"id": i, "line": line} for i, line in zip(given[-1].data.get("ids", []),
                                                                given[-1].data.get("lines", []), strict=False)] \
             if given else []
+        figures = service.progress(task_id)
         if as_json:
-            _print_json({**_record_json(task), "memories": memories, "runs": [
+            _print_json({**_record_json(task), "memories": memories, "progress": figures, "runs": [
                 {"id": r.id, "attempt": r.attempt, "round": r.round, "state": r.state.value,
                  "result": {k: v for k, v in (r.result or {}).items() if k != "patch"}} for r in runs]})
             return
-        out = _out()
+        out = console()
         out.print(f"[bold]{shown(task.id)}[/]  {_state(task.state)}  {shown(task.title, lines=False)}")
         out.print(f"[dim]repo {shown(task.repo, lines=False)} at {shown(task.base_ref, lines=False)} "
                   f"({shown((task.base_commit or '')[:12])}), branch {shown(task.branch, lines=False)}, "
                   f"model {shown(_model_line(task), lines=False)}[/]")
+        print_progress(out, figures)
         if task.state is TaskState.NEEDS_INPUT:
             questions = service.store.events(task_id, kinds=["question"])
             if questions:
@@ -218,20 +255,74 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
             ranked = service.round_runs(task_id)
         except ErrandError:
             ranked = []
+        seen: dict[str, int] = {}  # patch -> the better-ranked attempt that made it
         for r in ranked:
             evidence = service.evidence(r)
             if evidence is not None:
-                print_evidence(out, r.attempt, int(r.result["rank"]), len(ranked), evidence, r.result)
-        if task.state is TaskState.READY_FOR_REVIEW:
-            out.print(f"[dim]`errand diff {task.id}`, then `errand accept {task.id}`, `errand reject {task.id} "
-                      f"--reason ...` or `errand followup {task.id} \"...\"`[/]")
+                print_evidence(out, r, len(ranked), evidence)
+            patch = (r.result or {}).get("patch") if isinstance(r.result, dict) else None
+            if patch and patch in seen:
+                out.print(f"  [dim]the same diff as attempt {seen[patch]}[/]")
+            elif patch:
+                seen[patch] = r.attempt
+        _print_next_steps(out, service, task)
 
 
-def print_evidence(out: Console, attempt: int, rank: int, of: int, evidence: Evidence, result: dict[str, Any]) -> None:
+def print_progress(out: Console, figures: dict[str, Any]) -> None:
+    """Elapsed, steps, tokens and cost; then each attempt of the latest round against its budgets."""
+    usage = figures["usage"]
+    cost = figures_money(usage)
+    out.print(f"{figures_duration(figures['seconds'])} elapsed · {usage['steps']} steps · "
+              f"{tokens(usage['tokens'])} tokens ({tokens(usage['input_tokens'])} in, "
+              f"{tokens(usage['output_tokens'])} out) · {cost}" + (f" · round {figures['round']}" if figures['round']
+                                                                    else ""))
+    budgets = figures.get("budgets") or {}
+    for attempt in figures["attempts"] if len(figures["attempts"]) > 1 or budgets else []:
+        used = attempt["usage"]
+        parts = [_against(str(used["steps"]), budgets.get("max_steps"), str) + " steps",
+                 _against(tokens(used["tokens"]), budgets.get("max_tokens"), tokens) + " tokens",
+                 _against(money(used["cost"]), budgets.get("max_cost"), money),
+                 _against(figures_duration(attempt["seconds"]), budgets.get("max_seconds"), figures_duration)]
+        which = f"round {attempt['round']}" + (f", attempt {attempt['attempt']}" if len(figures["attempts"]) > 1
+                                               else "")  # the numbers --attempt takes, only in best-of-N
+        out.print(f"  [dim]{which} ({attempt['state']}): {', '.join(parts)}[/]")
+
+
+def _against(used: str, limit: Any, show: Callable[[Any], str]) -> str:
+    return used if limit is None else f"{used} of {show(limit)}"
+
+
+def figures_money(usage: dict[str, Any]) -> str:
+    if not usage.get("cost_known") and not usage.get("cost"):
+        return "cost not reported by the provider"
+    return money(usage["cost"]) + ("" if usage.get("cost_known") else " (some calls' price unknown)")
+
+
+def _print_next_steps(out: Console, service: TaskService | ErrandClient, task: Task) -> None:
+    if task.state is TaskState.READY_FOR_REVIEW:
+        out.print(f"[dim]`errand diff {task.id}`, then `errand accept {task.id}`, `errand reject {task.id} "
+                  f"--reason ...` or `errand followup {task.id} \"...\"`[/]")
+    elif task.state in (TaskState.FAILED, TaskState.CANCELLED):
+        if task.state is TaskState.FAILED:
+            failed = service.store.events(task.id, kinds=["failed"], limit=1_000_000)
+            reason = failed[-1].data.get("reason") if failed and isinstance(failed[-1].data, dict) else None
+            out.print(f"\n[bold red]failed:[/] {shown(reason or 'no reason was recorded')}")
+        out.print(f"[dim]`errand retry {task.id}` runs it again from where it started; `errand followup "
+                  f"{task.id} \"...\"` does that with more instructions[/]")
+
+
+def print_evidence(out: Console, run: Run, of: int, evidence: Evidence) -> None:
+    """One finished attempt's evidence. Its heading names the round (a follow-up or retry opens
+    a new one) and, in a best-of-N round, the attempt by the number ``--attempt`` takes."""
+    result = run.result if isinstance(run.result, dict) else {}
     level = evidence.confidence.level
     colour = {"high": "green", "medium": "yellow", "low": "red"}.get(level, "red")
-    ranking = f"  rank {rank} of {of}" if of > 1 else ""
-    out.print(f"\n[bold]attempt {attempt}[/]{ranking}: {shown(result.get('status'), lines=False)} — confidence "
+    heading = f"round {run.round}"
+    if of > 1:
+        heading += f", attempt {run.attempt}[/]  rank {shown(result.get('rank'))} of {of}"
+    else:
+        heading += "[/]"
+    out.print(f"\n[bold]{heading}: {shown(result.get('status'), lines=False)} — confidence "
               f"[{colour}]{shown(level)}[/]")
     for reason in evidence.confidence.reasons:
         out.print(f"  • {shown(reason, lines=False)}")
@@ -262,16 +353,23 @@ def print_evidence(out: Console, attempt: int, rank: int, of: int, evidence: Evi
 
 def diff(
     task_id: TaskId,
-    attempt: Annotated[int | None, typer.Option("--attempt", help="Another attempt than the best.")] = None,
+    attempt: Annotated[int | None, typer.Option("--attempt", metavar="N", help="Another attempt than the best: "
+                                                "its number, as `errand show` gives it.")] = None,
     stat: Annotated[bool, typer.Option("--stat", help="Only which files changed, and how much.")] = False,
     server: Server = None,
     token: Token = None,
 ) -> None:
     """The task's diff (the best attempt's, unless --attempt), coloured on a terminal; exact when piped."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         run_ = service.chosen_run(task_id, attempt)
         patch = str(run_.result.get("patch") or "")
-        out = _out()
+        out = console()
+        if not patch.strip():
+            # Said on stderr and in the exit code, so `errand diff ID > fix.patch && git apply fix.patch`
+            # stops here instead of applying nothing.
+            console(stderr=True).print(f"{shown(task_id)} changed nothing: round {run_.round}, attempt {run_.attempt} "
+                                    f"has no diff (`errand show {shown(task_id)}` says how it ended)")
+            raise typer.Exit(EXIT_ERROR)
         if stat:
             evidence = service.evidence(run_)
             for f in (evidence.files if evidence else []):
@@ -297,11 +395,11 @@ def logs(
     token: Token = None,
 ) -> None:
     """The task's log: every step of the agent, command and output, as it happens with -f."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         service.store.get_task(task_id)
-        show_event = _print_event_json if as_json else functools.partial(print_event, _out())
+        show_event = _print_event_json if as_json else functools.partial(print_event, console())
         if follow:
-            _follow(service, task_id, _out(stderr=as_json), show_event)
+            _follow(service, task_id, console(stderr=as_json), show_event)
         else:
             for event in service.store.events(task_id, limit=1_000_000):
                 show_event(event)
@@ -337,21 +435,23 @@ def _print_event_json(event: Event) -> None:
 
 def accept(
     task_id: TaskId,
-    attempt: Annotated[int | None, typer.Option("--attempt", help="Accept another attempt than the best.")] = None,
-    into: Annotated[Path | None, typer.Option("--into", help="The local clone (for a task made from a URL).")] = None,
+    attempt: Annotated[int | None, typer.Option("--attempt", metavar="N", help="Accept another attempt than the "
+                                                "best: its number, as `errand show` gives it.")] = None,
+    into: Annotated[Path | None, typer.Option(
+        "--into", metavar="PATH", help="The local clone (for a task made from a URL).")] = None,
     as_json: AsJson = False,
     server: Server = None,
     token: Token = None,
 ) -> None:
     """Commit the task's diff on its branch errand/<id>-<slug>; your checkout is left as it is."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         accepted = service.accept(task_id, attempt=attempt, into=into)
         repo = _accepted_into(service, task_id, into, local=not server)
         steps = _next_steps(repo, accepted.branch, local=not server)
         if as_json:
             _print_json({**_record_json(accepted), "repo": repo, "next": steps})
             return
-        out = _out()
+        out = console()
         out.print(f"[green]accepted[/] {shown(task_id)}: commit {shown(accepted.commit[:12])} on branch "
                   f"[bold]{shown(accepted.branch, lines=False)}[/]")
         for what, command in steps.items():
@@ -379,36 +479,63 @@ def _push_remote(repo: Path) -> str | None:
 
 
 def reject(task_id: TaskId,
-           reason: Annotated[str, typer.Option("--reason", help="Why; errand remembers it.")],
+           reason: Annotated[str, typer.Option("--reason", metavar="TEXT", help="Why; errand remembers it.")],
            as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Reject the task's result."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         review = service.reject(task_id, reason)
         _say(as_json, review, f"[red]rejected[/] {shown(task_id)}")
 
 
-def followup(task_id: TaskId, text: Annotated[str, typer.Argument(help="What to do next.")],
-             as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
-    """Ask for more work on the result: a new round on the same branch."""
-    with _service(server, token) as service:
-        review = service.followup(task_id, text)
-        _say(as_json, review, f"{shown(task_id)} queued again with the follow-up")
-        if not server:
-            _ensure_worker(_out(stderr=as_json), service.store.get_task(task_id).model_endpoint)
+def followup(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT", help="What to do next.")],
+             start_worker: StartWorker = True, as_json: AsJson = False, server: Server = None,
+             token: Token = None) -> None:
+    """Ask for more work: a new round on the same branch (of a task ready for review, rejected,
+    failed or cancelled); of an accepted task, a new task that starts from its commit."""
+    with task_service(server, token) as service:
+        done = service.followup(task_id, text)
+        queued = task_id
+        if isinstance(done, Task):
+            queued = done.id
+            _say(as_json, done, f"{shown(task_id)} was accepted, so the follow-up is a new task [bold]{shown(done.id)}"
+                                f"[/], starting from {shown(done.base_ref, lines=False)} "
+                                f"({shown((done.base_commit or '')[:12])})")
+        else:
+            _say(as_json, done, f"{shown(task_id)} queued again with the follow-up")
+        _queued_next(service, queued, as_json, start_worker and not server)
 
 
-def answer(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your answer.")],
+def retry(task_id: TaskId, start_worker: StartWorker = True, as_json: AsJson = False, server: Server = None,
+          token: Token = None) -> None:
+    """Run a failed or cancelled task again: a new round from where its last one started (the base,
+    or the last finished round's work); its earlier rounds and log are kept."""
+    with task_service(server, token) as service:
+        task = service.retry(task_id)
+        _say(as_json, task, f"{shown(task_id)} queued again (a retry)")
+        _queued_next(service, task_id, as_json, start_worker and not server)
+
+
+def _queued_next(service: TaskService | ErrandClient, task_id: str, as_json: bool, start_worker: bool) -> None:
+    """After a task was queued: a worker to run it, and how to watch it."""
+    out = console(stderr=as_json)
+    if start_worker:
+        _ensure_worker(out, service.store.get_task(task_id).model_endpoint)
+    if not as_json:
+        out.print(f"[dim]follow it with `errand logs -f {shown(task_id)}`[/]")
+
+
+def answer(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT", help="Your answer.")],
            as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Answer the question the task is waiting on; it resumes."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         event_id = service.answer(task_id, text)
         _say(as_json, {"event_id": event_id}, f"answer sent to {shown(task_id)}")
 
 
-def message(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your message.")],
+def message(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT", help="Your message.")],
             as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Send a running task a message; the agent gets it at its next step."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         event_id = service.message(task_id, text)
         _say(as_json, {"event_id": event_id},
              f"message sent to {shown(task_id)}; `errand logs {shown(task_id)}` shows when it is delivered")
@@ -416,7 +543,7 @@ def message(task_id: TaskId, text: Annotated[str, typer.Argument(help="Your mess
 
 def cancel(task_id: TaskId, as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Cancel a task; its sandbox is ended and nothing lands."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         task = service.cancel(task_id)
         _say(as_json, task, f"cancelled {shown(task_id)}")
 
@@ -426,94 +553,7 @@ def _say(as_json: bool, result: object, text: str) -> None:
     if as_json:
         _print_json(_record_json(result) if dataclasses.is_dataclass(result) else result)
     else:
-        _out().print(text)
-
-
-worker_app = typer.Typer(help="Run queued tasks here; or see, or stop, the worker serving this errand home.")
-
-
-@worker_app.callback(invoke_without_command=True)
-def worker(
-    context: typer.Context,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Tasks run at once.")] = 2,
-    exit_when_idle: Annotated[float | None, typer.Option("--exit-when-idle", metavar="SECONDS",
-                                                         help="Exit after this long with nothing to do.")] = None,
-) -> None:
-    """Run queued tasks in this process until interrupted (one worker per errand home)."""
-    if context.invoked_subcommand is not None:
-        return
-    with _service() as service:
-        assert isinstance(service, TaskService)  # a worker runs on this machine's store
-        engine = LocalEngine(service.store, concurrency=concurrency)
-        Console(stderr=True).print(f"errand worker {engine.worker}: {concurrency} at a time, store "
-                                   f"{service.store.engine.url}", highlight=False)
-        asyncio.run(_serve_until_signalled(engine, exit_when_idle))
-
-
-@worker_app.command("status")
-def worker_status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Whether a worker serves this errand home, and what it was started with.
-
-    Its pid, since when, how many tasks at a time, the endpoints and key variables
-    of its environment, and the tasks it holds."""
-    with _service() as service:
-        assert isinstance(service, TaskService)
-        info = running_worker()
-        held = _held_tasks(service.store, info) if info is not None else []
-    home = str(_settings.home())
-    if as_json:
-        described = {} if info is None else {k: v for k, v in info.to_json().items() if k not in ("keys", "variables")}
-        print(json.dumps({"running": info is not None, "home": home, **described,
-                          "keys": sorted(info.keys) if info is not None else [], "tasks": held}, indent=2))
-        return
-    out = _out()
-    if info is None:
-        out.print(f"no worker serves {shown(home, lines=False)}; `errand run` starts one, "
-                  "`errand worker` runs one here")
-        return
-    since = f" for {age(time.time() - info.started_at)}" if info.started_at else ""
-    out.print(f"[bold]worker pid {info.pid}[/] serves {shown(home, lines=False)}{since}"
-              + (f", {info.concurrency} task(s) at a time" if info.concurrency else ""))
-    for name, value in info.base_urls.items():
-        out.print(f"  endpoint {name}={shown(value, lines=False)}")
-    for described_model in info.models.values():
-        out.print(f"  model {shown(described_model, lines=False)}")
-    out.print(f"  keys: {', '.join(f'${name}' for name in info.keys) or 'none'}")
-    out.print(f"  tasks: {', '.join(held) or 'none'}")
-
-
-@worker_app.command("stop")
-def worker_stop(timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS",
-                                                       help="How long to wait for it to exit.")] = 60.0) -> None:
-    """Stop the worker serving this errand home, and wait until it has exited.
-
-    It gets SIGTERM: its sandboxes end and its running tasks are requeued for the next worker."""
-    with _service() as service:
-        assert isinstance(service, TaskService)
-        info = running_worker()
-        held = _held_tasks(service.store, info) if info is not None else []
-        stopped = stop_worker(timeout)
-    if stopped is None:
-        _out().print(f"no worker serves {shown(_settings.home(), lines=False)}")
-        return
-    requeued = f"; requeued {', '.join(held)}" if held else ""
-    _out().print(f"stopped the worker (pid {stopped.pid}){requeued}")
-
-
-def _held_tasks(store: TaskStore, info: WorkerInfo) -> list[str]:
-    """The active tasks with a run of ``info``'s worker in progress."""
-    active = [task for state in sorted(ACTIVE) for task in store.list_tasks(state=state, limit=10_000)]
-    return [task.id for task in active
-            if any(r.state is RunState.RUNNING and r.worker == info.worker for r in store.runs(task.id))]
-
-
-async def _serve_until_signalled(engine: LocalEngine, exit_when_idle: float | None) -> None:
-    """SIGINT or SIGTERM stops the worker cleanly: its sandboxes end and its runs are requeued."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    await engine.serve(stop=stop, exit_when_idle=exit_when_idle)
+        console().print(text)
 
 
 # ------------------------------------------------------------------ formatting

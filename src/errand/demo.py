@@ -147,7 +147,7 @@ def _review(console: Console, service: TaskService, task_id: str, sample: Path) 
     evidence = service.evidence(run_)
     console.print("\n[bold]3. the evidence[/] — the confidence comes from these facts, not the model's opinion:")
     if evidence is not None:
-        cli_tasks.print_evidence(console, run_.attempt, 1, 1, evidence, run_.result)
+        cli_tasks.print_evidence(console, run_, 1, evidence)
     console.print("\n[bold]4. the diff[/] (`errand diff " + task_id + "`):")
     cli_tasks.print_patch(console, str(run_.result.get("patch") or ""))
     status_before = _git(sample, "status", "--porcelain")

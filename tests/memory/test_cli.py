@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,11 @@ runner = CliRunner()
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("ERRAND_DB", f"sqlite:///{tmp_path / 'errand.db'}")
+    monkeypatch.setenv("ERRAND_DATABASE_URL", f"sqlite:///{tmp_path / 'errand.db'}")
+    monkeypatch.delenv("ERRAND_DB", raising=False)
     root = tmp_path / "repo"
     root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
     return root
 
 
@@ -88,7 +91,7 @@ def test_sync_and_search(repo: Path) -> None:
 
 def test_projects_are_separate(repo: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
-    other.mkdir()
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
     memory(repo, "add", "This one belongs to the first repository.")
     assert json.loads(memory(other, "ls", "--json").output) == []
     assert len(json.loads(runner.invoke(app, ["memory", "ls", "--all", "--json"]).output)) == 1
@@ -112,3 +115,40 @@ def test_export_writes_the_approved_memories_into_agents_md_as_a_diff(repo: Path
     assert "already holds every approved memory" in memory(repo, "export").output
     assert "0 added" in memory(repo, "sync").output  # the section is not read back as instructions
     assert memory(repo, "export", "--file", "../outside.md").exit_code == 2
+
+
+def test_a_directory_in_no_repository_is_refused_not_made_a_project(tmp_path: Path, repo: Path) -> None:
+    outside = tmp_path / "notes"
+    outside.mkdir()
+    for args in (["add", "Use ruff"], ["ls"], ["search", "ruff"], ["sync"]):
+        refused = runner.invoke(app, ["memory", *args, "--repo", str(outside)])
+        assert refused.exit_code == 2, (args, refused.output)
+        assert f"{outside} is not in a git repository; memories belong to a repository" in refused.output
+    assert json.loads(memory(repo, "ls", "--json").output) == []
+    assert json.loads(runner.invoke(app, ["memory", "ls", "--all", "--json"]).output) == []
+
+
+def test_an_empty_list_says_so_and_how_to_fill_it(repo: Path) -> None:
+    listed = memory(repo, "ls")
+    assert listed.exit_code == 0
+    assert f"no memories for {repo.resolve()} yet; `errand memory add TEXT` adds one" in listed.output
+
+
+def test_a_subdirectory_is_its_repository_s_project(repo: Path) -> None:
+    (repo / "src").mkdir()
+    memory(repo, "add", "Run the tests with `pytest -q`.")
+    listed = runner.invoke(app, ["memory", "ls", "--json", "--repo", str(repo / "src")])
+    assert [row["project"] for row in json.loads(listed.output)] == [str(repo.resolve())]
+
+
+def test_the_old_database_variable_still_works_and_says_it_is_going(tmp_path: Path, repo: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ERRAND_DATABASE_URL")
+    monkeypatch.setenv("ERRAND_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ERRAND_DB", f"sqlite:///{tmp_path / 'old.db'}")
+    added = memory(repo, "add", "Use ruff, not black")
+    assert added.exit_code == 0 and "ERRAND_DB is deprecated; set ERRAND_DATABASE_URL" in added.output
+    assert (tmp_path / "old.db").exists() and not (tmp_path / "home" / "errand.db").exists()
+    monkeypatch.setenv("ERRAND_DATABASE_URL", f"sqlite:///{tmp_path / 'old.db'}")
+    listed = memory(repo, "ls", "--json")
+    assert "deprecated" not in listed.output and json.loads(listed.output)[0]["text"] == "Use ruff, not black"

@@ -608,6 +608,16 @@ def test_memory_usage_is_reported(sandbox: Sandbox) -> None:
     assert sandbox.memory_usage() > 0
 
 
+def test_cpu_time_and_memory_are_reported_together(sandbox: Sandbox) -> None:
+    before = sandbox.usage()
+    sandbox.run("sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done")  # ended processes count too
+    after = sandbox.usage()
+    assert after.memory_bytes > 0
+    assert after.memory_peak_bytes is None or after.memory_peak_bytes >= after.memory_bytes
+    assert after.cpu_seconds is not None and before.cpu_seconds is not None
+    assert after.cpu_seconds > before.cpu_seconds
+
+
 # ------------------------------------------------------------------------ disk quota
 
 MiB = 1024 * 1024

@@ -9,16 +9,20 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from engine.harness import Turn, make_repo, openai_turn
 from models.wire import WireServer
+
+from .browsing import CHROMIUM
 
 
 def free_port() -> int:
@@ -97,6 +101,24 @@ def serve(tmp_path: Path, wire: WireServer) -> Iterator[Callable[..., Served]]:
     yield start
     for served in started:
         served.stop()
+
+
+@pytest.fixture
+def artifacts() -> Path:
+    root = Path(os.environ.get("ERRAND_TEST_ARTIFACTS") or tempfile.gettempdir()) / "errand-browser"
+    directory = root / time.strftime("%Y%m%d-%H%M%S")
+    directory.mkdir(parents=True, exist_ok=True)
+    print(f"\nscreenshots: {directory}")
+    return directory
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield launched
+        launched.close()
 
 
 @pytest.fixture

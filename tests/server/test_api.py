@@ -120,7 +120,8 @@ def test_listing_pages_and_filters(serve: Callable[..., Served], repo: Path) -> 
         cancelled = client.post(f"/api/tasks/{ids[0]}/cancel", json={})
         assert cancelled.json()["state"] == "cancelled"
         again = client.post(f"/api/tasks/{ids[0]}/cancel", json={})
-        assert again.status_code == 409 and again.json()["code"] == "illegal_transition"
+        assert again.status_code == 409 and again.json()["code"] == "wrong_state"
+        assert again.json()["state"] == "cancelled" and "nothing of it runs any more" in again.json()["detail"]
         assert client.get("/api/tasks/t-nope").json()["code"] == "task_not_found"
         refused = client.post("/api/tasks", json={"instruction": "x", "repo": str(repo), "model": "nosuch:model"})
         assert refused.status_code == 422 and "unknown model" in refused.json()["detail"]

@@ -5,10 +5,8 @@ A second person sees the memories a task was given and approves a proposed memor
 
 from __future__ import annotations
 
-import os
-import tempfile
-import time
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,57 +15,12 @@ from engine.harness import FINISH, FIX, READ, TEST, git
 from errand.memory import MemoryStore, Provenance, project_key
 from models.wire import WireServer
 
+from .browsing import CHROMIUM, Person
 from .conftest import Served, queue_turns
 
-CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")]
 playwright = pytest.importorskip("playwright.sync_api")
 ASK = ("ask_user", {"question": "Should add() accept strings too?"})
-WIDE, NARROW = {"width": 1280, "height": 900}, {"width": 390, "height": 844}
-
-
-@pytest.fixture
-def artifacts() -> Path:
-    root = Path(os.environ.get("ERRAND_TEST_ARTIFACTS") or tempfile.gettempdir()) / "errand-browser"
-    directory = root / time.strftime("%Y%m%d-%H%M%S")
-    directory.mkdir(parents=True, exist_ok=True)
-    print(f"\nscreenshots: {directory}")
-    return directory
-
-
-@pytest.fixture
-def browser() -> Iterator[playwright.Browser]:
-    with playwright.sync_playwright() as driver:
-        launched = driver.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield launched
-        launched.close()
-
-
-class Person:
-    """A browser page that records what goes wrong in it and photographs what it sees."""
-
-    def __init__(self, browser: playwright.Browser, base: str, artifacts: Path) -> None:
-        self.base = base
-        self.artifacts = artifacts
-        self.page = browser.new_page(viewport=WIDE)
-        self.narrow = browser.new_page(viewport=NARROW)
-        self.errors: list[str] = []
-        for page in (self.page, self.narrow):
-            page.on("console", lambda message, page=page: self._console(page, message))
-            page.on("pageerror", lambda error: self.errors.append(str(error)))
-
-    def _console(self, page: playwright.Page, message: playwright.ConsoleMessage) -> None:
-        if message.type == "error":
-            self.errors.append(f"{'wide' if page is self.page else 'narrow'} {page.url}: {message.text} "
-                               f"({message.location.get('url')})")
-
-    def shoot(self, name: str) -> None:
-        self.page.screenshot(path=str(self.artifacts / f"{name}-1280.png"), full_page=True)
-        self.narrow.goto(self.page.url)
-        self.narrow.wait_for_load_state("networkidle")
-        self.narrow.screenshot(path=str(self.artifacts / f"{name}-390.png"), full_page=True)
-        width = self.narrow.evaluate("document.documentElement.scrollWidth")
-        assert width <= NARROW["width"], f"{name} scrolls sideways at 390 px ({width} px wide)"
 
 
 def test_create_watch_answer_review_accept(serve: Callable[..., Served], wire: WireServer, repo: Path,
@@ -129,6 +82,9 @@ def test_create_watch_answer_review_accept(serve: Callable[..., Served], wire: W
     person.shoot("6-task-accepted")
     page.goto(served.url)
     expect(page.get_by_role("cell", name="accepted")).to_be_visible()
+    row = page.get_by_role("row").filter(has_text="Make test_calc.py pass")
+    expect(row.get_by_role("cell").nth(5)).to_have_text("600")  # 5 model calls of 100 in and 20 out
+    expect(row.get_by_role("cell").nth(4)).to_have_text(re.compile(r"^\d+(\.\d)?s$"))  # how long it took
     person.shoot("7-tasks")
 
     branch = git(repo, "branch", "--list", "errand/*").strip().lstrip("* ")
@@ -162,6 +118,7 @@ def test_see_a_tasks_memories_and_approve_a_proposal(serve: Callable[..., Served
     person.shoot("8-task-memories")
     used.get_by_role("link", name=f"Memory {given.id}").click()
     expect(page.get_by_role("heading", name=f"Memory {given.id}", exact=True)).to_be_visible()
+    expect(page.locator(f"#memory-{given.id}")).to_contain_text("given to 1 task(s), recalled by 0")  # not "used 0×"
     person.shoot("9-memory-one")
 
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Memory").click()

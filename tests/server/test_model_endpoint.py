@@ -29,7 +29,7 @@ def test_the_api_records_and_shows_the_endpoint_a_model_resolved_to(
             "bee", "bee", "http://127.0.0.1:9/v1", "BEE_KEY")
         assert "sk-bee-secret" not in str(shown)
         page = client.get(f"/tasks/{shown['id']}").text
-        assert "model bee = openai:wire-model at http://127.0.0.1:9/v1, key $BEE_KEY" in page
+        assert "<dt>Model</dt><dd>bee = openai:wire-model at http://127.0.0.1:9/v1, key $BEE_KEY</dd>" in page
 
         ad_hoc = client.post("/api/tasks", json={"instruction": "x", "repo": str(repo),
                                                  "model": "openai:wire-model"}).json()["model_endpoint"]

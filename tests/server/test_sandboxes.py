@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -84,10 +85,14 @@ def test_the_page_shows_the_labels_links_the_task_and_hides_another_homes_sandbo
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.goto(f"{scene.served.url}/sandboxes")
             expect = playwright.expect
-            card = page.get_by_role("region", name=scene.ours)
-            expect(card).to_be_visible()
-            expect(card.get_by_role("term")).to_have_text(["task", "run"])
-            expect(card.get_by_role("definition")).to_have_text([scene.task_id, scene.run_id])
+            card = page.get_by_role("region", name=f"Task {scene.task_id} {scene.run_id}")
+            expect(card).to_be_visible()  # named by the task it serves, not by its own id
+            figures = card.locator("dl.figures")
+            expect(figures.get_by_role("term")).to_have_text(["Started", "CPU", "Memory", "Isolation"])
+            expect(figures.get_by_role("definition").nth(1)).to_have_text(re.compile(r"^\d+(\.\d)?s$"))
+            expect(figures.get_by_role("definition").nth(2)).to_have_text(re.compile(r"\d (KiB|MiB)"))
+            card.get_by_text("Details").click()
+            expect(card.locator("code", has_text=scene.ours)).to_be_visible()  # the id is still there, one click away
             expect(page.get_by_text(scene.theirs)).to_have_count(0)
             expect(page.get_by_role("button", name=f"Terminate {scene.theirs}")).to_have_count(0)
             card.get_by_role("link", name=scene.task_id).click()

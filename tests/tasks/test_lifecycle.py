@@ -15,6 +15,8 @@ LEGAL = {
     (S.RUNNING, S.READY_FOR_REVIEW), (S.READY_FOR_REVIEW, S.ACCEPTED), (S.READY_FOR_REVIEW, S.REJECTED),
     # follow-up
     (S.READY_FOR_REVIEW, S.QUEUED), (S.REJECTED, S.QUEUED),
+    # retry, or a follow-up of a task that ended without a result
+    (S.FAILED, S.QUEUED), (S.CANCELLED, S.QUEUED),
     # requeue after an interrupted run
     (S.PREPARING, S.QUEUED), (S.RUNNING, S.QUEUED), (S.NEEDS_INPUT, S.QUEUED),
 } | {
@@ -41,6 +43,7 @@ def test_every_pair(current: TaskState, target: TaskState) -> None:
         )
 
 
-def test_accepted_failed_and_cancelled_are_final() -> None:
-    for state in (S.ACCEPTED, S.FAILED, S.CANCELLED):
-        assert TRANSITIONS[state] == frozenset()
+def test_accepted_is_the_end_and_the_other_final_states_only_start_again() -> None:
+    assert TRANSITIONS[S.ACCEPTED] == frozenset()
+    for state in (S.REJECTED, S.FAILED, S.CANCELLED):
+        assert TRANSITIONS[state] == frozenset({S.QUEUED})

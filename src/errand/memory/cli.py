@@ -1,16 +1,20 @@
 """``errand memory``: see, add, correct and remove what errand remembers about a project.
 
 Registered in :mod:`errand.cli` as ``app.add_typer(memory_app, name="memory")``.
-The project is the repository given by ``--repo`` (default: the current
-directory), scoped as :func:`~errand.memory.project_key` does; the database is
-errand's own (``ERRAND_HOME``) unless ``--db`` names another. Errors print one
-``error: …`` line and exit 2 for rejected input (a secret, a bad kind, an
-illegal status change), 1 otherwise.
+The project is the git repository that holds ``--repo`` (default: the current
+directory), scoped as :func:`~errand.memory.project_key` does; a directory in
+no repository is refused rather than made a project of its own. The database
+is the one every errand command uses — ``ERRAND_DATABASE_URL``, else errand's
+home (``ERRAND_HOME``) — unless ``--database-url`` names another (``--db`` and
+``ERRAND_DB`` are the old spellings; ``ERRAND_DB`` says so when it is read).
+Errors print one ``error: …`` line and exit 2 for rejected input (a secret, a
+bad kind, an illegal status change, no repository), 1 otherwise.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,23 +38,57 @@ __all__ = ["memory_app"]
 
 T = TypeVar("T")
 
-memory_app = typer.Typer(no_args_is_help=True, help="See and curate project memory.")
+memory_app = typer.Typer(no_args_is_help=True, help="See and curate project memory.", rich_markup_mode=None)
 
-DbOption = Annotated[str | None, typer.Option("--db", envvar="ERRAND_DB", help="Database URL (default: errand's).")]
-RepoOption = Annotated[Path, typer.Option("--repo", help="The project's repository.")]
+DbOption = Annotated[str | None, typer.Option(
+    "--database-url", "--db", metavar="URL",
+    help="Database URL (default: $ERRAND_DATABASE_URL, else errand.db in errand's home).")]
+RepoOption = Annotated[Path, typer.Option("--repo", metavar="PATH", help="The project's repository.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 IdsArgument = Annotated[list[int], typer.Argument(help="Memory ids.")]
 
 
 @contextmanager
 def _store(db: str | None, *, embedder: bool = True) -> Iterator[MemoryStore]:
-    try:
-        with (MemoryStore.open(db) if embedder else MemoryStore.open(db, embedder=None)) as store:
+    with _errors():
+        url = _database_url(db)
+        with (MemoryStore.open(url) if embedder else MemoryStore.open(url, embedder=None)) as store:
             yield store
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    try:
+        yield
     except ErrandError as error:
         Console(stderr=True).print(f"error: {printable(error.message)}", style="red", markup=False,
                                    highlight=False, soft_wrap=True)
         raise typer.Exit(2 if isinstance(error, ConfigError | InvalidMemory | SecretRefused) else 1) from None
+
+
+def _database_url(given: str | None) -> str | None:
+    """``--database-url``, else the variable every errand command reads (None: errand's default,
+    which reads it), else the old ``ERRAND_DB`` with a note that it is going away."""
+    if given or os.environ.get("ERRAND_DATABASE_URL", "").strip():
+        return given or None
+    old = os.environ.get("ERRAND_DB", "").strip()
+    if old:
+        Console(stderr=True).print("warning: ERRAND_DB is deprecated; set ERRAND_DATABASE_URL, which every "
+                                   "errand command reads", style="yellow", markup=False, highlight=False)
+        return old
+    return None
+
+
+def _project(repo: Path, *, hint: str = "") -> str:
+    """The project of the git repository holding ``repo``; a directory in none is refused, not
+    made a project nobody's tasks would ever read. Found by ``.git``, without running git."""
+    with _errors():
+        path = repo.expanduser().resolve()
+        for directory in (path, *path.parents):
+            if (directory / ".git").exists():
+                return project_key(directory)
+        raise ConfigError(f"{path} is not in a git repository; memories belong to a repository: run this inside "
+                          f"one or pass --repo PATH{hint}", code="not_a_git_repo")
 
 
 def _each(db: str | None, ids: list[int], change: Callable[[MemoryStore, int], Memory]) -> None:
@@ -76,14 +114,21 @@ def ls(
     status: Annotated[Status | None, typer.Option(help="Only memories in this status.")] = None,
     kind: Annotated[Kind | None, typer.Option(help="Only memories of this kind.")] = None,
     all_projects: Annotated[bool, typer.Option("--all", help="Every project's memories.")] = False,
-    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 100,
+    limit: Annotated[int, typer.Option(metavar="N", min=1, help="At most this many, newest first.")] = 100,
 ) -> None:
     """List memories, newest first, with where each came from."""
-    project = None if all_projects else project_key(repo)
+    project = None if all_projects else _project(repo, hint=" (--all lists every project's memories)")
     with _store(db, embedder=False) as store:
         found = store.list_memories(project, status=status, kind=kind, limit=limit)
     if as_json:
         print(json.dumps([memory.to_json() for memory in found], indent=2))
+        return
+    if not found:
+        which = "" if status is None and kind is None else " that match"
+        where = "any project" if project is None else project
+        Console(stderr=True).print(f"no memories{which} for {printable(where, lines=False)} yet; `errand memory add "
+                                   "TEXT` adds one, `errand memory sync` reads AGENTS.md and its kin",
+                                   markup=False, highlight=False, soft_wrap=True)
         return
     table = Table("id", "status", "kind", "text", "source", "uses", box=None)
     for memory in found:  # Text cells: a memory's "[link=...]" is printed, never read as markup
@@ -93,7 +138,7 @@ def ls(
 
 
 @memory_app.command("show")
-def show(memory_id: Annotated[int, typer.Argument(help="Memory id.")], db: DbOption = None,
+def show(memory_id: Annotated[int, typer.Argument(metavar="ID", help="Memory id.")], db: DbOption = None,
          as_json: JsonOption = False) -> None:
     """Show one memory in full: text, provenance, status, supersession, use."""
     with _store(db, embedder=False) as store:
@@ -110,23 +155,24 @@ def show(memory_id: Annotated[int, typer.Argument(help="Memory id.")], db: DbOpt
 
 @memory_app.command("add")
 def add(
-    text: Annotated[str, typer.Argument(help="The memory: one self-contained statement.")],
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="The memory: one self-contained statement.")],
     kind: Annotated[Kind, typer.Option(help="What sort of memory it is.")] = Kind.FACT,
     repo: RepoOption = Path("."), db: DbOption = None,
     proposed: Annotated[bool, typer.Option("--proposed", help="Add it as proposed, not active.")] = False,
-    supersedes: Annotated[int | None, typer.Option(help="The id of a memory this one replaces.")] = None,
+    supersedes: Annotated[int | None, typer.Option(metavar="ID", help="The id of a memory this one replaces.")] = None,
 ) -> None:
     """Add a memory by hand (active unless --proposed); a near-duplicate is merged instead."""
+    project = _project(repo)
     with _store(db) as store:
-        memory = store.add(project_key(repo), text, kind=kind, provenance=Provenance.person(),
+        memory = store.add(project, text, kind=kind, provenance=Provenance.person(),
                            status=Status.PROPOSED if proposed else Status.ACTIVE, supersedes=supersedes)
     _print_record(memory, " (merged into an existing memory)" if memory.evidence > 1 else "")
 
 
 @memory_app.command("edit")
 def edit(
-    memory_id: Annotated[int, typer.Argument(help="Memory id.")], db: DbOption = None,
-    text: Annotated[str | None, typer.Option(help="New text.")] = None,
+    memory_id: Annotated[int, typer.Argument(metavar="ID", help="Memory id.")], db: DbOption = None,
+    text: Annotated[str | None, typer.Option(metavar="TEXT", help="New text.")] = None,
     kind: Annotated[Kind | None, typer.Option(help="New kind.")] = None,
 ) -> None:
     """Correct a memory's text or kind."""
@@ -160,20 +206,23 @@ def reject(ids: IdsArgument, db: DbOption = None) -> None:
 @memory_app.command("sync")
 def sync(repo: RepoOption = Path("."), db: DbOption = None) -> None:
     """Read the repository's instruction files (AGENTS.md, CLAUDE.md, …) into memory, or bring them up to date."""
+    project = _project(repo)
     with _store(db) as store:
-        report = sync_instructions(store, project_key(repo), repo)
+        report = sync_instructions(store, project, Path(project))
     print(f"{len(report.files)} files: {len(report.added)} added, {len(report.kept)} unchanged, "
           f"{len(report.superseded)} superseded, {len(report.archived)} archived, {report.refused} refused")
 
 
 @memory_app.command("search")
 def search(
-    query: Annotated[str, typer.Argument(help="What to recall.")], repo: RepoOption = Path("."),
-    db: DbOption = None, k: Annotated[int, typer.Option("-k", help="How many.")] = 8, as_json: JsonOption = False,
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="What to recall.")], repo: RepoOption = Path("."),
+    db: DbOption = None,
+    k: Annotated[int, typer.Option("-k", metavar="N", help="How many.")] = 8, as_json: JsonOption = False,
 ) -> None:
     """Recall memories as an agent would be given them (stale citations flagged against --repo)."""
+    project = _project(repo)
     with _store(db) as store:
-        found = retrieve(store, project_key(repo), query, k=k, repo_dir=repo)
+        found = retrieve(store, project, query, k=k, repo_dir=Path(project))
     if as_json:
         print(json.dumps([{**item.memory.to_json(), "score": item.score, "stale": item.stale,
                            "stale_reasons": list(item.stale_reasons)} for item in found], indent=2))

@@ -256,6 +256,21 @@ class MemoryStore(SqlStore):
                 connection.execute(memories.update().where(memories.c.id.in_(ids))
                                    .values(use_count=memories.c.use_count + 1, last_used_at=now))
 
+    def use_counts(self, memory_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+        """Per memory, how many tasks were given it, recalled it and said they used it (the
+        ``use_count`` ranking signal counts only the last two, each time)."""
+        ids = list(dict.fromkeys(memory_ids))
+        if not ids:
+            return {}
+        query = (sa.select(memory_uses.c.memory_id, memory_uses.c.how,
+                           sa.func.count(sa.distinct(memory_uses.c.task_id)))
+                 .where(memory_uses.c.memory_id.in_(ids)).group_by(memory_uses.c.memory_id, memory_uses.c.how))
+        counts: dict[int, dict[str, int]] = {}
+        with self._read() as connection:
+            for memory_id, how, tasks in connection.execute(query):
+                counts.setdefault(int(memory_id), {})[str(how)] = int(tasks)
+        return counts
+
     def uses(self, task_id: str) -> list[tuple[Memory, str]]:
         """The memories a task was given, recalled or used, in the order recorded, with how."""
         query = (sa.select(memories, memory_uses.c.how).join(memory_uses, memory_uses.c.memory_id == memories.c.id)

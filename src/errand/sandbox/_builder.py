@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 import shutil
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -26,6 +27,10 @@ from errand.sandbox.network import Network, entry_for_url
 from errand.sandbox.process import AsyncProcess, AsyncStream
 
 __all__ = ["build"]
+
+_ERROR_LINE = re.compile(r"^(?:error|fatal|err|e)(?::|\b)|^npm err!|^\w+error:", re.IGNORECASE)
+_CAUSE_LINES = 3  # the last error lines a build error's message carries; .log has the rest
+_CAUSE_CHARS = 600
 
 logger = logging.getLogger("errand.image")
 LogSink = Callable[[str], None]
@@ -105,7 +110,7 @@ async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: st
     from errand.sandbox._namespace import NamespaceBackend
     from errand.sandbox._spec import SandboxSpec
     from errand.sandbox.config import Mount
-    from errand.sandbox.sandbox import AsyncSandbox, _new_id
+    from errand.sandbox.sandbox import AsyncSandbox, new_sandbox_id
 
     env = dict(config.env)
     mounts: tuple[Mount, ...] = ()
@@ -120,7 +125,7 @@ async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: st
         network = Network.allow(*hosts) if hosts else network
     if network.mode != "none":
         sink(f"NETWORK only {', '.join(network.domains)} (the {step.network} registry, through the egress proxy)")
-    spec = SandboxSpec(id=_new_id(), image=config, mounts=mounts, timeout=3600, workdir=config.workdir,
+    spec = SandboxSpec(id=new_sandbox_id(), image=config, mounts=mounts, timeout=3600, workdir=config.workdir,
                        env=tuple(env.items()), network=network, build_capabilities=True)
     sandbox = await AsyncSandbox._start(NamespaceBackend(store), spec)
     try:
@@ -132,12 +137,24 @@ async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: st
             sink(line.rstrip("\n"))
         code = await process.wait()
         if code != 0:
-            raise ImageBuildError(f"image step failed with exit code {code}: {step.describe()}",
+            raise ImageBuildError(f"image step failed with exit code {code}: {step.describe()}{_cause(lines)}",
                                   step=step.describe(), log="".join(lines[-200:]), exit_code=code)
         image = await sandbox._snapshot_layer(f"layer-{key}")
     finally:
         await sandbox.terminate()
     return image
+
+
+def _cause(lines: list[str]) -> str:
+    """What the failed step said last that reads as its reason: its last error lines (pip's
+    ``ERROR: No matching distribution …``, apt's ``E: …``), else its last lines at all."""
+    said = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("[notice]")]
+    errors = [line for line in said if _ERROR_LINE.match(line)]
+    chosen = (errors or said)[-_CAUSE_LINES:]
+    if not chosen:
+        return ""
+    text = " / ".join(chosen)
+    return " — " + (text if len(text) <= _CAUSE_CHARS else "…" + text[-_CAUSE_CHARS:])
 
 
 def _apt_hosts() -> list[str]:

@@ -36,7 +36,7 @@ __all__ = ["Cgroup", "Limits"]
 PARENT = "errand"
 CPU_PERIOD_US = 100_000
 # The v1 controllers we use; the order is the order of procs_files().
-_V1_CONTROLLERS = ("memory", "pids", "cpu", "freezer")
+_V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct", "freezer")
 # v2 has no freezer controller: cgroup.freeze and cgroup.kill are core files.
 _V2_CONTROLLERS = ("memory", "pids", "cpu")
 _NAME_RE = re.compile(r"[a-z0-9-]{1,64}")
@@ -287,6 +287,24 @@ class Cgroup:
             return int(self._read_stat("memory", "memory.max_usage_in_bytes", "memory.peak"))
         except BackendUnavailable:
             return None  # memory.peak is new in Linux 5.19
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the group's processes have used, living and ended; None where no hierarchy
+        counts it. On a hybrid host the v2 group is not joined (see join_files): v1's cpuacct counts."""
+        if "cpuacct" in self.v1_dirs:
+            try:
+                return int(_read(os.path.join(self.v1_dirs["cpuacct"], "cpuacct.usage"))) / 1e9
+            except (FileNotFoundError, ValueError):
+                return None
+        if self.v2_dir is None:
+            return None
+        try:
+            text = _read(os.path.join(self.v2_dir, "cpu.stat"))
+        except FileNotFoundError:
+            return None
+        fields = dict(line.split(None, 1) for line in text.splitlines() if " " in line)
+        usage = fields.get("usage_usec", "").strip()
+        return int(usage) / 1e6 if usage.isdigit() else None
 
     def oom_kills(self) -> int:
         text = self._read_stat("memory", "memory.oom_control", "memory.events")

@@ -33,6 +33,7 @@ from errand.sandbox._native import agent_binary
 from errand.sandbox._registry import Record, process_start
 from errand.sandbox._spec import SandboxSpec
 from errand.sandbox._writable import discard, launch_arguments
+from errand.sandbox.backend import SandboxUsage
 from errand.sandbox.layers import LayerStore
 
 __all__ = ["LaunchedBackend", "Runtime"]
@@ -210,6 +211,10 @@ class LaunchedBackend(abc.ABC):
 
     def memory_usage(self, record: Record) -> int:
         return Cgroup.open(record.cgroup).memory_usage()
+
+    def usage(self, record: Record) -> SandboxUsage:
+        group = Cgroup.open(record.cgroup)
+        return SandboxUsage(group.cpu_seconds(), group.memory_usage(), group.memory_peak())
 
 
 def _wants_proxy(spec: SandboxSpec) -> bool:

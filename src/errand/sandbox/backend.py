@@ -7,13 +7,24 @@ agent protocol over the record's control socket, the same for every backend.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from errand.sandbox._registry import Record
 from errand.sandbox._spec import SandboxSpec
 
-__all__ = ["Backend", "get_backend"]
+__all__ = ["Backend", "SandboxUsage", "get_backend"]
+
+
+@dataclass(frozen=True)
+class SandboxUsage:
+    """What a sandbox's processes use, from its cgroup: CPU seconds so far (None where the
+    machine's cgroups do not count them), memory charged now and at its peak, in bytes."""
+
+    cpu_seconds: float | None
+    memory_bytes: int
+    memory_peak_bytes: int | None
 
 
 class Backend(Protocol):
@@ -42,6 +53,8 @@ class Backend(Protocol):
     def thaw(self, record: Record) -> None: ...
 
     def memory_usage(self, record: Record) -> int: ...
+
+    def usage(self, record: Record) -> SandboxUsage: ...
 
 
 def get_backend(name: str) -> Backend:

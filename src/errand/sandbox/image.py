@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["Image", "Step"]
 
 LogSink = Callable[[str], None]
+_IMAGE_ID = __import__("re").compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _PACKAGE = __import__("re").compile(r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~,\[\]-]*$")
 
 
@@ -48,12 +49,37 @@ class Step:
         return f"{self.kind.upper()} {' '.join(self.args)}".strip()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Image:
-    """An immutable image description; every builder method returns a new Image."""
+    """An immutable image description; every builder method returns a new Image.
+
+    A snapshot has an :attr:`id` (``snap-…``) that :meth:`from_id` turns back into it later,
+    in another process too, for as long as errand's home keeps its layers."""
 
     steps: tuple[Step, ...]
     config: ImageConfig | None = None  # set for snapshots: an already-resolved root
+
+    @property
+    def id(self) -> str | None:
+        """A snapshot's id, to keep and pass to :meth:`from_id`; None for an image of steps."""
+        return self.config.key if self.config is not None else None
+
+    @classmethod
+    def from_id(cls, image_id: str) -> Image:
+        """The snapshot (or built image) whose :attr:`id` this is, from errand's layer store."""
+        from errand.sandbox.layers import LayerStore
+
+        config = LayerStore().cached_image(image_id) if _IMAGE_ID.fullmatch(str(image_id)) else None
+        if config is None:
+            raise ConfigError(f"no image {image_id!r} in this errand home (a snapshot's id, e.g. from "
+                              "Image.id; its layers may have been removed)", code="image_not_found")
+        return cls.from_config(config)
+
+    def __repr__(self) -> str:
+        if self.config is not None:
+            return f"Image.from_id({self.config.key!r})"
+        shown = [step.describe() for step in self.steps]
+        return "Image(" + " → ".join(text if len(text) <= 60 else text[:59] + "…" for text in shown) + ")"
 
     @classmethod
     def base(cls) -> Image:

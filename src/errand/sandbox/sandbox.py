@@ -30,7 +30,7 @@ from errand.sandbox._labels import check_labels
 from errand.sandbox._registry import Record, records
 from errand.sandbox._spec import SandboxSpec
 from errand.sandbox._supervisor import set_supervised_policy, start_supervisor
-from errand.sandbox.backend import Backend, get_backend
+from errand.sandbox.backend import Backend, SandboxUsage, get_backend
 from errand.sandbox.config import Mount, Resources, sandbox_path
 from errand.sandbox.files import AsyncFiles
 from errand.sandbox.image import Image
@@ -103,7 +103,7 @@ class AsyncSandbox:
         backend.check()
         _gc.collect_once()
         config = await (image or Image.base()).build_async(log=log)
-        spec = SandboxSpec(id=_new_id(), image=config, detach=detach,
+        spec = SandboxSpec(id=new_sandbox_id(), image=config, detach=detach,
                            workdir=spec_args.pop("workdir", None) or config.workdir,  # type: ignore[arg-type]
                            **spec_args)  # type: ignore[arg-type]
         return await cls._start(backend, spec)
@@ -233,7 +233,32 @@ class AsyncSandbox:
         if input is not None:
             await process.stdin.write(input)
         await process.stdin.close()
-        return await process.result(max_output)
+        result = await process.result(max_output)
+        if result.exit_code == 127 and len(args) == 1 and any(c.isspace() for c in args[0]):
+            # One argument is one program's name, as in subprocess; "ls -la" is a command line.
+            hint = (f"errand: {args[0]!r} is one argument, so it was run as a program of that name; for a "
+                    f"shell command line use sandbox.shell({args[0]!r}), or pass each word as its own "
+                    "argument\n")
+            result = replace(result, stderr=result.stderr + hint)
+        return result
+
+    async def shell(
+        self,
+        command: str,
+        *,
+        input: str | bytes | None = None,  # noqa: A002 - the name subprocess.run uses
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | int | None = None,
+        timeout: float | None = None,
+        max_output: int = MAX_OUTPUT,
+    ) -> ExecResult:
+        """Run a shell command line (``/bin/sh -c command``: pipes, globs, ``&&``, variables) to
+        completion, as :meth:`run` does; ``run("ls", "-la")`` runs a program without a shell."""
+        if not isinstance(command, str) or not command.strip():
+            raise ConfigError("shell() takes a non-empty command line", code="invalid_command")
+        return await self.run("/bin/sh", "-c", command, input=input, cwd=cwd, env=env, user=user, timeout=timeout,
+                              max_output=max_output)
 
     # ------------------------------------------------------- snapshots, state
 
@@ -326,6 +351,10 @@ class AsyncSandbox:
     def memory_usage(self) -> int:
         """Bytes of memory charged to the sandbox now (cgroup accounting)."""
         return self._backend.memory_usage(self._record)
+
+    def usage(self) -> SandboxUsage:
+        """CPU time and memory the sandbox's processes use (cgroup accounting)."""
+        return self._backend.usage(self._record)
 
     async def terminate(self) -> None:
         """Kill every process, unmount, remove scratch. Safe to call more than once."""
@@ -514,7 +543,7 @@ def _egress_proxy() -> EgressProxy:
     return proxy
 
 
-def _new_id() -> str:
+def new_sandbox_id() -> str:
     return "sb-" + "".join(secrets.choice(_ALPHABET) for _ in range(10))
 
 

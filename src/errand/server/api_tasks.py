@@ -29,6 +29,7 @@ from errand.server.schemas import (
     without_patch,
 )
 from errand.tasks.lifecycle import TaskState
+from errand.tasks.progress import progress
 from errand.tasks.records import Event, Review, Run, Task
 from errand.tasks.service import MAX_ATTEMPTS, Accepted, TaskService
 
@@ -98,20 +99,23 @@ async def list_tasks(request: Request, state: TaskState | None = None,
     return fast_json({"tasks": tasks, "next": tasks[-1].id if len(tasks) == limit else None})
 
 
-def detail(service: TaskService, task_id: str) -> TaskDetail:
+def detail(service: TaskService, task_id: str, *, with_progress: bool = False) -> TaskDetail:
     task = service.store.get_task(task_id)
     question = None
     if task.state is TaskState.NEEDS_INPUT:
         asked = service.store.last_event(task_id, ["question"])
         question = str(asked.data.get("text")) if asked is not None else None
-    return TaskDetail(**vars(task), runs=[without_patch(r) for r in service.store.runs(task_id)],
-                      reviews=service.store.reviews(task_id), question=question)
+    runs = service.store.runs(task_id)
+    figures = progress(service.store, task, runs).to_json() if with_progress else None
+    return TaskDetail(**vars(task), runs=[without_patch(r) for r in runs], reviews=service.store.reviews(task_id),
+                      question=question, progress=figures)
 
 
 @router.get("/tasks/{task_id}", response_model=TaskDetail, responses=PROBLEMS)
 async def show_task(request: Request, task_id: TaskId) -> Response:
-    """A task with its runs, its reviews and the question it waits on."""
-    return fast_json(await asyncio.to_thread(detail, task_service(request), task_id))
+    """A task with its runs, its reviews, the question it waits on, and its progress: elapsed
+    time, steps, tokens and cost, per attempt of the latest round against its budgets."""
+    return fast_json(await asyncio.to_thread(detail, task_service(request), task_id, with_progress=True))
 
 
 @router.get("/tasks/{task_id}/events", response_model=list[Event], responses=PROBLEMS)
@@ -199,10 +203,17 @@ def reject_task(request: Request, task_id: TaskId, body: ReasonIn) -> Review:
     return task_service(request).reject(task_id, body.reason)
 
 
-@router.post("/tasks/{task_id}/followup", response_model=Review, responses=PROBLEMS)
-def followup_task(request: Request, task_id: TaskId, body: TextIn) -> Review:
-    """More work on the result: a new round on the same branch."""
+@router.post("/tasks/{task_id}/followup", response_model=Review | Task, responses=PROBLEMS)
+def followup_task(request: Request, task_id: TaskId, body: TextIn) -> Review | Task:
+    """More work: a new round of the task on its branch (the review is returned); of an accepted
+    task, a new task starting from its commit, with ``parent_id`` naming it (that task is returned)."""
     return task_service(request).followup(task_id, body.text)
+
+
+@router.post("/tasks/{task_id}/retry", response_model=Task, responses=PROBLEMS)
+def retry_task(request: Request, task_id: TaskId) -> Task:
+    """Run a failed or cancelled task again: a new round from where its last one started."""
+    return task_service(request).retry(task_id)
 
 
 @router.post("/tasks/{task_id}/answer", response_model=PostedOut, responses=PROBLEMS)

@@ -190,8 +190,12 @@ class ErrandClient:
     def cancel(self, task_id: str) -> Task:
         return _task(self._post(task_id, "cancel", {}))
 
-    def followup(self, task_id: str, text: str) -> Review:
-        return _review(self._post(task_id, "followup", {"text": text}))
+    def followup(self, task_id: str, text: str) -> Review | Task:
+        answer = self._post(task_id, "followup", {"text": text})
+        return _review(answer) if "verdict" in answer else _task(answer)
+
+    def retry(self, task_id: str) -> Task:
+        return _task(self._post(task_id, "retry", {}))
 
     def reject(self, task_id: str, reason: str) -> Review:
         return _review(self._post(task_id, "reject", {"reason": reason}))
@@ -214,6 +218,10 @@ class ErrandClient:
 
     def round_runs(self, task_id: str) -> list[Run]:
         return [_run(a["run"]) for a in self._http.json("GET", f"/api/tasks/{_id(task_id)}/attempts")]
+
+    def progress(self, task_id: str) -> dict[str, Any]:
+        figures: dict[str, Any] = self._http.json("GET", f"/api/tasks/{_id(task_id)}")["progress"]
+        return figures
 
     def evidence(self, run: Run) -> Evidence | None:
         data = run.result.get("evidence") if isinstance(run.result, dict) else None

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
 from errand._text import printable
 from errand.tasks.environment import egress_summary
 from errand.tasks.records import Event
+
+if TYPE_CHECKING:
+    from errand.server.taskview import RunNames
 
 __all__ = ["OUTPUT_KINDS", "render_event"]
 
@@ -23,11 +27,17 @@ def _text(value: object, limit: int = 4000) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _tool_call(data: dict[str, Any]) -> tuple[str, Markup]:
+def _tool_call(data: dict[str, Any]) -> tuple[str, Markup] | None:
     arguments = data.get("arguments") or {}
     name = str(data.get("name"))
-    if name == "shell":
+    if name == "ask_user":
+        return None  # the question event says it, once
+    if data.get("malformed"):
+        return name, Markup("<span class='bad'>refused:</span> {}").format(_text(data.get("malformed")))
+    if name == "shell" and isinstance(arguments, dict):
         return name, Markup("<code class='cmd'>$ {}</code>").format(_text(arguments.get("command")))
+    if not isinstance(arguments, dict):
+        return name, Markup("<code>{}</code>").format(_text(arguments, 200))
     shown = ", ".join(f"{key}={_text(json.dumps(value), 80)}" for key, value in arguments.items())
     return name, Markup("<code>{}</code>").format(shown)
 
@@ -58,8 +68,8 @@ def _plain(label: str, field: str) -> Render:
 
 
 _RENDER: dict[str, Render] = {
-    "round_started": lambda d: ("round", Markup("round {} started ({})").format(
-        d.get("round"), ", ".join(map(str, d.get("runs", []))))),
+    "round_started": lambda d: ("round", Markup("<strong>Round {}</strong> started: {} attempt(s)").format(
+        d.get("round"), len(d.get("runs", [])))),
     "environment": lambda d: ("environment", Markup("from {} at {}: egress {}{}, {} sandboxes").format(
         d.get("config") or "the defaults", str(d.get("commit") or "")[:12], _policy(d.get("network")),
         Markup(", setup egress {}").format(_policy(d.get("setup_network"))) if d.get("setup_network") else "",
@@ -76,13 +86,20 @@ _RENDER: dict[str, Render] = {
         "pass" if d.get("exit_code") == 0 else "fail", " (cached)" if d.get("cached") else "")),
     "model": lambda d: ("model", Markup("{}").format(_text(d.get("content")))) if d.get("content") else None,
     "tool_call": _tool_call,
+    "model_retry": lambda d: ("retry", Markup("model call failed ({}); retry {} of {} in {}s").format(
+        _text(d.get("reason")), d.get("retry"), d.get("max_retries"), d.get("delay"))),
+    "condensed": lambda d: ("condensed", Markup(
+        "<details><summary>conversation condensed: {} older steps summarised ({} → {} tokens of a {} window)"
+        "</summary><pre>{}</pre></details>").format(d.get("dropped_steps"), d.get("tokens_before"),
+                                                   d.get("tokens_after"), d.get("window"), _text(d.get("summary")))),
     "tool_result": _tool_result,
     "question": _plain("question", "text"),
     "answer_sent": _plain("answer", "text"),
     "answer_delivered": lambda d: ("resumed", Markup("answer delivered; the run resumes")),
     "message_sent": _plain("message", "text"),
     "message_delivered": lambda d: ("delivered", Markup("message delivered to the agent")),
-    "exit": lambda d: ("ended", Markup("run ended: {} — {}").format(d.get("status"), _text(d.get("detail")))),
+    "exit": lambda d: None if d.get("status") == "needs_input" else (
+        "ended", Markup("run ended: {} — {}").format(d.get("status"), _text(d.get("detail")))),
     "ranking": lambda d: ("ranking", Markup("attempts ranked: {}").format(", ".join(map(str, d.get("runs", []))))),
     "ready_for_review": lambda d: ("ready", Markup("ready for review (confidence {})").format(d.get("confidence"))),
     "failed": _plain("failed", "reason"),
@@ -90,23 +107,38 @@ _RENDER: dict[str, Render] = {
     "recovered": lambda d: ("recovered", Markup("worker restarted: run {} interrupted, task {}").format(
         d.get("run_id"), d.get("state"))),
     "followup": _plain("follow-up", "text"),
+    "followed_up": lambda d: ("follow-up", Markup("continued as a new task <a href='/tasks/{}'>{}</a>: {}").format(
+        d.get("task_id"), d.get("task_id"), _text(d.get("text")))),
+    "retried": lambda d: ("retried", Markup("retried after it was {}: round {} starts").format(
+        _text(d.get("after")), d.get("round"))),
     "rejected": _plain("rejected", "reason"),
     "accepted": lambda d: ("accepted", Markup("accepted as {} on {}").format(
         str(d.get("commit", ""))[:12], d.get("branch"))),
 }
 
 
-def render_event(event: Event) -> Markup:
-    """One ``<li>`` of the log, or nothing for an event the log does not show."""
+def render_event(event: Event, names: RunNames | None = None) -> Markup:
+    """One ``<li>`` of the log, or nothing for an event the log does not show. Each line
+    carries its time and, for a run's lines, the round and attempt (``data-attempt``,
+    which the log's filter uses)."""
     data = event.data if isinstance(event.data, dict) else {}
+    where = Markup("")
+    tag = ""
+    if names is not None and event.run_id in names.rounds:
+        round_, attempt = names.rounds[event.run_id]
+        where = Markup(" data-round='{}' data-attempt='{}'").format(round_, attempt)
+        tag = names.tag(event.run_id)
+    stamp = Markup("<time datetime='{}' data-t='{}'>{}</time>").format(
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(event.time)), round(event.time),
+        time.strftime("%H:%M:%S", time.gmtime(event.time)))
     if event.kind in OUTPUT_KINDS:
-        return Markup("<li class='ev ev-output' id='e{}'><pre>{}</pre></li>").format(event.id, _text(data.get("text")))
+        return Markup("<li class='ev ev-output' id='e{}'{}>{}<span class='tag'>{}</span><pre>{}</pre></li>").format(
+            event.id, where, stamp, tag, _text(data.get("text")))
     render = _RENDER.get(event.kind)
     shown = render(data) if render is not None else None
     if shown is None:
         return Markup("")
     label, body = shown
-    attempt = f" r{event.run_id.rsplit('-r', 1)[-1]}" if event.run_id else ""
-    return Markup("<li class='ev ev-{}' id='e{}'><span class='tag'>{}{}</span> {}</li>").format(
-        event.kind, event.id, label, attempt, body)
+    return Markup("<li class='ev ev-{}' id='e{}'{}>{}<span class='tag'>{}{}</span> {}</li>").format(
+        event.kind, event.id, where, stamp, label, f" {tag}" if tag else "", body)
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import http
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from errand.errors import BackendUnavailable, ConfigError, ErrandError, SandboxNotFound, SandboxTerminated
@@ -78,34 +79,53 @@ def _plain(value: object) -> object:
     return value if isinstance(value, int | float | bool) else str(value)
 
 
-def install(app: FastAPI) -> None:
-    """Answer every error of ``app`` with a problem document."""
+HtmlPage = Callable[[Request, int, str], Response]
 
-    async def errand_error(_request: Request, error: Exception) -> JSONResponse:
+
+def install(app: FastAPI, *, html: HtmlPage | None = None) -> None:
+    """Answer every error of ``app`` with a problem document; or, when ``html`` is given,
+    with the page it draws for a browser asking for a page (not the API) instead."""
+
+    def answer(request: Request, response: JSONResponse, detail: str) -> Response:
+        if html is not None and _wants_page(request):
+            return html(request, response.status_code, detail)
+        return response
+
+    async def errand_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, ErrandError)
-        return from_error(error)
+        return answer(request, from_error(error), error.message)
 
-    async def validation_error(_request: Request, error: Exception) -> JSONResponse:
+    async def validation_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, RequestValidationError)
         errors = [{"loc": [str(part) for part in e.get("loc", ())], "msg": str(e.get("msg", ""))}
                   for e in error.errors()]
         detail = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in errors) or "the request is not valid"
-        return problem(422, detail, "invalid_request", errors=errors)
+        return answer(request, problem(422, detail, "invalid_request", errors=errors), detail)
 
-    async def http_error(_request: Request, error: Exception) -> JSONResponse:
+    async def http_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
         code = str(getattr(error, "code", "") or http.HTTPStatus(error.status_code).phrase.lower().replace(" ", "_"))
-        return problem(error.status_code, str(error.detail), code)
+        return answer(request, problem(error.status_code, str(error.detail), code), str(error.detail))
 
-    async def unicode_error(_request: Request, _error: Exception) -> JSONResponse:
-        return problem(400, "the request holds text that is not valid UTF-8", "invalid_text")
+    async def unicode_error(request: Request, _error: Exception) -> Response:
+        detail = "the request holds text that is not valid UTF-8"
+        return answer(request, problem(400, detail, "invalid_text"), detail)
 
-    async def unexpected(request: Request, error: Exception) -> JSONResponse:
+    async def unexpected(request: Request, error: Exception) -> Response:
         log.error("%s %s failed", request.method, request.url.path, exc_info=error)
-        return problem(500, "the server failed unexpectedly; its log has the details", "internal_error")
+        detail = "the server failed unexpectedly; its log has the details"
+        return answer(request, problem(500, detail, "internal_error"), detail)
 
     app.add_exception_handler(ErrandError, errand_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(UnicodeError, unicode_error)
     app.add_exception_handler(Exception, unexpected)
+
+
+def _wants_page(request: Request) -> bool:
+    """A browser's request for a page: not the API's paths, and HTML among what it accepts."""
+    path = request.url.path
+    if path == "/api" or path.startswith(("/api/", "/static/", "/assets/")):
+        return False
+    return "text/html" in request.headers.get("accept", "")

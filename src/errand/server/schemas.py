@@ -60,6 +60,8 @@ class TaskDetail(Task):
     runs: list[Run]
     reviews: list[Review]
     question: str | None  # what the agent asked, while the task needs input
+    # Elapsed time, steps, tokens and cost, per attempt against its budgets (errand.tasks.progress)
+    progress: dict[str, Any] | None = None
 
 
 def without_patch(run: Run) -> Run:

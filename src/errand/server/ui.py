@@ -10,6 +10,7 @@ Every write goes through the same TaskService as the API and the CLI.
 from __future__ import annotations
 
 import asyncio
+import http
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,10 +22,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
+from errand import _figures as figures
 from errand.errors import ErrandError
 from errand.repo.workcopy import is_url
 from errand.sandbox import AsyncSandbox
-from errand.server import diffview
+from errand.server import diffview, taskview
 from errand.server.api_memory import memory_store, task_memories
 from errand.server.api_tasks import checked_submit, detail, resume_point, task_service
 from errand.server.config import ServerConfig
@@ -34,9 +36,11 @@ from errand.server.problems import status_of
 from errand.server.schemas import TaskIn, Text
 from errand.server.security import SESSION_COOKIE, Keys, check_csrf, csrf_token
 from errand.tasks.lifecycle import ACTIVE, TaskState
-from errand.tasks.service import MAX_ATTEMPTS
+from errand.tasks.progress import progress
+from errand.tasks.records import Task, Verdict
+from errand.tasks.service import MAX_ATTEMPTS, TaskService
 
-__all__ = ["Csrf", "FormText", "local_path", "page", "redirect", "router", "templates"]
+__all__ = ["Csrf", "FormText", "error_page", "local_path", "page", "redirect", "router", "templates"]
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -54,7 +58,8 @@ def _age(timestamp: float) -> str:
     return f"{max(0, int(seconds))}s"
 
 
-templates.env.filters["age"] = _age
+templates.env.filters.update(age=_age, duration=figures.duration, tokens=figures.tokens, money=figures.money,
+                             bytes=figures.size)
 templates.env.globals["csrf_token"] = csrf_token
 templates.env.globals["MAX_ATTEMPTS"] = MAX_ATTEMPTS
 
@@ -63,6 +68,12 @@ def page(request: Request, name: str, status: int = 200, **context: Any) -> HTML
     keys: Keys = request.app.state.keys
     return templates.TemplateResponse(request, name, {"login_required": keys.token is not None, **context},
                                       status_code=status)
+
+
+def error_page(request: Request, status: int, detail: str) -> HTMLResponse:
+    """What a browser shows for an error: the status in words, errand's sentence, a way on."""
+    return page(request, "error.html", status, code=status, phrase=http.HTTPStatus(status).phrase, detail=detail,
+                nav="")
 
 
 def redirect(url: str) -> RedirectResponse:
@@ -82,8 +93,10 @@ def task_list(request: Request, state: Annotated[str | None, Query(max_length=32
 def _list_page(request: Request, state: str | None, repo: str | None, before: str | None, *, status: int = 200,
                error: str | None = None, form: dict[str, Any] | None = None) -> HTMLResponse:
     valid_state = state if state in TaskState.__members__.values() else None
-    tasks = task_service(request).store.list_tasks(state=valid_state, repo=repo, limit=50, before=before)
-    return page(request, "tasks.html", status, tasks=tasks, states=list(TaskState), state=valid_state,
+    store = task_service(request).store
+    tasks = store.list_tasks(state=valid_state, repo=repo, limit=50, before=before)
+    figures = {task.id: progress(store, task) for task in tasks}
+    return page(request, "tasks.html", status, tasks=tasks, figures=figures, states=list(TaskState), state=valid_state,
                  repo=repo or "", next=tasks[-1].id if len(tasks) == 50 else None, error=error,
                  form=form or {"base": "HEAD", "attempts": 1})
 
@@ -107,34 +120,65 @@ def create_task(request: Request, csrf: Csrf, instruction: FormText, repo: FormT
 
 
 @router.get("/tasks/{task_id}", response_class=HTMLResponse)
-def task_page(request: Request, task_id: Text) -> HTMLResponse:
-    return _task_page(request, task_id)
+async def task_page(request: Request, task_id: Text,
+                    attempt: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+                    output: Annotated[str | None, Query(max_length=8)] = None) -> HTMLResponse:
+    return await _task_page(request, task_id, show_attempt=attempt, hide_output=output == "hide")
 
 
-def _task_page(request: Request, task_id: str, *, status: int = 200, error: str | None = None) -> HTMLResponse:
+async def _task_page(request: Request, task_id: str, *, status: int = 200, error: str | None = None,
+                     show_attempt: int | None = None, hide_output: bool = False) -> HTMLResponse:
     service = task_service(request)
-    task = detail(service, task_id)
-    events = service.store.events(task_id, 0, 1_000_000)
+    context = await _task_context(request, task_id)
+    events = await asyncio.to_thread(service.store.events, task_id, 0, 1_000_000)
     omitted = max(0, len(events) - LOG_LIMIT)
-    shown = events[omitted:]
-    return page(request, "task.html", status, task=task, panel=_panel(task), omitted=omitted,
-                 log=Markup("").join(render_event(e) for e in shown), after=events[-1].id if events else 0,
-                 error=error, memories=task_memories(service.store, memory_store(request), task_id))
+    names = context["names"]
+    shown = [e for e in events[omitted:] if show_attempt is None or e.run_id not in names.rounds
+             or names.rounds[e.run_id][1] == show_attempt]
+    log = Markup("").join(render_event(e, names) for e in shown)
+    return page(request, "task.html", status, **context, omitted=omitted, log=log,
+                after=events[-1].id if events else 0, error=error, show_attempt=show_attempt,
+                hide_output=hide_output)
+
+
+async def _task_context(request: Request, task_id: str) -> dict[str, Any]:
+    """Everything the task page's header, panel and memories show; the panel's refresh
+    draws the same, so a refreshed panel never disagrees with a freshly loaded page."""
+    service = task_service(request)
+
+    def read() -> dict[str, Any]:
+        task = detail(service, task_id)
+        runs = service.store.runs(task_id)
+        return {"task": task, "panel": _panel(task), "names": taskview.RunNames.of(task, runs),
+                "progress": progress(service.store, task, runs), "cause": taskview.cause(service.store, task),
+                "next": taskview.next_steps(service.store, task),
+                "memories": task_memories(service.store, memory_store(request), task_id)}
+
+    context = await asyncio.to_thread(read)
+    live = TaskState(context["task"].state) in ACTIVE
+    context["sandboxes"] = await taskview.task_sandboxes(task_id) if live else []
+    return context
 
 
 def _panel(task: Any) -> dict[str, Any]:
     state = TaskState(task.state)
     finished = [r for r in task.runs if r.result and "rank" in r.result]
+    changed = [r for r in finished if (r.result.get("evidence") or {}).get("files")]
     return {"needs_input": state is TaskState.NEEDS_INPUT, "can_message": state in ACTIVE or state is TaskState.QUEUED,
-            "can_cancel": state in ACTIVE or state is TaskState.QUEUED, "has_result": bool(finished),
+            "can_cancel": state in ACTIVE or state is TaskState.QUEUED,
+            "has_result": bool(changed) and state in (TaskState.READY_FOR_REVIEW, TaskState.REJECTED,
+                                                      TaskState.ACCEPTED),
             "reviewable": state in (TaskState.READY_FOR_REVIEW, TaskState.REJECTED),
+            "retryable": state in (TaskState.FAILED, TaskState.CANCELLED),
+            "followable": state in (TaskState.REJECTED, TaskState.FAILED, TaskState.CANCELLED, TaskState.ACCEPTED),
             "live": state not in (TaskState.ACCEPTED, TaskState.FAILED, TaskState.CANCELLED)}
 
 
 @router.get("/tasks/{task_id}/panel", response_class=HTMLResponse)
-def task_panel(request: Request, task_id: Text) -> HTMLResponse:
-    task = detail(task_service(request), task_id)
-    return page(request, "_panel.html", task=task, panel=_panel(task))
+async def task_panel(request: Request, task_id: Text) -> HTMLResponse:
+    """The task page's header, panel and memories, as they stand now (the panel's target,
+    the others swapped in out of band)."""
+    return page(request, "_refresh.html", **await _task_context(request, task_id))
 
 
 @router.get("/tasks/{task_id}/live")
@@ -149,10 +193,13 @@ async def task_live(request: Request, task_id: Text, after: Annotated[int, Query
     async def frames() -> AsyncIterator[bytes]:
         yield b"retry: 1000\n\n"
         state = None
+        names = await asyncio.to_thread(_names, service, task_id)
         async for batch in hub.watch(task_id, start):
             chunk = b""
             if isinstance(batch, list):
-                chunk = b"".join(sse_frame(e.id, "log", str(html)) if (html := render_event(e))
+                if not all(names.known(e.run_id) for e in batch):
+                    names = await asyncio.to_thread(_names, service, task_id)  # a new round began
+                chunk = b"".join(sse_frame(e.id, "log", str(html)) if (html := render_event(e, names))
                                  else sse_frame(e.id, "skip", "") for e in batch)
             feed_state = hub.feeds[task_id].state
             if feed_state is not None and feed_state != state:
@@ -163,36 +210,40 @@ async def task_live(request: Request, task_id: Text, after: Annotated[int, Query
     return StreamingResponse(frames(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
 
-def _act(request: Request, task_id: str, action: Any, *, then: str = "") -> Response:
+def _names(service: TaskService, task_id: str) -> taskview.RunNames:
+    return taskview.RunNames.of(service.store.get_task(task_id), service.store.runs(task_id))
+
+
+async def _act(request: Request, task_id: str, action: Any, *, then: str = "") -> Response:
     try:
-        action()
+        await asyncio.to_thread(action)
     except ErrandError as error:
         if then == "review":
-            return _review_page(request, task_id, None, False, status=status_of(error), error=error.message)
-        return _task_page(request, task_id, status=status_of(error), error=error.message)
+            return await _review_page(request, task_id, None, False, status=status_of(error), error=error.message)
+        return await _task_page(request, task_id, status=status_of(error), error=error.message)
     return redirect(f"/tasks/{quote(task_id)}" + (f"/{then}" if then else ""))
 
 
 @router.post("/tasks/{task_id}/answer", response_class=HTMLResponse)
-def answer(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
+async def answer(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
     check_csrf(request, csrf)
-    return _act(request, task_id, lambda: task_service(request).answer(task_id, text))
+    return await _act(request, task_id, lambda: task_service(request).answer(task_id, text))
 
 
 @router.post("/tasks/{task_id}/message", response_class=HTMLResponse)
-def message(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
+async def message(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
     check_csrf(request, csrf)
-    return _act(request, task_id, lambda: task_service(request).message(task_id, text))
+    return await _act(request, task_id, lambda: task_service(request).message(task_id, text))
 
 
 @router.post("/tasks/{task_id}/cancel", response_class=HTMLResponse)
-def cancel(request: Request, task_id: Text, csrf: Csrf) -> Response:
+async def cancel(request: Request, task_id: Text, csrf: Csrf) -> Response:
     check_csrf(request, csrf)
-    return _act(request, task_id, lambda: task_service(request).cancel(task_id))
+    return await _act(request, task_id, lambda: task_service(request).cancel(task_id))
 
 
 @router.post("/tasks/{task_id}/accept", response_class=HTMLResponse)
-def accept(request: Request, task_id: Text, csrf: Csrf, attempt: Annotated[int | None, Form(ge=1)] = None,
+async def accept(request: Request, task_id: Text, csrf: Csrf, attempt: Annotated[int | None, Form(ge=1)] = None,
            into: Annotated[Text | None, Form(max_length=4096)] = None) -> Response:
     check_csrf(request, csrf)
     config: ServerConfig = request.app.state.config
@@ -202,48 +253,96 @@ def accept(request: Request, task_id: Text, csrf: Csrf, attempt: Annotated[int |
             config.check_repo_path(into)
         task_service(request).accept(task_id, attempt=attempt, into=into or None)
 
-    return _act(request, task_id, run)
+    return await _act(request, task_id, run)
 
 
 @router.post("/tasks/{task_id}/reject", response_class=HTMLResponse)
-def reject(request: Request, task_id: Text, csrf: Csrf, reason: FormText) -> Response:
+async def reject(request: Request, task_id: Text, csrf: Csrf, reason: FormText) -> Response:
     check_csrf(request, csrf)
-    return _act(request, task_id, lambda: task_service(request).reject(task_id, reason), then="review")
+    return await _act(request, task_id, lambda: task_service(request).reject(task_id, reason), then="review")
 
 
 @router.post("/tasks/{task_id}/followup", response_class=HTMLResponse)
-def followup(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
+async def followup(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
+    """More work: a new round of this task, or, of an accepted one, a new task (shown next)."""
     check_csrf(request, csrf)
-    return _act(request, task_id, lambda: task_service(request).followup(task_id, text))
+    made: list[str] = []
+
+    def run() -> None:
+        outcome = task_service(request).followup(task_id, text)
+        if isinstance(outcome, Task):
+            made.append(outcome.id)
+
+    response = await _act(request, task_id, run)
+    return redirect(f"/tasks/{quote(made[0])}") if made else response
+
+
+@router.post("/tasks/{task_id}/retry", response_class=HTMLResponse)
+async def retry(request: Request, task_id: Text, csrf: Csrf) -> Response:
+    """Run a failed or cancelled task again: a new round, the earlier ones kept."""
+    check_csrf(request, csrf)
+    return await _act(request, task_id, lambda: task_service(request).retry(task_id))
 
 
 # ------------------------------------------------------------------ review
 
 
 @router.get("/tasks/{task_id}/review", response_class=HTMLResponse)
-def review(request: Request, task_id: Text, attempt: Annotated[int | None, Query(ge=1, le=10_000)] = None,
-           ws: Annotated[str | None, Query(max_length=8)] = None) -> HTMLResponse:
-    return _review_page(request, task_id, attempt, ws == "hide")
+async def review(request: Request, task_id: Text, attempt: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+                 ws: Annotated[str | None, Query(max_length=8)] = None) -> HTMLResponse:
+    return await _review_page(request, task_id, attempt, ws == "hide")
 
 
-def _review_page(request: Request, task_id: str, attempt: int | None, hide_ws: bool, *, status: int = 200,
-                 error: str | None = None) -> HTMLResponse:
+async def _review_page(request: Request, task_id: str, attempt: int | None, hide_ws: bool, *, status: int = 200,
+                       error: str | None = None) -> HTMLResponse:
+    return await asyncio.to_thread(_review_page_now, request, task_id, attempt, hide_ws, status, error)
+
+
+def _review_page_now(request: Request, task_id: str, attempt: int | None, hide_ws: bool, status: int,
+                     error: str | None) -> HTMLResponse:
     service = task_service(request)
     task = detail(service, task_id)
+    shared = {"task": task, "conversation": taskview.conversation(service.store, task_id),
+              "rejections": [r for r in task.reviews if r.verdict is Verdict.REJECTED],
+              "next": taskview.next_steps(service.store, task), "progress": progress(service.store, task),
+              "hide_ws": hide_ws, "error": error}
     try:
         chosen = service.chosen_run(task_id, attempt)
         ranked = service.round_runs(task_id)
     except ErrandError as missing:
-        return page(request, "review.html", status_of(missing), task=task, files=[], attempts=[], chosen=None,
-                     evidence=None, hide_ws=hide_ws, error=missing.message)
+        return page(request, "review.html", status_of(missing), **shared, files=[], attempts=[], chosen=None,
+                    evidence=None, error=error or missing.message)
     patch = str(chosen.result.get("patch") or "")
     files = diffview.parse(patch)
     files = diffview.highlight(diffview.hide_whitespace(files) if hide_ws else files)
-    attempts = [{"run": r, "rank": r.result.get("rank"), "evidence": service.evidence(r)} for r in ranked]
-    return page(request, "review.html", status, task=task, files=files, attempts=attempts, chosen=chosen,
-                 evidence=service.evidence(chosen), hide_ws=hide_ws, error=error,
-                 needs_into=is_url(task.repo), reviewable=_panel(task)["reviewable"],
-                 accept_ready=task.state is TaskState.READY_FOR_REVIEW)
+    attempts = taskview.compare(ranked, [service.evidence(r) for r in ranked])
+    return page(request, "review.html", status, **shared, files=files, attempts=attempts, chosen=chosen,
+                evidence=service.evidence(chosen), needs_into=is_url(task.repo),
+                reviewable=_panel(task)["reviewable"], accept_ready=task.state is TaskState.READY_FOR_REVIEW)
+
+
+@router.get("/tasks/{task_id}/compare", response_class=HTMLResponse)
+def compare(request: Request, task_id: Text) -> HTMLResponse:
+    """The round's attempts side by side: the ranking's reasons, which files each changed,
+    and how each diff differs from the best one's."""
+    service = task_service(request)
+    task = detail(service, task_id)
+    try:
+        ranked = service.round_runs(task_id)
+    except ErrandError as missing:
+        return page(request, "compare.html", status_of(missing), task=task, attempts=[], matrix=[], interdiffs=[],
+                    error=missing.message)
+    attempts = taskview.compare(ranked, [service.evidence(r) for r in ranked])
+    interdiffs = [(a, [(_line_kind(line), line) for line in taskview.interdiff(attempts[0], a)])
+                  for a in attempts[1:] if a.same_as is None]
+    return page(request, "compare.html", task=task, attempts=attempts, matrix=taskview.file_matrix(attempts),
+                interdiffs=interdiffs)
+
+
+def _line_kind(line: str) -> str:
+    if line.startswith(("---", "+++")):
+        return "head"
+    return {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "context")
 
 
 @router.get("/assets/code.css")
@@ -258,16 +357,16 @@ def code_css(request: Request) -> Response:
 @router.get("/sandboxes", response_class=HTMLResponse)
 async def sandboxes(request: Request) -> HTMLResponse:
     listed = []
-    for info in await AsyncSandbox.list():
+    for live in await taskview.task_sandboxes():
         try:
-            sandbox = await AsyncSandbox.from_id(info.id)
+            sandbox = await AsyncSandbox.from_id(live.info.id)
         except ErrandError:
             continue  # it ended while we looked
         try:
             egress = (await sandbox.egress_log())[-EGRESS_SHOWN:]
         finally:
             await sandbox.close()
-        listed.append({"info": info, "egress": egress})
+        listed.append({"info": live.info, "usage": live.usage, "egress": egress})
     return page(request, "sandboxes.html", sandboxes=listed)
 
 

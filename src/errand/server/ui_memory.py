@@ -70,6 +70,7 @@ def _list_page(request: Request, filters: dict[str, str], offset: int, *, status
     chosen = {key: value for key, value in filters.items() if value}
     more = urlencode({**chosen, "offset": offset + PAGE_SIZE}) if len(found) == PAGE_SIZE else None
     return page(request, "memory.html", status, memories=found, stale=stale_reasons(found),
+                uses=store.use_counts([m.id for m in found]),
                 projects=store.projects(), filters=filters, filtered=bool(chosen), more=more,
                 statuses=list(Status), kinds=list(Kind), error=error,
                 form=form or {"kind": Kind.FACT.value, "repo": filters["project"]})
@@ -90,6 +91,7 @@ def _one_page(request: Request, memory_id: int, *, status: int = 200, error: str
     memories = [memory] + [store.get(linked) for linked in (memory.supersedes, memory.superseded_by)
                            if linked is not None]
     return page(request, "memory_one.html", status, memory=memories[0], related=memories[1:],
+                uses=store.use_counts([m.id for m in memories]),
                 stale=stale_reasons(memories), kinds=list(Kind), error=error)
 
 

@@ -39,6 +39,7 @@ from errand.tasks.errors import IllegalTransition, StateConflict
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.memory_link import TaskMemory
+from errand.tasks.progress import BUDGET_NAMES
 from errand.tasks.prompt import task_prompt
 from errand.tasks.records import Run, RunState, Task
 from errand.tasks.store import TaskStore
@@ -115,11 +116,15 @@ class LocalEngine:
 
     # ------------------------------------------------------------ serving
 
-    async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None) -> None:
+    async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None,
+                    ready: Callable[[], None] | None = None) -> None:
         """Work until ``stop`` is set (or, with ``exit_when_idle``, until nothing was
-        queued or running for that many seconds)."""
+        queued or running for that many seconds). ``ready`` is called once this engine is the
+        home's worker (it raises :class:`EngineBusy` before then if another one is)."""
         stop = stop or asyncio.Event()
         with hold(WorkerInfo.of_this_process(self.worker, self.concurrency, os.environ)):
+            if ready is not None:
+                ready()
             await self._recover()
             await self._prune()
             idle_since = time.monotonic()
@@ -159,7 +164,9 @@ class LocalEngine:
             task = await asyncio.to_thread(self.store.claim_next, self.worker)
             if task is None:
                 return
-            round_ = _Round(task, [])
+            # Controls sent before this round began were for an earlier one (or are in its prompt);
+            # known before the round is polled at all, or an old message reaches the new attempts.
+            round_ = _Round(task, [], control_after=await self._last_control_id(task.id))
             self._rounds[task.id] = round_
             round_.handle = asyncio.create_task(self._run_round(round_), name=f"errand-task-{task.id}")
 
@@ -215,7 +222,6 @@ class LocalEngine:
         task = round_.task
         try:
             round_.model, said = self._model_of(task)  # before any run: a task it cannot serve fails whole
-            round_.control_after = await self._last_control_id(task.id)
             number = await asyncio.to_thread(self.store.next_round, task.id)
             for index in range(task.attempts):
                 run = await asyncio.to_thread(self.store.start_run, task.id, self.worker, round=number)
@@ -234,7 +240,9 @@ class LocalEngine:
             try:
                 await _uncancellable(self._clean_up(round_))
             finally:
-                self._rounds.pop(task.id, None)
+                # A retry may have queued, and this engine claimed, the task's next round already.
+                if self._rounds.get(task.id) is round_:
+                    del self._rounds[task.id]
 
     async def _execute(self, round_: _Round, number: int) -> None:
         task, attempts = round_.task, round_.attempts
@@ -243,7 +251,8 @@ class LocalEngine:
         # follow-up continues (an agent could rewrite errand.toml or AGENTS.md in it).
         base_tree = await asyncio.to_thread(steps.base_checkout, task)
         environment = await asyncio.to_thread(Environment.load, base_tree)
-        await self._event(task.id, None, "environment", _environment_event(environment, task, self.isolation))
+        await self._event(task.id, None, "environment",
+                          _environment_event(environment, task, self.isolation, self.budgets))
         setup = await steps.set_up(environment, task, first.run, base_tree, first.journal,
                                    isolation=self.isolation)
         patch = await asyncio.to_thread(self._followed_patch, task.id, number)
@@ -412,7 +421,6 @@ class LocalEngine:
             await asyncio.to_thread(self.store.set_state, task_id, target, expected=expected)
 
     async def _last_control_id(self, task_id: str) -> int:
-        """Controls sent before this round began were for an earlier one (or are in its prompt)."""
         last = await asyncio.to_thread(self.store.last_event, task_id, CONTROL_KINDS)
         return last.id if last is not None else 0
 
@@ -428,12 +436,16 @@ def _labels(attempt: _Attempt, role: str = "agent") -> dict[str, str]:
     return {"task": attempt.run.task_id, "run": attempt.run.id, "role": role}
 
 
-def _environment_event(environment: Environment, task: Task, isolation: str) -> dict[str, Any]:
+def _environment_event(environment: Environment, task: Task, isolation: str, budgets: Budgets) -> dict[str, Any]:
     """What shapes the round, and where it came from: the base commit's errand.toml (or the defaults)."""
     return {"config": "errand.toml" if environment.source is not None else None, "commit": task.base_commit,
             "test": environment.test, "lint": environment.lint, "network": environment.network.to_dict(),
             "setup_network": environment.setup_egress.to_dict() if environment.setup else None,
-            "isolation": isolation}
+            "isolation": isolation, "budgets": _budgets(environment.budgets or budgets)}
+
+
+def _budgets(budgets: Budgets) -> dict[str, float | int | None]:
+    return {name: getattr(budgets, name) for name in BUDGET_NAMES}
 
 
 async def _uncancellable(work: Coroutine[Any, Any, None]) -> None:

@@ -8,15 +8,18 @@
 
     any non-final state → failed | cancelled
     preparing | running | needs_input → queued      (the run was interrupted; requeued)
-    ready_for_review | rejected → queued            (follow-up: a new run on the task's branch)
+    ready_for_review | rejected → queued            (follow-up: a new round on the task's branch)
+    failed | cancelled → queued                     (retry, or a follow-up: a new round, history kept)
 
-Final states are ``accepted``, ``failed`` and ``cancelled``, plus ``rejected``
-except for a follow-up. The follow-up rule: a follow-up is a reviewer's answer
-to work that has *not* landed, so it is allowed from ``ready_for_review`` and
-``rejected``. ``accepted`` is final because its commit has landed on the
-branch — more work on it is a new task (with ``parent_id`` naming this one),
-so "accepted" always means exactly what the reviewer accepted. ``failed`` and
-``cancelled`` are final too; retrying one is likewise a new task.
+Final states are ``accepted``, ``rejected``, ``failed`` and ``cancelled``: no
+work runs in them, and none starts unless a person asks. A follow-up is a
+person's answer to work that has *not* landed, so it is allowed from
+``ready_for_review`` and ``rejected``; a retry or a follow-up of a ``failed``
+or ``cancelled`` task starts a new round of the same task, from where the
+failed round started, its earlier rounds and events kept. ``accepted`` is the
+one state nothing leaves, because its commit has landed on the branch: more
+work on it is a new task (with ``parent_id`` naming this one), so "accepted"
+always means exactly what the reviewer accepted.
 
 The edge back to ``queued`` from an active state exists for recovery: a run
 whose worker died is marked interrupted and its task requeued (see
@@ -48,7 +51,7 @@ S = TaskState
 
 #: States in which a run is (or should be) in progress on some worker.
 ACTIVE = frozenset({S.PREPARING, S.RUNNING, S.NEEDS_INPUT})
-#: States no transition leaves, except ``rejected`` → ``queued`` by follow-up.
+#: States in which nothing runs; only a person's follow-up or retry moves one of them (not ``accepted``) on.
 FINAL = frozenset({S.ACCEPTED, S.REJECTED, S.FAILED, S.CANCELLED})
 
 _FORWARD: dict[TaskState, frozenset[TaskState]] = {
@@ -58,6 +61,8 @@ _FORWARD: dict[TaskState, frozenset[TaskState]] = {
     S.NEEDS_INPUT: frozenset({S.RUNNING, S.QUEUED}),
     S.READY_FOR_REVIEW: frozenset({S.ACCEPTED, S.REJECTED, S.QUEUED}),
     S.REJECTED: frozenset({S.QUEUED}),
+    S.FAILED: frozenset({S.QUEUED}),
+    S.CANCELLED: frozenset({S.QUEUED}),
 }
 
 #: Every allowed ``current → {targets}``; states absent from the keys allow nothing.

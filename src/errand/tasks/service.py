@@ -24,13 +24,20 @@ from errand.repo.workcopy import is_url, resolve_base, source_name
 from errand.tasks.environment import CONFIG_FILE, Environment
 from errand.tasks.errors import TaskError, WrongState
 from errand.tasks.evidence import Evidence
-from errand.tasks.lifecycle import ACTIVE, TaskState
+from errand.tasks.lifecycle import ACTIVE, FINAL, TaskState
 from errand.tasks.memory_link import observe_verdict
-from errand.tasks.records import Review, Run, Task, Verdict
+from errand.tasks.progress import progress
+from errand.tasks.records import Review, Run, RunState, Task, Verdict
+from errand.tasks.refusals import landed, refused
 from errand.tasks.store import TaskStore
 from errand.tasks.workers import check_serves, running_worker
 
 __all__ = ["MAX_ATTEMPTS", "Accepted", "TaskService", "issue_instruction", "resolve_model"]
+
+_REVIEWABLE = frozenset({TaskState.READY_FOR_REVIEW})
+# A follow-up starts a new round of the same task from these; from ``accepted``, a new task.
+_FOLLOWABLE = frozenset({TaskState.READY_FOR_REVIEW, TaskState.REJECTED, TaskState.FAILED, TaskState.CANCELLED})
+_RETRYABLE = frozenset({TaskState.FAILED, TaskState.CANCELLED})
 
 MAX_ATTEMPTS = 8
 _OWN = object()
@@ -64,7 +71,7 @@ class TaskService:
     # ------------------------------------------------------------ intake
 
     def submit(self, instruction: str, *, repo: str | Path, base: str = "HEAD", model: str | None = None,
-               attempts: int = 1, title: str | None = None) -> Task:
+               attempts: int = 1, title: str | None = None, parent_id: str | None = None) -> Task:
         """Queue a task after checking everything it names: the repository, the ref, the
         repository's ``errand.toml`` at that ref, the model and the attempt count.
 
@@ -82,7 +89,8 @@ class TaskService:
             _check_config(Path(source), commit)
         check_serves(endpoint, running_worker())
         return self.store.create_task(title=_title(title, text), instruction=text, repo=source, base_ref=base,
-                                      base_commit=commit, model=spec, model_endpoint=endpoint, attempts=attempts)
+                                      base_commit=commit, model=spec, model_endpoint=endpoint, attempts=attempts,
+                                      parent_id=parent_id)
 
     # ------------------------------------------------------------ steering
 
@@ -103,19 +111,56 @@ class TaskService:
         return self.store.append_event(task_id, None, "answer_sent", {"text": _text(text, "an answer")})
 
     def cancel(self, task_id: str) -> Task:
+        task = self.store.get_task(task_id)
+        if task.state in FINAL:
+            raise refused(task, "cancel", commit=self._accepted_commit(task))
         return self.store.set_state(task_id, TaskState.CANCELLED, event=("cancelled", {}))
+
+    def retry(self, task_id: str) -> Task:
+        """Run a failed or cancelled task again: a new round from where the last one started
+        (the base, or the work of the last round that finished), every earlier round kept."""
+        task = self._settled(task_id, "retry", _RETRYABLE)
+        if task.model_endpoint is not None:
+            check_serves(task.model_endpoint, running_worker())
+        return self.store.set_state(task_id, TaskState.QUEUED, expected=task.state,
+                                    event=("retried", {"after": task.state.value,
+                                                       "round": self.store.next_round(task_id)}))
 
     # ------------------------------------------------------------ review
 
-    def followup(self, task_id: str, text: str) -> Review:
-        """Ask for more work on a task's result: a new round on the same branch."""
-        review = self.store.add_review(task_id, Verdict.FOLLOWUP, _text(text, "a follow-up instruction"))
+    def followup(self, task_id: str, text: str) -> Review | Task:
+        """Ask for more work: a new round of the task on its branch, with ``text`` (the review
+        returned). Of an accepted task, whose work has landed, a new task that starts from its
+        commit and names it as its parent (that task returned)."""
+        text = _text(text, "a follow-up instruction")
+        task = self.store.get_task(task_id)
+        if task.state is TaskState.ACCEPTED:
+            return self._follow_accepted(task, text)
+        self._settled(task_id, "followup", _FOLLOWABLE)
+        review = self.store.add_review(task_id, Verdict.FOLLOWUP, text)
         self.store.append_event(task_id, None, "followup", {"text": review.reason})
         observe_verdict(self.memory, self.store.get_task(task_id), "followup", review.reason)
         return review
 
+    def _follow_accepted(self, task: Task, text: str) -> Task:
+        commit = self._accepted_commit(task) or task.base_commit or task.base_ref
+        if is_url(task.repo):
+            raise WrongState(f"task {task.id} came from {task.repo}; its accepted {landed(commit, task.branch)} is "
+                             f"in the clone you accepted it into: start the follow-up there with `errand run "
+                             f"\"...\" --repo CLONE --base {task.branch}`", task_id=task.id, state=task.state.value)
+        base = task.branch if task.branch and _resolves(task.repo, task.branch) else commit
+        instruction = (f"{text}\n\nThis follows up task {task.id} (\"{task.title}\"), whose work was accepted as "
+                       f"{landed(commit, task.branch)}; your working copy starts from it.")
+        new = self.submit(instruction, repo=task.repo, base=base, model=task.model, attempts=task.attempts,
+                          title=f"Follow-up to {task.id}: {text}", parent_id=task.id)
+        self.store.append_event(task.id, None, "followed_up", {"task_id": new.id, "text": text})
+        observe_verdict(self.memory, task, "followup", text)
+        return new
+
     def reject(self, task_id: str, reason: str) -> Review:
-        review = self.store.add_review(task_id, Verdict.REJECTED, _text(reason, "a reason"))
+        reason = _text(reason, "a reason")
+        self._settled(task_id, "reject", _REVIEWABLE)
+        review = self.store.add_review(task_id, Verdict.REJECTED, reason)
         self.store.append_event(task_id, None, "rejected", {"reason": review.reason})
         observe_verdict(self.memory, self.store.get_task(task_id), "rejected", review.reason)
         return review
@@ -123,10 +168,7 @@ class TaskService:
     def accept(self, task_id: str, *, attempt: int | None = None, into: str | Path | None = None) -> Accepted:
         """Commit the chosen run's diff on the task's branch in the repository (``into`` for a
         task made from a URL). The current branch, index and worktree are left untouched."""
-        task = self.store.get_task(task_id)
-        if task.state is not TaskState.READY_FOR_REVIEW:
-            raise WrongState(f"task {task_id} is {task.state}; only a task ready for review can be accepted",
-                             task_id=task_id, state=task.state)
+        task = self._settled(task_id, "accept", _REVIEWABLE)
         run = self.chosen_run(task_id, attempt)
         repo = Path(into) if into is not None else _local_repo(task)
         result = run.result if isinstance(run.result, dict) else {}
@@ -138,6 +180,23 @@ class TaskService:
                                                             "commit": commit})
         observe_verdict(self.memory, task, "accepted", None)
         return Accepted(task_id, run.id, task.branch, commit)
+
+    def _settled(self, task_id: str, action: str, allowed: frozenset[TaskState]) -> Task:
+        """The task, if ``action`` fits its state and no run of it is still stopping; else why not."""
+        task = self.store.get_task(task_id)
+        if task.state not in allowed:
+            raise refused(task, action, commit=self._accepted_commit(task))
+        if action in ("retry", "followup") and any(r.state is RunState.RUNNING for r in self.store.runs(task_id)):
+            # A cancelled round ends its sandboxes before it marks its runs; a new one must not overlap it.
+            raise WrongState(f"task {task_id} {task.state.value}, and its last round is still stopping; try again "
+                             "in a moment", task_id=task_id, state=task.state.value)
+        return task
+
+    def _accepted_commit(self, task: Task) -> str | None:
+        if task.state is not TaskState.ACCEPTED:
+            return None
+        event = self.store.last_event(task.id, ["accepted"])
+        return str(event.data.get("commit")) if event is not None and isinstance(event.data, dict) else None
 
     # ------------------------------------------------------------ reading
 
@@ -164,6 +223,11 @@ class TaskService:
         runs = [r for r in self.store.runs(task_id, round=best.round) if isinstance(r.result, dict)
                 and "rank" in r.result]
         return sorted(runs, key=lambda r: int(r.result["rank"]))
+
+    def progress(self, task_id: str) -> dict[str, Any]:
+        """Elapsed time, steps, tokens and cost, and each attempt of the latest round against
+        its budgets (:meth:`errand.tasks.progress.Progress.to_json`)."""
+        return progress(self.store, self.store.get_task(task_id)).to_json()
 
     def evidence(self, run: Run) -> Evidence | None:
         data = run.result.get("evidence") if isinstance(run.result, dict) else None
@@ -240,6 +304,14 @@ def _check_config(repo: Path, commit: str) -> None:
         except ConfigError as error:
             message = error.message.replace(str(Path(tmp).resolve() / CONFIG_FILE), f"{CONFIG_FILE} at {commit[:12]}")
             raise ConfigError(message, code=error.code) from None
+
+
+def _resolves(repo: str, ref: str) -> bool:
+    try:
+        resolve_base(repo, ref)
+    except ConfigError:
+        return False
+    return True
 
 
 def _local_repo(task: Task) -> Path:

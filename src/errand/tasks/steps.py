@@ -151,7 +151,7 @@ def _clear(dest: Path) -> None:
 
 
 async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path, journal: Journal, *,
-                 isolation: str = "namespace") -> SetUp:
+                 isolation: str = "namespace", source: str | None = None) -> SetUp:
     """The environment a task's sandboxes start from: the repository's image with its setup
     commands already run, cached under :func:`~errand.tasks.environment.cache_key`.
 
@@ -161,11 +161,14 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
     new layer; the new files it writes in the tree (a version file, ``*.egg-info``,
     ``node_modules``) become a layer under every run's working copy, out of its diff.
     A failing command raises :class:`SetupFailed` with its log, after streaming it as
-    ``setup_output`` events.
+    ``setup_output`` events. ``source`` names the repository in the cache key (default:
+    ``task.repo``): an evaluation clones each instance from a copy of its own, stripped
+    of later history, yet the instances of one repository share one setup.
     """
     registries = host_registries(_SETUP_REGISTRY_SETTINGS)
     tree = await asyncio.to_thread(WorkingCopy.tree_id, base_tree)
-    key = f"env-{cache_key(base_tree, environment, source=task.repo, tree=tree, registries=registries)}"
+    digest = cache_key(base_tree, environment, source=source or task.repo, tree=tree, registries=registries)
+    key = f"env-{digest}"
     if not environment.setup:
         return SetUp(environment.image, key, isolation=isolation)
     store = LayerStore()
@@ -417,8 +420,7 @@ def finalize(store: TaskStore, task_id: str, runs: list[Run], results: list[Agen
             "status": result.status, "detail": detail, "summary": result.summary,
             "assumptions": result.assumptions, "budget": result.budget, "rank": place, "patch": patch,
             "evidence": evidence.to_json(),
-            "spent": {"steps": result.spent.steps, "tokens": result.spent.tokens, "cost": result.spent.cost,
-                      "seconds": round(result.spent.seconds, 3)}, "caches": caches or {}}
+            "spent": result.spent.to_json(), "caches": caches or {}}
         state = RunState.SUCCEEDED if usable else RunState.FAILED
         store.finish_run(runs[index].id, state, outcome)
     if len(order) > 1:

@@ -1,0 +1,235 @@
+"""What the task and review pages show beyond the raw records: which round and attempt a
+run is, the sandboxes a task runs in now, the conversation with the agent, why a task
+failed, what to do after accepting, and how the attempts of a round differ.
+
+Each is read from the store (and, for sandboxes, the live registry) when a page is drawn,
+so the pages show what the API shows.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from errand.errors import ErrandError
+from errand.repo.workcopy import is_url
+from errand.sandbox import AsyncSandbox, SandboxInfo, SandboxUsage
+from errand.server import diffview
+from errand.tasks.evidence import Evidence
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.records import Event, Run, Task, Verdict
+from errand.tasks.store import TaskStore
+
+__all__ = ["Attempt", "Cause", "Exchange", "LiveSandbox", "NextSteps", "RunNames", "cause", "compare",
+           "conversation", "next_steps", "task_sandboxes"]
+
+CONVERSATION_KINDS = ("question", "answer_sent", "message_sent", "followup", "rejected")
+
+
+@dataclass(frozen=True)
+class RunNames:
+    """Run id → (round, attempt), and whether the task has several attempts a round."""
+
+    rounds: dict[str, tuple[int, int]]
+    several: bool
+
+    @classmethod
+    def of(cls, task: Task, runs: list[Run]) -> RunNames:
+        return cls({run.id: (run.round, run.attempt) for run in runs}, task.attempts > 1)
+
+    def known(self, run_id: str | None) -> bool:
+        return run_id is None or run_id in self.rounds
+
+    def tag(self, run_id: str | None) -> str:
+        """How the log labels a run's line: its attempt when the round has several."""
+        if run_id is None or run_id not in self.rounds or not self.several:
+            return ""
+        return f"#{self.rounds[run_id][1]}"
+
+
+@dataclass(frozen=True)
+class LiveSandbox:
+    info: SandboxInfo
+    usage: SandboxUsage | None
+
+    @property
+    def role(self) -> str:
+        return self.info.labels.get("role", "")
+
+
+async def task_sandboxes(task_id: str | None = None) -> list[LiveSandbox]:
+    """The live sandboxes (of one task, when named), with what each uses now."""
+    found = []
+    for info in await AsyncSandbox.list():
+        if task_id is not None and info.labels.get("task") != task_id:
+            continue
+        found.append(LiveSandbox(info, await _usage(info)))
+    return found
+
+
+async def _usage(info: SandboxInfo) -> SandboxUsage | None:
+    try:
+        sandbox = await AsyncSandbox.from_id(info.id)
+    except ErrandError:
+        return None  # it ended while we looked
+    try:
+        return sandbox.usage()
+    except ErrandError:
+        return None
+    finally:
+        await sandbox.close()
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One turn between people and the agent: its question, an answer, a message, a
+    follow-up or a rejection's reason."""
+
+    kind: str
+    who: str
+    text: str
+    time: float
+    run_id: str | None
+
+
+def conversation(store: TaskStore, task_id: str) -> list[Exchange]:
+    who = {"question": "The agent asked", "answer_sent": "You answered", "message_sent": "You said",
+           "followup": "You asked for more", "rejected": "You rejected it"}
+    exchanges = []
+    for event in store.events(task_id, 0, 100_000, kinds=CONVERSATION_KINDS):
+        data = event.data if isinstance(event.data, dict) else {}
+        text = str(data.get("text") or data.get("reason") or "")
+        exchanges.append(Exchange(event.kind, who[event.kind], text, event.time, event.run_id))
+    return exchanges
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a task failed, with the last command that failed on the way, its output's end."""
+
+    reason: str
+    command: str | None = None
+    exit_code: int | None = None
+    output: str = ""
+
+
+def cause(store: TaskStore, task: Task) -> Cause | None:
+    """Of a failed task: the reason, and the last command of its last round that failed."""
+    failed = store.last_event(task.id, ["failed"]) if task.state is TaskState.FAILED else None
+    if failed is None:
+        return None
+    reason = str((failed.data or {}).get("reason") or "the task failed")
+    round_started = store.last_event(task.id, ["round_started"])
+    calls: dict[str, str] = {}
+    last: tuple[Event, str] | None = None
+    since = round_started.id if round_started is not None else 0
+    for event in store.events(task.id, since, 1_000_000, kinds=["tool_call", "tool_result"]):
+        data = event.data if isinstance(event.data, dict) else {}
+        if event.kind == "tool_call":
+            calls[str(data.get("id"))] = _described(data)
+        elif not data.get("ok"):
+            last = (event, calls.get(str(data.get("id")), str(data.get("name"))))
+    if last is None:
+        return Cause(reason)
+    event, command = last
+    exit_code = event.data.get("exit_code")
+    lines = str(event.data.get("content") or "").strip().splitlines()
+    return Cause(reason, command, exit_code if isinstance(exit_code, int) else None, "\n".join(lines[-8:]))
+
+
+def _described(call: dict[str, Any]) -> str:
+    arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+    assert isinstance(arguments, dict)
+    if call.get("name") == "shell":
+        return str(arguments.get("command"))
+    return f"{call.get('name')} " + " ".join(f"{k}={v!r}"[:80] for k, v in arguments.items())
+
+
+@dataclass(frozen=True)
+class NextSteps:
+    """What a person does with an accepted task's branch."""
+
+    branch: str
+    commit: str
+    repo: str
+    commands: list[str] = field(default_factory=list)
+
+
+def next_steps(store: TaskStore, task: Task) -> NextSteps | None:
+    accepted = store.last_event(task.id, ["accepted"])
+    if accepted is None or not isinstance(accepted.data, dict):
+        return None
+    branch = str(accepted.data.get("branch") or task.branch)
+    commit = str(accepted.data.get("commit") or "")
+    where = [] if is_url(task.repo) else [f"cd {shlex.quote(task.repo)}"]
+    commands = [*where, f"git log -1 --stat {shlex.quote(branch)}", f"git switch {shlex.quote(branch)}",
+                f"git push -u origin {shlex.quote(branch)}",
+                f"gh pr create --head {shlex.quote(branch)} --fill   # or open a pull request on your forge"]
+    return NextSteps(branch, commit, task.repo, commands)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One finished attempt of a round as the review compares it."""
+
+    run: Run
+    rank: int
+    evidence: Evidence | None
+    patch: str
+    same_as: int | None  # the better-ranked attempt whose diff is the same, if any
+    why: list[str]  # what placed it where the ranking put it
+
+
+def compare(runs: list[Run], evidences: list[Evidence | None]) -> list[Attempt]:
+    """The round's attempts best first, each saying whose diff it repeats and why it ranks so."""
+    attempts: list[Attempt] = []
+    for run, evidence in zip(runs, evidences, strict=True):
+        patch = str(run.result.get("patch") or "")
+        same = next((a.run.attempt for a in attempts if a.patch == patch), None)
+        attempts.append(Attempt(run, int(run.result.get("rank", 0)), evidence, patch, same, _why(run, evidence)))
+    return attempts
+
+
+def _why(run: Run, evidence: Evidence | None) -> list[str]:
+    if evidence is None:
+        return [str(run.result.get("detail") or run.result.get("status") or "no evidence")]
+    tests = evidence.tests_after
+    return [
+        f"finished with a change to {len(evidence.files)} file(s)" if evidence.files and run.result.get(
+            "status") == "finished" else f"{run.result.get('status')}: {run.result.get('detail') or 'no change'}",
+        "tests not run" if tests is None else f"tests after: {tests.describe()}",
+        f"confidence {evidence.confidence.level}",
+        f"{evidence.additions + evidence.deletions} changed lines",
+    ]
+
+
+def file_matrix(attempts: list[Attempt]) -> list[dict[str, Any]]:
+    """Per path any attempt changed: each attempt's +/− there (None: untouched), and whether
+    the attempts that touched it changed it the same way."""
+    per: list[dict[str, diffview.FileDiff]] = [{f.path: f for f in diffview.parse(a.patch)} for a in attempts]
+    paths = sorted({path for files in per for path in files})
+    rows = []
+    for path in paths:
+        cells = [files.get(path) for files in per]
+        texts = {_file_text(cell) for cell in cells if cell is not None}
+        rows.append({"path": path, "cells": cells, "same": len(texts) == 1 and None not in cells})
+    return rows
+
+
+def interdiff(first: Attempt, second: Attempt) -> list[str]:
+    """How ``second``'s diff differs from ``first``'s, as a diff of the two diffs."""
+    def lines(patch: str) -> list[str]:  # blob ids differ whenever content does: noise here
+        return [line for line in patch.splitlines() if not line.startswith("index ")]
+
+    return list(difflib.unified_diff(lines(first.patch), lines(second.patch), f"attempt {first.run.attempt}",
+                                     f"attempt {second.run.attempt}", lineterm="", n=2))
+
+
+def _file_text(file: diffview.FileDiff) -> str:
+    return "\n".join(f"{line.kind}:{line.text}" for line in file.lines if line.kind != "hunk")
+
+
+def reasons(task_reviews: list[Any]) -> list[str]:
+    return [r.reason for r in task_reviews if r.verdict is Verdict.REJECTED and r.reason]
