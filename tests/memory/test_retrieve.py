@@ -180,3 +180,10 @@ def test_questions_and_tasks_lose_their_framing_words() -> None:
     assert query_terms("Why should I run the tests?") == ["run", "test"]
     assert query_terms("Please make sure the migrations are reversible") == ["migration", "reversibl"]
     assert query_terms("how?") == ["how"]  # nothing else left: the framing is the query
+
+
+def test_an_unrelated_task_is_given_nothing_rather_than_the_least_unrelated(store: MemoryStore) -> None:
+    fill(store)
+    assert retrieve(store, PROJECT, "Plan the team offsite in Lisbon next spring", k=10) == []
+    assert retrieve(store, PROJECT, "Translate the marketing brochure into French", k=10) == []
+    assert texts(retrieve(store, PROJECT, "how do I run the tests?", k=10))[0] == FACTS[0][1]
