@@ -26,7 +26,7 @@ def memory(repo: Path, *args: str) -> Result:
     return runner.invoke(app, ["memory", *args, *(["--repo", str(repo)] if args[0] in REPO_COMMANDS else [])])
 
 
-REPO_COMMANDS = {"ls", "add", "sync", "search"}
+REPO_COMMANDS = {"ls", "add", "sync", "search", "export"}
 
 
 def test_add_list_show_edit_and_remove(repo: Path) -> None:
@@ -72,6 +72,13 @@ def test_a_secret_is_refused_with_exit_2(repo: Path) -> None:
     assert json.loads(memory(repo, "ls", "--json").output) == []
 
 
+def test_text_that_is_not_valid_unicode_is_refused_with_a_message(repo: Path) -> None:
+    # A byte that is not UTF-8 in an argument reaches Python as a lone surrogate.
+    refused = memory(repo, "add", "Run the tests with caf\udce9 mode.")
+    assert refused.exit_code == 2 and "broken Unicode" in refused.output
+    assert json.loads(memory(repo, "ls", "--json").output) == []
+
+
 def test_sync_and_search(repo: Path) -> None:
     (repo / "AGENTS.md").write_text("## Testing\n\nRun `make test` before every commit.\n")
     synced = memory(repo, "sync")
@@ -88,6 +95,26 @@ def test_projects_are_separate(repo: Path, tmp_path: Path) -> None:
     memory(repo, "add", "This one belongs to the first repository.")
     assert json.loads(memory(other, "ls", "--json").output) == []
     assert len(json.loads(runner.invoke(app, ["memory", "ls", "--all", "--json"]).output)) == 1
+
+
+def test_export_writes_the_approved_memories_into_agents_md_as_a_diff(repo: Path) -> None:
+    (repo / "AGENTS.md").write_text("# Agents\n\nUse `make check` before pushing.\n")
+    assert memory(repo, "sync").exit_code == 0
+    memory(repo, "add", "Run the tests with `pytest -q`.", "--kind", "command")
+    memory(repo, "add", "Never commit generated files.", "--kind", "pitfall")
+    memory(repo, "add", "A guess nobody approved yet.", "--proposed")
+    shown = memory(repo, "export")
+    assert shown.exit_code == 0 and "+++ b/AGENTS.md" in shown.output
+    assert "+- Run the tests with `pytest -q`." in shown.output and "+### Pitfalls" in shown.output
+    assert "A guess nobody approved yet" not in shown.output  # only approved (active) memories
+    assert "Use `make check`" not in shown.output.replace(" Use `make check`", "")  # file memories stay out
+    assert (repo / "AGENTS.md").read_text() == "# Agents\n\nUse `make check` before pushing.\n"  # a diff only
+    assert memory(repo, "export", "--write").exit_code == 0
+    written = (repo / "AGENTS.md").read_text()
+    assert written.startswith("# Agents\n\nUse `make check` before pushing.\n\n<!-- errand:memories:begin")
+    assert "already holds every approved memory" in memory(repo, "export").output
+    assert "0 added" in memory(repo, "sync").output  # the section is not read back as instructions
+    assert memory(repo, "export", "--file", "../outside.md").exit_code == 2
 
 
 def test_a_directory_in_no_repository_is_refused_not_made_a_project(tmp_path: Path, repo: Path) -> None:

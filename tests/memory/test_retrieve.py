@@ -7,6 +7,7 @@ import pytest
 from errand.memory import Kind, MemoryStore, Provenance, Status, Weights, retrieve
 from errand.memory.citations import TreeIndex, check, extract
 from errand.memory.retrieve import fuse
+from errand.memory.text import query_terms
 
 PROJECT = "/repo/example"
 
@@ -111,9 +112,11 @@ def test_stale_citations_are_flagged_against_the_tree(store: MemoryStore, tmp_pa
     assert not found[holds.id].stale
     assert found[gone.id].stale and found[gone.id].stale_reasons == (
         "cites scripts/lint.sh, which is not in the tree",)
-    assert found[renamed.id].stale_reasons == ("cites connect_store, which no file in the tree mentions",)
+    assert found[renamed.id].stale_reasons == ("cites connect_store, which no code file in the tree mentions",)
     assert "STALE" in found[gone.id].render() and "STALE" not in found[holds.id].render()
-    assert found[holds.id].score > found[gone.id].score  # same words, but the stale one is demoted
+    unchecked = {item.memory.id: item for item in retrieve(store, PROJECT, "before committing", k=5)}
+    assert found[gone.id].score == pytest.approx(unchecked[gone.id].score * Weights().stale)  # demoted
+    assert found[holds.id].score == pytest.approx(unchecked[holds.id].score)
 
 
 def test_citation_extraction() -> None:
@@ -131,7 +134,7 @@ def test_tree_index_answers_paths_names_and_symbols(tmp_path: Path) -> None:
     tree = TreeIndex(tmp_path)
     assert check(("file:pkg/core.py", "file:core.py", "symbol:Engine.start"), tree) == ()
     assert check(("file:../etc/passwd", "symbol:ghost", "file:pkg/gone.py"), tree) == (
-        "cites ../etc/passwd, which is not in the tree", "cites ghost, which no file in the tree mentions",
+        "cites ../etc/passwd, which is not in the tree", "cites ghost, which no code file in the tree mentions",
         "cites pkg/gone.py, which is not in the tree")
 
 
@@ -141,3 +144,46 @@ def test_fusion_is_reciprocal_rank() -> None:
     assert fused[10][1] == {0: 1} and fused[20][1] == {0: 2, 1: 1}
     with pytest.raises(ValueError):
         Weights(lexical=0, dense=0)
+
+
+def test_a_query_with_a_lone_surrogate_is_searched_not_raised(store: MemoryStore) -> None:
+    fill(store)
+    assert texts(retrieve(store, PROJECT, "run the tests \udcff", k=1)) == [FACTS[0][1]]
+
+
+def test_memories_in_other_scripts_are_searched_and_kept_apart(store: MemoryStore) -> None:
+    texts_ru = ["Тесты запускаются одной командой из корня.", "Миграции базы данных создаются автоматически.",
+                "Рецензенты просят один логический шаг на коммит."]
+    ids = [store.add(PROJECT, text, kind="fact", provenance=Provenance.person()).id for text in texts_ru]
+    assert len(set(ids)) == 3
+    # Three memories come back, not one: their words are words, not empty sets that look like duplicates.
+    assert sorted(texts(retrieve(store, PROJECT, "тесты, миграции и коммит", k=3))) == sorted(texts_ru)
+    assert texts(retrieve(store, PROJECT, "как создаются миграции", k=1)) == [texts_ru[1]]
+
+
+def test_another_projects_memories_do_not_move_this_ones_ranking(lexical_store: MemoryStore) -> None:
+    short = lexical_store.add(PROJECT, "Use pytest.", kind="fact", provenance=Provenance.person()).id
+    longer = lexical_store.add(PROJECT, "Deploy from the release branch only.", kind="fact",
+                               provenance=Provenance.person()).id
+
+    def ranking() -> list[int]:
+        return [item.memory.id for item in retrieve(lexical_store, PROJECT, "pytest deploy", k=2, now=0.0)]
+
+    assert ranking() == [short, longer]
+    for number in range(40):  # a busy neighbour whose every memory mentions pytest
+        lexical_store.add("/repo/other", f"Suite {number} runs under pytest in stage {number}.", kind="fact",
+                          provenance=Provenance.person(), merge=False)
+    assert ranking() == [short, longer]  # in this project pytest is as rare as it was
+
+
+def test_questions_and_tasks_lose_their_framing_words() -> None:
+    assert query_terms("Why should I run the tests?") == ["run", "test"]
+    assert query_terms("Please make sure the migrations are reversible") == ["migration", "reversibl"]
+    assert query_terms("how?") == ["how"]  # nothing else left: the framing is the query
+
+
+def test_an_unrelated_task_is_given_nothing_rather_than_the_least_unrelated(store: MemoryStore) -> None:
+    fill(store)
+    assert retrieve(store, PROJECT, "Plan the team offsite in Lisbon next spring", k=10) == []
+    assert retrieve(store, PROJECT, "Translate the marketing brochure into French", k=10) == []
+    assert texts(retrieve(store, PROJECT, "how do I run the tests?", k=10))[0] == FACTS[0][1]

@@ -125,6 +125,7 @@ def test_secret_is_refused_and_nothing_is_written(store: MemoryStore) -> None:
     ("x" * 5000, {}, "memory_too_long"),
     ("fine", {"kind": "rumour"}, "invalid_memory"),
     ("fine", {"confidence": 1.5}, "invalid_memory"),
+    ("Broken Unicode \ud83d here", {}, "invalid_text"),
 ])
 def test_bad_input_is_refused(store: MemoryStore, text: str, options: dict[str, object], code: str) -> None:
     with pytest.raises(InvalidMemory) as refused:

@@ -1,16 +1,21 @@
-"""Build the project-memory retrieval dataset from contributor and reference docs.
+"""Build the documentation retrieval dataset, at benchmark time, from the documentation installed here.
 
-Each *project* is one body of real, permissively licensed documentation (see
-SOURCES.md). Every paragraph or list item becomes a memory of that project;
-every section heading with one to six such items directly beneath it becomes a
-query, and exactly those items are its relevant memories. The heading never
-appears in the memory text, so the labels are judge-free: they come from how
-the authors laid out their own documents, not from a model or from us.
+Each *project* is one body of documentation that a package installed on this
+machine (see SOURCES.md). Every paragraph or list item becomes a memory of that
+project; every section heading with one to six such items directly beneath it
+becomes a query, and exactly those items are its relevant memories. The heading
+never appears in the memory text, so the labels are judge-free: they come from
+how the authors laid out their own documents, not from a model or from us.
 
-    python benchmarks/data/memory/build.py     # rewrites memories.jsonl and queries.jsonl
+Nothing it makes is committed: the documentation's text stays the packages'.
+``benchmarks/memory.py`` calls :func:`build` and keeps the result in a cache
+outside the repository; to look at it:
+
+    python benchmarks/data/memory/build.py OUT_DIR   # writes OUT_DIR/memories.jsonl and OUT_DIR/queries.jsonl
 
 The sources are read from where Debian's packages and the Rust toolchain put
-them on a machine of this project's kind; the paths are in ``SOURCES``.
+them on a machine of this project's kind; the paths are in ``SOURCES``. A
+project whose documentation is not installed is left out (``missing()`` names it).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import gzip
 import html
 import json
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -226,6 +232,8 @@ def build() -> tuple[list[dict[str, object]], list[dict[str, object]]]:
         seen: dict[str, str] = {}
         by_heading: dict[str, list[tuple[str, str, list[str]]]] = {}
         for path in paths:
+            if not path.is_file():
+                continue
             source = origin(path)
             for section in sections(path):
                 ids = []
@@ -262,10 +270,19 @@ def _usable(heading: str) -> bool:
     return bool(words) and not identifier and heading.lower() not in GENERIC and len(heading) <= 120
 
 
+def missing() -> list[str]:
+    """The projects whose documentation is not installed on this machine."""
+    return [project for project, paths in SOURCES.items() if not any(path.is_file() for path in paths)]
+
+
 def main() -> None:
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+    if out is None:
+        sys.exit("usage: build.py OUT_DIR  (outside the repository: the text is the packages', not ours)")
+    out.mkdir(parents=True, exist_ok=True)
     memories, queries = build()
     for name, rows in (("memories.jsonl", memories), ("queries.jsonl", queries)):
-        with (HERE / name).open("w", encoding="utf-8") as handle:
+        with (out / name).open("w", encoding="utf-8") as handle:
             for row in rows:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     projects = sorted({str(row["project"]) for row in memories})
@@ -273,6 +290,8 @@ def main() -> None:
         count = sum(row["project"] == project for row in memories)
         asked = sum(row["project"] == project for row in queries)
         print(f"{project:12} {count:6} memories {asked:5} queries")
+    for project in missing():
+        print(f"{project:12} not installed here, left out")
 
 
 if __name__ == "__main__":

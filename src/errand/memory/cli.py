@@ -28,6 +28,7 @@ from rich.text import Text
 from errand._text import printable
 from errand.errors import ConfigError, ErrandError
 from errand.memory.errors import InvalidMemory, SecretRefused
+from errand.memory.export import export_section
 from errand.memory.ingest import sync_instructions
 from errand.memory.records import Kind, Memory, Provenance, Status, project_key
 from errand.memory.retrieve import retrieve
@@ -228,3 +229,18 @@ def search(
         return
     for item in found:
         print(_line(item.render()))
+
+
+@memory_app.command("export")
+def export(
+    repo: RepoOption = Path("."), db: DbOption = None,
+    file: Annotated[str, typer.Option("--file", help="The instruction file to write the section into.")] = "AGENTS.md",
+    write: Annotated[bool, typer.Option("--write", help="Write the file (by default only the diff is printed).")]
+    = False,
+) -> None:
+    """Write the approved memories into a marked section of AGENTS.md: print the diff, or apply it with --write."""
+    with _store(db, embedder=False) as store:
+        new, diff = export_section(store, project_key(repo), repo, file)
+    print(printable(diff) if diff else f"{file} already holds every approved memory", end="" if diff else "\n")
+    if write and diff:
+        (repo / file).write_text(new, encoding="utf-8")

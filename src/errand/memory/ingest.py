@@ -19,13 +19,16 @@ symlink pointing out of it is not followed).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from errand._files import read_inside
 from errand.memory.errors import SecretRefused
+from errand.memory.export import without_section
 from errand.memory.records import ArchiveReason, Kind, Memory, Provenance, Source, Status
+from errand.memory.rules import parse_rule, scoped_activation
 from errand.memory.schema import memories
 from errand.memory.store import MemoryStore
 from errand.memory.text import MAX_TEXT_CHARS, likeness
@@ -68,11 +71,32 @@ def instruction_files(repo_dir: Path) -> list[str]:
                                     if path.suffix in (".md", ".mdc") and path.is_file()))
         elif (repo / name).is_file():
             found.append(name)
+    return list(dict.fromkeys(found + _scoped_files(repo)))
+
+
+#: Instruction files that also count below the root, scoped to their folder.
+SCOPED_FILES = ("AGENTS.md", "CLAUDE.md")
+_SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", "target", "dist", "build", ".tox"})
+MAX_SCOPED_DIRS = 5_000
+
+
+def _scoped_files(repo: Path) -> list[str]:
+    found: list[str] = []
+    seen = 0
+    for directory, subdirectories, files in os.walk(repo):
+        subdirectories[:] = sorted(name for name in subdirectories if name not in _SKIP_DIRS)
+        seen += 1
+        if seen > MAX_SCOPED_DIRS:
+            break
+        if Path(directory) == repo:
+            continue
+        found.extend(Path(directory, name).relative_to(repo).as_posix() for name in SCOPED_FILES if name in files)
     return found
 
 
 def passages(text: str) -> list[str]:
-    """The passages of a Markdown-ish document: paragraphs and list items, each prefixed with its heading."""
+    """The passages of a Markdown-ish document: paragraphs and list items, each prefixed with its heading
+    (the section ``errand memory export`` wrote is not read back)."""
     heading = ""
     found: list[str] = []
     block: list[str] = []
@@ -84,9 +108,11 @@ def passages(text: str) -> list[str]:
         if len(body) >= MIN_PASSAGE_CHARS:
             found.append((f"{heading}: {body}" if heading else body)[:MAX_TEXT_CHARS])
 
-    for line in text.splitlines():
+    for line in without_section(text).splitlines():
         if line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
+            if not fenced:
+                flush()  # a command block ends its passage (with the lead-in it belongs to)
             continue
         if fenced:
             block.append(f"`{line.strip()}`" if line.strip() else "")
@@ -96,7 +122,10 @@ def passages(text: str) -> list[str]:
             flush()
             heading = title.group(1).strip() if title else heading
         elif not line.strip():
-            flush()
+            # "Run the tests with:" then a blank line then the fenced command: one passage, not a
+            # lead-in without its command and a command too short to keep.
+            if not (block and block[-1].rstrip().endswith(":")):
+                flush()
         elif re.match(r"^\s*(?:[*+-]|\d+[.)])\s+", line):
             flush()
             block.append(re.sub(r"^\s*(?:[*+-]|\d+[.)])\s+", "", line))
@@ -125,14 +154,17 @@ def sync_instructions(store: MemoryStore, project: str, repo_dir: str | Path) ->
 
 def _sync_file(store: MemoryStore, project: str, path: str, data: bytes, report: SyncReport) -> None:
     content_hash = "sha256:" + hashlib.sha256(data).hexdigest()
-    provenance = Provenance.file(path, content_hash)
-    new = passages(data.decode("utf-8", errors="replace"))
+    activation, body = parse_rule(data.decode("utf-8", errors="replace"))
+    activation = activation or scoped_activation(path)
+    detail = activation.detail() if activation is not None else None
+    provenance = Provenance(Source.FILE, path=path, content_hash=content_hash, detail=detail)
+    new = passages(body)
     old = {memory.text: memory for memory in _live(store, project, path)}
     vanished = [memory for text, memory in old.items() if text not in new]
     for text in new:
         existing = old.get(text)
         if existing is not None:
-            _rehash(store, existing, content_hash)
+            _rehash(store, existing, content_hash, detail)
             report.kept.append(existing.id)
             continue
         before = _closest(text, vanished)
@@ -170,11 +202,12 @@ def _tracked_paths(store: MemoryStore, project: str) -> list[str]:
         return sorted(str(path) for path in connection.execute(query).scalars() if path)
 
 
-def _rehash(store: MemoryStore, memory: Memory, content_hash: str) -> None:
-    if memory.provenance.content_hash == content_hash:
+def _rehash(store: MemoryStore, memory: Memory, content_hash: str, detail: str | None) -> None:
+    if memory.provenance.content_hash == content_hash and memory.provenance.detail == detail:
         return
     with store.engine.begin() as connection:
-        connection.execute(memories.update().where(memories.c.id == memory.id).values(content_hash=content_hash))
+        connection.execute(memories.update().where(memories.c.id == memory.id)
+                           .values(content_hash=content_hash, detail=detail))
 
 
 def _read_inside(repo: Path, relative: str) -> bytes | None:

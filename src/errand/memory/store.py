@@ -18,13 +18,14 @@ import sqlalchemy as sa
 
 from errand.database import SqlStore, open_engine
 from errand.memory import citations as citing
+from errand.memory.conflicts import conflict
 from errand.memory.embedders import Embedder, default_embedder
 from errand.memory.errors import InvalidMemory, MemoryNotFound
-from errand.memory.lexical import Bm25Index, fts5_available, fts5_search
+from errand.memory.lexical import ProjectIndex, fts5_available, fts5_search
 from errand.memory.records import ArchiveReason, Kind, Memory, Provenance, Source, Status
 from errand.memory.schema import memories, memory_projects, memory_uses
 from errand.memory.secretscan import check_no_secret
-from errand.memory.text import MAX_TEXT_CHARS, fingerprint, likeness
+from errand.memory.text import MAX_TEXT_CHARS, fingerprint, has_lone_surrogate, likeness
 
 __all__ = ["DUPLICATE_LIKENESS", "MemoryStore", "memory_from_row"]
 
@@ -45,7 +46,7 @@ class MemoryStore(SqlStore):
         super().__init__(engine)
         self.embedder: Embedder | None = default_embedder() if embedder is _UNSET else embedder
         self._vectors: Any = None
-        self._bm25: dict[str, Bm25Index] = {}
+        self._bm25: dict[str, ProjectIndex] = {}
         self._fts5: bool | None = None
 
     def close(self) -> None:
@@ -114,10 +115,10 @@ class MemoryStore(SqlStore):
         if exact is not None:
             return exact
         statuses = [status.value for status in Status]
-        for memory_id, _score in self.lexical(connection, project, text, statuses, limit=10):
+        for memory_id, _score in self._candidates(connection, project, text, statuses, limit=10):
             row = _row(connection, memory_id)
             if (row["status"] != Status.ARCHIVED.value or row["archived_reason"] == ArchiveReason.REJECTED.value) \
-                    and likeness(text, row["text"]) >= DUPLICATE_LIKENESS:
+                    and likeness(text, row["text"]) >= DUPLICATE_LIKENESS and conflict(text, row["text"]) is None:
                 return row
         return None
 
@@ -172,8 +173,9 @@ class MemoryStore(SqlStore):
     # -- changing ----------------------------------------------------------------------
 
     def edit(self, memory_id: int, *, text: str | None = None, kind: Kind | str | None = None,
-             confidence: float | None = None) -> Memory:
-        """Change a memory's text, kind or confidence (a person's correction); its provenance stays."""
+             confidence: float | None = None, note: str | None = None) -> Memory:
+        """Change a memory's text, kind or confidence (a person's correction); its provenance stays,
+        with ``note`` (why it changed, such as a model's consolidation reason) added to its detail."""
         with self._write() as connection:
             row = _row(connection, memory_id)
             new_text, new_kind, _ = _checked(text if text is not None else row["text"],
@@ -183,6 +185,7 @@ class MemoryStore(SqlStore):
                 text=new_text, kind=new_kind.value, updated_at=time.time(), fingerprint=fingerprint(new_text),
                 citations=list(citing.extract(new_text)),
                 confidence=confidence if confidence is not None else row["confidence"],
+                detail=_noted(row["detail"], note),
             ))
             if self.embedder is not None and new_text != row["text"]:
                 self.vectors().write(connection, row["project"], [(memory_id, new_text)])
@@ -285,16 +288,26 @@ class MemoryStore(SqlStore):
 
     def lexical(self, connection: sa.Connection, project: str, query: str, statuses: Sequence[str],
                 limit: int) -> list[tuple[int, float]]:
-        """BM25 over the project's memories: FTS5 on SQLite, :class:`Bm25Index` elsewhere."""
-        if self._fts5 is None:
-            self._fts5 = fts5_available(connection)
-        if self._fts5:
-            return fts5_search(connection, project, query, statuses, limit)
+        """BM25 over the project's memories, with the project's own statistics (:class:`ProjectIndex`)."""
+        return self.lexical_index(connection, project).search(query, statuses, limit)
+
+    def lexical_index(self, connection: sa.Connection, project: str) -> ProjectIndex:
+        """The project's BM25 index, rebuilt (reusing unchanged memories' terms) when its generation moved."""
         generation = self.generation(connection, project)
         index = self._bm25.get(project)
         if index is None or index.generation != generation:
-            index = self._bm25[project] = Bm25Index.build(connection, project, generation)
-        return index.search(query, statuses, limit)
+            index = self._bm25[project] = ProjectIndex.build(connection, project, generation, index)
+        return index
+
+    def _candidates(self, connection: sa.Connection, project: str, text: str, statuses: Sequence[str],
+                    limit: int) -> list[tuple[int, float]]:
+        """A few memories sharing words with ``text``: FTS5 on SQLite (no index rebuild on each add),
+        the project's index elsewhere."""
+        if self._fts5 is None:
+            self._fts5 = fts5_available(connection)
+        if self._fts5:
+            return fts5_search(connection, project, text, statuses, limit)
+        return self.lexical(connection, project, text, statuses, limit)
 
     def vectors(self) -> Any:
         """The :class:`~errand.memory.vectors.VectorIndex` of this store's embedder (imported on first use)."""
@@ -331,6 +344,10 @@ def _checked(text: str, kind: Kind | str, status: Status | str, confidence: floa
     text = text.strip()
     if not text:
         raise InvalidMemory("a memory needs some text", code="empty_memory")
+    if has_lone_surrogate(text):
+        # It cannot be stored (no database encoding holds it): say so, rather than fail while writing.
+        raise InvalidMemory("the text holds a lone UTF-16 surrogate (broken Unicode); send it as valid UTF-8",
+                            code="invalid_text")
     if len(text) > MAX_TEXT_CHARS:
         raise InvalidMemory(f"a memory is at most {MAX_TEXT_CHARS} characters (this one has {len(text)}); "
                             "store one statement, not a document", code="memory_too_long")
@@ -342,6 +359,12 @@ def _checked(text: str, kind: Kind | str, status: Status | str, confidence: floa
         raise InvalidMemory(f"confidence is between 0 and 1, not {confidence}")
     check_no_secret(text)
     return text, kind, status
+
+
+def _noted(detail: str | None, note: str | None) -> str | None:
+    if not note:
+        return detail
+    return f"{detail}; {note}" if detail else note
 
 
 def _row(connection: sa.Connection, memory_id: int) -> sa.RowMapping:
