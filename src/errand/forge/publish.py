@@ -1,0 +1,149 @@
+"""Taking an accepted task to the forge: push its commit, open (or find) its pull request.
+
+Each step is safe to repeat, so a retry after any failure finishes the job and
+never doubles it: the push is skipped when the link records that commit pushed;
+the pull request is looked up by its branch before one is opened, and a 422
+"already exists" (another process won the race) is answered by looking again.
+The branch is pushed before a pull request is asked for, so there is never a
+pull request without its branch. A follow-up round of a pull request (a review
+comment asked for it) is accepted here, since the pull request is its review,
+and pushed to that pull request's branch as a fast-forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from errand.forge.body import pull_body, pull_title
+from errand.forge.errors import ForgeError
+from errand.forge.links import Link, LinkStore
+from errand.forge.protocol import Forge
+from errand.forge.push import push
+from errand.forge.records import PullRequest
+from errand.forge.refs import IssueRef
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.records import Task
+from errand.tasks.service import TaskService
+
+__all__ = ["Published", "Publisher", "catch_up"]
+
+
+@dataclass(frozen=True)
+class Published:
+    task_id: str
+    pull: int
+    url: str
+    branch: str
+    commit: str
+    opened: bool  # False: the pull request was there already (a retry, or a follow-up round)
+
+
+class Publisher:
+    def __init__(self, service: TaskService, links: LinkStore, forge: Forge, token: str, *, draft: bool = True,
+                 public_url: str | None = None) -> None:
+        self.service = service
+        self.links = links
+        self.forge = forge
+        self._token = token
+        self.draft = draft
+        self.public_url = public_url.rstrip("/") if public_url else None
+
+    def due(self, link: Link) -> bool:
+        """Whether ``link``'s task has work for the forge that is not there yet."""
+        state = self.service.store.get_task(link.task_id).state
+        if link.pull is None:
+            return state is TaskState.ACCEPTED
+        return link.pushed is None and state in (TaskState.READY_FOR_REVIEW, TaskState.ACCEPTED)
+
+    def publish(self, task_id: str) -> Published:
+        link = self.links.get(task_id)
+        if link is None:
+            raise ForgeError(f"task {task_id} did not come from a forge; push its branch yourself",
+                             code="not_linked")
+        task = self.service.store.get_task(task_id)
+        if link.pull is not None and task.state is TaskState.READY_FOR_REVIEW:
+            self.service.accept(task_id)
+            task = self.service.store.get_task(task_id)
+        if task.state is not TaskState.ACCEPTED:
+            raise ForgeError(f"task {task_id} is {task.state.value}: accept it first (`errand accept {task_id}`)",
+                             code="not_accepted")
+        commit = self._accepted_commit(task)
+        branch = link.pull_branch or task.branch or ""
+        if link.pushed != commit:
+            push(Path(task.repo), self.forge.repository(link.repo).clone_url, commit, branch, self._token)
+            link = self.links.update(task_id, pushed=commit, pull_branch=branch)
+            self.service.store.append_event(task_id, None, "forge_pushed", {"branch": branch, "commit": commit})
+            if link.pull is not None:
+                self._say_pushed(task, link, commit)
+        if link.pull is not None:
+            return Published(task_id, link.pull, link.pull_url or "", branch, commit, opened=False)
+        pull, opened = self._pull(task, link, branch)
+        self.links.update(task_id, pull=pull.number, pull_url=pull.url)
+        if opened:
+            self.service.store.append_event(task_id, None, "pull_opened", {"number": pull.number, "url": pull.url,
+                                                                           "branch": branch})
+            if link.issue is not None:
+                self.forge.comment(IssueRef.of(link.repo, link.issue),
+                                   f"errand opened {pull.url} for this issue (task `{task.id}`).")
+        return Published(task_id, pull.number, pull.url, branch, commit, opened=opened)
+
+    def _pull(self, task: Task, link: Link, branch: str) -> tuple[PullRequest, bool]:
+        found = self.forge.find_pull(link.repo, branch)
+        if found is not None:
+            return found, False
+        run = self.service.chosen_run(task.id)
+        evidence = self.service.evidence(run)
+        base = task.base_ref if task.base_ref not in ("HEAD", task.base_commit) else \
+            self.forge.repository(link.repo).default_branch
+        body = pull_body(task, evidence, issue=link.issue, qa=self._questions(task.id),
+                         review_url=f"{self.public_url}/tasks/{task.id}" if self.public_url else None,
+                         requested_by=link.requested_by)
+        try:
+            return self.forge.open_pull(link.repo, branch=branch, base=base, title=pull_title(task, run.result.get(
+                "summary")), body=body, draft=self.draft), True
+        except ForgeError as error:
+            again = self.forge.find_pull(link.repo, branch) if error.code == "forge_refused" else None
+            if again is None:
+                raise
+            return again, False
+
+    def _say_pushed(self, task: Task, link: Link, commit: str) -> None:
+        assert link.pull is not None
+        summary = " ".join(str(self.service.chosen_run(task.id).result.get("summary") or "").split())
+        self.forge.comment(IssueRef.of(link.repo, link.pull),
+                           f"errand pushed {commit[:12]} to `{link.pull_branch}` (task `{task.id}`)"
+                           + (f": {summary}" if summary else "."))
+
+    def _accepted_commit(self, task: Task) -> str:
+        event = self.service.store.last_event(task.id, ["accepted"])
+        commit = event.data.get("commit") if event is not None and isinstance(event.data, dict) else None
+        if not commit:
+            raise ForgeError(f"task {task.id} has no accepted commit", code="not_accepted")
+        return str(commit)
+
+    def _questions(self, task_id: str) -> list[tuple[str, str]]:
+        events = self.service.store.events(task_id, kinds=["question", "answer_delivered"])
+        pairs, question = [], None
+        for event in events:
+            if event.kind == "question":
+                question = str(event.data.get("text") or "")
+            elif question is not None:
+                pairs.append((question, str(event.data.get("text") or "")))
+                question = None
+        return pairs
+
+
+def catch_up(publisher: Publisher) -> list[Published]:
+    """Publish every linked task whose work the forge does not have yet; a failure is an event on
+    its task (``forge_error``) and does not stop the rest."""
+    done: list[Published] = []
+    for link in publisher.links.pending():
+        if not publisher.due(link):
+            continue
+        try:
+            done.append(publisher.publish(link.task_id))
+        except ForgeError as error:
+            publisher.service.store.append_event(link.task_id, None, "forge_error", {"code": error.code,
+                                                                                     "message": error.message})
+    return done
