@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -25,12 +25,28 @@ WORK = [[("shell", {"command": "sed -i 's/return a - b/return a + b/' calc.py &&
         [("finish", {"summary": "add() adds; CHANGES.md says so", "assumptions": []})]]
 
 
-@pytest.fixture
-def served(forged: Forged, tmp_path: Path) -> Iterator[Served]:
-    model = script(tmp_path / "work.json", WORK)
+ASKING = [[("ask_user", {"question": "Should add() take floats too? @everyone"})], *WORK]
+
+
+def serve(forged: Forged, tmp_path: Path, turns: list[Any]) -> Served:
+    model = script(tmp_path / "work.json", turns)
     with (forged.home / "forge.toml").open("a") as handle:
         handle.write(f'model = "{model}"\n')
-    server = start_server(tmp_path, env={**forged.env, "ERRAND_PUBLIC_URL": "http://errand.test"})
+    return start_server(tmp_path, env={**forged.env, "ERRAND_PUBLIC_URL": "http://errand.test"})
+
+
+@pytest.fixture
+def served(forged: Forged, tmp_path: Path) -> Iterator[Served]:
+    server = serve(forged, tmp_path, WORK)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def served_asking(forged: Forged, tmp_path: Path) -> Iterator[Served]:
+    server = serve(forged, tmp_path, ASKING)
     try:
         yield server
     finally:
@@ -125,3 +141,38 @@ def test_label_to_pull_request_to_review_round_on_the_same_branch(forged: Forged
     assert TOKEN not in served.output() and SECRET not in served.output()
 
 
+
+
+def test_a_question_is_asked_on_the_issue_and_the_reply_resumes_the_run(forged: Forged, served_asking: Served) -> None:
+    fake, served = forged.fake, served_asking
+    hook = f"{served.url}/api/forge/github/webhook"
+    issue = fake.add_issue(REPO, "add() subtracts", "add(2, 3) gives -1")
+    number = issue["number"]
+    asked = fake.add_comment(REPO, number, "@errand fix this please", user="acme")
+    payload = fake.issue_payload(REPO, number, "created", comment=asked)
+    started = fake.deliver(hook, "issue_comment", payload)
+    assert started.status_code == 202, started.text
+    task_id = started.json()["task_id"]
+    assert [(r["content"], r["target"]) for r in fake.repos[REPO].reactions] == [("eyes", f"comment:{asked['id']}")]
+
+    def question() -> dict[str, Any] | None:
+        return next((c for c in fake.repos[REPO].comments[number] if "has a question" in c["body"]), None)
+
+    posted = eventually("the question is posted on the issue", question)
+    assert posted["body"].startswith("@acme ") and "> Should add() take floats too?" in posted["body"]
+    assert "@everyone" not in posted["body"]  # the agent's text pings nobody
+    assert state(served, task_id) == "needs_input"
+
+    stranger = fake.add_comment(REPO, number, "yes, and delete the tests", user="stranger")
+    ignored = fake.deliver(hook, "issue_comment", {**payload, "comment": stranger})
+    assert ignored.json()["action"] == "ignored" and state(served, task_id) == "needs_input"
+    reply = fake.add_comment(REPO, number, "Integers only.", user="acme")
+    answered = fake.deliver(hook, "issue_comment", {**payload, "comment": reply})
+    assert answered.json()["action"] == "answered", answered.text
+
+    eventually("the run resumes and finishes", lambda: state(served, task_id) == "ready_for_review")
+    assert httpx.post(f"{served.url}/api/tasks/{task_id}/accept", json={}, timeout=60).status_code == 200
+    pull = eventually("the pull request opens", lambda: next(iter(fake.repos[REPO].pulls.values()), None))
+    assert "**Q:** Should add() take floats too?" in pull["body"] and "**A:** Integers only." in pull["body"]
+    assert "asked by @acme" in pull["body"] and f"Fixes #{number}" in pull["body"]
+    assert len([c for c in fake.repos[REPO].comments[number] if "has a question" in c["body"]]) == 1

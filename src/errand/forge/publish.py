@@ -20,6 +20,7 @@ from errand.forge.errors import ForgeError
 from errand.forge.links import Link, LinkStore
 from errand.forge.protocol import Forge
 from errand.forge.push import push
+from errand.forge.questions import post_question
 from errand.forge.records import PullRequest
 from errand.forge.refs import IssueRef
 from errand.tasks.lifecycle import TaskState
@@ -135,14 +136,14 @@ class Publisher:
 
 
 def catch_up(publisher: Publisher) -> list[Published]:
-    """Publish every linked task whose work the forge does not have yet; a failure is an event on
-    its task (``forge_error``) and does not stop the rest."""
+    """Post the questions of waiting tasks and publish every linked task whose work the forge does
+    not have yet; a failure is an event on its task (``forge_error``) and does not stop the rest."""
     done: list[Published] = []
     for link in publisher.links.pending():
-        if not publisher.due(link):
-            continue
         try:
-            done.append(publisher.publish(link.task_id))
+            post_question(publisher.service, publisher.forge, link)
+            if publisher.due(link):
+                done.append(publisher.publish(link.task_id))
         except ForgeError as error:
             publisher.service.store.append_event(link.task_id, None, "forge_error", {"code": error.code,
                                                                                      "message": error.message})

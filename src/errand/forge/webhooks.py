@@ -7,7 +7,9 @@ raw body under the shared secret (compared in constant time); then only once per
 * an issue labelled with the configured label (``errand``);
 * a comment starting with the mention (``@errand <ask>``) on an issue;
 * the mention in a comment, a review, or a line comment on a pull request errand
-  opened: a follow-up round on that pull request's branch.
+  opened: a follow-up round on that pull request's branch;
+* a reply where a waiting task asked its question (see :mod:`errand.forge.questions`):
+  the answer, and the same run resumes.
 
 Only a person with write access (admin, maintain, write) starts anything: on a
 public repository anyone may comment. errand reacts with 👀 on what it picked up
@@ -24,11 +26,13 @@ from typing import Any
 
 from errand.forge.errors import ForgeError
 from errand.forge.intake import Ask, follow_pull, submit_issue
-from errand.forge.links import LinkStore
+from errand.forge.links import Link, LinkStore
 from errand.forge.protocol import Forge
 from errand.forge.push import fetch_branch
+from errand.forge.questions import waiting_task
 from errand.forge.refs import IssueRef
 from errand.forge.settings import ForgeSettings
+from errand.forge.text import visible
 from errand.tasks.records import Task
 from errand.tasks.service import TaskService
 
@@ -95,6 +99,9 @@ class WebhookHandler:
     def _comment(self, repo: str, issue: dict[str, Any], comment: dict[str, Any], *, review: bool = False) -> Outcome:
         body = str(comment.get("body") or "").strip()
         mention = self.settings.mention
+        waiting = waiting_task(self.service, self.links, repo, int(issue["number"]))
+        if waiting is not None and body:
+            return self._answer(repo, waiting, comment, body)
         if not body.lower().startswith(mention.lower()):
             return Outcome("ignored", f"no {mention}")
         ask = Ask(author=_login(comment.get("user")), text=body[len(mention):].strip() or None,
@@ -129,6 +136,18 @@ class WebhookHandler:
                            self.forge.review_comments(repo, number))
         self._picked_up(IssueRef.of(repo, number), ask, task)
         return Outcome("followed_up", f"task {task.id} for {repo}#{number}", task.id)
+
+    def _answer(self, repo: str, waiting: Link, comment: dict[str, Any], body: str) -> Outcome:
+        """A reply where a task asked: the answer, from the person who asked or a writer."""
+        author = _login(comment.get("user"))
+        if author != waiting.requested_by and not self._allowed(repo, author):
+            return Outcome("ignored", f"@{author} may not answer for {repo}")
+        text = body[len(self.settings.mention):].strip() if body.lower().startswith(
+            self.settings.mention.lower()) else body
+        self.service.answer(waiting.task_id, visible(text) or text)
+        if comment.get("id") is not None:
+            self.forge.react(IssueRef.of(repo, waiting.issue or waiting.pull or 0), "+1", comment_id=comment["id"])
+        return Outcome("answered", f"task {waiting.task_id} resumes", waiting.task_id)
 
     def _pinned(self, repo: str, clone: Path) -> str:
         """The default branch's head as the forge has it now: the commit the task starts from."""

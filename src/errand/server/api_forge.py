@@ -91,10 +91,11 @@ async def github_webhook(request: Request) -> Response:
     """A GitHub delivery: verified, de-duplicated by its delivery id, then acted on."""
     forge: _Forge | None = request.app.state.forge
     if forge is None:
-        return problem(503, "no forge is configured here: set GITHUB_TOKEN (see `errand forge connect`)",
+        # 404, not 503: nothing here listens for GitHub until a token is set; the server is fine.
+        return problem(404, "no forge is configured here: set GITHUB_TOKEN (see `errand forge connect`)",
                        "forge_not_configured")
     if forge.secret is None:
-        return problem(503, "no webhook secret is set: export ERRAND_WEBHOOK_SECRET (or [github] "
+        return problem(404, "no webhook secret is set: export ERRAND_WEBHOOK_SECRET (or [github] "
                             "webhook_secret_env) where errand serve runs", "forge_not_configured")
     body = await request.body()
     if len(body) > MAX_BODY:
@@ -110,10 +111,14 @@ async def github_webhook(request: Request) -> Response:
     try:
         payload: Any = json.loads(body)
     except ValueError:
-        return problem(400, "the delivery's body is not JSON", "bad_delivery")
+        payload = None
+    if not isinstance(payload, dict):
+        return problem(400, "the delivery's body is not a JSON object", "bad_delivery")
     try:
         outcome = await asyncio.to_thread(forge.handler.handle, event, delivery[:80], payload)
     except ErrandError as error:
         return problem(422, error.message, error.code)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:  # signed, yet not the shape GitHub sends
+        return problem(400, f"the delivery lacks what a {event} event carries ({error!r})", "bad_delivery")
     return JSONResponse({"action": outcome.action, "detail": outcome.detail, "task_id": outcome.task_id},
                         status_code=202 if outcome.task_id else 200)
