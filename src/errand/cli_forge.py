@@ -97,6 +97,27 @@ def pr(task_id: TaskId) -> None:
     _say(f"pull request #{published.pull} {'opened' if published.opened else 'is there'}: {published.url}")
 
 
+@forge_app.command("status")
+def status(task_id: TaskId) -> None:
+    """A task's pull request, the commit errand pushed, and the CI results on it."""
+    try:
+        with TaskStore.open() as store:
+            service = TaskService(store)
+            link = LinkStore(store.engine).get(task_id)
+            if link is None or link.pull is None:
+                raise ConfigError(f"task {task_id} has no pull request (`errand forge pr {task_id}` opens it)",
+                                  code="no_pull")
+            found = _publisher(service).checks(task_id)
+    except ErrandError as error:
+        raise _fail(error) from None
+    _say(f"pull request #{link.pull}: {link.pull_url} (branch {link.pull_branch}, pushed {(link.pushed or '')[:12]})")
+    if not found:
+        _say("CI: nothing reported on that commit yet")
+    for check in found:
+        _say(f"CI {check.name}: {check.state}" + (f" ({check.url})" if check.url else ""),
+             style="green" if check.state == "success" else "red" if check.state in ("failure", "error") else None)
+
+
 @forge_app.command("sync")
 def sync() -> None:
     """One pass over the tasks linked to the forge: open the pull requests of accepted ones, push the

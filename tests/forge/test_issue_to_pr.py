@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,6 +66,16 @@ def test_issue_to_draft_pull_request_with_evidence_and_no_token_anywhere(forged:
     assert "is there" in again.stdout and len(forged.fake.repos[REPO].pulls) == 1
     assert len(forged.fake.repos[REPO].comments[issue["number"]]) == 2
 
+    # CI on the pushed commit, read back.
+    forged.fake.repos[REPO].check_runs[head] = [{"name": "tests", "status": "completed", "conclusion": "failure",
+                                                 "html_url": f"{forged.fake.url}/runs/1"}]
+    forged.fake.repos[REPO].statuses[head] = [{"context": "lint", "state": "success", "target_url": None}]
+    shown = errand(forged.home, "forge", "status", str(task["id"]), env=forged.env)
+    assert shown.returncode == 0, shown.stderr
+    assert "CI tests: failure" in shown.stdout and "CI lint: success" in shown.stdout
+    [checks] = [e for e in errand_events(forged, str(task["id"])) if e["kind"] == "forge_checks"]
+    assert checks["data"]["commit"] == head and len(checks["data"]["checks"]) == 2
+
     # The token: not in the sandbox (the agent's `env` found nothing), the store, the logs, any git config.
     logs = errand(forged.home, "logs", str(task["id"]), env=forged.env).stdout
     assert "token-in-sandbox:0" in logs
@@ -73,6 +84,12 @@ def test_issue_to_draft_pull_request_with_evidence_and_no_token_anywhere(forged:
     assert files_holding(forged.fake.repos[REPO].bare, TOKEN) == []
     # The token did reach the forge, on every request (the fake checks it).
     assert all(r.headers.get("authorization") for r in forged.fake.requests)
+
+
+def errand_events(forged: Forged, task_id: str) -> list[dict[str, Any]]:
+    ran = errand(forged.home, "logs", task_id, "--json", env=forged.env)
+    assert ran.returncode == 0, ran.stderr
+    return [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
 
 
 def test_no_pull_request_without_its_branch_and_never_a_force_push(forged: Forged, tmp_path: Path) -> None:

@@ -60,6 +60,12 @@ class LinkStore(SqlStore):
         with self._read() as connection:
             return [_link(row) for row in connection.execute(query.order_by(links.c.created_at)).mappings()]
 
+    def pushed_pulls(self) -> list[Link]:
+        """Links whose work is on a pull request: the ones whose CI errand reads back."""
+        query = sa.select(links).where(links.c.pull.is_not(None), links.c.pushed.is_not(None))
+        with self._read() as connection:
+            return [_link(row) for row in connection.execute(query.order_by(links.c.created_at)).mappings()]
+
     def update(self, task_id: str, **values: object) -> Link:
         with self._write() as connection:
             connection.execute(links.update().where(links.c.task_id == task_id).values(**values))

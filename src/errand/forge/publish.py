@@ -21,7 +21,7 @@ from errand.forge.links import Link, LinkStore
 from errand.forge.protocol import Forge
 from errand.forge.push import push
 from errand.forge.questions import post_question
-from errand.forge.records import PullRequest
+from errand.forge.records import CheckState, PullRequest
 from errand.forge.refs import IssueRef
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Task
@@ -109,6 +109,19 @@ class Publisher:
                 raise
             return again, False
 
+    def checks(self, task_id: str) -> list[CheckState]:
+        """The CI results on the commit last pushed for the task, recorded as a ``forge_checks``
+        event when they changed: the evidence the forge's CI adds to errand's own."""
+        link = self.links.get(task_id)
+        if link is None or link.pushed is None:
+            return []
+        found = self.forge.checks(link.repo, link.pushed)
+        states = {"commit": link.pushed, "checks": [{"name": c.name, "state": c.state, "url": c.url} for c in found]}
+        last = self.service.store.last_event(task_id, ["forge_checks"])
+        if last is None or last.data != states:
+            self.service.store.append_event(task_id, None, "forge_checks", states)
+        return found
+
     def _say_pushed(self, task: Task, link: Link, commit: str) -> None:
         assert link.pull is not None
         summary = " ".join(str(self.service.chosen_run(task.id).result.get("summary") or "").split())
@@ -147,4 +160,22 @@ def catch_up(publisher: Publisher) -> list[Published]:
         except ForgeError as error:
             publisher.service.store.append_event(link.task_id, None, "forge_error", {"code": error.code,
                                                                                      "message": error.message})
+    for link in publisher.links.pushed_pulls():
+        if _unsettled(publisher, link):
+            try:
+                publisher.checks(link.task_id)
+            except ForgeError:
+                continue  # read again on the next pass
     return done
+
+
+_SETTLED = frozenset({"success", "failure", "neutral", "skipped", "cancelled", "error", "timed_out",
+                      "action_required", "stale"})
+
+
+def _unsettled(publisher: Publisher, link: Link) -> bool:
+    """Whether the CI of the link's pushed commit may still change (not read yet, or something pending)."""
+    last = publisher.service.store.last_event(link.task_id, ["forge_checks"])
+    if last is None or last.data.get("commit") != link.pushed or not last.data.get("checks"):
+        return True
+    return any(check.get("state") not in _SETTLED for check in last.data["checks"])
