@@ -309,7 +309,7 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
 
         def _react(self, repo: Repo, target: str, body: Any) -> tuple[int, Any, dict[str, str]]:
             reaction = {"id": fake.new_id(), "content": body["content"], "target": target,
-                        "user": {"login": "errand-bot"}}
+                        "user": {"login": "errand-bot"}, "_t": time.monotonic()}  # for benchmarks/forge.py
             repo.reactions.append(reaction)
             return 201, reaction, {}
 
@@ -346,7 +346,7 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             pull = {"id": fake.new_id(), "number": number, "title": body["title"], "body": body.get("body"),
                     "state": "open", "draft": bool(body.get("draft")), "user": {"login": "errand-bot"},
                     "head": {"ref": body["head"], "sha": head}, "base": {"ref": body["base"]},
-                    "html_url": f"{fake.url}/{full}/pull/{number}", "pull_request": {}}
+                    "html_url": f"{fake.url}/{full}/pull/{number}", "pull_request": {}, "_t": time.monotonic()}
             repo.pulls[number] = pull
             repo.comments[number] = []
             return 201, pull, {}

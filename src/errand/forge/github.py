@@ -50,9 +50,11 @@ class GitHubForge:
                              code="forge_not_configured")
         self.base_url = base_url.rstrip("/")
         self._max_wait = max_wait
+        # githubkit opens a new httpx client per request outside a `with`; one SSL context made here
+        # spares each of them loading the CA bundle again (63 ms a request, measured; most of a pickup).
         self._github = GitHub(TokenAuthStrategy(token), base_url=self.base_url + "/", http_cache=False,
                               auto_retry=self._retry, timeout=30.0, user_agent="errand", transport=transport,
-                              trust_env=False)
+                              trust_env=False, ssl_verify=httpx.create_ssl_context())
 
     def _retry(self, error: GitHubException, count: int) -> RetryOption:
         """Rate limits are waited out when the wait is short; a 5xx is retried only for a read
