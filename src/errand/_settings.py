@@ -31,6 +31,13 @@ def config_path() -> Path:
     return home() / "config.toml"
 
 
+def eval_runs_dir() -> Path:
+    """Where ``errand eval`` keeps its runs unless told (``ERRAND_EVAL_RUNS``): the home's
+    ``eval-runs``, which is also where ``errand serve``'s eval pages look."""
+    explicit = os.environ.get("ERRAND_EVAL_RUNS")
+    return Path(explicit) if explicit else home() / "eval-runs"
+
+
 def runtime_dir() -> Path:
     """Live sandboxes' control sockets and records (``ERRAND_RUNTIME_DIR``).
 

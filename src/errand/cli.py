@@ -30,6 +30,7 @@ from errand._text import printable
 from errand.cli_eval import eval_app
 from errand.cli_forge import forge_app
 from errand.errors import ConfigError, ErrandError, ExecTimeout
+from errand.eval import strip as eval_strip
 from errand.memory.cli import memory_app
 from errand.repo import checkouts
 from errand.sandbox import AsyncProcess, AsyncSandbox, AsyncStream, Image, Mount, Network, Resources, SandboxInfo, _gc
@@ -422,12 +423,14 @@ def gc() -> None:
 @app.command("gc")
 def collect_garbage(
     unused_days: Annotated[float, typer.Option("--unused-days", metavar="DAYS", min=0,
-                                               help="Remove pristine checkouts no task has used for this many "
-                                                    "days.")] = checkouts.UNUSED_FOR / 86_400,
+                                               help="Remove pristine checkouts no task (and stripped "
+                                                    "sources no eval) has used for this many days.")]
+    = checkouts.UNUSED_FOR / 86_400,
 ) -> None:
-    """Reclaim disk: orphaned sandboxes and their leftovers, and pristine checkouts no task uses."""
-    removed = _collect_sandboxes()
-    _print_removed(removed + [("checkout", name) for name in checkouts.prune(unused_days * 86_400)])
+    """Reclaim disk: orphaned sandboxes and their leftovers, pristine checkouts no task uses, and
+    the stripped copies of repositories no evaluation has used."""
+    removed = _collect_sandboxes() + [("checkout", name) for name in checkouts.prune(unused_days * 86_400)]
+    _print_removed(removed + [("eval source", name) for name in eval_strip.prune(unused_days * 86_400)])
 
 
 def _collect_sandboxes() -> list[tuple[str, str]]:
@@ -476,6 +479,8 @@ def serve(
     allow_scripted_models: Annotated[bool, typer.Option(
         "--allow-scripted-models", help="Let callers use scripted models (they name a file on this machine).")] = False,
     log_level: Annotated[str, typer.Option(metavar="LEVEL", help="debug, info, warning or error.")] = "info",
+    eval_runs: Annotated[Path | None, typer.Option("--eval-runs", metavar="DIR", envvar="ERRAND_EVAL_RUNS",
+                                                   help="The evaluation runs the /eval pages show.")] = None,
 ) -> None:
     """The HTTP API, live task events and the web review UI; runs queued tasks too."""
     from errand.server.config import ServerConfig
@@ -483,7 +488,8 @@ def serve(
 
     try:
         config = ServerConfig(host=host, port=port, token=token or None, concurrency=concurrency, run_engine=engine,
-                              repo_roots=tuple(repo_root or ()), allow_scripted_models=allow_scripted_models)
+                              repo_roots=tuple(repo_root or ()), allow_scripted_models=allow_scripted_models,
+                              eval_runs=eval_runs)
     except ErrandError as error:
         _report(error)
         raise typer.Exit(_exit_code(error)) from None

@@ -4,7 +4,9 @@ A DATASET is a SWE-bench-format JSON or JSONL file, or ``sample`` for the small
 dataset shipped with errand (built on first use). Its specs (setup and test
 commands per repository) come from ``--specs``, else a ``specs.toml`` beside the
 dataset. Every command keeps its results in a run directory (``--run-dir``,
-default ``eval-runs/<command>-<dataset>``) and resumes what it finds there.
+default ``<runs>/<command>-<dataset>``, where ``<runs>`` is ``$ERRAND_EVAL_RUNS`` or the
+errand home's ``eval-runs``, which ``errand serve`` shows at ``/eval``), resumes what it
+finds there, and ends by writing the run's HTML report into it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -32,11 +34,13 @@ from errand.eval.compare import compare_runs
 from errand.eval.dataset import Dataset, load_dataset
 from errand.eval.grading import Grade, GradeOptions
 from errand.eval.metrics import Attempt, summarize
+from errand.eval.mine import Mined, MineOptions, mine, write_dataset
 from errand.eval.predictions import load_predictions
 from errand.eval.runs import GradeJob, grade_jobs, load_attempts, validate_summary, write_json
 from errand.eval.sample import build as build_sample
 from errand.eval.sample import sample_dir
 from errand.eval.solve import RunOptions, run_attempts
+from errand.server.eval_report import write_report
 
 __all__ = ["eval_app"]
 
@@ -77,11 +81,19 @@ def _dataset(name: str, specs: Path | None, mirror: Path | None, only: list[str]
 
 
 def _run_dir(given: Path | None, command: str, dataset: str, fresh: bool) -> Path:
-    run = given or Path("eval-runs") / f"{command}-{Path(dataset).stem}"
+    run = given or _settings.eval_runs_dir() / f"{command}-{Path(dataset).stem}"
     if fresh and run.exists():
         shutil.rmtree(run)
     run.mkdir(parents=True, exist_ok=True)
     return run
+
+
+def _same_model(run: Path, model: str) -> None:
+    """A resumed run keeps its model: another model's attempts would be mixed into its figures."""
+    before = _saved_json(run / "run.json").get("model")
+    if before is not None and before != model:
+        raise typer.BadParameter(f"{run} holds a run of {before}: give another --run-dir, or --fresh to start it "
+                                 "anew", param_hint="--model")
 
 
 def _options(isolation: str | None) -> GradeOptions:
@@ -97,11 +109,18 @@ def _progress(total: int, what: str) -> Iterator[Any]:
     with progress:
         bar = progress.add_task(what, total=total, last="")
 
-        def advance(result: Grade, resumed: bool) -> None:
-            note = " (resumed)" if resumed else ""
-            progress.update(bar, advance=1, last=f"{result.instance_id} {result.label}: {result.status}{note}")
+        def step(last: str) -> None:
+            progress.update(bar, advance=1, last=last)
 
-        yield advance
+        yield step
+
+
+def _graded(step: Callable[[str], None]) -> Callable[[Grade, bool], None]:
+    """The progress callback of grading, on the bar ``step`` advances."""
+    def advance(result: Grade, resumed: bool) -> None:
+        step(f"{result.instance_id} {result.label}: {result.status}{' (resumed)' if resumed else ''}")
+
+    return advance
 
 
 # ------------------------------------------------------------------ commands
@@ -112,6 +131,54 @@ def sample(dest: Annotated[Path, typer.Argument(help="Directory to write the sam
     """Write the shipped sample dataset (three tiny repositories, fifteen real bugs) to DEST."""
     dataset = build_sample(dest)
     _console().print(f"wrote {dataset} and {dataset.with_name('specs.toml')}", markup=False, highlight=False)
+
+
+@eval_app.command("mine")
+def mine_commits(repo: Annotated[Path, typer.Argument(help="A local clone of the repository.")],
+                 commits: Annotated[list[str], typer.Argument(help="Fix commits, or ranges A..B.")],
+                 out: Annotated[Path, typer.Option("--out", "-o", help="The dataset to write (JSONL).")],
+                 name: Annotated[str | None, typer.Option(help="The instances' repo, owner/name (default: the "
+                                                                "directory's name).")] = None,
+                 specs: SpecsOpt = None,
+                 statements: Annotated[Path | None, typer.Option(
+                     help="A JSON object of commit -> problem statement (default: the commit message).")] = None,
+                 jobs: JobsOpt = 1, isolation: IsolationOpt = None) -> None:
+    """Make SWE-bench-format instances of fix commits: code and test patches split by path, FAIL_TO_PASS
+    and PASS_TO_PASS from running the test files in a sandbox without and with the fix."""
+    options = MineOptions(name=name, specs=specs, statements=_statements(statements), grading=_options(isolation),
+                          concurrency=jobs)
+    with _progress(len(commits), "mining") as step:
+        found = _run(mine(repo, commits, options, progress=lambda item: step(item.commit[:12])))
+    written = write_dataset(out, found)
+    _show_mined(found, out, written)
+    if not written:
+        raise typer.Exit(1)
+
+
+def _statements(path: Path | None) -> dict[str, str]:
+    if path is None:
+        return {}
+    try:
+        loaded = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"cannot read the statements {path}: {error}", code="eval_bad_statements") from None
+    if not isinstance(loaded, dict) or not all(isinstance(v, str) for v in loaded.values()):
+        raise ConfigError(f"{path}: expected a JSON object of commit -> statement", code="eval_bad_statements")
+    return loaded
+
+
+def _show_mined(found: list[Mined], out: Path, written: int) -> None:
+    console = _console()
+    for item in found:
+        if item.record is None:
+            line = f"{item.commit[:12]} skipped: {item.skipped}"
+        else:
+            counts = [len(json.loads(item.record[key])) for key in ("FAIL_TO_PASS", "PASS_TO_PASS")]
+            line = (f"{item.commit[:12]} {item.record['instance_id']}: FAIL_TO_PASS {counts[0]}, "
+                    f"PASS_TO_PASS {counts[1]}")
+        console.print(printable(line), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"wrote {written} instance(s) to {out}; check them with: errand eval validate {out}",
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 @eval_app.command("grade")
@@ -130,10 +197,13 @@ def grade(dataset: DatasetArg, predictions: Annotated[Path, typer.Argument(help=
         job_list.append(GradeJob(data.get(prediction.instance_id), f"prediction-{counts[prediction.instance_id]}",
                                  prediction.model_patch))
     run = _run_dir(run_dir, "grade", predictions.name, fresh)
-    with _progress(len(job_list), "grading") as advance:
-        results = _run(grade_jobs(job_list, run, concurrency=jobs, options=_options(isolation), progress=advance))
+    write_json(run / "run.json", {"command": "grade", "dataset": str(data.path), "predictions": str(predictions)})
+    with _progress(len(job_list), "grading") as step:
+        results = _run(grade_jobs(job_list, run, concurrency=jobs, options=_options(isolation),
+                                  progress=_graded(step)))
     summary = summarize(_attempts(results))
     write_json(run / "summary.json", summary)
+    write_report(run)
     _show(summary, run, as_json)
 
 
@@ -147,10 +217,13 @@ def validate(dataset: DatasetArg, specs: SpecsOpt = None, mirror: MirrorOpt = No
     job_list = [GradeJob(item, f"{kind}-{n}", patch) for item in data.instances
                 for kind, patch in (("gold", item.patch), ("empty", "")) for n in range(1, repeat + 1)]
     run = _run_dir(run_dir, "validate", dataset, fresh)
-    with _progress(len(job_list), "validating") as advance:
-        results = _run(grade_jobs(job_list, run, concurrency=jobs, options=_options(isolation), progress=advance))
+    write_json(run / "run.json", {"command": "validate", "dataset": str(data.path), "repeat": repeat})
+    with _progress(len(job_list), "validating") as step:
+        results = _run(grade_jobs(job_list, run, concurrency=jobs, options=_options(isolation),
+                                  progress=_graded(step)))
     summary = validate_summary(data, results)
     write_json(run / "summary.json", summary)
+    write_report(run)
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
@@ -160,11 +233,33 @@ def validate(dataset: DatasetArg, specs: SpecsOpt = None, mirror: MirrorOpt = No
 
 
 @eval_app.command("report")
-def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")], as_json: JsonOpt = False) -> None:
+def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")], as_json: JsonOpt = False,
+           html: Annotated[bool, typer.Option("--html", help="Write the run's HTML report (report.html) again.")]
+           = False) -> None:
     """Summarize a run directory again (after a resumed or a partial run)."""
     summary = _run(_summarize(run_dir))
-    write_json(run_dir / "summary.json", summary)
+    if "gold_resolved" not in _saved_summary(run_dir):  # a validation's own summary is kept
+        write_json(run_dir / "summary.json", summary)
     _show(summary, run_dir, as_json)
+    if html:
+        written = _run(_write_report(run_dir))
+        _console().print(f"wrote {written}", markup=False, highlight=False)
+
+
+def _saved_summary(run_dir: Path) -> dict[str, Any]:
+    return _saved_json(run_dir / "summary.json")
+
+
+def _saved_json(path: Path) -> dict[str, Any]:
+    try:
+        saved = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+async def _write_report(run_dir: Path) -> Path:
+    return write_report(run_dir)
 
 
 async def _summarize(run_dir: Path) -> dict[str, Any]:
@@ -229,7 +324,8 @@ def _show(summary: dict[str, Any], run: Path, as_json: bool) -> None:
             rate = "–" if row["resolved_rate"] is None else f"{row['resolved_rate']:.0%}"
             calibration.add_row(row["confidence"], str(row["attempts"]), str(row["resolved"]), rate)
         console.print(calibration)
-    console.print(f"reports in {run}/instances, summary in {run / 'summary.json'}", markup=False, highlight=False)
+    console.print(f"reports in {run}/instances, summary in {run / 'summary.json'}, the run as a page in "
+                  f"{run / 'report.html'}", markup=False, highlight=False)
 
 
 def _show_validation(summary: dict[str, Any], run: Path) -> None:
@@ -245,7 +341,8 @@ def _show_validation(summary: dict[str, Any], run: Path) -> None:
         console.print(f"  flaky: {printable(str(item['test']))} in {printable(item['instance_id'])} "
                       f"({item['patch']}): {item['outcomes']}", markup=False, highlight=False)
     console.print("valid" if summary["ok"] else "NOT valid", style="green" if summary["ok"] else "red")
-    console.print(f"summary in {run / 'summary.json'}", markup=False, highlight=False)
+    console.print(f"summary in {run / 'summary.json'}, the run as a page in {run / 'report.html'}", markup=False,
+                  highlight=False)
 
 
 @eval_app.command("run")
@@ -261,9 +358,11 @@ def run(dataset: DatasetArg,
     run_path = _run_dir(run_dir, "run", dataset, fresh)
     budgets = Budgets(max_steps=max_steps) if max_steps is not None else Budgets()
     options = RunOptions(model=model, attempts=k, concurrency=jobs, budgets=budgets, grading=_options(isolation))
-    write_json(run_path / "run.json", {"dataset": str(data.path), "model": model, "k": k})
-    with _progress(len(data.instances) * k, "solving") as advance:
-        _run(run_attempts(data.instances, run_path, options, progress=advance))
+    _same_model(run_path, model)
+    write_json(run_path / "run.json", {"command": "run", "dataset": str(data.path), "model": model, "k": k})
+    with _progress(len(data.instances) * k, "solving") as step:
+        _run(run_attempts(data.instances, run_path, options, progress=_graded(step)))
     summary = _run(_summarize(run_path))
     write_json(run_path / "summary.json", summary)
+    write_report(run_path)
     _show(summary, run_path, as_json)

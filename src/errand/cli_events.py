@@ -56,7 +56,14 @@ _EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "tests_before": lambda d: (f"tests on the base: {'pass' if d.get('exit_code') == 0 else 'fail'}"
                                + (" (cached)" if d.get("cached") else "")),
     "model": lambda d: f"[blue]model:[/] {shown(d.get('content'))}" if d.get("content") else None,
-    "tool_call": lambda d: f"[bold]→ {_one_line(d.get('name'))}[/] {_one_line(_arguments(d))}",
+    "tool_call": lambda d: f"[bold]→ {_one_line(d.get('name'))}[/] {_one_line(_arguments(d))}"
+    + (f" [yellow](refused: {_one_line(d.get('malformed'))})[/]" if d.get("malformed") else ""),
+    "model_retry": lambda d: f"[yellow]model call failed ({_one_line(d.get('reason'))}); retry "
+                             f"{_one_line(d.get('retry'))} of {_one_line(d.get('max_retries'))} in "
+                             f"{_one_line(d.get('delay'))}s[/]",
+    "condensed": lambda d: f"[cyan]conversation condensed: {_one_line(d.get('dropped_steps'))} older steps "
+                           f"summarised ({_one_line(d.get('tokens_before'))} → {_one_line(d.get('tokens_after'))} "
+                           f"tokens of a {_one_line(d.get('window'))} window)[/]",
     "tool_result": lambda d: _result_line(d),
     "question": lambda d: f"[bold yellow]? {shown(d.get('text'))}[/]",
     "answer_sent": lambda d: f"[yellow]answer:[/] {shown(d.get('text'))}",

@@ -30,6 +30,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from errand import _settings
+from errand._figures import duration as figures_duration
+from errand._figures import money, tokens
 from errand._text import printable
 from errand.cli_events import print_event, shown
 from errand.errors import ConfigError, ErrandError
@@ -236,8 +238,9 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
         memories = [{"id": i, "line": line} for i, line in zip(given[-1].data.get("ids", []),
                                                                given[-1].data.get("lines", []), strict=False)] \
             if given else []
+        figures = service.progress(task_id)
         if as_json:
-            _print_json({**_record_json(task), "memories": memories, "runs": [
+            _print_json({**_record_json(task), "memories": memories, "progress": figures, "runs": [
                 {"id": r.id, "attempt": r.attempt, "round": r.round, "state": r.state.value,
                  "result": {k: v for k, v in (r.result or {}).items() if k != "patch"}} for r in runs]})
             return
@@ -246,6 +249,7 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
         out.print(f"[dim]repo {shown(task.repo, lines=False)} at {shown(task.base_ref, lines=False)} "
                   f"({shown((task.base_commit or '')[:12])}), branch {shown(task.branch, lines=False)}, "
                   f"model {shown(_model_line(task), lines=False)}[/]")
+        print_progress(out, figures)
         if task.state is TaskState.NEEDS_INPUT:
             questions = service.store.events(task_id, kinds=["question"])
             if questions:
@@ -259,11 +263,47 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
             ranked = service.round_runs(task_id)
         except ErrandError:
             ranked = []
+        seen: dict[str, int] = {}  # patch -> the better-ranked attempt that made it
         for r in ranked:
             evidence = service.evidence(r)
             if evidence is not None:
                 print_evidence(out, r, len(ranked), evidence)
+            patch = (r.result or {}).get("patch") if isinstance(r.result, dict) else None
+            if patch and patch in seen:
+                out.print(f"  [dim]the same diff as attempt {seen[patch]}[/]")
+            elif patch:
+                seen[patch] = r.attempt
         _print_next_steps(out, service, task)
+
+
+def print_progress(out: Console, figures: dict[str, Any]) -> None:
+    """Elapsed, steps, tokens and cost; then each attempt of the latest round against its budgets."""
+    usage = figures["usage"]
+    cost = figures_money(usage)
+    out.print(f"{figures_duration(figures['seconds'])} elapsed · {usage['steps']} steps · "
+              f"{tokens(usage['tokens'])} tokens ({tokens(usage['input_tokens'])} in, "
+              f"{tokens(usage['output_tokens'])} out) · {cost}" + (f" · round {figures['round']}" if figures['round']
+                                                                    else ""))
+    budgets = figures.get("budgets") or {}
+    for attempt in figures["attempts"] if len(figures["attempts"]) > 1 or budgets else []:
+        used = attempt["usage"]
+        parts = [_against(str(used["steps"]), budgets.get("max_steps"), str) + " steps",
+                 _against(tokens(used["tokens"]), budgets.get("max_tokens"), tokens) + " tokens",
+                 _against(money(used["cost"]), budgets.get("max_cost"), money),
+                 _against(figures_duration(attempt["seconds"]), budgets.get("max_seconds"), figures_duration)]
+        which = f"round {attempt['round']}" + (f", attempt {attempt['attempt']}" if len(figures["attempts"]) > 1
+                                               else "")  # the numbers --attempt takes, only in best-of-N
+        out.print(f"  [dim]{which} ({attempt['state']}): {', '.join(parts)}[/]")
+
+
+def _against(used: str, limit: Any, show: Callable[[Any], str]) -> str:
+    return used if limit is None else f"{used} of {show(limit)}"
+
+
+def figures_money(usage: dict[str, Any]) -> str:
+    if not usage.get("cost_known") and not usage.get("cost"):
+        return "cost not reported by the provider"
+    return money(usage["cost"]) + ("" if usage.get("cost_known") else " (some calls' price unknown)")
 
 
 def _print_next_steps(out: Console, service: TaskService | ErrandClient, task: Task) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from errand.sandbox import AsyncSandbox, Mount
+from models.wire import WireServer
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef double(x):\n    return x * 2\n"
 # The base image has no pytest, so the test is a plain script that exits non-zero on failure.
@@ -28,3 +29,11 @@ async def sandbox(repo: Path) -> AsyncIterator[AsyncSandbox]:
         yield sb
     finally:
         await sb.terminate()
+
+
+@pytest.fixture
+def wire() -> Iterator[WireServer]:
+    """A loopback provider for the real SDKs (see tests/models/wire.py)."""
+    server = WireServer().start()
+    yield server
+    server.stop()

@@ -145,8 +145,9 @@ async def test_step_budget_ends_the_run(sandbox: AsyncSandbox) -> None:
     assert result.status == "budget_exhausted" and result.budget == "steps"
     assert "2 of 2 steps" in result.detail
     assert len(model.calls) == 2 and model.remaining == 3
-    assert recorder.events[-1] == ("exit", {"step": 2, "status": "budget_exhausted", "detail": result.detail,
-                                            "budget": "steps"})
+    kind, data = recorder.events[-1]
+    assert (kind, data.pop("spent")["steps"]) == ("exit", 2)
+    assert data == {"step": 2, "status": "budget_exhausted", "detail": result.detail, "budget": "steps"}
 
 
 async def test_token_budget_names_the_budget(sandbox: AsyncSandbox) -> None:

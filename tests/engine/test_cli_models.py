@@ -130,7 +130,8 @@ def test_a_named_model_reaches_its_endpoint_not_the_one_the_worker_started_with(
     shown = json.loads(errand(home, "show", task["id"], "--json").stdout)
     recorded = {k: v for k, v in shown["model_endpoint"].items() if k != "key_fingerprint"}
     assert (shown["model"], recorded) == ("bee", {"provider": "openai", "model": "wire-model",
-                                                  "base_url": f"{b.url}/v1", "api_key_env": "BEE_KEY", "name": "bee"})
+                                                  "base_url": f"{b.url}/v1", "api_key_env": "BEE_KEY", "name": "bee",
+                                                  "context_window": None, "pricing": None, "stream": False})
     line = f"model bee = openai:wire-model at {b.url}/v1, key $BEE_KEY"
     assert line in unwrapped(errand(home, "show", task["id"]).stdout)
     assert line in unwrapped(errand(home, "logs", task["id"]).stdout)

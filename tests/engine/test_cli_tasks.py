@@ -98,3 +98,18 @@ def test_unknown_task_ids_are_clear_errors(home: Path) -> None:
     for command in (["show", "t-nope"], ["diff", "t-nope"], ["cancel", "t-nope"], ["answer", "t-nope", "x"]):
         ran = errand(home, *command)
         assert ran.returncode == 1 and "no task has id 't-nope'" in ran.stderr, (command, ran.stderr)
+
+
+def test_best_of_two_says_which_attempts_made_the_same_diff(home: Path, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "project")
+    script = tmp_path / "fix.json"
+    script.write_text(json.dumps(SCRIPT))  # both attempts replay it: the same change twice
+    ran = errand(home, "run", "Make test_calc.py pass", "--repo", str(repo), "--model", f"scripted:{script}",
+                 "--attempts", "2", "-f")
+    assert ran.returncode == 0, ran.stderr
+    [task] = json.loads(errand(home, "ls", "--json").stdout)
+    shown = errand(home, "show", task["id"]).stdout
+    assert "round 1, attempt 1  rank 1 of 2" in shown and "round 1, attempt 2  rank 2 of 2" in shown
+    assert shown.count("the same diff as attempt 1") == 1, shown
+    for attempt in (1, 2):
+        assert f"round 1, attempt {attempt} (succeeded): 4 of 100 steps" in shown

@@ -4,6 +4,9 @@ loopback server that speaks each wire protocol."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -75,6 +78,15 @@ async def test_a_task_through_the_provider_wire_protocol(
     evidence = service.evidence(service.chosen_run(task.id))
     assert evidence is not None and evidence.tests_after is not None and evidence.tests_after.ok
     assert evidence.tests_before is not None and not evidence.tests_before.ok
+
+    figures = service.progress(task.id)  # what the provider said it used, summed over the run's 4 calls
+    assert {k: figures["usage"][k] for k in ("steps", "input_tokens", "output_tokens", "tokens")} == {
+        "steps": 4, "input_tokens": 400, "output_tokens": 80, "tokens": 480}
+    assert figures["budgets"]["max_steps"] == 100 and figures["attempts"][0]["usage"]["steps"] == 4
+    shown = subprocess.run([sys.executable, "-m", "errand", "show", task.id], capture_output=True, text=True,
+                           env={**os.environ, "ERRAND_DATABASE_URL": str(store.engine.url), "COLUMNS": "200"})
+    assert "4 steps · 480 tokens (400 in, 80 out)" in shown.stdout, shown.stdout + shown.stderr
+    assert "round 1 (succeeded): 4 of 100 steps" in shown.stdout
 
     accepted = service.accept(task.id)
     assert "return a + b" in git(repo, "show", f"{accepted.branch}:calc.py")

@@ -7,7 +7,9 @@ from math import comb
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from errand.cli import app
 from errand.eval.compare import compare
 from errand.eval.dataset import load_dataset
 from errand.eval.errors import EvalError
@@ -177,3 +179,16 @@ def test_compare_is_paired_over_shared_instances() -> None:
                     {iid: [_attempt(iid, iid in "bc")] for iid in "abcd"})
     low, high = mixed["ci95"]
     assert low < mixed["difference"] < high
+
+
+def test_a_run_directory_keeps_its_model(tmp_path: Path) -> None:
+    (tmp_path / "data.jsonl").write_text(json.dumps(_record()) + "\n")
+    (tmp_path / "specs.toml").write_text(SPECS)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"command": "run", "model": "openai:first", "k": 3}))
+    result = CliRunner().invoke(app, ["eval", "run", str(tmp_path / "data.jsonl"), "--model", "openai:second",
+                                      "--run-dir", str(run)])
+    assert result.exit_code == 2
+    assert "holds a run of openai:first" in result.output.replace("\n", " ")
+    assert json.loads((run / "run.json").read_text())["model"] == "openai:first"

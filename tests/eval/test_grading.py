@@ -80,6 +80,13 @@ def test_validate_the_sample_gold_resolves_empty_does_not_no_flaky_test(tmp_path
     assert empty["errand-eval__spans-2"]["tests_status"]["FAIL_TO_PASS"]["failure"] == [
         "tests/test_merge.py::test_merge_unsorted"]
 
+    spans = tmp_path / "run/instances/errand-eval__spans-2"
+    assert "diff --git" in (spans / "gold-1/patch.diff").read_text()  # the graded patch, for the report
+    assert (spans / "empty-1/patch.diff").read_text() == ""
+    page = (tmp_path / "run/report.html").read_text()
+    assert "gold resolved 15 of 15, empty resolved 0, flaky tests 0 — <strong>valid</strong>" in page
+    assert "pass@k" not in page  # gold and empty patches have no pass@k worth showing
+
     again = CliRunner().invoke(app, ["eval", "validate", "sample", "--run-dir", str(tmp_path / "run")])
     assert again.exit_code == 0 and "gold resolved 15/15, empty resolved 0/15, flaky tests 0" in again.output
 

@@ -4,7 +4,6 @@ wire protocol, three attempts at each of two sample instances, graded in real sa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,17 +30,6 @@ SCRIPTS = [
     [[WRONG_PARSE], [FINISH]],
     [[FINISH]],
 ]
-
-
-@pytest.fixture
-def wire(monkeypatch: pytest.MonkeyPatch) -> Iterator[WireServer]:
-    server = WireServer().start()
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ERRAND_OPENAI_BASE_URL", "ERRAND_OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-wire")
-    yield server
-    server.stop()
 
 
 def test_run_reports_pass_at_k_and_calibration(wire: WireServer, tmp_path: Path) -> None:

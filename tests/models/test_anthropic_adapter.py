@@ -75,7 +75,9 @@ async def test_tool_use_round_trip(wire: WireServer) -> None:
     assert credential(wire.requests[0]) == "sk-ant-test"
     request, follow_up = (r.body for r in wire.requests)
     assert request["model"] == "test-model" and request["max_tokens"] == 1000
-    assert request["system"] == "You fix bugs.\n\nProject rules: run pytest."
+    # The system prompt is the stable prefix (after the tools) and carries the cache mark.
+    assert request["system"] == [{"type": "text", "text": "You fix bugs.\n\nProject rules: run pytest.",
+                                  "cache_control": {"type": "ephemeral"}}]
     assert request["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Fix the failing test."}]}]
     assert request["tools"] == [
         {"name": "run", "description": "Run a shell command", "input_schema": RUN.parameters},

@@ -8,6 +8,7 @@ import pytest
 
 from errand.errors import ConfigError
 from errand.models import Catalog, ModelEndpoint
+from errand.models.profiles import Pricing
 
 KEY = "sk-live-0123456789abcdef0123456789abcdef"
 
@@ -121,3 +122,38 @@ def test_a_key_written_into_the_file_is_refused_and_never_echoed(tmp_path: Path)
     misplaced = refused(tmp_path, f"[models.x]\nprovider = 'openai'\nmodel = 'm'\napi_key_env = '{KEY}'\n",
                         "invalid_config")
     assert "environment variable" in misplaced.message and KEY not in misplaced.message
+
+
+def test_a_named_model_overrides_the_window_and_prices_and_the_record_keeps_them(tmp_path: Path) -> None:
+    models = catalog(tmp_path, """
+[models.small]
+provider = "openai"
+model = "qwen2.5-coder:7b"
+base_url = "http://127.0.0.1:8000/v1"
+context_window = 16384
+price = { input = 0.5, output = 1.5, cache_read = 0.05 }
+stream = true
+
+[models.sonnet]
+provider = "anthropic"
+model = "claude-sonnet-4-5-20250929"
+context_window = 100000
+""")
+    small = models.resolve("small", {})
+    assert (small.profile.context_window, small.stream) == (16384, True)
+    assert small.profile.pricing == Pricing(0.5, 1.5, cache_read=0.05)
+    assert ModelEndpoint.from_json(small.to_json()) == small  # a task's record brings them to the worker
+    sonnet = models.resolve("sonnet", {}).profile
+    assert sonnet.context_window == 100000 and sonnet.pricing is not None and sonnet.pricing.input == 3.0
+    assert models.resolve("openai:gpt-4o", {}).profile.context_window == 128_000  # ad hoc: the table's
+
+
+@pytest.mark.parametrize(("text", "code", "needle"), [
+    ("context_window = 'big'\n", "invalid_config", "context_window must be a number of tokens"),
+    ("price = { input = 1.0 }\n", "invalid_config", "price needs input and output"),
+    ("price = { input = 1.0, output = 2.0, cached = 0.1 }\n", "unknown_key", "'cached' at [models.x] price"),
+    ("price = { input = -1.0, output = 2.0 }\n", "invalid_config", "non-negative number"),
+    ("stream = 'yes'\n", "invalid_config", "stream must be true or false"),
+])
+def test_window_and_price_settings_are_strict(tmp_path: Path, text: str, code: str, needle: str) -> None:
+    assert needle in refused(tmp_path, f"[models.x]\nprovider = 'openai'\nmodel = 'm'\n{text}", code).message

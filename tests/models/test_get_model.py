@@ -13,6 +13,7 @@ def test_public_names_are_pinned() -> None:
     assert set(errand.models.__all__) == {
         "PROVIDERS", "AnthropicModel", "Catalog", "Message", "Model", "ModelEndpoint", "ModelError", "OpenAIModel",
         "Reply", "Role", "ScriptedModel", "Tool", "ToolCall", "Usage", "get_model", "open_model",
+        "CONTEXT_LENGTH_EXCEEDED", "ModelProfile", "Pricing", "profile_for",
     }
     for name in errand.models.__all__:
         assert hasattr(errand.models, name)

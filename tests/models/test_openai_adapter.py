@@ -77,11 +77,11 @@ async def test_no_tools_sends_no_tools_array(wire: WireServer) -> None:
     assert "tools" not in wire.requests[0].body
 
 
-async def test_arguments_that_are_not_a_json_object_are_a_model_error(wire: WireServer) -> None:
-    wire.answer(tool_call_completion(arguments="{not json"))
-    with pytest.raises(ModelError, match="not a JSON object") as caught:
-        await model_for(wire).complete([Message("user", "go")], [RUN])
-    assert caught.value.code == "bad_tool_arguments"
+async def test_arguments_that_are_not_a_json_object_make_a_malformed_call_not_an_error(wire: WireServer) -> None:
+    wire.answer(tool_call_completion(arguments='["pytest"]'))
+    call = (await model_for(wire).complete([Message("user", "go")], [RUN])).message.tool_calls[0]
+    assert (call.id, call.name, call.arguments) == ("call_abc", "run", {})
+    assert call.malformed == "its arguments are not a JSON object: '[\"pytest\"]'"
 
 
 @pytest.mark.parametrize(("status", "error_type"), [(401, "invalid_api_key"), (500, "server_error")])

@@ -41,6 +41,7 @@ class Agents:
         self.scripts = list(scripts)
         self.gates: dict[tuple[int, int], Gate] = {}
         self.seen: dict[int, list[list[dict[str, Any]]]] = {}  # conversation -> the messages of each request
+        self.distillations = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
@@ -69,7 +70,11 @@ class Agents:
         self._server.server_close()
         self._thread.join()
 
-    def reply(self, messages: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
+    def reply(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
+        names = {str((tool.get("function") or {}).get("name")) for tool in tools}
+        if names == {"propose_memory"}:  # a round's distillation, not an agent: it learns nothing here
+            self.distillations += 1
+            return 200, _text_reply("Nothing lasting to propose.")
         assistant = [m for m in messages if m.get("role") == "assistant"]
         with self._lock:
             if not assistant:
@@ -102,7 +107,7 @@ class Agents:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                status, answer = agents.reply(list(body.get("messages") or []))
+                status, answer = agents.reply(list(body.get("messages") or []), list(body.get("tools") or []))
                 payload = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -114,3 +119,8 @@ class Agents:
                 pass
 
         return Handler
+
+
+def _text_reply(text: str) -> dict[str, Any]:
+    return {"id": "chatcmpl-text", "object": "chat.completion", "created": 0, "model": "wire-model", "usage": USAGE,
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]}

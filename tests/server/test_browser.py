@@ -5,6 +5,7 @@ A second person sees the memories a task was given and approves a proposed memor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -81,6 +82,9 @@ def test_create_watch_answer_review_accept(serve: Callable[..., Served], wire: W
     person.shoot("6-task-accepted")
     page.goto(served.url)
     expect(page.get_by_role("cell", name="accepted")).to_be_visible()
+    row = page.get_by_role("row").filter(has_text="Make test_calc.py pass")
+    expect(row.get_by_role("cell").nth(5)).to_have_text("600")  # 5 model calls of 100 in and 20 out
+    expect(row.get_by_role("cell").nth(4)).to_have_text(re.compile(r"^\d+(\.\d)?s$"))  # how long it took
     person.shoot("7-tasks")
 
     branch = git(repo, "branch", "--list", "errand/*").strip().lstrip("* ")

@@ -132,10 +132,16 @@ def test_best_of_three_with_a_message_compared_rejected_followed_up_and_accepted
     expect(page.locator("#facts, #panel, main > p").get_by_text("accepted", exact=True)).to_have_count(1)
     person.shoot("25-accepted-next-steps")
     assert "return 2 * x" in git(repo, "show", f"{branch}:calc.py")
+    page.goto(f"{served.url}{page.url.split(served.url, 1)[1].split('/review')[0]}")
+    expect(log.locator(".ev-message_delivered[data-round='2']")).to_have_count(0)  # round 1's message stays there
+    expect(page.locator("#panel .rejection")).to_have_count(0)  # the rejection was answered by the follow-up
+    options = page.get_by_label("Attempt").locator("option")
+    expect(options).to_have_text(["all", "round 1 · #1", "round 1 · #2", "round 1 · #3", "round 2 · #4",
+                                  "round 2 · #5", "round 2 · #6"])
     assert person.errors == [], "\n".join(person.errors)
 
 
-def test_a_failed_task_says_why_and_offers_no_diff(served: Served, agents: Agents, repo: Path,
+def test_a_failed_task_says_why_offers_no_diff_and_is_retried(served: Served, agents: Agents, repo: Path,
                                                     browser: playwright.Browser, artifacts: Path) -> None:
     agents.add([[TEST], [("finish", {"summary": "the tests fail and I could not see why", "assumptions": []})]])
     person = Person(browser, served.url, artifacts)
@@ -149,6 +155,16 @@ def test_a_failed_task_says_why_and_offers_no_diff(served: Served, agents: Agent
     expect(why.locator("pre")).to_contain_text("AssertionError: add(2, 3) gave -1")  # the cause, not buried
     expect(page.get_by_role("link", name="Review the diff")).to_have_count(0)
     person.shoot("26-failed-why")
+
+    agents.add([[FIX], [TEST], [FINISH]])
+    page.get_by_role("button", name="Retry").click()
+    log = page.get_by_role("list", name="Agent steps and commands")
+    expect(log.locator(".ev-retried")).to_contain_text("retried after it was failed: round 2 starts")
+    expect(page.get_by_role("link", name="Review the diff")).to_be_visible(timeout=120_000)
+    expect(page.locator("[data-state]")).to_have_text("ready for review")
+    expect(page.locator(".cause")).to_have_count(0)  # the failure was the last round's
+    expect(log.locator(".ev-round_started")).to_have_count(2)
+    person.shoot("27-retried")
     assert person.errors == [], "\n".join(person.errors)
 
 
@@ -169,15 +185,15 @@ def test_a_question_answered_on_a_phone(served: Served, agents: Agents, repo: Pa
     expect(log.get_by_text("Should add() accept strings too?")).to_have_count(1)  # asked once in the log
     width = phone.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the task page scrolls sideways at 390 px ({width} px)"
-    phone.screenshot(path=str(artifacts / "27-phone-question-390.png"), full_page=True)
+    phone.screenshot(path=str(artifacts / "28-phone-question-390.png"), full_page=True)
     phone.get_by_label("Your answer").fill("No, numbers only.")
     phone.get_by_role("button", name="Send answer").click()
     expect(phone.get_by_role("link", name="Review the diff")).to_be_visible(timeout=120_000)
-    phone.screenshot(path=str(artifacts / "28-phone-answered-390.png"), full_page=True)
+    phone.screenshot(path=str(artifacts / "29-phone-answered-390.png"), full_page=True)
 
     phone.goto(f"{served.url}/tasks/t-nosuchtask")
     expect(phone.get_by_role("heading", name="Not Found")).to_be_visible()
     expect(phone.get_by_text("t-nosuchtask")).to_be_visible()
     expect(phone.get_by_role("link", name="Back to the tasks")).to_be_visible()
-    phone.screenshot(path=str(artifacts / "29-not-found-390.png"), full_page=True)
+    phone.screenshot(path=str(artifacts / "30-not-found-390.png"), full_page=True)
     assert person.errors == [] or all("404" in e for e in person.errors), "\n".join(person.errors)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from errand.agent.exits import BudgetExhausted
 from errand.errors import ConfigError
+from errand.models import Usage
 
 __all__ = ["Budgets", "Spent"]
 
@@ -20,6 +22,10 @@ class Budgets:
     ``max_seconds`` the run's working time, not the time it waits for a
     person's answer. ``max_repeats`` is the stuck detector: that many identical
     tool calls (name and arguments) in a row end the run as ``stuck``.
+    ``max_malformed`` replies in a row with no tool call that could run (an
+    unknown tool, arguments that are not JSON or do not fit, no call at all)
+    end it as ``error``; each one before that is answered so the model can
+    correct itself.
     """
 
     max_steps: int | None = 100
@@ -27,6 +33,7 @@ class Budgets:
     max_cost: float | None = None
     max_seconds: float | None = None
     max_repeats: int = 3
+    max_malformed: int = 5
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "max_tokens"):
@@ -41,16 +48,48 @@ class Budgets:
         if isinstance(self.max_repeats, bool) or not isinstance(self.max_repeats, int) or self.max_repeats < 2:
             raise ConfigError(f"max_repeats must be an integer of at least 2, not {self.max_repeats!r}",
                               code="invalid_budget")
+        if isinstance(self.max_malformed, bool) or not isinstance(self.max_malformed, int) or self.max_malformed < 1:
+            raise ConfigError(f"max_malformed must be a positive integer, not {self.max_malformed!r}",
+                              code="invalid_budget")
 
 
 @dataclass
 class Spent:
-    """What a run has used; :meth:`check` raises :class:`BudgetExhausted` when a budget is gone."""
+    """What a run has used; :meth:`check` raises :class:`BudgetExhausted` when a budget is gone.
+
+    ``tokens`` is input plus output, the figure ``max_tokens`` limits; the input
+    splits into ``cache_read_tokens``, ``cache_write_tokens`` and the uncached
+    rest. ``cost`` sums the calls whose price is known; ``unpriced_calls``
+    counts the others (a model errand has no prices for). Summaries written to
+    condense the conversation count here too, but not as steps.
+    """
 
     steps: int = 0
     tokens: int = 0
     cost: float = 0.0
     seconds: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    unpriced_calls: int = 0
+    retries: int = 0
+    condensations: int = 0
+
+    def add(self, usage: Usage, cost: float | None) -> None:
+        """Count one model call's ``usage`` and ``cost`` (``None``: unknown)."""
+        self.tokens += usage.input_tokens + usage.output_tokens
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cache_read_tokens += usage.cache_read_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
+        if cost is None:
+            self.unpriced_calls += 1
+        else:
+            self.cost += cost
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "seconds": round(self.seconds, 3)}
 
     def check(self, budgets: Budgets) -> None:
         if budgets.max_steps is not None and self.steps >= budgets.max_steps:

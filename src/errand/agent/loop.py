@@ -7,25 +7,40 @@ trajectory. Every step is reported through ``on_event`` before the next step
 begins, so a store that saves events loses nothing when a worker dies. Each
 way a run ends is an exception from :mod:`errand.agent.exits` that carries its
 exit status; :meth:`Agent.run` turns it into an :class:`AgentResult`.
+
+Asking the model — its window, the provider's failures — is
+:class:`~errand.agent.asking.Asker`'s; a tool call that cannot run as written is
+answered with what was wrong (:mod:`errand.agent.calls`), and only a run of
+such replies ends the run.
+
+Events (``on_event(kind, data)``; every ``data`` has ``step``): ``message``,
+``message_delivered``, ``model`` (the reply, its tokens split into cached and
+not, its ``cost`` and the run's totals so far ``run_tokens`` and ``run_cost``),
+``tool_call`` (``malformed`` says why one was not run), ``output``,
+``tool_result``, ``model_retry``, ``condensed``, and ``exit`` (with ``spent``).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from errand.agent.asking import Asker
 from errand.agent.budgets import Budgets, Spent
+from errand.agent.calls import problem_with
+from errand.agent.context import Context, ContextPolicy
 from errand.agent.exits import BudgetExhausted, ExitStatus, Finished, NeedsInput, RunEnded, RunFailed, Stuck
 from errand.agent.memory_tools import MEMORY_TOOLS, MemoryHooks, run_memory_tool
 from errand.agent.memory_tools import NAMES as MEMORY_TOOL_NAMES
 from errand.agent.prompt import system_prompt
+from errand.agent.retry import Clock, RetryPolicy, SystemClock
 from errand.agent.tools import TOOLS, ToolResult, run_tool
 from errand.errors import ConfigError, SandboxNotFound, SandboxTerminated
-from errand.models import Message, Model, ModelError, Reply, ToolCall
+from errand.models import Message, Model, Reply, ToolCall
+from errand.models.profiles import ModelProfile
 from errand.sandbox import AsyncSandbox
 
 __all__ = ["Agent", "AgentResult", "EventHandler"]
@@ -61,9 +76,15 @@ class Agent:
 
     def __init__(self, model: Model, sandbox: AsyncSandbox, *, workdir: str, budgets: Budgets | None = None,
                  on_event: EventHandler | None = None, instructions: str | None = None,
-                 memory: MemoryHooks | None = None, memories: str | None = None) -> None:
+                 memory: MemoryHooks | None = None, memories: str | None = None,
+                 context: ContextPolicy | None = None, retry: RetryPolicy | None = None,
+                 clock: Clock | None = None) -> None:
         """``instructions`` are the project's instruction files; ``memories`` what errand
-        recalled for the task; ``memory`` gives the model the recall/remember tools."""
+        recalled for the task; ``memory`` gives the model the recall/remember tools.
+        ``context`` and ``retry`` tune how the conversation is kept in the model's window
+        (which is ``model.profile.context_window`` when the model has a profile) and how
+        failed calls are retried; ``clock`` is where time is read and waited (tests pass
+        their own)."""
         if not isinstance(workdir, str) or not workdir.startswith("/"):
             raise ConfigError(f"workdir must be an absolute path inside the sandbox, not {workdir!r}")
         self.model = model
@@ -76,6 +97,12 @@ class Agent:
         self.tools = [*TOOLS, *(MEMORY_TOOLS if memory is not None else ())]
         self.messages: list[Message] = []
         self.spent = Spent()
+        self.clock = clock or SystemClock()
+        profile: ModelProfile = getattr(model, "profile", None) or ModelProfile()
+        self.context = Context(profile.context_window, context)
+        self.asker = Asker(model, self.context, retry or RetryPolicy(), self.clock, self._emit, self.spent,
+                           self._seconds_left)
+        self._malformed = 0  # replies in a row with no tool call that could run
         self._on_event = on_event
         self._inbox: list[tuple[str, Any]] = []
         self._waiting: NeedsInput | None = None
@@ -121,7 +148,7 @@ class Agent:
     # ------------------------------------------------------------ the loop
 
     async def _loop(self) -> AgentResult:
-        self._segment_start = time.monotonic()
+        self._segment_start = self.clock.monotonic()
         try:
             while True:
                 await self.step()
@@ -129,40 +156,50 @@ class Agent:
             result = self._result(end)
         finally:
             self._seconds_before = self._seconds()
-        await self._emit("exit", {"status": result.status, "detail": result.detail, "budget": result.budget})
+        await self._emit("exit", {"status": result.status, "detail": result.detail, "budget": result.budget,
+                                  "spent": result.spent.to_json()})
         return result
 
     async def step(self) -> None:
-        """Deliver queued messages, query the model, execute each tool call it asks for."""
+        """Deliver queued messages, query the model, execute each tool call it asks for, in order."""
         self.spent.seconds = self._seconds()
         self.spent.check(self.budgets)
         await self._deliver_messages()
         reply = await self.query()
-        if not reply.message.tool_calls:
+        calls = reply.message.tool_calls
+        if not calls:
             await self._add(Message("user", _NUDGE))
+            self._count_malformed("a reply with no tool call")
             return
-        for index, call in enumerate(reply.message.tool_calls):
+        problems = [problem_with(call, self.tools) for call in calls]
+        for index, (call, problem) in enumerate(zip(calls, problems, strict=True)):
             try:
-                await self.execute(call)
+                if problem is None:
+                    await self.execute(call)
+                else:
+                    await self._refuse(call, problem)
             except NeedsInput as pause:
                 self._waiting = pause
-                for skipped in reply.message.tool_calls[index + 1:]:
+                for skipped in calls[index + 1:]:
                     await self._add_result(skipped, ToolResult(_NOT_RUN, ok=False))
                 raise
+        if all(problems):
+            self._count_malformed(next(p for p in problems if p))
+        else:
+            self._malformed = 0
 
     async def query(self) -> Reply:
-        try:
-            reply = await self.model.complete(self.messages, self.tools)
-        except ModelError as error:
-            raise RunFailed(f"the model failed: {error.message}") from error
+        reply = await self.asker.ask(self.messages, self.tools)
         self.spent.steps += 1
-        self.spent.tokens += reply.usage.input_tokens + reply.usage.output_tokens
-        self.spent.cost += reply.cost or 0.0
+        self.spent.add(reply.usage, reply.cost)
         self.messages.append(reply.message)
+        usage = reply.usage
         await self._emit("model", {
             "content": reply.message.content, "tool_calls": [_call_data(c) for c in reply.message.tool_calls],
-            "input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens,
-            "cost": reply.cost, "stop": reply.raw_stop})
+            "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens, "cache_write_tokens": usage.cache_write_tokens,
+            "cost": reply.cost, "stop": reply.raw_stop, "run_tokens": self.spent.tokens,
+            "run_cost": self.spent.cost})
         return reply
 
     async def execute(self, call: ToolCall) -> None:
@@ -177,6 +214,17 @@ class Agent:
         except (SandboxTerminated, SandboxNotFound) as error:
             raise RunFailed(f"the sandbox is gone: {error.message}") from error
         await self._add_result(call, result)
+
+    async def _refuse(self, call: ToolCall, problem: str) -> None:
+        """Answer a call that cannot run with what was wrong, so the model can correct it."""
+        await self._emit("tool_call", {**_call_data(call), "malformed": problem})
+        await self._add_result(call, ToolResult(problem, ok=False))
+
+    def _count_malformed(self, problem: str) -> None:
+        self._malformed += 1
+        if self._malformed >= self.budgets.max_malformed:
+            raise RunFailed(f"the model's last {self._malformed} replies held no tool call that could run; "
+                            f"the last: {problem}")
 
     # ------------------------------------------------------------ helpers
 
@@ -212,7 +260,11 @@ class Agent:
             await outcome
 
     def _seconds(self) -> float:
-        return self._seconds_before + time.monotonic() - self._segment_start
+        return self._seconds_before + self.clock.monotonic() - self._segment_start
+
+    def _seconds_left(self) -> float | None:
+        limit = self.budgets.max_seconds
+        return None if limit is None else limit - self._seconds()
 
     def _result(self, end: RunEnded) -> AgentResult:
         self.spent.seconds = self._seconds()
@@ -225,4 +277,7 @@ class Agent:
 
 
 def _call_data(call: ToolCall) -> dict[str, Any]:
-    return {"id": call.id, "name": call.name, "arguments": call.arguments}
+    data: dict[str, Any] = {"id": call.id, "name": call.name, "arguments": call.arguments}
+    if call.malformed is not None:
+        data["malformed"] = call.malformed
+    return data

@@ -27,6 +27,7 @@ import shlex
 import shutil
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -42,7 +43,7 @@ from errand.tasks import steps
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run, RunState, Task
 
-__all__ = ["Grade", "GradeOptions", "InstanceContext", "grade", "prepare_instance"]
+__all__ = ["Grade", "GradeOptions", "InstanceContext", "TestRun", "grade", "prepare_instance", "run_test_files"]
 
 Status = Literal["resolved", "unresolved", "error"]
 JUNIT_NAME = ".errand-eval-junit.xml"
@@ -235,6 +236,33 @@ async def _run_tests(instance: Instance, context: InstanceContext, copy: Working
         await sandbox.terminate()
     read = await asyncio.to_thread(read_inside, copy.path, JUNIT_NAME, MAX_REPORT_BYTES)
     return result, b"" if read is None else read[0]
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """What the instance's test files reported over some patches: every case, by junit key."""
+
+    cases: dict[tuple[str, str], Outcome]
+    exit_code: int | None
+    output: str
+
+
+TestRun.__test__ = False  # type: ignore[attr-defined]  # not a pytest test class, whatever its name
+
+
+async def run_test_files(instance: Instance, patches: Sequence[str], options: GradeOptions | None = None) -> TestRun:
+    """Apply ``patches`` in order to a fresh copy of the base and run the instance's test files in a
+    fresh sandbox (what mining a fix commit needs: every case, not only the named ones)."""
+    options = options or GradeOptions()
+    context = await prepare_instance(instance, "mine", options.isolation)
+    try:
+        copy = await asyncio.to_thread(steps.prepare_copy, context.task, context.run, setup=context.setup)
+        for patch in patches:
+            await asyncio.to_thread(copy.apply, patch)
+        result, report = await _run_tests(instance, context, copy, options)
+    finally:
+        await asyncio.to_thread(steps.remove_work, context.run)
+    return TestRun(parse_junit(report), result.exit_code, result.output[-4000:])
 
 
 def test_command(instance: Instance) -> str:

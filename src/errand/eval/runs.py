@@ -6,6 +6,9 @@
     RUN/instances/<instance>/<label>/grade.json errand's grade (what resuming reads)
     RUN/instances/<instance>/<label>/report.json SWE-bench's report.json for the attempt
     RUN/instances/<instance>/<label>/agent.json  an agent's attempt: patch, spend, confidence
+    RUN/instances/<instance>/<label>/trajectory.json the agent's events, step by step
+    RUN/instances/<instance>/<label>/patch.diff  a given patch (grade, validate)
+    RUN/report.html                            the run as a page (errand eval report --html)
     RUN/summary.json                           the figures (see errand.eval.metrics)
 
 Every file is written to a temporary name and renamed, so a file that exists is whole.
@@ -68,8 +71,14 @@ def _saved(run: Path, job: GradeJob) -> Grade | None:
     return None if saved.failure == "infrastructure" else saved
 
 
-def save_grade(run: Path, result: Grade) -> None:
+def save_grade(run: Path, result: Grade, patch: str | None = None) -> None:
+    """The attempt's reports and, for a patch no agent's record keeps, the patch (what a report shows)."""
     where = attempt_dir(run, result.instance_id, result.label)
+    if patch is not None:
+        where.mkdir(parents=True, exist_ok=True)
+        partial = where / f".patch.{os.getpid()}.tmp"
+        partial.write_text(patch, errors="surrogateescape")
+        os.replace(partial, where / "patch.diff")
     write_json(where / "report.json", result.report())
     write_json(where / "grade.json", result.to_json())  # last: its presence means the attempt is done
 
@@ -90,7 +99,7 @@ async def grade_jobs(jobs: Sequence[GradeJob], run: Path, *, concurrency: int = 
             return saved
         async with gate:
             result = await grade(job.instance, job.patch, job.label, options)
-        await asyncio.to_thread(save_grade, run, result)
+        await asyncio.to_thread(save_grade, run, result, job.patch)
         if progress:
             progress(result, False)
         return result
@@ -110,7 +119,7 @@ def load_attempts(run: Path) -> dict[str, list[Attempt]]:
         found.setdefault(result.instance_id, []).append(Attempt(
             result, confidence=agent.get("confidence"), tokens=int(agent.get("tokens", 0)),
             cost=float(agent.get("cost", 0.0)), seconds=float(agent.get("seconds", 0.0)),
-            agent_status=agent.get("status")))
+            agent_status=agent.get("status"), extra={"dir": path.parent}))
     return found
 
 

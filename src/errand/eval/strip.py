@@ -5,7 +5,7 @@ store directly). So every sandbox of an instance — the agent's and the grader'
 is cloned from a bare repository holding only ``main`` at the base commit and the
 tags on its history (a build backend such as hatch-vcs needs them), with every
 other ref dropped and their objects pruned. It is made once per (source, base)
-and cached.
+and cached; ``errand gc`` removes the copies no evaluation has used for a while (:func:`prune`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -22,23 +23,53 @@ from errand.eval.errors import EvalError
 from errand.repo.errors import RepoError
 from errand.repo.git import run_git
 
-__all__ = ["stripped_source"]
+__all__ = ["prune", "stripped_source"]
 
 _STAGING = "refs/eval-source"
 _LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 
 
+def _root() -> Path:
+    return _settings.cache_dir() / "eval-sources"
+
+
 def stripped_source(source: str, base: str) -> Path:
     """The cached bare repository of ``source`` cut at ``base`` (made on first use)."""
     digest = hashlib.sha256(f"{source}\0{base}".encode()).hexdigest()[:24]
-    final = _settings.cache_dir() / "eval-sources" / digest
+    final = _root() / digest
     with _LOCKS_GUARD:
         lock = _LOCKS.setdefault(digest, threading.Lock())
     with lock:  # the attempts of one instance start together; one of them strips
         if (final / "errand-stripped").is_file():
+            os.utime(final / "errand-stripped")  # its last use, which prune goes by
             return final
         return _made(source, base, final)
+
+
+def prune(unused_for: float, *, now: float | None = None) -> list[str]:
+    """Remove the stripped copies no evaluation has used for ``unused_for`` seconds, and what a
+    strip that died left; the names removed. (A copy is only read while an attempt clones it.)"""
+    root = _root()
+    if not root.is_dir():
+        return []
+    moment = time.time() if now is None else now
+    removed = []
+    for path in sorted(root.iterdir()):
+        if path.name.endswith(".partial"):
+            pid = path.name.split(".")[1]
+            if pid.isdigit() and os.path.exists(f"/proc/{pid}"):
+                continue  # being made right now
+        else:
+            try:
+                used = (path / "errand-stripped").stat().st_mtime
+            except FileNotFoundError:
+                used = 0.0
+            if moment - used < unused_for:
+                continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path.name)
+    return removed
 
 
 def _made(source: str, base: str, final: Path) -> Path:

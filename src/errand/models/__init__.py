@@ -7,7 +7,10 @@ Name a model ``provider:model`` and call :func:`get_model`::
     scripted:path/to/script.jsonl   replays a script (tests and demos)
 
 Every model is a :class:`Model`: ``await model.complete(messages, tools)``
-returns a :class:`Reply`. Failures raise :class:`ModelError`.
+returns a :class:`Reply`. Failures raise :class:`ModelError`, classified
+(``retryable``, ``retry_after``, ``context_length_exceeded``) for the caller
+to act on. A model's :class:`ModelProfile` (context window, :class:`Pricing`)
+comes from errand's table (:func:`profile_for`), overridable per named model.
 
 A task does not keep the spec alone: :meth:`Catalog.resolve` turns a spec (a
 ``[models.NAME]`` from errand's settings file, or ``provider:model``) into a
@@ -23,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from errand.errors import ConfigError
 from errand.models.catalog import Catalog
 from errand.models.endpoint import PROVIDERS, ModelEndpoint, open_model
-from errand.models.errors import ModelError
+from errand.models.errors import CONTEXT_LENGTH_EXCEEDED, ModelError
+from errand.models.profiles import ModelProfile, Pricing, profile_for
 from errand.models.protocol import Message, Model, Reply, Role, Tool, ToolCall, Usage
 from errand.models.scripted import ScriptedModel
 
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
     from errand.models.openai_adapter import OpenAIModel
 
 __all__ = [
+    "CONTEXT_LENGTH_EXCEEDED",
     "PROVIDERS",
     "AnthropicModel",
     "Catalog",
@@ -39,7 +44,9 @@ __all__ = [
     "Model",
     "ModelEndpoint",
     "ModelError",
+    "ModelProfile",
     "OpenAIModel",
+    "Pricing",
     "Reply",
     "Role",
     "ScriptedModel",
@@ -48,6 +55,7 @@ __all__ = [
     "Usage",
     "get_model",
     "open_model",
+    "profile_for",
 ]
 
 

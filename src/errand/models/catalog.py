@@ -9,6 +9,9 @@
     model = "qwen2.5-coder:7b"       # the provider's name for the model (a script's path for scripted)
     base_url = "http://127.0.0.1:8000/v1"
     api_key_env = "LOCAL_LLM_KEY"    # the NAME of the variable holding the key, never the key
+    context_window = 32768           # tokens; overrides errand's table of models (errand.models.profiles)
+    price = { input = 0.5, output = 1.5, cache_read = 0.05, cache_write = 0.625 }   # USD per million tokens
+    stream = true                    # ask for streamed replies
 
 ``base_url`` defaults to the provider's own endpoint and ``api_key_env`` to the
 provider's own variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``); a named
@@ -43,12 +46,14 @@ from errand.models.endpoint import (
     PROVIDERS,
     ModelEndpoint,
 )
+from errand.models.profiles import Pricing
 
 __all__ = ["Catalog"]
 
 MAX_SETTINGS_BYTES = 1024**2
 _TOP_LEVEL = ("model", "models")
-_MODEL_KEYS = ("provider", "model", "base_url", "api_key_env")
+_MODEL_KEYS = ("provider", "model", "base_url", "api_key_env", "context_window", "price", "stream")
+_PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # Keys someone might write to put the key itself in the file; the error says what to do instead.
 _SECRET_KEYS = frozenset({"api_key", "key", "token", "secret", "password", "auth_token"})
@@ -150,9 +155,32 @@ def _named_model(name: str, table: object, path: Path) -> ModelEndpoint:
     try:
         return ModelEndpoint(provider, table["model"].strip(), name=name,
                              base_url=_stripped(table.get("base_url", DEFAULT_BASE_URLS[provider])),
-                             api_key_env=table.get("api_key_env", KEY_VARIABLES[provider][-1]))
+                             api_key_env=table.get("api_key_env", KEY_VARIABLES[provider][-1]),
+                             context_window=table.get("context_window"), pricing=_pricing(table, path, where),
+                             stream=_flag(table, "stream"))
     except ConfigError as error:
         raise ConfigError(f"{path}: {where}: {error.message}", code=error.code) from None
+
+
+def _pricing(table: Mapping[str, Any], path: Path, where: str) -> Pricing | None:
+    price = table.get("price")
+    if price is None:
+        return None
+    if not isinstance(price, dict):
+        raise ConfigError(f"{path}: {where}: price must be a table such as {{ input = 3.0, output = 15.0 }}",
+                          code="invalid_config")
+    _known(price, _PRICE_KEYS, path, f"{where} price")
+    if "input" not in price or "output" not in price:
+        raise ConfigError(f"{path}: {where}: price needs input and output (dollars per million tokens)",
+                          code="invalid_config")
+    return Pricing(**price)
+
+
+def _flag(table: Mapping[str, Any], key: str) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false, not {value!r}", code="invalid_config")
+    return value
 
 
 def _stripped(value: Any) -> Any:

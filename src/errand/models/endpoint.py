@@ -22,12 +22,13 @@ import hmac
 import re
 import secrets
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from errand.errors import ConfigError
 from errand.models.errors import ModelError
+from errand.models.profiles import ModelProfile, Pricing, profile_for
 from errand.models.protocol import Model
 
 __all__ = [
@@ -56,6 +57,7 @@ KEY_VARIABLES = {"openai": ("ERRAND_OPENAI_API_KEY", "OPENAI_API_KEY"),
 NO_KEY = "no-key"
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIGEST_HEX = 12  # 48 bits
+_OVERRIDES: dict[str, Any] = {"context_window": None, "pricing": None, "stream": False}
 
 #: How a key in some environment compares with the one a record was made with.
 KeyStatus = Literal["none", "missing", "same", "differs", "unknown"]
@@ -66,7 +68,9 @@ class ModelEndpoint:
     """A model at an endpoint: ``provider`` (openai | anthropic | scripted), ``model`` (the
     provider's name for it; a script's absolute path for scripted), ``base_url``, and
     ``api_key_env``, the variable holding the key. ``name`` is the ``[models.NAME]`` it
-    came from, if any; ``key_fingerprint`` is that of the submitter's key."""
+    came from, if any; ``key_fingerprint`` is that of the submitter's key.
+    ``context_window`` and ``pricing``, when set, override errand's table of
+    models (:mod:`errand.models.profiles`); ``stream`` asks for streamed replies."""
 
     provider: str
     model: str
@@ -74,8 +78,12 @@ class ModelEndpoint:
     api_key_env: str | None = None
     key_fingerprint: str | None = None
     name: str | None = None
+    context_window: int | None = None
+    pricing: Pricing | None = None
+    stream: bool = False
 
     def __post_init__(self) -> None:
+        ModelProfile(self.context_window)  # validates the window
         if self.provider not in PROVIDERS:
             raise ConfigError(f"unknown model provider {self.provider!r}; providers are {', '.join(PROVIDERS)}",
                               code="unknown_model")
@@ -126,17 +134,30 @@ class ModelEndpoint:
             return "unknown"
         return "same" if fingerprint_matches(self.key_fingerprint, key) else "differs"
 
+    @property
+    def profile(self) -> ModelProfile:
+        """The model's window and prices: errand's table, with this endpoint's overrides."""
+        return profile_for(self.model).overridden(self.context_window, self.pricing)
+
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        # The overrides only when set: a record without them reads as before they existed.
+        for key, default in _OVERRIDES.items():
+            if data[key] == default:
+                del data[key]
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ModelEndpoint:
         fields = cls.__dataclass_fields__
-        return cls(**{key: value for key, value in data.items() if key in fields})
+        known = {key: value for key, value in data.items() if key in fields}
+        if isinstance(known.get("pricing"), Mapping):
+            known["pricing"] = Pricing(**known["pricing"])
+        return cls(**known)
 
 
 def _replace(endpoint: ModelEndpoint, **changes: Any) -> ModelEndpoint:
-    return ModelEndpoint(**{**asdict(endpoint), **changes})
+    return replace(endpoint, **changes)
 
 
 def valid_variable(name: object) -> bool:
@@ -176,7 +197,9 @@ def open_model(endpoint: ModelEndpoint, environ: Mapping[str, str]) -> Model:
     if endpoint.provider == "openai":
         from errand.models.openai_adapter import OpenAIModel
 
-        return OpenAIModel(endpoint.model, base_url=endpoint.base_url, api_key=key)
+        return OpenAIModel(endpoint.model, base_url=endpoint.base_url, api_key=key, stream=endpoint.stream,
+                           profile=endpoint.profile)
     from errand.models.anthropic_adapter import AnthropicModel
 
-    return AnthropicModel(endpoint.model, base_url=endpoint.base_url, api_key=key)
+    return AnthropicModel(endpoint.model, base_url=endpoint.base_url, api_key=key, stream=endpoint.stream,
+                          profile=endpoint.profile)

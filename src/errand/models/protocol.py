@@ -23,11 +23,17 @@ _ROLES = frozenset(get_args(Role))
 
 @dataclass(frozen=True)
 class ToolCall:
-    """The model asks for tool ``name`` to run with ``arguments``; ``id`` pairs it with its result."""
+    """The model asks for tool ``name`` to run with ``arguments``; ``id`` pairs it with its result.
+
+    ``malformed`` says why the call cannot run as the model wrote it (its
+    arguments were not a JSON object, say); its ``arguments`` are then ``{}``
+    and the caller answers it with that reason rather than running anything.
+    """
 
     id: str
     name: str
     arguments: dict[str, Any]
+    malformed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -36,12 +42,16 @@ class Message:
 
     ``tool_calls`` only on assistant messages; ``tool_call_id`` only (and
     always) on tool messages, naming the call whose result ``content`` is.
+    ``cache`` marks the end of a prefix the caller will send again unchanged:
+    a provider with prompt caching (Anthropic) may cache the conversation up
+    to here; the others ignore it.
     """
 
     role: Role
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None
+    cache: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.role not in _ROLES:
@@ -63,8 +73,23 @@ class Tool:
 
 @dataclass(frozen=True)
 class Usage:
+    """The tokens one call took. ``input_tokens`` counts the whole prompt, cached parts
+    included; of those, ``cache_read_tokens`` were read from the provider's prompt cache
+    and ``cache_write_tokens`` written to it (each priced differently)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        return max(self.input_tokens - self.cache_read_tokens - self.cache_write_tokens, 0)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
+                     self.cache_read_tokens + other.cache_read_tokens,
+                     self.cache_write_tokens + other.cache_write_tokens)
 
 
 @dataclass(frozen=True)

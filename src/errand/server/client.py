@@ -219,6 +219,10 @@ class ErrandClient:
     def round_runs(self, task_id: str) -> list[Run]:
         return [_run(a["run"]) for a in self._http.json("GET", f"/api/tasks/{_id(task_id)}/attempts")]
 
+    def progress(self, task_id: str) -> dict[str, Any]:
+        figures: dict[str, Any] = self._http.json("GET", f"/api/tasks/{_id(task_id)}")["progress"]
+        return figures
+
     def evidence(self, run: Run) -> Evidence | None:
         data = run.result.get("evidence") if isinstance(run.result, dict) else None
         return Evidence.from_json(data) if data else None

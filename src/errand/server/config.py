@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from errand import _settings
 from errand.errors import ConfigError
 
 __all__ = ["LOOPBACK_NAMES", "ServerConfig", "is_loopback"]
@@ -50,6 +51,7 @@ class ServerConfig:
     allow_scripted_models: bool = False
     repo_roots: tuple[Path, ...] = field(default_factory=tuple)
     poll_interval: float = 0.1
+    eval_runs: Path | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
@@ -64,6 +66,7 @@ class ServerConfig:
         if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise ConfigError(f"concurrency must be a positive integer, not {self.concurrency!r}",
                               code="invalid_concurrency")
+        object.__setattr__(self, "eval_runs", Path(self.eval_runs or _settings.eval_runs_dir()).expanduser())
         object.__setattr__(self, "repo_roots", tuple(Path(root).expanduser().resolve() for root in self.repo_roots))
 
     @classmethod

@@ -32,8 +32,12 @@ def _tool_call(data: dict[str, Any]) -> tuple[str, Markup] | None:
     name = str(data.get("name"))
     if name == "ask_user":
         return None  # the question event says it, once
-    if name == "shell":
+    if data.get("malformed"):
+        return name, Markup("<span class='bad'>refused:</span> {}").format(_text(data.get("malformed")))
+    if name == "shell" and isinstance(arguments, dict):
         return name, Markup("<code class='cmd'>$ {}</code>").format(_text(arguments.get("command")))
+    if not isinstance(arguments, dict):
+        return name, Markup("<code>{}</code>").format(_text(arguments, 200))
     shown = ", ".join(f"{key}={_text(json.dumps(value), 80)}" for key, value in arguments.items())
     return name, Markup("<code>{}</code>").format(shown)
 
@@ -82,6 +86,12 @@ _RENDER: dict[str, Render] = {
         "pass" if d.get("exit_code") == 0 else "fail", " (cached)" if d.get("cached") else "")),
     "model": lambda d: ("model", Markup("{}").format(_text(d.get("content")))) if d.get("content") else None,
     "tool_call": _tool_call,
+    "model_retry": lambda d: ("retry", Markup("model call failed ({}); retry {} of {} in {}s").format(
+        _text(d.get("reason")), d.get("retry"), d.get("max_retries"), d.get("delay"))),
+    "condensed": lambda d: ("condensed", Markup(
+        "<details><summary>conversation condensed: {} older steps summarised ({} → {} tokens of a {} window)"
+        "</summary><pre>{}</pre></details>").format(d.get("dropped_steps"), d.get("tokens_before"),
+                                                   d.get("tokens_after"), d.get("window"), _text(d.get("summary")))),
     "tool_result": _tool_result,
     "question": _plain("question", "text"),
     "answer_sent": _plain("answer", "text"),
@@ -97,6 +107,10 @@ _RENDER: dict[str, Render] = {
     "recovered": lambda d: ("recovered", Markup("worker restarted: run {} interrupted, task {}").format(
         d.get("run_id"), d.get("state"))),
     "followup": _plain("follow-up", "text"),
+    "followed_up": lambda d: ("follow-up", Markup("continued as a new task <a href='/tasks/{}'>{}</a>: {}").format(
+        d.get("task_id"), d.get("task_id"), _text(d.get("text")))),
+    "retried": lambda d: ("retried", Markup("retried after it was {}: round {} starts").format(
+        _text(d.get("after")), d.get("round"))),
     "rejected": _plain("rejected", "reason"),
     "accepted": lambda d: ("accepted", Markup("accepted as {} on {}").format(
         str(d.get("commit", ""))[:12], d.get("branch"))),

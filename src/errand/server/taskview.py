@@ -18,6 +18,7 @@ from errand.repo.workcopy import is_url
 from errand.sandbox import AsyncSandbox, SandboxInfo, SandboxUsage
 from errand.server import diffview
 from errand.tasks.evidence import Evidence
+from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Run, Task, Verdict
 from errand.tasks.store import TaskStore
 
@@ -115,13 +116,16 @@ class Cause:
 
 
 def cause(store: TaskStore, task: Task) -> Cause | None:
-    failed = store.last_event(task.id, ["failed"])
+    """Of a failed task: the reason, and the last command of its last round that failed."""
+    failed = store.last_event(task.id, ["failed"]) if task.state is TaskState.FAILED else None
     if failed is None:
         return None
     reason = str((failed.data or {}).get("reason") or "the task failed")
+    round_started = store.last_event(task.id, ["round_started"])
     calls: dict[str, str] = {}
     last: tuple[Event, str] | None = None
-    for event in store.events(task.id, 0, 1_000_000, kinds=["tool_call", "tool_result"]):
+    since = round_started.id if round_started is not None else 0
+    for event in store.events(task.id, since, 1_000_000, kinds=["tool_call", "tool_result"]):
         data = event.data if isinstance(event.data, dict) else {}
         if event.kind == "tool_call":
             calls[str(data.get("id"))] = _described(data)

@@ -37,7 +37,7 @@ from errand.server.schemas import TaskIn, Text
 from errand.server.security import SESSION_COOKIE, Keys, check_csrf, csrf_token
 from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.progress import progress
-from errand.tasks.records import Verdict
+from errand.tasks.records import Task, Verdict
 from errand.tasks.service import MAX_ATTEMPTS, TaskService
 
 __all__ = ["Csrf", "FormText", "error_page", "local_path", "page", "redirect", "router", "templates"]
@@ -93,8 +93,10 @@ def task_list(request: Request, state: Annotated[str | None, Query(max_length=32
 def _list_page(request: Request, state: str | None, repo: str | None, before: str | None, *, status: int = 200,
                error: str | None = None, form: dict[str, Any] | None = None) -> HTMLResponse:
     valid_state = state if state in TaskState.__members__.values() else None
-    tasks = task_service(request).store.list_tasks(state=valid_state, repo=repo, limit=50, before=before)
-    return page(request, "tasks.html", status, tasks=tasks, states=list(TaskState), state=valid_state,
+    store = task_service(request).store
+    tasks = store.list_tasks(state=valid_state, repo=repo, limit=50, before=before)
+    figures = {task.id: progress(store, task) for task in tasks}
+    return page(request, "tasks.html", status, tasks=tasks, figures=figures, states=list(TaskState), state=valid_state,
                  repo=repo or "", next=tasks[-1].id if len(tasks) == 50 else None, error=error,
                  form=form or {"base": "HEAD", "attempts": 1})
 
@@ -119,7 +121,7 @@ def create_task(request: Request, csrf: Csrf, instruction: FormText, repo: FormT
 
 @router.get("/tasks/{task_id}", response_class=HTMLResponse)
 async def task_page(request: Request, task_id: Text,
-                    attempt: Annotated[int | None, Query(ge=1, le=MAX_ATTEMPTS)] = None,
+                    attempt: Annotated[int | None, Query(ge=1, le=10_000)] = None,
                     output: Annotated[str | None, Query(max_length=8)] = None) -> HTMLResponse:
     return await _task_page(request, task_id, show_attempt=attempt, hide_output=output == "hide")
 
@@ -131,7 +133,9 @@ async def _task_page(request: Request, task_id: str, *, status: int = 200, error
     events = await asyncio.to_thread(service.store.events, task_id, 0, 1_000_000)
     omitted = max(0, len(events) - LOG_LIMIT)
     names = context["names"]
-    log = Markup("").join(render_event(e, names) for e in events[omitted:])
+    shown = [e for e in events[omitted:] if show_attempt is None or e.run_id not in names.rounds
+             or names.rounds[e.run_id][1] == show_attempt]
+    log = Markup("").join(render_event(e, names) for e in shown)
     return page(request, "task.html", status, **context, omitted=omitted, log=log,
                 after=events[-1].id if events else 0, error=error, show_attempt=show_attempt,
                 hide_output=hide_output)
@@ -165,6 +169,8 @@ def _panel(task: Any) -> dict[str, Any]:
             "has_result": bool(changed) and state in (TaskState.READY_FOR_REVIEW, TaskState.REJECTED,
                                                       TaskState.ACCEPTED),
             "reviewable": state in (TaskState.READY_FOR_REVIEW, TaskState.REJECTED),
+            "retryable": state in (TaskState.FAILED, TaskState.CANCELLED),
+            "followable": state in (TaskState.REJECTED, TaskState.FAILED, TaskState.CANCELLED, TaskState.ACCEPTED),
             "live": state not in (TaskState.ACCEPTED, TaskState.FAILED, TaskState.CANCELLED)}
 
 
@@ -258,8 +264,24 @@ async def reject(request: Request, task_id: Text, csrf: Csrf, reason: FormText) 
 
 @router.post("/tasks/{task_id}/followup", response_class=HTMLResponse)
 async def followup(request: Request, task_id: Text, csrf: Csrf, text: FormText) -> Response:
+    """More work: a new round of this task, or, of an accepted one, a new task (shown next)."""
     check_csrf(request, csrf)
-    return await _act(request, task_id, lambda: task_service(request).followup(task_id, text))
+    made: list[str] = []
+
+    def run() -> None:
+        outcome = task_service(request).followup(task_id, text)
+        if isinstance(outcome, Task):
+            made.append(outcome.id)
+
+    response = await _act(request, task_id, run)
+    return redirect(f"/tasks/{quote(made[0])}") if made else response
+
+
+@router.post("/tasks/{task_id}/retry", response_class=HTMLResponse)
+async def retry(request: Request, task_id: Text, csrf: Csrf) -> Response:
+    """Run a failed or cancelled task again: a new round, the earlier ones kept."""
+    check_csrf(request, csrf)
+    return await _act(request, task_id, lambda: task_service(request).retry(task_id))
 
 
 # ------------------------------------------------------------------ review

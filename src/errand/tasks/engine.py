@@ -164,7 +164,9 @@ class LocalEngine:
             task = await asyncio.to_thread(self.store.claim_next, self.worker)
             if task is None:
                 return
-            round_ = _Round(task, [])
+            # Controls sent before this round began were for an earlier one (or are in its prompt);
+            # known before the round is polled at all, or an old message reaches the new attempts.
+            round_ = _Round(task, [], control_after=await self._last_control_id(task.id))
             self._rounds[task.id] = round_
             round_.handle = asyncio.create_task(self._run_round(round_), name=f"errand-task-{task.id}")
 
@@ -220,7 +222,6 @@ class LocalEngine:
         task = round_.task
         try:
             round_.model, said = self._model_of(task)  # before any run: a task it cannot serve fails whole
-            round_.control_after = await self._last_control_id(task.id)
             number = await asyncio.to_thread(self.store.next_round, task.id)
             for index in range(task.attempts):
                 run = await asyncio.to_thread(self.store.start_run, task.id, self.worker, round=number)
@@ -420,7 +421,6 @@ class LocalEngine:
             await asyncio.to_thread(self.store.set_state, task_id, target, expected=expected)
 
     async def _last_control_id(self, task_id: str) -> int:
-        """Controls sent before this round began were for an earlier one (or are in its prompt)."""
         last = await asyncio.to_thread(self.store.last_event, task_id, CONTROL_KINDS)
         return last.id if last is not None else 0
 

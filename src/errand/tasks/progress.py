@@ -69,7 +69,7 @@ class AttemptProgress:
 class Progress:
     state: TaskState
     started_at: float
-    ended_at: float | None  # set once the task is final
+    ended_at: float | None  # set once the task is final or waits for review
     usage: Usage  # every round's model calls
     round: int  # the latest round (0 before the first starts)
     attempts: list[AttemptProgress]  # the latest round's
@@ -113,7 +113,7 @@ def progress(store: TaskStore, task: Task, runs: list[Run] | None = None) -> Pro
     attempts = [AttemptProgress(run.id, run.round, run.attempt, run.state.value, run.started_at, run.ended_at,
                                 usage[run.id], _run_seconds(run, now)) for run in runs if run.round == latest]
     total = sum(usage.values(), Usage())
-    final = task.state in FINAL
+    final = task.state in FINAL or task.state is TaskState.READY_FOR_REVIEW  # the work stopped: the clock too
     return Progress(task.state, task.created_at, task.updated_at if final else None, total, latest,
                     sorted(attempts, key=lambda a: a.attempt), dict(budgets or {}))
 
@@ -133,8 +133,13 @@ def _run_usage(run: Run, live: Usage) -> Usage:
     if not isinstance(spent, dict) or _count(spent.get("steps")) < live.steps:
         return live
     cost = spent.get("cost")
-    return Usage(_count(spent.get("steps")), live.input_tokens, live.output_tokens, live.cached_tokens,
-                 float(cost) if isinstance(cost, int | float) else live.cost, live.cost_known)
+    if "input_tokens" not in spent:  # a run from before spent split its tokens
+        return Usage(_count(spent.get("steps")), live.input_tokens, live.output_tokens, live.cached_tokens,
+                     float(cost) if isinstance(cost, int | float) else live.cost, live.cost_known)
+    # The run's own account also holds what no model event shows: the calls that condensed it.
+    return Usage(_count(spent.get("steps")), _count(spent.get("input_tokens")), _count(spent.get("output_tokens")),
+                 _count(spent.get("cache_read_tokens")), float(cost) if isinstance(cost, int | float) else 0.0,
+                 _count(spent.get("unpriced_calls")) == 0)
 
 
 def _run_seconds(run: Run, now: float) -> float:

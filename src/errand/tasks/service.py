@@ -26,6 +26,7 @@ from errand.tasks.errors import TaskError, WrongState
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import ACTIVE, FINAL, TaskState
 from errand.tasks.memory_link import observe_verdict
+from errand.tasks.progress import progress
 from errand.tasks.records import Review, Run, RunState, Task, Verdict
 from errand.tasks.refusals import landed, refused
 from errand.tasks.store import TaskStore
@@ -222,6 +223,11 @@ class TaskService:
         runs = [r for r in self.store.runs(task_id, round=best.round) if isinstance(r.result, dict)
                 and "rank" in r.result]
         return sorted(runs, key=lambda r: int(r.result["rank"]))
+
+    def progress(self, task_id: str) -> dict[str, Any]:
+        """Elapsed time, steps, tokens and cost, and each attempt of the latest round against
+        its budgets (:meth:`errand.tasks.progress.Progress.to_json`)."""
+        return progress(self.store, self.store.get_task(task_id)).to_json()
 
     def evidence(self, run: Run) -> Evidence | None:
         data = run.result.get("evidence") if isinstance(run.result, dict) else None

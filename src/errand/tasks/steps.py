@@ -420,8 +420,7 @@ def finalize(store: TaskStore, task_id: str, runs: list[Run], results: list[Agen
             "status": result.status, "detail": detail, "summary": result.summary,
             "assumptions": result.assumptions, "budget": result.budget, "rank": place, "patch": patch,
             "evidence": evidence.to_json(),
-            "spent": {"steps": result.spent.steps, "tokens": result.spent.tokens, "cost": result.spent.cost,
-                      "seconds": round(result.spent.seconds, 3)}, "caches": caches or {}}
+            "spent": result.spent.to_json(), "caches": caches or {}}
         state = RunState.SUCCEEDED if usable else RunState.FAILED
         store.finish_run(runs[index].id, state, outcome)
     if len(order) > 1:

@@ -68,6 +68,8 @@
     source.addEventListener("log", function (event) {
       const stick = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
       log.insertAdjacentHTML("beforeend", event.data);
+      const line = log.lastElementChild;  // the log shows one attempt: so do its new lines
+      if (log.dataset.show && line && line.dataset.attempt && line.dataset.attempt !== log.dataset.show) line.remove();
       localTimes(log);
       log.dataset.after = event.lastEventId;
       if (stick) window.scrollTo(0, document.body.scrollHeight);
