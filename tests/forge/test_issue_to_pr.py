@@ -108,8 +108,15 @@ def test_no_pull_request_without_its_branch_and_never_a_force_push(forged: Forge
     assert forged.fake.branch_head(REPO, str(task["branch"])) == other  # not overwritten
     assert TOKEN not in accepted.stderr
 
-    # Once the branch is out of the way, a retry finishes the job.
+    # A pass of `errand forge sync` meets the same refusal and records it on the task.
+    synced = errand(forged.home, "forge", "sync", env=forged.env)
+    assert synced.returncode == 0 and forged.fake.repos[REPO].pulls == {}
+    [error] = [e for e in errand_events(forged, str(task["id"])) if e["kind"] == "forge_error"]
+    assert error["data"]["code"] == "push_rejected"
+
+    # Once the branch is out of the way, the next pass finishes the job.
     git(bare, "update-ref", "-d", f"refs/heads/{task['branch']}")
-    retried = errand(forged.home, "forge", "pr", str(task["id"]), env=forged.env)
-    assert retried.returncode == 0, retried.stderr
-    assert len(forged.fake.repos[REPO].pulls) == 1
+    synced = errand(forged.home, "forge", "sync", env=forged.env)
+    assert synced.returncode == 0, synced.stderr
+    [pull] = forged.fake.repos[REPO].pulls.values()
+    assert f"{task['id']}: pull request #{pull['number']}" in synced.stdout

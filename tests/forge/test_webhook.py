@@ -117,6 +117,8 @@ def test_label_to_pull_request_to_review_round_on_the_same_branch(forged: Forged
     git(clone, "-c", "user.name=Person", "-c", "user.email=p@example.com", "commit", "-qm", "a readme")
     git(clone, "push", "-q", "origin", branch)
     person = git(clone, "rev-parse", "HEAD").strip()
+    other = fake.add_review_comment(REPO, pull["number"], "a - b was intended?", path="calc.py", line=1,
+                                    user="reviewer")
     line = fake.add_review_comment(REPO, pull["number"], "@errand say why in CHANGES.md", path="calc.py", line=2,
                                    user="acme")
     followed = fake.deliver(hook, "pull_request_review_comment", {
@@ -126,6 +128,7 @@ def test_label_to_pull_request_to_review_round_on_the_same_branch(forged: Forged
     round_id = followed.json()["task_id"]
     detail = httpx.get(f"{served.url}/api/tasks/{round_id}").json()
     assert "calc.py:2" in detail["instruction"] and "say why in CHANGES.md" in detail["instruction"]
+    assert "calc.py:1 — @reviewer: a - b was intended?" in detail["instruction"]  # the whole review, not one comment
 
     def pushed() -> str | None:
         head = fake.branch_head(REPO, branch)
@@ -137,6 +140,10 @@ def test_label_to_pull_request_to_review_round_on_the_same_branch(forged: Forged
     assert len(fake.repos[REPO].pulls) == 1
     eventually("errand says what it pushed", lambda: any(f"errand pushed {head[:12]}" in c["body"]
                                                          for c in fake.repos[REPO].comments[pull["number"]]))
+    replies = eventually("errand replies on each thread", lambda: {
+        c["in_reply_to_id"] for c in fake.repos[REPO].review_comments[pull["number"]]
+        if c.get("in_reply_to_id") and head[:12] in c["body"]} == {other["id"], line["id"]})
+    assert replies
     assert files_holding(forged.home, TOKEN) == [] and files_holding(forged.project / ".git", TOKEN) == []
     assert TOKEN not in served.output() and SECRET not in served.output()
 

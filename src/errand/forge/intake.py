@@ -65,8 +65,10 @@ def follow_pull(service: TaskService, links: LinkStore, forge: Forge, token: str
     links.add(Link(new.id, forge.name, forge.base_url, parent.repo, issue=parent.issue, requested_by=ask.author,
                    comment_id=ask.comment_id, pull=parent.pull, pull_url=parent.pull_url,
                    pull_branch=parent.pull_branch))
+    threads = [c.id for c in line_comments if c.in_reply_to is None and visible(c.body)]
     service.store.append_event(new.id, None, "forge_followup", {"pull": parent.pull, "branch": parent.pull_branch,
-                                                                "head": head, "requested_by": ask.author})
+                                                                "head": head, "requested_by": ask.author,
+                                                                "threads": threads})
     return new
 
 

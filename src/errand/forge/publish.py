@@ -125,9 +125,13 @@ class Publisher:
     def _say_pushed(self, task: Task, link: Link, commit: str) -> None:
         assert link.pull is not None
         summary = " ".join(str(self.service.chosen_run(task.id).result.get("summary") or "").split())
-        self.forge.comment(IssueRef.of(link.repo, link.pull),
-                           f"errand pushed {commit[:12]} to `{link.pull_branch}` (task `{task.id}`)"
-                           + (f": {summary}" if summary else "."))
+        said = f"errand pushed {commit[:12]} to `{link.pull_branch}` (task `{task.id}`)" + (
+            f": {summary}" if summary else ".")
+        self.forge.comment(IssueRef.of(link.repo, link.pull), said)
+        # Every line comment the round was given hears back on its own thread, not only the one that asked.
+        asked = self.service.store.last_event(task.id, ["forge_followup"])
+        for thread in (asked.data.get("threads") or []) if asked is not None else []:
+            self.forge.reply_review(link.repo, link.pull, int(thread), said)
 
     def _accepted_commit(self, task: Task) -> str:
         event = self.service.store.last_event(task.id, ["accepted"])
