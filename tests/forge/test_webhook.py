@@ -28,10 +28,11 @@ WORK = [[("shell", {"command": "sed -i 's/return a - b/return a + b/' calc.py &&
 ASKING = [[("ask_user", {"question": "Should add() take floats too? @everyone"})], *WORK]
 
 
-def serve(forged: Forged, tmp_path: Path, turns: list[Any]) -> Served:
+def serve(forged: Forged, tmp_path: Path, turns: list[Any], *, github: str = "") -> Served:
     model = script(tmp_path / "work.json", turns)
-    with (forged.home / "forge.toml").open("a") as handle:
-        handle.write(f'model = "{model}"\n')
+    (forged.home / "forge.toml").write_text(f'[github]\nbase_url = "{forged.fake.api_url}"\n{github}\n'
+                                            f'[github.repos."{REPO}"]\npath = "{forged.project}"\n'
+                                            f'model = "{model}"\n')
     return start_server(tmp_path, env={**forged.env, "ERRAND_PUBLIC_URL": "http://errand.test"})
 
 
@@ -183,3 +184,54 @@ def test_a_question_is_asked_on_the_issue_and_the_reply_resumes_the_run(forged: 
     assert "**Q:** Should add() take floats too?" in pull["body"] and "**A:** Integers only." in pull["body"]
     assert "asked by @acme" in pull["body"] and f"Fixes #{number}" in pull["body"]
     assert len([c for c in fake.repos[REPO].comments[number] if "has a question" in c["body"]]) == 1
+
+
+@pytest.fixture
+def served_fixing(forged: Forged, tmp_path: Path) -> Iterator[Served]:
+    server = serve(forged, tmp_path, WORK, github="ci_fix_attempts = 1")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def red(forged: Forged, sha: str) -> None:
+    forged.fake.repos[REPO].check_runs[sha] = [{
+        "name": "tests", "status": "completed", "conclusion": "failure", "html_url": f"{forged.fake.url}/runs/9",
+        "output": {"title": "1 failed", "summary": "test_calc.py::test_add FAILED: expected 5"}}]
+
+
+def test_red_ci_starts_one_bounded_fix_on_the_same_branch(forged: Forged, served_fixing: Served) -> None:
+    fake, served = forged.fake, served_fixing
+    issue = fake.add_issue(REPO, "add() subtracts", "add(2, 3) gives -1")
+    started = fake.deliver(f"{served.url}/api/forge/github/webhook", "issues",
+                           fake.issue_payload(REPO, issue["number"], "labeled", label={"name": "errand"}))
+    task_id = started.json()["task_id"]
+    eventually("the task is ready", lambda: state(served, task_id) == "ready_for_review")
+    assert httpx.post(f"{served.url}/api/tasks/{task_id}/accept", json={}, timeout=60).status_code == 200
+    pull = eventually("the pull request opens", lambda: next(iter(fake.repos[REPO].pulls.values()), None))
+    branch = pull["head"]["ref"]
+    first = str(fake.branch_head(REPO, branch))
+    red(forged, first)
+
+    def fixed() -> str | None:
+        head = fake.branch_head(REPO, branch)
+        return head if head != first else None
+
+    second = eventually("the fix round is pushed to the same branch", fixed, seconds=180)
+    assert git(fake.repos[REPO].bare, "rev-parse", f"{second}^").strip() == first
+    tasks = httpx.get(f"{served.url}/api/tasks").json()["tasks"]
+    [fix] = [t for t in tasks if t["id"] != task_id]
+    detail = httpx.get(f"{served.url}/api/tasks/{fix['id']}").json()
+    assert "CI failed on" in detail["instruction"] and "test_add FAILED: expected 5" in detail["instruction"]
+
+    red(forged, second)  # red again: the one attempt is spent
+
+    def read_back() -> bool:
+        events = httpx.get(f"{served.url}/api/tasks/{fix['id']}/events", params={"limit": 1000}).json()
+        return any(e["kind"] == "forge_checks" and e["data"]["commit"] == second
+                   and any(c["state"] == "failure" for c in e["data"]["checks"]) for e in events)
+
+    eventually("the second red CI is read", read_back)
+    assert len(httpx.get(f"{served.url}/api/tasks").json()["tasks"]) == 2
+    assert fake.branch_head(REPO, branch) == second and len(fake.repos[REPO].pulls) == 1

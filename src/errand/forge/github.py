@@ -169,7 +169,7 @@ class GitHubForge:
         runs = self._json(f"reading the checks of {sha[:12]}", "GET", f"/repos/{repo}/commits/{sha}/check-runs")
         status = self._json(f"reading the statuses of {sha[:12]}", "GET", f"/repos/{repo}/commits/{sha}/status")
         found = [CheckState(str(r.get("name")), str(r.get("conclusion") or r.get("status") or "pending"),
-                            r.get("html_url")) for r in runs.get("check_runs") or []]
+                            r.get("html_url"), _output(r)) for r in runs.get("check_runs") or []]
         found += [CheckState(str(s.get("context")), str(s.get("state")), s.get("target_url"))
                   for s in status.get("statuses") or []]
         return found
@@ -178,6 +178,11 @@ class GitHubForge:
 def _login(data: dict[str, Any]) -> str:
     user = data.get("user")
     return str(user.get("login") or "") if isinstance(user, dict) else str(data.get("login") or "")
+
+
+def _output(run: dict[str, Any]) -> str:
+    output = run.get("output") or {}
+    return "\n".join(str(output.get(key)) for key in ("title", "summary", "text") if output.get(key))[:4000]
 
 
 def _comment(data: dict[str, Any]) -> Comment:

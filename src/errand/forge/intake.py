@@ -50,7 +50,7 @@ def submit_issue(service: TaskService, links: LinkStore, forge: Forge, ref: Issu
 
 
 def follow_pull(service: TaskService, links: LinkStore, forge: Forge, token: str, parent: Link, ask: Ask,
-                line_comments: list[ReviewComment]) -> Task:
+                line_comments: list[ReviewComment], *, ci: bool = False) -> Task:
     """A new task continuing ``parent``'s pull request: from its branch's current head, with the
     ask and every line comment (file and line) in its instruction; its work is pushed there."""
     assert parent.pull is not None and parent.pull_branch is not None
@@ -68,7 +68,7 @@ def follow_pull(service: TaskService, links: LinkStore, forge: Forge, token: str
     threads = [c.id for c in line_comments if c.in_reply_to is None and visible(c.body)]
     service.store.append_event(new.id, None, "forge_followup", {"pull": parent.pull, "branch": parent.pull_branch,
                                                                 "head": head, "requested_by": ask.author,
-                                                                "threads": threads})
+                                                                "threads": threads, "ci": ci})
     return new
 
 
@@ -76,7 +76,7 @@ def _followup_instruction(parent: Link, ask: Ask, line_comments: list[ReviewComm
     parts = [f"Review feedback on pull request #{parent.pull} of {parent.repo} (branch {parent.pull_branch}); "
              "your working copy starts from that branch's current head."]
     if ask.text:
-        parts.append(f"@{ask.author} asked: {visible(ask.text)}")
+        parts.append(f"@{ask.author} asked: {visible(ask.text)}" if ask.author else visible(ask.text))
     threads = [f"- {c.path}:{c.line if c.line is not None else '?'} — @{c.author}: {visible(c.body)}"
                for c in line_comments if c.in_reply_to is None and visible(c.body)]
     if threads:

@@ -49,6 +49,11 @@ class LinkStore(SqlStore):
             row = connection.execute(query).mappings().first()
         return _link(row) if row is not None else None
 
+    def all_for_pull(self, repo: str, pull: int) -> list[Link]:
+        query = sa.select(links).where(links.c.repo == repo, links.c.pull == pull).order_by(links.c.created_at)
+        with self._read() as connection:
+            return [_link(row) for row in connection.execute(query).mappings()]
+
     def for_issue(self, repo: str, issue: int) -> list[Link]:
         query = sa.select(links).where(links.c.repo == repo, links.c.issue == issue).order_by(links.c.created_at)
         with self._read() as connection:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from errand.forge.body import pull_body, pull_title
+from errand.forge.cifix import fix_red_ci
 from errand.forge.errors import ForgeError
 from errand.forge.links import Link, LinkStore
 from errand.forge.protocol import Forge
@@ -42,13 +43,18 @@ class Published:
 
 class Publisher:
     def __init__(self, service: TaskService, links: LinkStore, forge: Forge, token: str, *, draft: bool = True,
-                 public_url: str | None = None) -> None:
+                 public_url: str | None = None, ci_fix_attempts: int = 0) -> None:
         self.service = service
         self.links = links
         self.forge = forge
         self._token = token
         self.draft = draft
         self.public_url = public_url.rstrip("/") if public_url else None
+        self.ci_fix_attempts = ci_fix_attempts
+
+    @property
+    def token(self) -> str:
+        return self._token
 
     def due(self, link: Link) -> bool:
         """Whether ``link``'s task has work for the forge that is not there yet."""
@@ -116,11 +122,14 @@ class Publisher:
         if link is None or link.pushed is None:
             return []
         found = self.forge.checks(link.repo, link.pushed)
-        states = {"commit": link.pushed, "checks": [{"name": c.name, "state": c.state, "url": c.url} for c in found]}
-        last = self.service.store.last_event(task_id, ["forge_checks"])
-        if last is None or last.data != states:
-            self.service.store.append_event(task_id, None, "forge_checks", states)
+        self.record_checks(link, found)
         return found
+
+    def record_checks(self, link: Link, found: list[CheckState]) -> None:
+        states = {"commit": link.pushed, "checks": [{"name": c.name, "state": c.state, "url": c.url} for c in found]}
+        last = self.service.store.last_event(link.task_id, ["forge_checks"])
+        if last is None or last.data != states:
+            self.service.store.append_event(link.task_id, None, "forge_checks", states)
 
     def _say_pushed(self, task: Task, link: Link, commit: str) -> None:
         assert link.pull is not None
@@ -165,11 +174,13 @@ def catch_up(publisher: Publisher) -> list[Published]:
             publisher.service.store.append_event(link.task_id, None, "forge_error", {"code": error.code,
                                                                                      "message": error.message})
     for link in publisher.links.pushed_pulls():
-        if _unsettled(publisher, link):
+        if _unsettled(publisher, link) and link.pushed is not None:
             try:
-                publisher.checks(link.task_id)
+                found = publisher.forge.checks(link.repo, link.pushed)
+                fix_red_ci(publisher, link, found)  # before the record: a reader who sees it sees the decision
             except ForgeError:
                 continue  # read again on the next pass
+            publisher.record_checks(link, found)
     return done
 
 

@@ -55,6 +55,7 @@ class CheckState:
     name: str
     state: str  # success | failure | pending | neutral | skipped | cancelled | error
     url: str | None = None
+    detail: str = ""  # what the check said about itself (a check run's output title and summary)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ webhook secret, as ``config.toml`` names a model key's variable::
     label = "errand"                          # an issue labelled so starts a task
     mention = "@errand"                       # a comment starting so starts one
     draft = true                              # pull requests open as drafts
+    ci_fix_attempts = 0                       # rounds a red CI may start on a pull request
 
     [github.repos."owner/name"]
     path = "/srv/clones/name"                 # the local clone tasks run on and accept into
@@ -37,7 +38,9 @@ __all__ = ["DEFAULT_API", "ForgeSettings", "RepoSettings", "settings_path"]
 
 DEFAULT_API = "https://api.github.com"
 
-_KEYS = frozenset({"base_url", "token_env", "webhook_secret_env", "label", "mention", "draft", "repos"})
+_KEYS = frozenset({"base_url", "token_env", "webhook_secret_env", "label", "mention", "draft", "ci_fix_attempts",
+                   "repos"})
+MAX_CI_FIXES = 5
 _REPO_KEYS = frozenset({"path", "model"})
 _SECRETS = frozenset({"token", "webhook_secret", "secret", "password"})
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -61,6 +64,7 @@ class ForgeSettings:
     label: str = "errand"
     mention: str = "@errand"
     draft: bool = True
+    ci_fix_attempts: int = 0
     repos: Mapping[str, RepoSettings] = field(default_factory=dict)
 
     @classmethod
@@ -115,6 +119,10 @@ def _checked(table: dict[str, Any], path: Path) -> dict[str, Any]:
     for key in ("token_env", "webhook_secret_env"):
         if key in table and not (isinstance(table[key], str) and _VARIABLE.match(table[key])):
             raise ConfigError(f"{path}: [github] {key} must name an environment variable", code="invalid_config")
+    fixes = table.get("ci_fix_attempts", 0)
+    if isinstance(fixes, bool) or not isinstance(fixes, int) or not 0 <= fixes <= MAX_CI_FIXES:
+        raise ConfigError(f"{path}: [github] ci_fix_attempts must be a whole number from 0 to {MAX_CI_FIXES}",
+                          code="invalid_config")
     values = {k: v for k, v in table.items() if k != "repos"}
     repos = table.get("repos", {})
     if not isinstance(repos, dict):

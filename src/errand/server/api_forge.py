@@ -55,7 +55,8 @@ def _open(app: FastAPI) -> _Forge | None:
     links = LinkStore(service.store.engine)
     public = os.environ.get("ERRAND_PUBLIC_URL") or None
     return _Forge(WebhookHandler(service, links, forge, settings, token, public_url=public),
-                  Publisher(service, links, forge, token, draft=settings.draft, public_url=public),
+                  Publisher(service, links, forge, token, draft=settings.draft, public_url=public,
+                            ci_fix_attempts=settings.ci_fix_attempts),
                   settings.webhook_secret())
 
 
