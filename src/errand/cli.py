@@ -33,8 +33,18 @@ from errand.errors import ConfigError, ErrandError, ExecTimeout
 from errand.eval import strip as eval_strip
 from errand.memory.cli import memory_app
 from errand.repo import checkouts
-from errand.sandbox import AsyncProcess, AsyncSandbox, AsyncStream, Image, Mount, Network, Resources, SandboxInfo, _gc
-from errand.sandbox._gc import GcReport
+from errand.sandbox import (
+    AsyncProcess,
+    AsyncSandbox,
+    AsyncStream,
+    GcReport,
+    Image,
+    Mount,
+    Network,
+    Resources,
+    SandboxInfo,
+)
+from errand.sandbox import collect_garbage as collect_sandbox_garbage
 
 __all__ = ["app", "main"]
 
@@ -435,7 +445,7 @@ def collect_garbage(
 
 def _collect_sandboxes() -> list[tuple[str, str]]:
     async def collect() -> GcReport:
-        return await asyncio.to_thread(_gc.collect)
+        return await asyncio.to_thread(collect_sandbox_garbage)
 
     report = _run(collect())
     return [(what, name) for what, names in (("sandbox", report.sandboxes), ("cgroup", report.cgroups),

@@ -50,7 +50,7 @@ from errand.tasks.workers import notes, running_worker, worker_notes
 if TYPE_CHECKING:
     from errand.server.client import ErrandClient
 
-__all__ = ["age", "print_event", "print_evidence", "print_patch", "register", "shown"]
+__all__ = ["age", "console", "print_event", "print_evidence", "print_patch", "register", "shown", "task_service"]
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -62,7 +62,7 @@ _STATE_STYLE = {"queued": "cyan", "preparing": "cyan", "running": "blue", "needs
                 "cancelled": "dim"}
 
 
-def _out(*, stderr: bool = False) -> Console:
+def console(*, stderr: bool = False) -> Console:
     # No emoji codes: ``:warning:`` in an agent's text must print as typed, not as a picture.
     return Console(highlight=False, emoji=False, stderr=stderr)
 
@@ -76,7 +76,7 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON (the HTTP API's
 
 
 @contextmanager
-def _service(server: str | None = None, token: str | None = None) -> Iterator[TaskService | ErrandClient]:
+def task_service(server: str | None = None, token: str | None = None) -> Iterator[TaskService | ErrandClient]:
     """The local store, or the server at ``server``, with errand's errors turned into one red
     line and an exit code."""
     try:
@@ -128,7 +128,7 @@ def run(
     token: Token = None,
 ) -> None:
     """Hand a task to an agent; it runs in the background and comes back as a diff to review."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         title = None
         if issue is not None and instruction is not None:
             raise ConfigError("give an instruction or --issue FILE, not both", code="invalid_input")
@@ -142,7 +142,7 @@ def run(
             task = service.submit(instruction or "", repo=repo, base=base, model=model, attempts=attempts,
                                   title=title)
         # With --json, stdout carries the one JSON object and everything said on the way goes to stderr.
-        out = _out(stderr=as_json)
+        out = console(stderr=as_json)
         if not as_json:
             out.print(f"[bold]{task.id}[/] queued: {shown(task.title, lines=False)}")
         _say_left_out(task)
@@ -215,7 +215,7 @@ def ls(
     token: Token = None,
 ) -> None:
     """List tasks, newest first."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         if state is not None and state not in TaskState.__members__.values():
             raise ConfigError(f"unknown state {state!r}; states are {', '.join(TaskState)}", code="invalid_state")
         tasks = service.store.list_tasks(state=state, repo=None if repo is None else source_name(repo), limit=limit)
@@ -226,12 +226,12 @@ def ls(
         for task in tasks:
             table.add_row(shown(task.id), _state(task.state), age(time.time() - task.created_at), str(task.attempts),
                           shown(task.title, lines=False), shown(task.repo, lines=False))
-        _out().print(table)
+        console().print(table)
 
 
 def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """A task: its state, its runs, and the evidence and confidence of its result."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         task = service.store.get_task(task_id)
         runs = service.store.runs(task_id)
         given = service.store.events(task_id, kinds=["memories_given"])
@@ -244,7 +244,7 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
                 {"id": r.id, "attempt": r.attempt, "round": r.round, "state": r.state.value,
                  "result": {k: v for k, v in (r.result or {}).items() if k != "patch"}} for r in runs]})
             return
-        out = _out()
+        out = console()
         out.print(f"[bold]{shown(task.id)}[/]  {_state(task.state)}  {shown(task.title, lines=False)}")
         out.print(f"[dim]repo {shown(task.repo, lines=False)} at {shown(task.base_ref, lines=False)} "
                   f"({shown((task.base_commit or '')[:12])}), branch {shown(task.branch, lines=False)}, "
@@ -368,14 +368,14 @@ def diff(
     token: Token = None,
 ) -> None:
     """The task's diff (the best attempt's, unless --attempt), coloured on a terminal; exact when piped."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         run_ = service.chosen_run(task_id, attempt)
         patch = str(run_.result.get("patch") or "")
-        out = _out()
+        out = console()
         if not patch.strip():
             # Said on stderr and in the exit code, so `errand diff ID > fix.patch && git apply fix.patch`
             # stops here instead of applying nothing.
-            _out(stderr=True).print(f"{shown(task_id)} changed nothing: round {run_.round}, attempt {run_.attempt} "
+            console(stderr=True).print(f"{shown(task_id)} changed nothing: round {run_.round}, attempt {run_.attempt} "
                                     f"has no diff (`errand show {shown(task_id)}` says how it ended)")
             raise typer.Exit(EXIT_ERROR)
         if stat:
@@ -403,11 +403,11 @@ def logs(
     token: Token = None,
 ) -> None:
     """The task's log: every step of the agent, command and output, as it happens with -f."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         service.store.get_task(task_id)
-        show_event = _print_event_json if as_json else functools.partial(print_event, _out())
+        show_event = _print_event_json if as_json else functools.partial(print_event, console())
         if follow:
-            _follow(service, task_id, _out(stderr=as_json), show_event)
+            _follow(service, task_id, console(stderr=as_json), show_event)
         else:
             for event in service.store.events(task_id, limit=1_000_000):
                 show_event(event)
@@ -452,7 +452,7 @@ def accept(
     token: Token = None,
 ) -> None:
     """Commit the task's diff on its branch errand/<id>-<slug>; your checkout is left as it is."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         accepted = service.accept(task_id, attempt=attempt, into=into)
         if not server:
             from errand.cli_forge import publish_if_linked  # a task from a forge issue goes back as a pull request
@@ -463,7 +463,7 @@ def accept(
         if as_json:
             _print_json({**_record_json(accepted), "repo": repo, "next": steps})
             return
-        out = _out()
+        out = console()
         out.print(f"[green]accepted[/] {shown(task_id)}: commit {shown(accepted.commit[:12])} on branch "
                   f"[bold]{shown(accepted.branch, lines=False)}[/]")
         for what, command in steps.items():
@@ -494,7 +494,7 @@ def reject(task_id: TaskId,
            reason: Annotated[str, typer.Option("--reason", metavar="TEXT", help="Why; errand remembers it.")],
            as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Reject the task's result."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         review = service.reject(task_id, reason)
         _say(as_json, review, f"[red]rejected[/] {shown(task_id)}")
 
@@ -504,7 +504,7 @@ def followup(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT"
              token: Token = None) -> None:
     """Ask for more work: a new round on the same branch (of a task ready for review, rejected,
     failed or cancelled); of an accepted task, a new task that starts from its commit."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         done = service.followup(task_id, text)
         queued = task_id
         if isinstance(done, Task):
@@ -521,7 +521,7 @@ def retry(task_id: TaskId, start_worker: StartWorker = True, as_json: AsJson = F
           token: Token = None) -> None:
     """Run a failed or cancelled task again: a new round from where its last one started (the base,
     or the last finished round's work); its earlier rounds and log are kept."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         task = service.retry(task_id)
         _say(as_json, task, f"{shown(task_id)} queued again (a retry)")
         _queued_next(service, task_id, as_json, start_worker and not server)
@@ -529,7 +529,7 @@ def retry(task_id: TaskId, start_worker: StartWorker = True, as_json: AsJson = F
 
 def _queued_next(service: TaskService | ErrandClient, task_id: str, as_json: bool, start_worker: bool) -> None:
     """After a task was queued: a worker to run it, and how to watch it."""
-    out = _out(stderr=as_json)
+    out = console(stderr=as_json)
     if start_worker:
         _ensure_worker(out, service.store.get_task(task_id).model_endpoint)
     if not as_json:
@@ -539,7 +539,7 @@ def _queued_next(service: TaskService | ErrandClient, task_id: str, as_json: boo
 def answer(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT", help="Your answer.")],
            as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Answer the question the task is waiting on; it resumes."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         event_id = service.answer(task_id, text)
         _say(as_json, {"event_id": event_id}, f"answer sent to {shown(task_id)}")
 
@@ -547,7 +547,7 @@ def answer(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT", 
 def message(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT", help="Your message.")],
             as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Send a running task a message; the agent gets it at its next step."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         event_id = service.message(task_id, text)
         _say(as_json, {"event_id": event_id},
              f"message sent to {shown(task_id)}; `errand logs {shown(task_id)}` shows when it is delivered")
@@ -555,7 +555,7 @@ def message(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT",
 
 def cancel(task_id: TaskId, as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Cancel a task; its sandbox is ended and nothing lands."""
-    with _service(server, token) as service:
+    with task_service(server, token) as service:
         task = service.cancel(task_id)
         _say(as_json, task, f"cancelled {shown(task_id)}")
 
@@ -565,7 +565,7 @@ def _say(as_json: bool, result: object, text: str) -> None:
     if as_json:
         _print_json(_record_json(result) if dataclasses.is_dataclass(result) else result)
     else:
-        _out().print(text)
+        console().print(text)
 
 
 # ------------------------------------------------------------------ formatting

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from errand import _settings
 from errand.cli_events import shown
-from errand.cli_tasks import _out, _service, age
+from errand.cli_tasks import age, console, task_service
 from errand.tasks.engine import LocalEngine
 from errand.tasks.lifecycle import ACTIVE
 from errand.tasks.records import RunState
@@ -40,7 +40,7 @@ def worker(
     """Run queued tasks in this process until interrupted (one worker per errand home)."""
     if context.invoked_subcommand is not None:
         return
-    with _service() as service:
+    with task_service() as service:
         assert isinstance(service, TaskService)  # a worker runs on this machine's store
         engine = LocalEngine(service.store, concurrency=concurrency)
 
@@ -57,7 +57,7 @@ def worker_status(as_json: Annotated[bool, typer.Option("--json", help="Print JS
 
     Its pid, since when, how many tasks at a time, the endpoints and key variables
     of its environment, and the tasks it holds."""
-    with _service() as service:
+    with task_service() as service:
         assert isinstance(service, TaskService)
         info = running_worker()
         held = _held_tasks(service.store, info) if info is not None else []
@@ -67,7 +67,7 @@ def worker_status(as_json: Annotated[bool, typer.Option("--json", help="Print JS
         print(json.dumps({"running": info is not None, "home": home, **described,
                           "keys": sorted(info.keys) if info is not None else [], "tasks": held}, indent=2))
         return
-    out = _out()
+    out = console()
     if info is None:
         out.print(f"no worker serves {shown(home, lines=False)}; `errand run` starts one, "
                   "`errand worker` runs one here")
@@ -89,16 +89,16 @@ def worker_stop(timeout: Annotated[float, typer.Option("--timeout", metavar="SEC
     """Stop the worker serving this errand home, and wait until it has exited.
 
     It gets SIGTERM: its sandboxes end and its running tasks are requeued for the next worker."""
-    with _service() as service:
+    with task_service() as service:
         assert isinstance(service, TaskService)
         info = running_worker()
         held = _held_tasks(service.store, info) if info is not None else []
         stopped = stop_worker(timeout)
     if stopped is None:
-        _out().print(f"no worker serves {shown(_settings.home(), lines=False)}")
+        console().print(f"no worker serves {shown(_settings.home(), lines=False)}")
         return
     requeued = f"; requeued {', '.join(held)}" if held else ""
-    _out().print(f"stopped the worker (pid {stopped.pid}){requeued}")
+    console().print(f"stopped the worker (pid {stopped.pid}){requeued}")
 
 
 def _held_tasks(store: TaskStore, info: WorkerInfo) -> list[str]:

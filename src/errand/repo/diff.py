@@ -34,7 +34,7 @@ from typing import Literal, cast
 
 from errand.repo.git import run_git
 
-__all__ = ["Diff", "DiffStats", "FileChange", "build_index", "diff_tree"]
+__all__ = ["Diff", "DiffStats", "FileChange", "build_index", "diff_tree", "scratch_git_dir"]
 
 Status = Literal["added", "modified", "deleted", "renamed", "type_changed"]
 
@@ -86,7 +86,7 @@ class Diff:
 
 
 @contextmanager
-def _scratch_git_dir(objects_from: Path) -> Iterator[Path]:
+def scratch_git_dir(objects_from: Path) -> Iterator[Path]:
     """A throwaway GIT_DIR that reads ``objects_from``'s objects and writes its own."""
     source_objects = _objects_dir(objects_from)
     with tempfile.TemporaryDirectory(prefix="errand-scratch-") as tmp:
@@ -140,7 +140,7 @@ def build_index(workdir: Path, objects_from: Path, base_commit: str, index: Path
     skip re-hashing unchanged files. It is safe against an agent that forges
     mtimes: git also compares ctime, inode and size, and nobody can set ctime.
     """
-    with _scratch_git_dir(objects_from) as git_dir:
+    with scratch_git_dir(objects_from) as git_dir:
         _git(["read-tree", base_commit], workdir, git_dir, index)
         _git(["update-index", "-q", "--refresh"], workdir, git_dir, index, check=False)
 
@@ -160,7 +160,7 @@ def diff_tree(
     """
     workdir = workdir.resolve()
     skipped = _nested_repositories(workdir)
-    with _scratch_git_dir(objects_from) as git_dir:
+    with scratch_git_dir(objects_from) as git_dir:
         index = git_dir / "errand-index"
         if index_seed is not None and index_seed.is_file():
             shutil.copy2(index_seed, index)  # keep its mtime: git's racy-entry check depends on it

@@ -26,7 +26,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from errand.repo.diff import _scratch_git_dir
+from errand.repo.diff import scratch_git_dir
 from errand.repo.git import run_git
 from errand.repo.workcopy import WorkingCopy
 
@@ -73,7 +73,7 @@ def _outermost(paths: list[str], others: list[str]) -> list[str]:
 
 
 def _listings(copy: WorkingCopy) -> tuple[list[str], list[str], list[str]]:
-    with _scratch_git_dir(copy.host_git) as git_dir:
+    with scratch_git_dir(copy.host_git) as git_dir:
         index = git_dir / "errand-index"
 
         def git(*args: str) -> list[str]:

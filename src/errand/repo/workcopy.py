@@ -25,7 +25,7 @@ from pathlib import Path
 
 from errand.errors import ConfigError
 from errand.repo import checkouts
-from errand.repo.diff import Diff, _scratch_git_dir, build_index, diff_tree
+from errand.repo.diff import Diff, build_index, diff_tree, scratch_git_dir
 from errand.repo.errors import RepoError
 from errand.repo.git import run_git
 
@@ -234,7 +234,7 @@ class WorkingCopy:
         if not patch.strip():
             return
         owner = self.path.stat().st_uid
-        with _scratch_git_dir(self.host_git) as git_dir:
+        with scratch_git_dir(self.host_git) as git_dir:
             run_git(["apply", "--whitespace=nowarn", "-"], self.path, untrusted=True, input=patch,
                     git_dir=git_dir, work_tree=self.path)
         if owner != 0:  # only what the patch made: a chown of every file would copy each one up

@@ -3,6 +3,9 @@
 from typing import TYPE_CHECKING
 
 from errand._sync import synchronize
+from errand.sandbox._egress import EgressEvent
+from errand.sandbox._gc import GcReport
+from errand.sandbox._gc import collect as collect_garbage
 from errand.sandbox.backend import SandboxUsage
 from errand.sandbox.config import Mount, Resources
 from errand.sandbox.files import AsyncFiles, FileInfo
@@ -22,7 +25,25 @@ else:
     Files = synchronize(AsyncFiles, "Files")
 
 __all__ = [
-    "AsyncFiles", "AsyncProcess", "AsyncSandbox", "AsyncStream", "AsyncWriter", "ExecResult", "FileInfo",
-    "Files", "Image", "Mount", "Network", "Process", "Resources", "Sandbox", "SandboxInfo",
-    "SandboxUsage", "Stream", "Writer",
+    "AsyncFiles",
+    "AsyncProcess",
+    "AsyncSandbox",
+    "AsyncStream",
+    "AsyncWriter",
+    "EgressEvent",
+    "ExecResult",
+    "FileInfo",
+    "Files",
+    "GcReport",
+    "Image",
+    "Mount",
+    "Network",
+    "Process",
+    "Resources",
+    "Sandbox",
+    "SandboxInfo",
+    "SandboxUsage",
+    "Stream",
+    "Writer",
+    "collect_garbage",
 ]

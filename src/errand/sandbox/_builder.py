@@ -110,7 +110,7 @@ async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: st
     from errand.sandbox._namespace import NamespaceBackend
     from errand.sandbox._spec import SandboxSpec
     from errand.sandbox.config import Mount
-    from errand.sandbox.sandbox import AsyncSandbox, _new_id
+    from errand.sandbox.sandbox import AsyncSandbox, new_sandbox_id
 
     env = dict(config.env)
     mounts: tuple[Mount, ...] = ()
@@ -125,7 +125,7 @@ async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: st
         network = Network.allow(*hosts) if hosts else network
     if network.mode != "none":
         sink(f"NETWORK only {', '.join(network.domains)} (the {step.network} registry, through the egress proxy)")
-    spec = SandboxSpec(id=_new_id(), image=config, mounts=mounts, timeout=3600, workdir=config.workdir,
+    spec = SandboxSpec(id=new_sandbox_id(), image=config, mounts=mounts, timeout=3600, workdir=config.workdir,
                        env=tuple(env.items()), network=network, build_capabilities=True)
     sandbox = await AsyncSandbox._start(NamespaceBackend(store), spec)
     try:

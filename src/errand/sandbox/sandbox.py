@@ -103,7 +103,7 @@ class AsyncSandbox:
         backend.check()
         _gc.collect_once()
         config = await (image or Image.base()).build_async(log=log)
-        spec = SandboxSpec(id=_new_id(), image=config, detach=detach,
+        spec = SandboxSpec(id=new_sandbox_id(), image=config, detach=detach,
                            workdir=spec_args.pop("workdir", None) or config.workdir,  # type: ignore[arg-type]
                            **spec_args)  # type: ignore[arg-type]
         return await cls._start(backend, spec)
@@ -543,7 +543,7 @@ def _egress_proxy() -> EgressProxy:
     return proxy
 
 
-def _new_id() -> str:
+def new_sandbox_id() -> str:
     return "sb-" + "".join(secrets.choice(_ALPHABET) for _ in range(10))
 
 

@@ -6,8 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Response
 
-from errand.sandbox import AsyncSandbox, SandboxInfo
-from errand.sandbox._egress import EgressEvent
+from errand.sandbox import AsyncSandbox, EgressEvent, SandboxInfo
 from errand.server.schemas import Text
 
 __all__ = ["router"]
