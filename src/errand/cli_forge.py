@@ -185,3 +185,71 @@ def _remember(settings: ForgeSettings, repo: str, path: Path) -> None:
         header = "" if file.stat().st_size else "[github]\n"
         handle.write(f'{header}\n[github.repos."{repo}"]\npath = "{clone}"\n')
     _say(f"{repo} → {clone} (written to {file})")
+
+
+def run_batch(service: TaskService | ErrandClient, query: str, *, clone: str, limit: int, base: str,
+              model: str | None, attempts: int) -> None:
+    """``errand run --issues QUERY``: a task per issue found, as one batch (``errand forge ls --batch``)."""
+    from errand.forge.intake import submit_batch
+
+    if not isinstance(service, TaskService):
+        raise ConfigError("a backlog is read by the errand that holds the token: run without --server",
+                          code="invalid_input")
+    forge, settings, _token = open_github()
+    repo, rest = _batch_repo(settings, query, clone)
+    batch = submit_batch(service, LinkStore(service.store.engine), forge, repo, rest, clone=clone, limit=limit,
+                         base=base, model=model, attempts=attempts)
+    for ref, task in batch.started:
+        _say(f"{task.id} queued: #{ref.number} {task.title}")
+    for ref, why in batch.skipped:
+        _say(f"#{ref.number} left: {why}", style="dim")
+    _say(f"batch {batch.id}: {len(batch.started)} task(s) started; follow it with `errand forge ls --batch {batch.id}`")
+
+
+def _batch_repo(settings: ForgeSettings, query: str, clone: str) -> tuple[str, str]:
+    """The repository a search names (``repo:OWNER/NAME``) or the one whose clone ``--repo`` is."""
+    named = [term[5:] for term in query.split() if term.startswith("repo:")]
+    rest = " ".join(term for term in query.split() if not term.startswith("repo:"))
+    if len(named) == 1:
+        return named[0], rest
+    if named:
+        raise ConfigError("a batch searches one repository: give one repo:OWNER/NAME", code="invalid_input")
+    where = Path(clone).expanduser().resolve()
+    for name, repo in settings.repos.items():
+        if repo.path.expanduser().resolve() == where:
+            return name, rest
+    raise ConfigError(f"which repository? put repo:OWNER/NAME in the query, or set up {where} with `errand forge "
+                      "connect github --repo OWNER/NAME --path CLONE`", code="invalid_input")
+
+
+@forge_app.command("ls")
+def ls(
+    repo: Annotated[str | None, typer.Option("--repo", metavar="OWNER/NAME", help="Only this repository.")] = None,
+    batch: Annotated[str | None, typer.Option("--batch", metavar="ID", help="Only this batch.")] = None,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, help="How many, newest first.")] = 50,
+) -> None:
+    """The tasks errand took from the forge: the issue, the task's state, its pull request, CI on it."""
+    from rich.table import Table
+
+    with TaskStore.open() as store:
+        links = LinkStore(store.engine).listed(repo=repo, batch=batch, limit=limit)
+        table = Table("ISSUE", "TASK", "STATE", "PR", "CI", "TITLE", box=None, pad_edge=False)
+        counts: dict[str, int] = {}
+        for link in links:
+            task = store.get_task(link.task_id)
+            stage = "pr_opened" if link.pull is not None and task.state.value == "accepted" else task.state.value
+            counts[stage] = counts.get(stage, 0) + 1
+            table.add_row(printable(f"{link.repo}#{link.issue}" if link.issue else link.repo), task.id, stage,
+                          f"#{link.pull}" if link.pull else "", _ci(store, link.task_id),
+                          printable(task.title, lines=False))
+    Console(highlight=False, emoji=False).print(table)
+    _say(", ".join(f"{count} {stage}" for stage, count in sorted(counts.items())) or "no tasks from the forge yet")
+
+
+def _ci(store: TaskStore, task_id: str) -> str:
+    event = store.last_event(task_id, ["forge_checks"])
+    if event is None or not event.data.get("checks"):
+        return ""
+    states = [str(check.get("state")) for check in event.data["checks"]]
+    bad = [s for s in states if s in ("failure", "error", "timed_out", "action_required")]
+    return "red" if bad else "green" if all(s in ("success", "neutral", "skipped") for s in states) else "pending"

@@ -120,6 +120,10 @@ def run(
     issue: Annotated[str | None, typer.Option(
         "--issue", metavar="FILE|OWNER/NAME#N|URL", help="Take the task from an issue: a Markdown file, or an "
                                                          "issue on GitHub (its thread read in full).")] = None,
+    issues: Annotated[str | None, typer.Option(
+        "--issues", metavar="QUERY", help="One task per issue a GitHub search finds (\"label:bug is:open\"; "
+                                          "repo:OWNER/NAME, or the repository forge.toml gives --repo).")] = None,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, max=100, help="At most N issues.")] = 20,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the task's log until it settles.")] = False,
     start_worker: StartWorker = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the task as JSON (the HTTP API's fields); with "
@@ -130,6 +134,13 @@ def run(
     """Hand a task to an agent; it runs in the background and comes back as a diff to review."""
     with task_service(server, token) as service:
         title = None
+        if issues is not None:
+            from errand.cli_forge import run_batch
+
+            run_batch(service, issues, clone=repo, limit=limit, base=base, model=model, attempts=attempts)
+            if start_worker and not server:
+                _ensure_worker(console())
+            return
         if issue is not None and instruction is not None:
             raise ConfigError("give an instruction or --issue FILE, not both", code="invalid_input")
         if issue is not None and not Path(issue).exists() and looks_like_issue_ref(issue):

@@ -194,6 +194,7 @@ def _git(cwd: Path | None, *args: str) -> str:
 _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     (method, re.compile(f"^{API}{pattern}$"), name) for method, pattern, name in [
         ("GET", r"/user", "user"),
+        ("GET", r"/search/issues", "search_issues"),
         ("GET", r"/repos/([^/]+)/([^/]+)", "get_repo"),
         ("GET", r"/repos/([^/]+)/([^/]+)/collaborators/([^/]+)/permission", "permission"),
         ("GET", r"/repos/([^/]+)/([^/]+)/issues/(\d+)", "get_issue"),
@@ -273,6 +274,20 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
 
         def _user(self, **_: Any) -> tuple[int, Any, dict[str, str]]:
             return 200, {"login": "errand-bot"}, {"X-OAuth-Scopes": fake.scopes}
+
+        def _search_issues(self, *, query: dict[str, list[str]], **_: Any) -> tuple[int, Any, dict[str, str]]:
+            """GitHub's issue search, for the qualifiers errand sends: repo:, is:issue|open|closed, label:."""
+            terms = query.get("q", [""])[0].split()
+            repo = fake.repos[next(t[5:] for t in terms if t.startswith("repo:"))]
+            found = list(repo.issues.values())
+            for term in terms:
+                key, _, value = term.partition(":")
+                if key == "is" and value in ("open", "closed"):
+                    found = [i for i in found if i["state"] == value]
+                elif key == "label":
+                    found = [i for i in found if value in [label["name"] for label in i["labels"]]]
+            per_page = int(query.get("per_page", ["30"])[0])
+            return 200, {"total_count": len(found), "incomplete_results": False, "items": found[:per_page]}, {}
 
         def _get_repo(self, owner: str, name: str, **_: Any) -> tuple[int, Any, dict[str, str]]:
             if f"{owner}/{name}" not in fake.repos:

@@ -12,6 +12,7 @@ pull request just opened) must see the write.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -108,10 +109,12 @@ class GitHubForge:
         data = self._json(f"reading {ref}", "GET", f"/repos/{ref.repo}/issues/{ref.number}")
         comments = tuple(_comment(c) for c in self._pages(f"reading {ref}'s comments",
                                                           f"/repos/{ref.repo}/issues/{ref.number}/comments"))
-        return Issue(number=int(data["number"]), title=str(data.get("title") or ""), body=str(data.get("body") or ""),
-                     labels=tuple(str(label["name"]) for label in data.get("labels") or []),
-                     author=_login(data), url=str(data.get("html_url") or ""), comments=comments,
-                     is_pull=bool(data.get("pull_request")))
+        return replace(_issue(data), comments=comments)
+
+    def search_issues(self, repo: str, query: str, limit: int) -> list[Issue]:
+        data = self._json(f"searching {repo}'s issues", "GET", "/search/issues",
+                          params={"q": f"repo:{repo} is:issue {query}", "per_page": min(max(limit, 1), PER_PAGE)})
+        return [_issue(item) for item in (data.get("items") or [])[:limit]]
 
     def repository(self, repo: str) -> Repository:
         data = self._json(f"reading {repo}", "GET", f"/repos/{repo}")
@@ -183,6 +186,12 @@ def _login(data: dict[str, Any]) -> str:
 def _output(run: dict[str, Any]) -> str:
     output = run.get("output") or {}
     return "\n".join(str(output.get(key)) for key in ("title", "summary", "text") if output.get(key))[:4000]
+
+
+def _issue(data: dict[str, Any]) -> Issue:
+    return Issue(number=int(data["number"]), title=str(data.get("title") or ""), body=str(data.get("body") or ""),
+                 labels=tuple(str(label["name"]) for label in data.get("labels") or []),
+                 author=_login(data), url=str(data.get("html_url") or ""), is_pull=bool(data.get("pull_request")))
 
 
 def _comment(data: dict[str, Any]) -> Comment:

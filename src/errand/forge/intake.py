@@ -8,7 +8,8 @@ has it now, so a person's commits pushed there are built on, never overwritten.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import secrets
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from errand.forge.links import Link, LinkStore
@@ -17,10 +18,11 @@ from errand.forge.push import fetch_branch
 from errand.forge.records import ReviewComment
 from errand.forge.refs import IssueRef
 from errand.forge.text import issue_instruction, visible
+from errand.tasks.lifecycle import FINAL, TaskState
 from errand.tasks.records import Task
 from errand.tasks.service import TaskService
 
-__all__ = ["Ask", "follow_pull", "submit_issue"]
+__all__ = ["Ask", "Batch", "follow_pull", "submit_batch", "submit_issue"]
 
 _TITLE = 60
 
@@ -35,7 +37,8 @@ class Ask:
 
 
 def submit_issue(service: TaskService, links: LinkStore, forge: Forge, ref: IssueRef, *, repo: str | Path,
-                 base: str = "HEAD", model: str | None = None, attempts: int = 1, ask: Ask | None = None) -> Task:
+                 base: str = "HEAD", model: str | None = None, attempts: int = 1, ask: Ask | None = None,
+                 batch: str | None = None) -> Task:
     """Queue a task that resolves ``ref``, read in full (title, body, labels, the whole thread)."""
     ask = ask or Ask()
     issue = forge.issue(ref)
@@ -43,10 +46,41 @@ def submit_issue(service: TaskService, links: LinkStore, forge: Forge, ref: Issu
     title = f"{_short(visible(issue.title))} (#{ref.number})"
     task = service.submit(instruction, repo=repo, base=base, model=model, attempts=attempts, title=title)
     links.add(Link(task.id, forge.name, forge.base_url, ref.repo, issue=ref.number, requested_by=ask.author,
-                   comment_id=ask.comment_id))
+                   comment_id=ask.comment_id, batch=batch))
     service.store.append_event(task.id, None, "forge_issue", {"issue": str(ref), "url": issue.url,
                                                               "requested_by": ask.author})
     return task
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One backlog query's tasks: the ones it started and the issues it left, with why."""
+
+    id: str
+    started: list[tuple[IssueRef, Task]] = field(default_factory=list)
+    skipped: list[tuple[IssueRef, str]] = field(default_factory=list)
+
+
+def submit_batch(service: TaskService, links: LinkStore, forge: Forge, repo: str, query: str, *, clone: str | Path,
+                 limit: int, base: str = "HEAD", model: str | None = None, attempts: int = 1) -> Batch:
+    """A task for each issue ``query`` finds, at most ``limit``; an issue whose task is still
+    open (not rejected, failed or cancelled) is left, so running the batch again adds only new ones."""
+    batch = Batch(f"b-{secrets.token_hex(4)}")
+    for issue in forge.search_issues(repo, query, limit):
+        ref = IssueRef.of(repo, issue.number)
+        open_task = next((link.task_id for link in links.for_issue(repo, issue.number)
+                          if _open(service.store.get_task(link.task_id).state)), None)
+        if open_task is not None:
+            batch.skipped.append((ref, f"task {open_task} has it"))
+            continue
+        task = submit_issue(service, links, forge, ref, repo=clone, base=base, model=model, attempts=attempts,
+                            batch=batch.id)
+        batch.started.append((ref, task))
+    return batch
+
+
+def _open(state: TaskState) -> bool:
+    return state not in FINAL or state is TaskState.ACCEPTED
 
 
 def follow_pull(service: TaskService, links: LinkStore, forge: Forge, token: str, parent: Link, ask: Ask,

@@ -26,6 +26,7 @@ class Link:
     pull_url: str | None = None
     pull_branch: str | None = None
     pushed: str | None = None
+    batch: str | None = None
 
 
 class LinkStore(SqlStore):
@@ -56,6 +57,16 @@ class LinkStore(SqlStore):
 
     def for_issue(self, repo: str, issue: int) -> list[Link]:
         query = sa.select(links).where(links.c.repo == repo, links.c.issue == issue).order_by(links.c.created_at)
+        with self._read() as connection:
+            return [_link(row) for row in connection.execute(query).mappings()]
+
+    def listed(self, *, repo: str | None = None, batch: str | None = None, limit: int = 100) -> list[Link]:
+        """Links newest first, of one repository or one batch."""
+        query = sa.select(links).order_by(links.c.created_at.desc()).limit(limit)
+        if repo is not None:
+            query = query.where(links.c.repo == repo)
+        if batch is not None:
+            query = query.where(links.c.batch == batch)
         with self._read() as connection:
             return [_link(row) for row in connection.execute(query).mappings()]
 

@@ -22,6 +22,11 @@ class Forge(Protocol):
         """The issue with its labels and its whole comment thread, in order."""
         ...
 
+    def search_issues(self, repo: str, query: str, limit: int) -> list[Issue]:
+        """Open or closed issues (not pull requests) of ``repo`` matching the forge's search
+        ``query`` (GitHub: ``label:bug is:open``), without their threads, at most ``limit``."""
+        ...
+
     def repository(self, repo: str) -> Repository:
         ...
 

@@ -27,6 +27,7 @@ links = sa.Table(
     sa.Column("pull_url", sa.Text, nullable=True),
     sa.Column("pull_branch", sa.Text, nullable=True),  # the forge branch its commits are pushed to
     sa.Column("pushed", sa.String(64), nullable=True),  # the last commit pushed for this task
+    sa.Column("batch", sa.String(16), nullable=True),  # the backlog batch that started it ("b-…")
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Index(None, "repo", "pull"),
 )

@@ -29,6 +29,7 @@ def upgrade() -> None:
         sa.Column("pull_url", sa.Text, nullable=True),
         sa.Column("pull_branch", sa.Text, nullable=True),
         sa.Column("pushed", sa.String(64), nullable=True),
+        sa.Column("batch", sa.String(16), nullable=True),
         sa.Column("created_at", sa.Double, nullable=False),
         sa.PrimaryKeyConstraint("task_id", name="pk_forge_links"),
     )
