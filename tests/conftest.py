@@ -26,3 +26,6 @@ def errand_dirs() -> Iterator[None]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+from postgres import postgres_cluster, postgres_url  # noqa: E402, F401 - fixtures for every test directory

@@ -11,9 +11,10 @@ from rich.markup import escape
 
 from errand._text import printable
 from errand.tasks.environment import egress_summary
+from errand.tasks.events import OUTPUT_KINDS
 from errand.tasks.records import Event
 
-__all__ = ["print_event", "shown"]
+__all__ = ["EVENT_LINES", "print_event", "shown"]
 
 
 def shown(value: object, *, lines: bool = True) -> str:
@@ -24,11 +25,17 @@ def shown(value: object, *, lines: bool = True) -> str:
     return escape(printable(str(value), lines=lines))
 
 
-def print_event(out: Console, event: Event) -> None:
+def print_event(out: Console, event: Event, tag: str = "") -> None:
+    """One event as a line of the log; ``tag`` (an attempt, ``#2``) starts each of its lines, so
+    the output of attempts running side by side can be told apart."""
     line = _event_line(event.kind, event.data if isinstance(event.data, dict) else {})
     if line is None:
         return
-    if event.kind in ("output", "setup_output", "check_output"):
+    if tag:
+        prefix = f"[magenta]{tag}[/] "
+        body, newline = (line[:-1], "\n") if line.endswith("\n") else (line, "")
+        line = prefix + body.replace("\n", "\n" + prefix) + newline
+    if event.kind in OUTPUT_KINDS:
         out.print(line, end="", style="dim")
     else:
         out.print(line)
@@ -38,9 +45,10 @@ def _one_line(value: object) -> str:
     return shown(value, lines=False)
 
 
+# One sentence per kind of errand.tasks.events that a person's log shows.
 # Every value from an event goes through shown(): the agent wrote most of them, and the rest
 # (tool names, statuses) came through its model's replies or the repository.
-_EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
+EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "round_started": lambda d: f"[bold]── round {shown(d.get('round'))}[/] ({_one_line(', '.join(d.get('runs', [])))})",
     "environment": lambda d: f"[dim]environment from {_one_line(d.get('config') or 'the defaults')} at "
                              f"{_one_line(str(d.get('commit') or '')[:12])}: egress {_policy(d.get('network'))}"
@@ -77,6 +85,8 @@ _EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
     + (f"\n{shown(d.get('log'))}" if d.get("log") else ""),
     "cancelled": lambda d: "[dim]cancelled[/]",
     "model_endpoint": lambda d: _model_endpoint_line(d),
+    "memory_unavailable": lambda d: f"[yellow]project memory unavailable ({shown(d.get('reason'))}); the round "
+                                    "goes on without it[/]",
     "recovered": lambda d: f"[yellow]worker restarted: run {_one_line(d.get('run_id'))} interrupted, task "
                            f"{_one_line(d.get('state'))}[/]",
     "followup": lambda d: f"[yellow]follow-up:[/] {shown(d.get('text'))}",
@@ -113,7 +123,7 @@ def _result_line(data: dict[str, Any]) -> str | None:
 
 
 def _event_line(kind: str, data: dict[str, Any]) -> str | None:
-    render = _EVENT_LINES.get(kind)
+    render = EVENT_LINES.get(kind)
     return render(data) if render is not None else None
 
 

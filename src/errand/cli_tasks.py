@@ -416,7 +416,7 @@ def logs(
     """The task's log: every step of the agent, command and output, as it happens with -f."""
     with task_service(server, token) as service:
         service.store.get_task(task_id)
-        show_event = _print_event_json if as_json else functools.partial(print_event, console())
+        show_event = _print_event_json if as_json else _tagged(service, task_id, console())
         if follow:
             _follow(service, task_id, console(stderr=as_json), show_event)
         else:
@@ -424,10 +424,24 @@ def logs(
                 show_event(event)
 
 
+def _tagged(service: TaskService | ErrandClient, task_id: str, out: Console) -> Callable[[Event], None]:
+    """``print_event`` on ``out``, each run's lines tagged with its attempt when a round has several."""
+    if service.store.get_task(task_id).attempts < 2:
+        return functools.partial(print_event, out)
+    attempts: dict[str, int] = {}
+
+    def show(event: Event) -> None:
+        if event.run_id is not None and event.run_id not in attempts:  # a run not seen yet: a new round
+            attempts.update({run.id: run.attempt for run in service.store.runs(task_id)})
+        print_event(out, event, f"#{attempts[event.run_id]}" if event.run_id in attempts else "")
+
+    return show
+
+
 def _follow(service: TaskService | ErrandClient, task_id: str, out: Console,
             show_event: Callable[[Event], None] | None = None) -> None:
     """Show the task's events (``print_event`` on ``out`` unless ``show_event``) until it settles."""
-    show_event = show_event or functools.partial(print_event, out)
+    show_event = show_event or _tagged(service, task_id, out)
     if not isinstance(service, TaskService):
         for event in service.follow(task_id, settled=_SETTLED):
             show_event(event)

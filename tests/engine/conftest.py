@@ -7,6 +7,7 @@ import pytest
 
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
+from postgres import DATABASES, database_url
 
 from .cli import stop_worker
 from .harness import make_repo
@@ -17,9 +18,10 @@ def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "project")
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[TaskStore]:
-    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as opened:
+@pytest.fixture(params=DATABASES)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
+    """The engine's store: SQLite in the test's directory, or a fresh PostgreSQL database."""
+    with TaskStore.open(database_url(request, tmp_path)) as opened:
         yield opened
 
 

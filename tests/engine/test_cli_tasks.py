@@ -113,3 +113,8 @@ def test_best_of_two_says_which_attempts_made_the_same_diff(home: Path, tmp_path
     assert shown.count("the same diff as attempt 1") == 1, shown
     for attempt in (1, 2):
         assert f"round 1, attempt {attempt} (succeeded): 4 of 100 steps" in shown
+    logs = errand(home, "logs", task["id"]).stdout.splitlines()
+    for attempt in (1, 2):  # each attempt's lines, its output too, say whose they are
+        assert f"#{attempt} → edit_file" in "\n".join(logs)
+        assert f"#{attempt} 1 passed in 0.01s" in logs
+    assert any(line.startswith("── round 1") for line in logs)  # the task's own lines are untagged

@@ -6,11 +6,13 @@ from pathlib import Path
 import pytest
 
 from errand.tasks.store import TaskStore
+from postgres import DATABASES, database_url
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'errand.db'}"
+@pytest.fixture(params=DATABASES)
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The store's database: SQLite in the test's directory, or a fresh PostgreSQL database."""
+    return database_url(request, tmp_path)
 
 
 @pytest.fixture

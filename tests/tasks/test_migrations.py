@@ -59,7 +59,7 @@ def test_foreign_keys_are_enforced(store: TaskStore) -> None:
 
     with pytest.raises(TaskNotFound):
         store.start_run("t-missing", "w")
-    with pytest.raises(sqlalchemy.exc.IntegrityError, match="FOREIGN KEY"):
+    with pytest.raises(sqlalchemy.exc.IntegrityError, match=r"(?i)foreign key"):
         store.create_task(title="t", instruction="i", repo="/r", parent_id="t-missing")
 
 

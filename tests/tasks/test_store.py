@@ -230,3 +230,13 @@ def test_last_event_is_the_newest_of_its_kinds(store: TaskStore) -> None:
     assert store.last_event(task.id, ["question"]).id == first  # type: ignore[union-attr]
     newest = store.append_event(task.id, None, "question", {"text": "c"})
     assert store.last_event(task.id, ["question", "answer_sent"]).id == newest  # type: ignore[union-attr]
+
+
+def test_a_tasks_branch_is_named_by_the_one_rule_the_repository_layer_keeps(store: TaskStore) -> None:
+    from errand.repo.accept import branch_name
+
+    accented = store.create_task(title="Café: fix the año parser", instruction="x", repo="/r")
+    assert accented.branch == branch_name(accented.id, accented.title)
+    assert accented.branch == f"errand/{accented.id}-cafe-fix-the-ano-parser"
+    bare = store.create_task(title="!!!", instruction="x", repo="/r")
+    assert bare.branch == f"errand/{bare.id}"

@@ -11,14 +11,14 @@ from markupsafe import Markup
 
 from errand._text import printable
 from errand.tasks.environment import egress_summary
+from errand.tasks.events import OUTPUT_KINDS
 from errand.tasks.records import Event
 
 if TYPE_CHECKING:
     from errand.server.taskview import RunNames
 
-__all__ = ["OUTPUT_KINDS", "render_event"]
+__all__ = ["OUTPUT_KINDS", "RENDER", "render_event"]
 
-OUTPUT_KINDS = frozenset({"output", "setup_output", "check_output"})
 Render = Callable[[dict[str, Any]], tuple[str, Markup] | None]
 
 
@@ -67,7 +67,7 @@ def _plain(label: str, field: str) -> Render:
     return lambda data: (label, Markup("{}").format(_text(data.get(field))))
 
 
-_RENDER: dict[str, Render] = {
+RENDER: dict[str, Render] = {
     "round_started": lambda d: ("round", Markup("<strong>Round {}</strong> started: {} attempt(s)").format(
         d.get("round"), len(d.get("runs", [])))),
     "environment": lambda d: ("environment", Markup("from {} at {}: egress {}{}, {} sandboxes").format(
@@ -82,6 +82,11 @@ _RENDER: dict[str, Render] = {
     "setup_finished": lambda d: ("setup", Markup("environment set up and cached")),
     "check_started": lambda d: ("check", Markup("checking the result: {} <code>{}</code>").format(
         d.get("what"), _text(d.get("command")))),
+    "model_endpoint": lambda d: ("endpoint", Markup("model {}{}").format(
+        _text(d.get("describe")), " (resolved in the worker's environment)" if d.get("resolved_by") == "worker"
+        else "")),
+    "memory_unavailable": lambda d: ("memory", Markup("project memory unavailable ({}); the round goes on "
+                                                      "without it").format(_text(d.get("reason")))),
     "tests_before": lambda d: ("check", Markup("tests on the base: {}{}").format(
         "pass" if d.get("exit_code") == 0 else "fail", " (cached)" if d.get("cached") else "")),
     "model": lambda d: ("model", Markup("{}").format(_text(d.get("content")))) if d.get("content") else None,
@@ -134,7 +139,7 @@ def render_event(event: Event, names: RunNames | None = None) -> Markup:
     if event.kind in OUTPUT_KINDS:
         return Markup("<li class='ev ev-output' id='e{}'{}>{}<span class='tag'>{}</span><pre>{}</pre></li>").format(
             event.id, where, stamp, tag, _text(data.get("text")))
-    render = _RENDER.get(event.kind)
+    render = RENDER.get(event.kind)
     shown = render(data) if render is not None else None
     if shown is None:
         return Markup("")

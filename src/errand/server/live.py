@@ -5,6 +5,9 @@ every later event of the task, in order, with none missed and none twice:
 first from the store (catching up), then from the task's :class:`Feed`, a
 bounded window of recent events that a single poller keeps filled. Five
 hundred watchers of one busy task cost one query per poll, not five hundred.
+On PostgreSQL the poller reads when the database says the task changed
+(LISTEN/NOTIFY, :mod:`errand.tasks.changes`), whichever process changed it,
+and polls only slowly as a fallback.
 
 Event ids are the store's ids, so a reconnecting client resumes exactly where
 it stopped, even across a server restart.
@@ -20,6 +23,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import asdict
 
+from errand.tasks import changes
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event
 from errand.tasks.store import TaskStore
@@ -30,6 +34,7 @@ log = logging.getLogger("errand.server")
 WINDOW = 5000  # events a feed keeps; a watcher further behind reads the store
 PAGE = 500
 KEEPALIVE = 15.0
+NOTIFIED_POLL = 5.0  # the fallback poll of a feed the database notifies: what a lost notification costs
 
 
 class Tick:
@@ -70,6 +75,11 @@ class Feed:
         self.poll_interval = poll_interval
         self._changed = asyncio.Event()
         self._poller: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """The task changed: read the store now instead of at the next poll."""
+        self._wake.set()
 
     def since(self, after: int) -> list[Event]:
         return self.events[bisect.bisect_right(self.ids, after):]
@@ -112,7 +122,9 @@ class Feed:
                 self.state = state
                 self._notify()
             if len(batch) < PAGE:
-                await asyncio.sleep(self.poll_interval)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                self._wake.clear()
 
     def _append(self, batch: list[Event]) -> None:
         self.events.extend(batch)
@@ -135,9 +147,13 @@ class Feed:
 class Hub:
     """The feeds of the tasks being watched; a feed lives while someone watches it."""
 
-    def __init__(self, store: TaskStore, poll_interval: float = 0.1) -> None:
+    def __init__(self, store: TaskStore, poll_interval: float = 0.1, *,
+                 notified_poll: float = NOTIFIED_POLL) -> None:
+        """``poll_interval``: how often a feed reads the store; where the database notifies
+        changes (PostgreSQL), ``notified_poll`` instead, since it reads on each notification."""
         self.store = store
-        self.poll_interval = poll_interval
+        self.changes = changes.TaskChanges(store.engine) if changes.supported(store.engine) else None
+        self.poll_interval = poll_interval if self.changes is None else notified_poll
         self.feeds: dict[str, Feed] = {}
 
     async def watch(self, task_id: str, after: int, *, keepalive: float = KEEPALIVE
@@ -148,12 +164,17 @@ class Hub:
         if feed is None:
             feed = self.feeds[task_id] = Feed(self.store, task_id, after, self.poll_interval)
         feed.watchers += 1
-        feed.start()
+        unsubscribe = self.changes.subscribe(task_id, feed.wake) if self.changes is not None else None
         try:
+            if self.changes is not None:
+                await self.changes.start()  # listening before the feed's first read: nothing slips between
+            feed.start()
             async for batch in self._follow(feed, after, keepalive):
                 yield batch
         finally:
             feed.watchers -= 1
+            if unsubscribe is not None:
+                unsubscribe()
             if feed.watchers == 0 and self.feeds.get(task_id) is feed:
                 del self.feeds[task_id]
                 await feed.stop()
@@ -182,3 +203,5 @@ class Hub:
         for feed in list(self.feeds.values()):
             await feed.stop()
         self.feeds.clear()
+        if self.changes is not None:
+            await self.changes.close()

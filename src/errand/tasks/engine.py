@@ -6,11 +6,15 @@ parallel attempt — and watches the store for what people send while it works:
 messages (delivered at the agent's next step), answers (resuming a run paused
 on a question, its sandbox frozen meanwhile) and cancellation.
 
-On start it settles what a dead worker left behind (see
-:meth:`~errand.tasks.store.TaskStore.recover_interrupted`): the rule is
-*requeue after a first interruption, fail after a second in a row*, every
-event kept. Only one engine per errand home takes that step, holding
-``worker.lock``; it is the single-machine engine.
+One engine serves one errand home, holding ``worker.lock``; several engines,
+on one machine or many, may share one store (PostgreSQL across machines). Each
+holds a lease in the store and renews it every third of its length; on start
+and at every renewal it settles what dead workers left behind (see
+:meth:`~errand.tasks.store.TaskStore.recover_dead_workers`): a worker whose
+lease expired, or that served this engine's own home (its lock is ours now, so
+it ended). The rule is *requeue after a first interruption, fail after a second
+in a row*, every event kept. An engine that finds its own lease gone (it was
+too slow to renew, and another worker took its runs) stops its rounds.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from errand import _settings
 from errand.agent import Agent, AgentResult, Budgets
 from errand.errors import ConfigError, ErrandError
 from errand.memory import MemoryStore
@@ -35,7 +40,8 @@ from errand.sandbox import AsyncSandbox
 from errand.sandbox.backend import get_backend
 from errand.tasks import steps
 from errand.tasks.environment import Environment, instructions
-from errand.tasks.errors import IllegalTransition, StateConflict
+from errand.tasks.errors import IllegalTransition, RunNotFound, StateConflict
+from errand.tasks.events import CONTROL_KINDS
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.memory_link import TaskMemory
@@ -51,7 +57,9 @@ log = logging.getLogger("errand.engine")
 
 #: Makes the model for one attempt from the task's endpoint: ``(endpoint, attempt index) -> Model``.
 ModelFactory = Callable[[ModelEndpoint, int], Model]
-CONTROL_KINDS = ("message_sent", "answer_sent")
+#: How long a worker's lease lasts unless renewed (``ERRAND_WORKER_LEASE``, seconds): how long
+#: a dead worker's tasks wait before another machine takes them over.
+DEFAULT_LEASE = 30.0
 
 _OWN = object()
 
@@ -93,12 +101,14 @@ class LocalEngine:
                  poll_interval: float = 0.1, default_model: str | None = None, budgets: Budgets | None = None,
                  models: ModelFactory = _default_models, memory: MemoryStore | object | None = _OWN,
                  distiller: Callable[[ModelEndpoint], Model | None] = _default_distiller,
-                 isolation: str | None = None) -> None:
+                 isolation: str | None = None, lease: float | None = None) -> None:
         """``memory`` is the project memory tasks are given and teach (default: one on the
         store's own database; ``None`` runs without memory). ``distiller(endpoint)`` gives the
         model that distils a finished task into proposed memories (default: the task's
         own model, unless it is a scripted one; ``None`` from it: no distilling). ``isolation``
-        is the sandbox tier tasks run on (default ``ERRAND_ISOLATION``, else ``namespace``)."""
+        is the sandbox tier tasks run on (default ``ERRAND_ISOLATION``, else ``namespace``). ``lease``
+        is how long, in seconds, this worker's lease lasts unless renewed (default
+        ``ERRAND_WORKER_LEASE``, else 30)."""
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigError(f"concurrency must be a positive integer, not {concurrency!r}")
         self.store = store
@@ -112,6 +122,8 @@ class LocalEngine:
         self.memory: MemoryStore | None = MemoryStore(store.engine) if memory is _OWN else memory  # type: ignore[assignment]
         self._rounds: dict[str, _Round] = {}
         self.isolation = isolation or os.environ.get("ERRAND_ISOLATION") or "namespace"
+        self.lease = lease if lease is not None else _lease_from_environment()
+        self._renewed = 0.0
         get_backend(self.isolation)  # an unknown tier is refused here, not at the first task
 
     # ------------------------------------------------------------ serving
@@ -125,11 +137,15 @@ class LocalEngine:
         with hold(WorkerInfo.of_this_process(self.worker, self.concurrency, os.environ)):
             if ready is not None:
                 ready()
+            await asyncio.to_thread(self.store.register_worker, self.worker, home=_home(), lease=self.lease)
+            self._renewed = time.monotonic()
             await self._recover()
+            await self._remove_stale_work()
             await self._prune()
             idle_since = time.monotonic()
             try:
                 while not stop.is_set():
+                    await self._keep_lease()
                     await self._claim()
                     await self._poll_controls()
                     if self._rounds:
@@ -141,13 +157,43 @@ class LocalEngine:
             finally:
                 await self._shutdown()
 
+    async def _keep_lease(self) -> None:
+        """Renew the lease every third of its length, and take over what dead workers left."""
+        if time.monotonic() - self._renewed < self.lease / 3:
+            return
+        self._renewed = time.monotonic()
+        if not await asyncio.to_thread(self.store.renew_lease, self.worker, self.lease):
+            log.error("worker %s lost its lease (it did not renew it within %g s); its runs were requeued "
+                      "by another worker, so its rounds stop here", self.worker, self.lease)
+            await self._stop_rounds()
+            await asyncio.to_thread(self.store.register_worker, self.worker, home=_home(), lease=self.lease)
+        await self._recover()
+
+    async def _stop_rounds(self) -> None:
+        handles = [r.handle for r in self._rounds.values() if r.handle is not None]
+        for handle in handles:
+            handle.cancel()
+        await asyncio.gather(*handles, return_exceptions=True)
+
     async def _recover(self) -> None:
-        for recovery in await asyncio.to_thread(self.store.recover_interrupted):
+        recoveries = await asyncio.to_thread(self.store.recover_dead_workers, self.worker, home=_home())
+        for recovery in recoveries:
             if recovery.run_id is not None:
                 steps.remove_work(await asyncio.to_thread(self.store.get_run, recovery.run_id))
             await self._event(recovery.task_id, None, "recovered", {
                 "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
                 "rule": "requeued after a first interruption, failed after a second in a row"})
+
+    async def _remove_stale_work(self) -> None:
+        """Remove the work of runs that are no longer running: a worker on another machine
+        recovered them while this home's worker was dead, and could not reach this disk."""
+        for run_id in await asyncio.to_thread(steps.work_runs):
+            try:
+                run = await asyncio.to_thread(self.store.get_run, run_id)
+            except RunNotFound:
+                continue  # not this store's (a home may have served another database before)
+            if run.state is not RunState.RUNNING:
+                await asyncio.to_thread(steps.remove_work, run)
 
     async def _prune(self) -> None:
         """Remove pristine checkouts no task has used for a while (the next task on them checks out again)."""
@@ -172,11 +218,9 @@ class LocalEngine:
 
     async def _shutdown(self) -> None:
         """Stop every round; their runs are left to recovery, which requeues them."""
-        handles = [r.handle for r in self._rounds.values() if r.handle is not None]
-        for handle in handles:
-            handle.cancel()
-        await asyncio.gather(*handles, return_exceptions=True)
+        await self._stop_rounds()
         await asyncio.to_thread(self.store.recover_interrupted, self.worker)
+        await asyncio.to_thread(self.store.release_worker, self.worker)
 
     # ------------------------------------------------------------ control
 
@@ -430,6 +474,25 @@ class LocalEngine:
         finished = [r for r in self.store.runs(task_id) if r.round < number
                     and isinstance(r.result, dict) and r.result.get("rank") == 1]
         return str(finished[-1].result.get("patch") or "") or None if finished else None
+
+
+def _home() -> str:
+    """This worker's home as the store knows it: the host and the home's resolved path."""
+    return f"{socket.gethostname()}:{_settings.home().resolve()}"
+
+
+def _lease_from_environment() -> float:
+    text = os.environ.get("ERRAND_WORKER_LEASE", "").strip()
+    if not text:
+        return DEFAULT_LEASE
+    try:
+        lease = float(text)
+    except ValueError:
+        lease = 0.0
+    if not lease > 0:
+        raise ConfigError(f"ERRAND_WORKER_LEASE must be a positive number of seconds, not {text!r}",
+                          code="bad_worker_lease")
+    return lease
 
 
 def _labels(attempt: _Attempt, role: str = "agent") -> dict[str, str]:

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from errand.database import NAMING_CONVENTION
 
-__all__ = ["events", "metadata", "reviews", "runs", "tasks"]
+__all__ = ["events", "metadata", "reviews", "runs", "tasks", "workers"]
 
 metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
@@ -39,6 +39,9 @@ tasks = sa.Table(
     sa.Column("state", sa.String(32), nullable=False),
     sa.Column("branch", sa.Text, nullable=True),  # "errand/<id>-<slug>", fixed at creation
     sa.Column("parent_id", sa.String(32), sa.ForeignKey("tasks.id"), nullable=True),
+    # The worker that claimed the task's current round; recovery requeues a task whose
+    # claimer died before it started a run. None before 0005 and for tasks never claimed.
+    sa.Column("claimed_by", sa.String(160), nullable=True),
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("updated_at", sa.Double, nullable=False),
     # Keyset pagination walks (created_at, id) downward, optionally within a state or repo.
@@ -95,4 +98,20 @@ reviews = sa.Table(
     sa.Column("time", sa.Double, nullable=False),
     sa.CheckConstraint("verdict IN ('accepted', 'rejected', 'followup')", name="verdict"),
     sa.Index(None, "task_id", "id"),
+)
+
+workers = sa.Table(
+    "workers",
+    metadata,
+    sa.Column("id", sa.String(160), primary_key=True),  # "<host>:<pid>", as runs.worker names it
+    # "<host>:<errand home>": a worker holding that home's lock knows every other worker of
+    # the same home is dead, whatever its lease says (the lock went when the process did).
+    sa.Column("home", sa.Text, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.Double, nullable=False),
+    sa.Column("heartbeat_at", sa.Double, nullable=False),
+    # A worker renews its lease well before this; one past it is dead (or cut off from the
+    # database, which is the same for its tasks), and another worker recovers its runs.
+    sa.Column("expires_at", sa.Double, nullable=False),
+    sa.Index(None, "expires_at"),
 )

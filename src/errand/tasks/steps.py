@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,7 +44,10 @@ WORKSPACE = "/workspace"
 SETUP_TIMEOUT = 1800.0
 CHECK_TIMEOUT = 900.0
 OUTPUT_TAIL = 8000
-_SETUP_LOCKS: dict[str, asyncio.Lock] = {}
+# Per event loop: an asyncio lock belongs to the loop it first waited in, and a process may
+# run several loops one after another (a benchmark, the eval harness, tests).
+_SETUP_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = \
+    weakref.WeakKeyDictionary()
 
 
 class SetupFailed(ErrandError):
@@ -135,6 +139,17 @@ def remove_work(run: Run) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
+def setup_lock(key: str) -> asyncio.Lock:
+    """The lock rounds of one process setting up the environment ``key`` take turns on."""
+    return _SETUP_LOCKS.setdefault(asyncio.get_running_loop(), {}).setdefault(key, asyncio.Lock())
+
+
+def work_runs() -> list[str]:
+    """The ids of the runs that have a work directory in this errand home."""
+    root = _settings.home() / "work"
+    return sorted(path.name for path in root.iterdir() if path.is_dir()) if root.is_dir() else []
+
+
 _COPIES = ("repo", "base", "setup")  # the working copies a run may have under its work directory
 
 
@@ -172,7 +187,7 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
     if not environment.setup:
         return SetUp(environment.image, key, isolation=isolation)
     store = LayerStore()
-    async with _SETUP_LOCKS.setdefault(key, asyncio.Lock()):
+    async with setup_lock(key):
         cached = _cached_setup(store, key, isolation)
         if cached is not None:
             await journal("setup_cached", {"key": key, "tree_layer": cached.tree_layer is not None})

@@ -2,12 +2,14 @@
 
 Every method is one short transaction. State changes are compare-and-set
 (``UPDATE … WHERE state = :current``) so concurrent writers — two workers
-claiming one task, a cancel racing a finish — never both succeed.
+claiming one task, a cancel racing a finish — never both succeed. On
+PostgreSQL each write that changes a task also notifies listeners
+(:mod:`errand.tasks.changes`) as it commits.
 """
 
 from __future__ import annotations
 
-import re
+import os
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -17,10 +19,12 @@ import sqlalchemy as sa
 
 from errand.database import SqlStore, open_engine
 from errand.models.endpoint import ModelEndpoint
+from errand.repo.accept import branch_name
+from errand.tasks.changes import notify
 from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict, TaskNotFound
 from errand.tasks.lifecycle import ACTIVE, TaskState, transition
 from errand.tasks.records import Event, Recovery, Review, Run, RunState, Task, Verdict
-from errand.tasks.schema import events, reviews, runs, tasks
+from errand.tasks.schema import events, reviews, runs, tasks, workers
 
 __all__ = ["TaskStore"]
 
@@ -57,10 +61,11 @@ class TaskStore(SqlStore):
                 "id": task_id, "title": title, "instruction": instruction, "repo": repo, "base_ref": base_ref,
                 "base_commit": base_commit, "model": model, "attempts": attempts, "state": TaskState.QUEUED.value,
                 "model_endpoint": model_endpoint.to_json() if model_endpoint is not None else None,
-                "branch": f"errand/{task_id}-{_slug(title)}", "parent_id": parent_id,
+                "branch": branch_name(task_id, title), "parent_id": parent_id, "claimed_by": None,
                 "created_at": now, "updated_at": now,
             }
             connection.execute(tasks.insert().values(row))
+            notify(connection, task_id)
         return _task(row)
 
     def get_task(self, task_id: str) -> Task:
@@ -147,21 +152,19 @@ class TaskStore(SqlStore):
     def claim_next(self, worker: str) -> Task | None:
         """Move the oldest queued task to ``preparing`` for ``worker``; None when none is queued.
 
-        Compare-and-set: of workers racing for one task exactly one gets it, the
-        others move on to the next.
+        Of workers racing for one task exactly one gets it. On PostgreSQL the candidate
+        row is locked as it is read (``FOR UPDATE SKIP LOCKED``), so racing workers take
+        different tasks at once instead of retrying on the same one; SQLite's write lock,
+        taken up front, makes claims take turns.
         """
         query = (sa.select(tasks.c.id).where(tasks.c.state == TaskState.QUEUED.value)
-                 .order_by(tasks.c.updated_at, tasks.c.id).limit(8))
-        while True:
-            with self._read() as connection:
-                candidates = list(connection.execute(query).scalars())
-            if not candidates:
+                 .order_by(tasks.c.updated_at, tasks.c.id).limit(1).with_for_update(skip_locked=True))
+        with self._write() as connection:
+            task_id = connection.execute(query).scalar()
+            if task_id is None:
                 return None
-            for task_id in candidates:
-                try:
-                    return self.set_state(task_id, TaskState.PREPARING, expected=TaskState.QUEUED)
-                except StateConflict:
-                    continue
+            _move(connection, task_id, TaskState.QUEUED, TaskState.PREPARING, claimed_by=worker)
+            return _task(_task_row(connection, task_id))
 
     def finish_run(self, run_id: str, state: RunState | str, result: Any = None) -> Run:
         """End a running run as succeeded, failed or cancelled, with a JSON-able ``result``."""
@@ -274,6 +277,67 @@ class TaskStore(SqlStore):
         query = sa.select(runs.c.id).where(runs.c.state == RunState.RUNNING.value).order_by(runs.c.started_at)
         if worker is not None:
             query = query.where(runs.c.worker == worker)
+        recoveries = self._recover_runs(query, max_interruptions)
+        if worker is None:
+            recoveries += self._requeue_runless()
+        return recoveries
+
+    # -- workers' leases ------------------------------------------------------
+
+    def register_worker(self, worker: str, *, home: str, lease: float, pid: int | None = None) -> None:
+        """Record ``worker`` (serving ``home``, "<host>:<path>") as alive for ``lease`` seconds."""
+        now = time.time()
+        row = {"id": worker, "home": home, "pid": os.getpid() if pid is None else pid, "started_at": now,
+               "heartbeat_at": now, "expires_at": now + lease}
+        with self._write() as connection:
+            connection.execute(workers.delete().where(workers.c.id == worker))
+            connection.execute(workers.insert().values(row))
+
+    def renew_lease(self, worker: str, lease: float) -> bool:
+        """Extend ``worker``'s lease by ``lease`` seconds from now. False when it had lost it:
+        another worker judged it dead and recovered its runs, so its rounds must stop."""
+        now = time.time()
+        with self._write() as connection:
+            renewed = connection.execute(workers.update().where(workers.c.id == worker)
+                                         .values(heartbeat_at=now, expires_at=now + lease))
+            return renewed.rowcount == 1
+
+    def release_worker(self, worker: str) -> None:
+        """Forget ``worker``'s lease (it stopped cleanly, having settled its own runs)."""
+        with self._write() as connection:
+            connection.execute(workers.delete().where(workers.c.id == worker))
+
+    def live_workers(self) -> list[str]:
+        """The workers whose leases have not expired, oldest first."""
+        query = sa.select(workers.c.id).where(workers.c.expires_at >= time.time()).order_by(workers.c.started_at)
+        with self._read() as connection:
+            return list(connection.execute(query).scalars())
+
+    def recover_dead_workers(self, worker: str, *, home: str, max_interruptions: int = 1) -> list[Recovery]:
+        """Settle what dead workers left, by the rule of :meth:`recover_interrupted`; ``worker``
+        (serving ``home``, whose lock it holds) calls it as it starts and then now and again.
+
+        A worker is dead when its lease expired, when it has none (it predates leases, or
+        another worker already found it dead), or when it served ``home``: the caller holds
+        that home's lock, which its last holder let go of by ending. Dead workers' leases
+        are removed first, so one that was only slow finds its lease gone when it next
+        renews and stops its rounds, instead of finishing runs that were requeued. Then
+        their runs left ``running`` are interrupted, and the tasks they claimed but never
+        started a run for are requeued.
+        """
+        now = time.time()
+        with self._write() as connection:
+            connection.execute(workers.delete().where(
+                workers.c.id != worker, sa.or_(workers.c.expires_at < now, workers.c.home == home)))
+        alive = sa.select(workers.c.id)
+        query = (sa.select(runs.c.id).where(runs.c.state == RunState.RUNNING.value, runs.c.worker.not_in(alive))
+                 .order_by(runs.c.started_at))
+        recoveries = self._recover_runs(query, max_interruptions)
+        unclaimed = sa.or_(tasks.c.claimed_by.is_(None), tasks.c.claimed_by.not_in(alive))
+        return recoveries + self._requeue_runless(unclaimed)
+
+    def _recover_runs(self, query: sa.Select[Any], max_interruptions: int) -> list[Recovery]:
+        """Interrupt the runs ``query`` names, each in a transaction of its own."""
         with self._read() as connection:
             run_ids = list(connection.execute(query).scalars())
         recoveries = []
@@ -282,14 +346,12 @@ class TaskStore(SqlStore):
                 recovery = _recover(connection, run_id, max_interruptions)
             if recovery is not None:
                 recoveries.append(recovery)
-        if worker is None:
-            recoveries += self._requeue_runless()
         return recoveries
 
-    def _requeue_runless(self) -> list[Recovery]:
+    def _requeue_runless(self, *conditions: sa.ColumnElement[bool]) -> list[Recovery]:
         running = sa.select(runs.c.task_id).where(runs.c.state == RunState.RUNNING.value)
         query = sa.select(tasks.c.id, tasks.c.state).where(
-            tasks.c.state.in_([state.value for state in ACTIVE]), tasks.c.id.not_in(running))
+            tasks.c.state.in_([state.value for state in ACTIVE]), tasks.c.id.not_in(running), *conditions)
         with self._read() as connection:
             orphans = connection.execute(query).all()
         recoveries = []
@@ -304,8 +366,10 @@ class TaskStore(SqlStore):
         return recoveries
 
 
-def _move(connection: sa.Connection, task_id: str, current: TaskState, target: TaskState) -> None:
-    """Compare-and-set the task from ``current`` to ``target``, checked against the lifecycle."""
+def _move(connection: sa.Connection, task_id: str, current: TaskState, target: TaskState,
+          **values: Any) -> None:
+    """Compare-and-set the task from ``current`` to ``target``, checked against the lifecycle
+    (setting ``values`` too)."""
     try:
         transition(current, target)
     except IllegalTransition as error:
@@ -313,8 +377,9 @@ def _move(connection: sa.Connection, task_id: str, current: TaskState, target: T
         raise
     moved = connection.execute(
         tasks.update().where(tasks.c.id == task_id, tasks.c.state == current.value)
-        .values(state=target.value, updated_at=time.time())
+        .values(state=target.value, updated_at=time.time(), **values)
     )
+    notify(connection, task_id)
     if moved.rowcount != 1:
         # Only without a write lock held up front (PostgreSQL, read committed) can
         # another writer slip in between the read and this update.
@@ -369,6 +434,7 @@ def _insert_event(connection: sa.Connection, task_id: str, run_id: str | None, k
     )
     event_id = inserted.inserted_primary_key
     assert event_id is not None
+    notify(connection, task_id)
     return int(event_id[0])
 
 
@@ -412,13 +478,10 @@ def _new_task_id(connection: sa.Connection) -> str:
             return task_id
 
 
-def _slug(title: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40].rstrip("-") or "task"
-
-
 def _task(row: Mapping[Any, Any]) -> Task:
     endpoint = row["model_endpoint"]
-    return Task(**{**row, "state": TaskState(row["state"]),
+    fields = {key: value for key, value in row.items() if key != "claimed_by"}
+    return Task(**{**fields, "state": TaskState(row["state"]),
                    "model_endpoint": ModelEndpoint.from_json(endpoint) if endpoint is not None else None})
 
 

@@ -1,0 +1,91 @@
+"""Workers' leases: a worker elsewhere can tell a dead worker (lease expired) from a slow one,
+and takes over only the dead one's runs; several workers claim from one queue without clashing."""
+
+from __future__ import annotations
+
+import threading
+
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.records import RunState
+from errand.tasks.store import TaskStore
+
+S = TaskState
+LONG = 3600.0
+EXPIRED = -1.0  # a lease that ran out a second ago: no test waits for one to expire
+
+
+def running_task(store: TaskStore, worker: str) -> tuple[str, str]:
+    store.create_task(title="t", instruction="i", repo="/r")
+    task = store.claim_next(worker)
+    assert task is not None
+    run = store.start_run(task.id, worker)
+    store.set_state(task.id, S.RUNNING, expected=S.PREPARING)
+    return task.id, run.id
+
+
+def test_a_live_workers_runs_are_left_alone_by_a_worker_elsewhere(store: TaskStore) -> None:
+    store.register_worker("a:1", home="a:/home", lease=LONG)
+    store.register_worker("b:1", home="b:/home", lease=LONG)
+    task_id, run_id = running_task(store, "a:1")
+    assert store.recover_dead_workers("b:1", home="b:/home") == []
+    assert store.get_run(run_id).state is RunState.RUNNING and store.get_task(task_id).state is S.RUNNING
+    assert store.live_workers() == ["a:1", "b:1"]
+
+
+def test_an_expired_lease_is_a_dead_worker_and_its_round_is_requeued(store: TaskStore) -> None:
+    store.register_worker("a:1", home="a:/home", lease=EXPIRED)
+    store.register_worker("b:1", home="b:/home", lease=LONG)
+    _task_id, run_id = running_task(store, "a:1")
+    [recovery] = store.recover_dead_workers("b:1", home="b:/home")
+    assert (recovery.run_id, recovery.previous, recovery.state) == (run_id, S.RUNNING, S.QUEUED)
+    assert store.get_run(run_id).state is RunState.INTERRUPTED
+    # The slow worker's next renewal finds its lease gone: it must stop, not finish the run.
+    assert store.renew_lease("a:1", LONG) is False
+    assert store.live_workers() == ["b:1"]
+    assert store.claim_next("b:1") is not None
+
+
+def test_a_worker_of_the_same_home_is_dead_whatever_its_lease_says(store: TaskStore) -> None:
+    # The caller holds the home's lock, which the last holder let go of only by ending.
+    store.register_worker("a:1", home="a:/home", lease=LONG)
+    task_id, run_id = running_task(store, "a:1")
+    store.register_worker("a:2", home="a:/home", lease=LONG)
+    [recovery] = store.recover_dead_workers("a:2", home="a:/home")
+    assert recovery.run_id == run_id and store.get_task(task_id).state is S.QUEUED
+
+
+def test_a_claim_without_a_run_is_requeued_only_when_its_claimer_is_dead(store: TaskStore) -> None:
+    store.register_worker("a:1", home="a:/home", lease=LONG)
+    store.register_worker("b:1", home="b:/home", lease=LONG)
+    store.create_task(title="t", instruction="i", repo="/r")
+    task = store.claim_next("a:1")
+    assert task is not None
+    assert store.recover_dead_workers("b:1", home="b:/home") == []
+    assert store.get_task(task.id).state is S.PREPARING
+    store.release_worker("a:1")  # gone without settling its claim (as if its lease had run out)
+    [recovery] = store.recover_dead_workers("b:1", home="b:/home")
+    assert (recovery.task_id, recovery.run_id, recovery.state) == (task.id, None, S.QUEUED)
+
+
+def test_workers_racing_for_the_queue_each_get_distinct_tasks_and_take_them_all(url: str) -> None:
+    with TaskStore.open(url) as setup:
+        queued = {setup.create_task(title=f"t{n}", instruction="i", repo="/r").id for n in range(24)}
+    stores = [TaskStore.open(url) for _ in range(4)]
+    claimed: list[list[str]] = [[] for _ in stores]
+    start = threading.Barrier(len(stores))
+
+    def claim_all(n: int) -> None:
+        start.wait()
+        while (task := stores[n].claim_next(f"w{n}")) is not None:
+            claimed[n].append(task.id)
+
+    threads = [threading.Thread(target=claim_all, args=(n,)) for n in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = [task_id for ids in claimed for task_id in ids]
+    assert sorted(every) == sorted(queued)  # each task once, none left queued
+    assert all(stores[0].get_task(task_id).state is S.PREPARING for task_id in every)
+    for store in stores:
+        store.close()
