@@ -28,6 +28,7 @@ from errand import __version__, cli_tasks, tour
 from errand import demo as task_demo
 from errand._text import printable
 from errand.cli_eval import eval_app
+from errand.cli_forge import forge_app
 from errand.errors import ConfigError, ErrandError, ExecTimeout
 from errand.eval import strip as eval_strip
 from errand.memory.cli import memory_app
@@ -67,6 +68,7 @@ app.add_typer(sandbox_app, name="sandbox")
 cli_tasks.register(app)
 app.add_typer(memory_app, name="memory")
 app.add_typer(eval_app, name="eval")
+app.add_typer(forge_app, name="forge")
 
 
 def main() -> None:

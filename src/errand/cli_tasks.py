@@ -35,6 +35,7 @@ from errand._figures import money, tokens
 from errand._text import printable
 from errand.cli_events import print_event, shown
 from errand.errors import ConfigError, ErrandError
+from errand.forge.refs import looks_like_issue_ref
 from errand.models import ModelEndpoint
 from errand.repo.git import run_git
 from errand.repo.workcopy import is_url, source_name
@@ -116,8 +117,13 @@ def run(
                                          "(default: $ERRAND_MODEL, then the file's model).")] = None,
     attempts: Annotated[int, typer.Option(
         "--attempts", metavar="N", help="Attempts run in parallel, ranked by evidence.")] = 1,
-    issue: Annotated[Path | None, typer.Option(
-        "--issue", metavar="FILE", help="Take the task from an issue in Markdown.")] = None,
+    issue: Annotated[str | None, typer.Option(
+        "--issue", metavar="FILE|OWNER/NAME#N|URL", help="Take the task from an issue: a Markdown file, or an "
+                                                         "issue on GitHub (its thread read in full).")] = None,
+    issues: Annotated[str | None, typer.Option(
+        "--issues", metavar="QUERY", help="One task per issue a GitHub search finds (\"label:bug is:open\"; "
+                                          "repo:OWNER/NAME, or the repository forge.toml gives --repo).")] = None,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, max=100, help="At most N issues.")] = 20,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream the task's log until it settles.")] = False,
     start_worker: StartWorker = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the task as JSON (the HTTP API's fields); with "
@@ -128,11 +134,24 @@ def run(
     """Hand a task to an agent; it runs in the background and comes back as a diff to review."""
     with task_service(server, token) as service:
         title = None
-        if issue is not None:
-            if instruction is not None:
-                raise ConfigError("give an instruction or --issue FILE, not both", code="invalid_input")
-            title, instruction = issue_instruction(issue)
-        task = service.submit(instruction or "", repo=repo, base=base, model=model, attempts=attempts, title=title)
+        if issues is not None:
+            from errand.cli_forge import run_batch
+
+            run_batch(service, issues, clone=repo, limit=limit, base=base, model=model, attempts=attempts)
+            if start_worker and not server:
+                _ensure_worker(console())
+            return
+        if issue is not None and instruction is not None:
+            raise ConfigError("give an instruction or --issue FILE, not both", code="invalid_input")
+        if issue is not None and not Path(issue).exists() and looks_like_issue_ref(issue):
+            from errand.cli_forge import submit_forge_issue  # githubkit only when a forge issue is named
+
+            task = submit_forge_issue(service, issue, repo=repo, base=base, model=model, attempts=attempts)
+        else:
+            if issue is not None:
+                title, instruction = issue_instruction(Path(issue))
+            task = service.submit(instruction or "", repo=repo, base=base, model=model, attempts=attempts,
+                                  title=title)
         # With --json, stdout carries the one JSON object and everything said on the way goes to stderr.
         out = console(stderr=as_json)
         if not as_json:
@@ -460,6 +479,10 @@ def accept(
     """Commit the task's diff on its branch errand/<id>-<slug>; your checkout is left as it is."""
     with task_service(server, token) as service:
         accepted = service.accept(task_id, attempt=attempt, into=into)
+        if not server:
+            from errand.cli_forge import publish_if_linked  # a task from a forge issue goes back as a pull request
+
+            publish_if_linked(service, task_id)
         repo = _accepted_into(service, task_id, into, local=not server)
         steps = _next_steps(repo, accepted.branch, local=not server)
         if as_json:

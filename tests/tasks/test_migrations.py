@@ -67,6 +67,7 @@ def test_the_migrations_build_exactly_the_schema_modules(store: TaskStore) -> No
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
+    from errand.forge.schema import metadata as forge_metadata
     from errand.memory.schema import FTS_TABLE
     from errand.memory.schema import metadata as memory_metadata
     from errand.tasks.schema import metadata
@@ -77,7 +78,7 @@ def test_the_migrations_build_exactly_the_schema_modules(store: TaskStore) -> No
         context = MigrationContext.configure(connection, opts=options)
         assert compare_metadata(context, sa.MetaData()) != []  # the check can fail
         combined = sa.MetaData()
-        for table in [*metadata.tables.values(), *memory_metadata.tables.values()]:
+        for table in [*metadata.tables.values(), *memory_metadata.tables.values(), *forge_metadata.tables.values()]:
             table.to_metadata(combined)
         assert compare_metadata(context, combined) == []
 

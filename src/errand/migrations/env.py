@@ -10,6 +10,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
+from errand.forge.schema import metadata as forge_metadata
 from errand.memory.schema import metadata as memory_metadata
 from errand.tasks.schema import metadata
 
@@ -19,7 +20,8 @@ def run_migrations_online() -> None:
     if not isinstance(connection, Connection):
         raise RuntimeError("errand's migrations run through errand.database.migrate(), which passes a connection")
     # Batch mode lets later revisions alter tables on SQLite (which cannot ALTER most things).
-    context.configure(connection=connection, target_metadata=[metadata, memory_metadata], render_as_batch=True)
+    context.configure(connection=connection, target_metadata=[metadata, memory_metadata, forge_metadata],
+                      render_as_batch=True)
     with context.begin_transaction():
         context.run_migrations()
 

@@ -20,7 +20,7 @@ from fastapi.staticfiles import StaticFiles
 
 from errand import __version__
 from errand.memory import MemoryStore
-from errand.server import api_memory, api_sandboxes, api_tasks, diffview, problems, ui, ui_eval, ui_memory
+from errand.server import api_forge, api_memory, api_sandboxes, api_tasks, diffview, problems, ui, ui_eval, ui_memory
 from errand.server.config import ServerConfig
 from errand.server.live import Hub
 from errand.server.security import Guard, Keys
@@ -69,6 +69,7 @@ def create_app(config: ServerConfig | None = None, *, database_url: str | None =
     app.include_router(api_tasks.router)
     app.include_router(api_sandboxes.router)
     app.include_router(api_memory.router)
+    app.include_router(api_forge.router)
     app.include_router(ui.router)
     app.include_router(ui_memory.router)
     app.include_router(ui_eval.router)

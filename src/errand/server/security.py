@@ -43,6 +43,9 @@ CSRF_COOKIE = "errand_csrf"
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: Paths anyone may fetch: the login page and the files it needs.
 OPEN_PREFIXES = ("/login", "/static/", "/favicon.ico")
+#: Paths whose requests carry their own proof instead of errand's token: a forge's webhook,
+#: signed over its body with the shared secret, which the route checks before anything else.
+SIGNED_PATHS = frozenset({"/api/forge/github/webhook"})
 
 #: Sent with every response: no framing, no sniffing, scripts and styles from this server only.
 HEADERS = (
@@ -141,6 +144,8 @@ class Guard:
             crossing = _cross_site(headers, host)
             if crossing:
                 return 403, "cross_site", crossing
+        if method == "POST" and path in SIGNED_PATHS:
+            return None
         authorized = self._authorized(headers, cookies, writing=method in UNSAFE and path.startswith("/api/"))
         if not authorized and not path.startswith(OPEN_PREFIXES):
             if method == "GET" and not path.startswith(("/api/", "/openapi", "/docs")):

@@ -1,0 +1,60 @@
+"""A red CI on errand's pull request: a bounded follow-up round on the same branch.
+
+With ``ci_fix_attempts = N`` in ``forge.toml`` (default 0: never), a failing check on
+the commit errand last pushed to a pull request starts a follow-up round there, with
+the failing checks' names, links and what they reported; its commit goes to the same
+branch (never a new branch per failure). At most N such rounds per pull request, and
+none while a newer round of that pull request is on its way.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from errand.forge.intake import Ask, follow_pull
+from errand.forge.links import Link
+from errand.forge.records import CheckState
+from errand.tasks.records import Task
+
+if TYPE_CHECKING:
+    from errand.forge.publish import Publisher
+
+__all__ = ["FAILED", "fix_red_ci"]
+
+FAILED = frozenset({"failure", "error", "timed_out", "action_required"})
+
+
+def fix_red_ci(publisher: Publisher, link: Link, found: list[CheckState]) -> Task | None:
+    """Start a CI-fix round for ``link``'s pushed commit if its checks failed and the budget allows."""
+    failing = [check for check in found if check.state in FAILED]
+    if not failing or link.pull is None or publisher.ci_fix_attempts <= 0:
+        return None
+    newest = publisher.links.for_pull(link.repo, link.pull)
+    if newest is None or newest.task_id != link.task_id or _asked(publisher, link):
+        return None
+    used = sum(1 for other in publisher.links.all_for_pull(link.repo, link.pull) if _is_ci_round(publisher, other))
+    if used >= publisher.ci_fix_attempts:
+        return None
+    text = (f"CI failed on {(link.pushed or '')[:12]}, the commit on the pull request's branch. Make the failing "
+            "checks pass without weakening them:\n\n" + "\n\n".join(_check(c) for c in failing))
+    task = follow_pull(publisher.service, publisher.links, publisher.forge, publisher.token, link, Ask(text=text), [],
+                       ci=True)
+    publisher.service.store.append_event(link.task_id, None, "forge_ci_fix", {"task_id": task.id,
+                                                                             "commit": link.pushed})
+    return task
+
+
+def _asked(publisher: Publisher, link: Link) -> bool:
+    """Whether a CI-fix round was started for this very commit already."""
+    event = publisher.service.store.last_event(link.task_id, ["forge_ci_fix"])
+    return event is not None and event.data.get("commit") == link.pushed
+
+
+def _is_ci_round(publisher: Publisher, link: Link) -> bool:
+    event = publisher.service.store.last_event(link.task_id, ["forge_followup"])
+    return event is not None and bool(event.data.get("ci"))
+
+
+def _check(check: CheckState) -> str:
+    head = f"- {check.name}: {check.state}" + (f" ({check.url})" if check.url else "")
+    return head + ("\n" + "\n".join(f"  {line}" for line in check.detail.splitlines()) if check.detail else "")

@@ -1,0 +1,123 @@
+"""A task from an issue, or from a comment on a pull request errand opened.
+
+The issue's text becomes the instruction (see :mod:`errand.forge.text`); the
+task is linked to the issue so its pull request says "Fixes #N". A follow-up on
+a pull request starts from the head of the pull request's branch as the forge
+has it now, so a person's commits pushed there are built on, never overwritten.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from errand.forge.links import Link, LinkStore
+from errand.forge.protocol import Forge
+from errand.forge.push import fetch_branch
+from errand.forge.records import ReviewComment
+from errand.forge.refs import IssueRef
+from errand.forge.text import issue_instruction, visible
+from errand.tasks.lifecycle import FINAL, TaskState
+from errand.tasks.records import Task
+from errand.tasks.service import TaskService
+
+__all__ = ["Ask", "Batch", "follow_pull", "submit_batch", "submit_issue"]
+
+_TITLE = 60
+
+
+@dataclass(frozen=True)
+class Ask:
+    """Who asked for the work and how: a comment's id and text, or a label (no comment)."""
+
+    author: str | None = None
+    text: str | None = None
+    comment_id: int | None = None
+
+
+def submit_issue(service: TaskService, links: LinkStore, forge: Forge, ref: IssueRef, *, repo: str | Path,
+                 base: str = "HEAD", model: str | None = None, attempts: int = 1, ask: Ask | None = None,
+                 batch: str | None = None) -> Task:
+    """Queue a task that resolves ``ref``, read in full (title, body, labels, the whole thread)."""
+    ask = ask or Ask()
+    issue = forge.issue(ref)
+    instruction = issue_instruction(ref, issue, ask=ask.text)
+    title = f"{_short(visible(issue.title))} (#{ref.number})"
+    task = service.submit(instruction, repo=repo, base=base, model=model, attempts=attempts, title=title)
+    links.add(Link(task.id, forge.name, forge.base_url, ref.repo, issue=ref.number, requested_by=ask.author,
+                   comment_id=ask.comment_id, batch=batch))
+    service.store.append_event(task.id, None, "forge_issue", {"issue": str(ref), "url": issue.url,
+                                                              "requested_by": ask.author})
+    return task
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One backlog query's tasks: the ones it started and the issues it left, with why."""
+
+    id: str
+    started: list[tuple[IssueRef, Task]] = field(default_factory=list)
+    skipped: list[tuple[IssueRef, str]] = field(default_factory=list)
+
+
+def submit_batch(service: TaskService, links: LinkStore, forge: Forge, repo: str, query: str, *, clone: str | Path,
+                 limit: int, base: str = "HEAD", model: str | None = None, attempts: int = 1) -> Batch:
+    """A task for each issue ``query`` finds, at most ``limit``; an issue whose task is still
+    open (not rejected, failed or cancelled) is left, so running the batch again adds only new ones."""
+    batch = Batch(f"b-{secrets.token_hex(4)}")
+    for issue in forge.search_issues(repo, query, limit):
+        ref = IssueRef.of(repo, issue.number)
+        open_task = next((link.task_id for link in links.for_issue(repo, issue.number)
+                          if _open(service.store.get_task(link.task_id).state)), None)
+        if open_task is not None:
+            batch.skipped.append((ref, f"task {open_task} has it"))
+            continue
+        task = submit_issue(service, links, forge, ref, repo=clone, base=base, model=model, attempts=attempts,
+                            batch=batch.id)
+        batch.started.append((ref, task))
+    return batch
+
+
+def _open(state: TaskState) -> bool:
+    return state not in FINAL or state is TaskState.ACCEPTED
+
+
+def follow_pull(service: TaskService, links: LinkStore, forge: Forge, token: str, parent: Link, ask: Ask,
+                line_comments: list[ReviewComment], *, ci: bool = False) -> Task:
+    """A new task continuing ``parent``'s pull request: from its branch's current head, with the
+    ask and every line comment (file and line) in its instruction; its work is pushed there."""
+    assert parent.pull is not None and parent.pull_branch is not None
+    task = service.store.get_task(parent.task_id)
+    clone = Path(task.repo)
+    url = forge.repository(parent.repo).clone_url
+    head = fetch_branch(clone, url, parent.pull_branch, token) or task.base_commit or task.base_ref
+    instruction = _followup_instruction(parent, ask, line_comments)
+    new = service.submit(instruction, repo=clone, base=head, model=task.model, attempts=1,
+                         title=f"Follow-up on #{parent.pull}: {_short(visible(ask.text or 'review comments'))}",
+                         parent_id=task.id)
+    links.add(Link(new.id, forge.name, forge.base_url, parent.repo, issue=parent.issue, requested_by=ask.author,
+                   comment_id=ask.comment_id, pull=parent.pull, pull_url=parent.pull_url,
+                   pull_branch=parent.pull_branch))
+    threads = [c.id for c in line_comments if c.in_reply_to is None and visible(c.body)]
+    service.store.append_event(new.id, None, "forge_followup", {"pull": parent.pull, "branch": parent.pull_branch,
+                                                                "head": head, "requested_by": ask.author,
+                                                                "threads": threads, "ci": ci})
+    return new
+
+
+def _followup_instruction(parent: Link, ask: Ask, line_comments: list[ReviewComment]) -> str:
+    parts = [f"Review feedback on pull request #{parent.pull} of {parent.repo} (branch {parent.pull_branch}); "
+             "your working copy starts from that branch's current head."]
+    if ask.text:
+        parts.append(f"@{ask.author} asked: {visible(ask.text)}" if ask.author else visible(ask.text))
+    threads = [f"- {c.path}:{c.line if c.line is not None else '?'} — @{c.author}: {visible(c.body)}"
+               for c in line_comments if c.in_reply_to is None and visible(c.body)]
+    if threads:
+        parts.append("Comments on lines of the diff (file:line):\n" + "\n".join(threads))
+    return "\n\n".join(parts)
+
+
+def _short(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _TITLE else line[:_TITLE - 1].rstrip() + "…"

@@ -1,0 +1,196 @@
+"""Taking an accepted task to the forge: push its commit, open (or find) its pull request.
+
+Each step is safe to repeat, so a retry after any failure finishes the job and
+never doubles it: the push is skipped when the link records that commit pushed;
+the pull request is looked up by its branch before one is opened, and a 422
+"already exists" (another process won the race) is answered by looking again.
+The branch is pushed before a pull request is asked for, so there is never a
+pull request without its branch. A follow-up round of a pull request (a review
+comment asked for it) is accepted here, since the pull request is its review,
+and pushed to that pull request's branch as a fast-forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from errand.forge.body import pull_body, pull_title
+from errand.forge.cifix import fix_red_ci
+from errand.forge.errors import ForgeError
+from errand.forge.links import Link, LinkStore
+from errand.forge.protocol import Forge
+from errand.forge.push import push
+from errand.forge.questions import post_question
+from errand.forge.records import CheckState, PullRequest
+from errand.forge.refs import IssueRef
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.records import Task
+from errand.tasks.service import TaskService
+
+__all__ = ["Published", "Publisher", "catch_up"]
+
+
+@dataclass(frozen=True)
+class Published:
+    task_id: str
+    pull: int
+    url: str
+    branch: str
+    commit: str
+    opened: bool  # False: the pull request was there already (a retry, or a follow-up round)
+
+
+class Publisher:
+    def __init__(self, service: TaskService, links: LinkStore, forge: Forge, token: str, *, draft: bool = True,
+                 public_url: str | None = None, ci_fix_attempts: int = 0) -> None:
+        self.service = service
+        self.links = links
+        self.forge = forge
+        self._token = token
+        self.draft = draft
+        self.public_url = public_url.rstrip("/") if public_url else None
+        self.ci_fix_attempts = ci_fix_attempts
+
+    @property
+    def token(self) -> str:
+        return self._token
+
+    def due(self, link: Link) -> bool:
+        """Whether ``link``'s task has work for the forge that is not there yet."""
+        state = self.service.store.get_task(link.task_id).state
+        if link.pull is None:
+            return state is TaskState.ACCEPTED
+        return link.pushed is None and state in (TaskState.READY_FOR_REVIEW, TaskState.ACCEPTED)
+
+    def publish(self, task_id: str) -> Published:
+        link = self.links.get(task_id)
+        if link is None:
+            raise ForgeError(f"task {task_id} did not come from a forge; push its branch yourself",
+                             code="not_linked")
+        task = self.service.store.get_task(task_id)
+        if link.pull is not None and task.state is TaskState.READY_FOR_REVIEW:
+            self.service.accept(task_id)
+            task = self.service.store.get_task(task_id)
+        if task.state is not TaskState.ACCEPTED:
+            raise ForgeError(f"task {task_id} is {task.state.value}: accept it first (`errand accept {task_id}`)",
+                             code="not_accepted")
+        commit = self._accepted_commit(task)
+        branch = link.pull_branch or task.branch or ""
+        if link.pushed != commit:
+            push(Path(task.repo), self.forge.repository(link.repo).clone_url, commit, branch, self._token)
+            link = self.links.update(task_id, pushed=commit, pull_branch=branch)
+            self.service.store.append_event(task_id, None, "forge_pushed", {"branch": branch, "commit": commit})
+            if link.pull is not None:
+                self._say_pushed(task, link, commit)
+        if link.pull is not None:
+            return Published(task_id, link.pull, link.pull_url or "", branch, commit, opened=False)
+        pull, opened = self._pull(task, link, branch)
+        self.links.update(task_id, pull=pull.number, pull_url=pull.url)
+        if opened:
+            self.service.store.append_event(task_id, None, "pull_opened", {"number": pull.number, "url": pull.url,
+                                                                           "branch": branch})
+            if link.issue is not None:
+                self.forge.comment(IssueRef.of(link.repo, link.issue),
+                                   f"errand opened {pull.url} for this issue (task `{task.id}`).")
+        return Published(task_id, pull.number, pull.url, branch, commit, opened=opened)
+
+    def _pull(self, task: Task, link: Link, branch: str) -> tuple[PullRequest, bool]:
+        found = self.forge.find_pull(link.repo, branch)
+        if found is not None:
+            return found, False
+        run = self.service.chosen_run(task.id)
+        evidence = self.service.evidence(run)
+        base = task.base_ref if task.base_ref not in ("HEAD", task.base_commit) else \
+            self.forge.repository(link.repo).default_branch
+        body = pull_body(task, evidence, issue=link.issue, qa=self._questions(task.id),
+                         review_url=f"{self.public_url}/tasks/{task.id}" if self.public_url else None,
+                         requested_by=link.requested_by)
+        try:
+            return self.forge.open_pull(link.repo, branch=branch, base=base, title=pull_title(task, run.result.get(
+                "summary")), body=body, draft=self.draft), True
+        except ForgeError as error:
+            again = self.forge.find_pull(link.repo, branch) if error.code == "forge_refused" else None
+            if again is None:
+                raise
+            return again, False
+
+    def checks(self, task_id: str) -> list[CheckState]:
+        """The CI results on the commit last pushed for the task, recorded as a ``forge_checks``
+        event when they changed: the evidence the forge's CI adds to errand's own."""
+        link = self.links.get(task_id)
+        if link is None or link.pushed is None:
+            return []
+        found = self.forge.checks(link.repo, link.pushed)
+        self.record_checks(link, found)
+        return found
+
+    def record_checks(self, link: Link, found: list[CheckState]) -> None:
+        states = {"commit": link.pushed, "checks": [{"name": c.name, "state": c.state, "url": c.url} for c in found]}
+        last = self.service.store.last_event(link.task_id, ["forge_checks"])
+        if last is None or last.data != states:
+            self.service.store.append_event(link.task_id, None, "forge_checks", states)
+
+    def _say_pushed(self, task: Task, link: Link, commit: str) -> None:
+        assert link.pull is not None
+        summary = " ".join(str(self.service.chosen_run(task.id).result.get("summary") or "").split())
+        said = f"errand pushed {commit[:12]} to `{link.pull_branch}` (task `{task.id}`)" + (
+            f": {summary}" if summary else ".")
+        self.forge.comment(IssueRef.of(link.repo, link.pull), said)
+        # Every line comment the round was given hears back on its own thread, not only the one that asked.
+        asked = self.service.store.last_event(task.id, ["forge_followup"])
+        for thread in (asked.data.get("threads") or []) if asked is not None else []:
+            self.forge.reply_review(link.repo, link.pull, int(thread), said)
+
+    def _accepted_commit(self, task: Task) -> str:
+        event = self.service.store.last_event(task.id, ["accepted"])
+        commit = event.data.get("commit") if event is not None and isinstance(event.data, dict) else None
+        if not commit:
+            raise ForgeError(f"task {task.id} has no accepted commit", code="not_accepted")
+        return str(commit)
+
+    def _questions(self, task_id: str) -> list[tuple[str, str]]:
+        events = self.service.store.events(task_id, kinds=["question", "answer_delivered"])
+        pairs, question = [], None
+        for event in events:
+            if event.kind == "question":
+                question = str(event.data.get("text") or "")
+            elif question is not None:
+                pairs.append((question, str(event.data.get("text") or "")))
+                question = None
+        return pairs
+
+
+def catch_up(publisher: Publisher) -> list[Published]:
+    """Post the questions of waiting tasks and publish every linked task whose work the forge does
+    not have yet; a failure is an event on its task (``forge_error``) and does not stop the rest."""
+    done: list[Published] = []
+    for link in publisher.links.pending():
+        try:
+            post_question(publisher.service, publisher.forge, link)
+            if publisher.due(link):
+                done.append(publisher.publish(link.task_id))
+        except ForgeError as error:
+            publisher.service.store.append_event(link.task_id, None, "forge_error", {"code": error.code,
+                                                                                     "message": error.message})
+    for link in publisher.links.pushed_pulls():
+        if _unsettled(publisher, link) and link.pushed is not None:
+            try:
+                found = publisher.forge.checks(link.repo, link.pushed)
+                fix_red_ci(publisher, link, found)  # before the record: a reader who sees it sees the decision
+            except ForgeError:
+                continue  # read again on the next pass
+            publisher.record_checks(link, found)
+    return done
+
+
+_SETTLED = frozenset({"success", "failure", "neutral", "skipped", "cancelled", "error", "timed_out",
+                      "action_required", "stale"})
+
+
+def _unsettled(publisher: Publisher, link: Link) -> bool:
+    """Whether the CI of the link's pushed commit may still change (not read yet, or something pending)."""
+    last = publisher.service.store.last_event(link.task_id, ["forge_checks"])
+    if last is None or last.data.get("commit") != link.pushed or not last.data.get("checks"):
+        return True
+    return any(check.get("state") not in _SETTLED for check in last.data["checks"])

@@ -1,0 +1,50 @@
+"""A task's question asked on the forge, and the reply there answering it.
+
+When a task from an issue (or a review round of a pull request) stops with a
+question, the question is posted as a comment where the ask came from; a reply
+there by the person who asked, or by anyone with write access, is the answer and
+the same run resumes. Each question is posted once (an event records which).
+"""
+
+from __future__ import annotations
+
+from errand.forge.links import Link, LinkStore
+from errand.forge.protocol import Forge
+from errand.forge.refs import IssueRef
+from errand.forge.text import visible
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.service import TaskService
+
+__all__ = ["post_question", "waiting_task"]
+
+
+def post_question(service: TaskService, forge: Forge, link: Link) -> bool:
+    """Post the question ``link``'s task waits on, unless it was posted already; whether one was."""
+    store = service.store
+    if store.get_task(link.task_id).state is not TaskState.NEEDS_INPUT:
+        return False
+    question = store.last_event(link.task_id, ["question"])
+    posted = store.last_event(link.task_id, ["forge_question_posted"])
+    if question is None or (posted is not None and posted.data.get("question") == question.id):
+        return False
+    number = link.pull or link.issue
+    if number is None:
+        return False
+    who = f"@{link.requested_by} " if link.requested_by else ""
+    text = visible(str(question.data.get("text") or "")).replace("@", "@\u2060")  # quoted, pinging nobody
+    forge.comment(IssueRef.of(link.repo, number), f"{who}errand's task `{link.task_id}` has a question:\n\n"
+                  + "\n".join(f"> {line}" for line in text.splitlines()) + "\n\nReply here to answer it.")
+    store.append_event(link.task_id, None, "forge_question_posted", {"question": question.id, "on": number})
+    return True
+
+
+def waiting_task(service: TaskService, links: LinkStore, repo: str, number: int) -> Link | None:
+    """The task linked to issue or pull request ``number`` that waits for an answer, if one does."""
+    candidates = links.for_issue(repo, number)
+    pull = links.for_pull(repo, number)
+    if pull is not None:
+        candidates.append(pull)
+    for link in reversed(candidates):
+        if service.store.get_task(link.task_id).state is TaskState.NEEDS_INPUT:
+            return link
+    return None

@@ -1,0 +1,139 @@
+"""Where errand meets a forge: ``forge.toml`` in errand's home, then ``ERRAND_*`` variables.
+
+The file never holds a secret: it names the variables that hold the token and the
+webhook secret, as ``config.toml`` names a model key's variable::
+
+    [github]
+    base_url = "https://api.github.com"     # GitHub Enterprise: https://HOST/api/v3
+    token_env = "GITHUB_TOKEN"               # the variable holding the token
+    webhook_secret_env = "ERRAND_WEBHOOK_SECRET"
+    label = "errand"                          # an issue labelled so starts a task
+    mention = "@errand"                       # a comment starting so starts one
+    draft = true                              # pull requests open as drafts
+    ci_fix_attempts = 0                       # rounds a red CI may start on a pull request
+
+    [github.repos."owner/name"]
+    path = "/srv/clones/name"                 # the local clone tasks run on and accept into
+    model = "gpt"                             # the model webhook tasks use (default: errand's)
+
+``ERRAND_GITHUB_URL`` overrides ``base_url``; ``ERRAND_GITHUB_TOKEN`` is read before the
+variable ``token_env`` names.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from errand import _settings
+from errand.errors import ConfigError
+from errand.forge.errors import ForgeError
+
+__all__ = ["DEFAULT_API", "ForgeSettings", "RepoSettings", "settings_path"]
+
+DEFAULT_API = "https://api.github.com"
+
+_KEYS = frozenset({"base_url", "token_env", "webhook_secret_env", "label", "mention", "draft", "ci_fix_attempts",
+                   "repos"})
+MAX_CI_FIXES = 5
+_REPO_KEYS = frozenset({"path", "model"})
+_SECRETS = frozenset({"token", "webhook_secret", "secret", "password"})
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def settings_path() -> Path:
+    return _settings.home() / "forge.toml"
+
+
+@dataclass(frozen=True)
+class RepoSettings:
+    path: Path
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class ForgeSettings:
+    base_url: str = DEFAULT_API
+    token_env: str = "GITHUB_TOKEN"
+    webhook_secret_env: str = "ERRAND_WEBHOOK_SECRET"
+    label: str = "errand"
+    mention: str = "@errand"
+    draft: bool = True
+    ci_fix_attempts: int = 0
+    repos: Mapping[str, RepoSettings] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path | None = None, environ: Mapping[str, str] | None = None) -> ForgeSettings:
+        environ = os.environ if environ is None else environ
+        path = path or settings_path()
+        table = _read(path).get("github", {}) if path.exists() else {}
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: [github] must be a table", code="invalid_config")
+        values = _checked(table, path)
+        if environ.get("ERRAND_GITHUB_URL"):
+            values["base_url"] = environ["ERRAND_GITHUB_URL"]
+        return cls(**values)
+
+    def token(self, environ: Mapping[str, str] | None = None) -> str:
+        environ = os.environ if environ is None else environ
+        token = environ.get("ERRAND_GITHUB_TOKEN") or environ.get(self.token_env) or ""
+        if not token.strip():
+            raise ForgeError(f"no GitHub token: set ERRAND_GITHUB_TOKEN or {self.token_env} (a token that may read "
+                             "issues and write contents and pull requests)", code="forge_not_configured")
+        return token.strip()
+
+    def webhook_secret(self, environ: Mapping[str, str] | None = None) -> str | None:
+        environ = os.environ if environ is None else environ
+        return (environ.get(self.webhook_secret_env) or "").strip() or None
+
+    def repo(self, name: str) -> RepoSettings:
+        found = self.repos.get(name)
+        if found is None:
+            raise ForgeError(f"{name} is not set up here: add [github.repos.\"{name}\"] path = \"/path/to/clone\" to "
+                             f"{settings_path()} (`errand forge connect github --repo {name} --path CLONE`)",
+                             code="forge_not_configured")
+        return found
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"{path}: {error}", code="invalid_toml") from None
+
+
+def _checked(table: dict[str, Any], path: Path) -> dict[str, Any]:
+    secret = sorted(_SECRETS & set(table))
+    if secret:
+        raise ConfigError(f"{path}: [github] {secret[0]!r} is not a setting: the file names the variable that holds "
+                          "it (token_env = \"NAME\"), never the secret itself", code="unknown_key")
+    unknown = sorted(set(table) - _KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: [github] has no setting {unknown[0]!r}; settings are {', '.join(sorted(_KEYS))}",
+                          code="unknown_key")
+    for key in ("token_env", "webhook_secret_env"):
+        if key in table and not (isinstance(table[key], str) and _VARIABLE.match(table[key])):
+            raise ConfigError(f"{path}: [github] {key} must name an environment variable", code="invalid_config")
+    fixes = table.get("ci_fix_attempts", 0)
+    if isinstance(fixes, bool) or not isinstance(fixes, int) or not 0 <= fixes <= MAX_CI_FIXES:
+        raise ConfigError(f"{path}: [github] ci_fix_attempts must be a whole number from 0 to {MAX_CI_FIXES}",
+                          code="invalid_config")
+    values = {k: v for k, v in table.items() if k != "repos"}
+    repos = table.get("repos", {})
+    if not isinstance(repos, dict):
+        raise ConfigError(f"{path}: [github.repos] must be tables such as [github.repos.\"owner/name\"]",
+                          code="invalid_config")
+    values["repos"] = {name: _repo(name, value, path) for name, value in repos.items()}
+    return values
+
+
+def _repo(name: str, table: object, path: Path) -> RepoSettings:
+    if not isinstance(table, dict) or not isinstance(table.get("path"), str) or set(table) - _REPO_KEYS:
+        raise ConfigError(f"{path}: [github.repos.\"{name}\"] needs path = \"/path/to/clone\" (and may set model)",
+                          code="invalid_config")
+    return RepoSettings(Path(table["path"]).expanduser(), table.get("model"))

@@ -1,0 +1,167 @@
+"""GitHub's webhook deliveries: verified, de-duplicated, and turned into tasks.
+
+A delivery counts only when its ``X-Hub-Signature-256`` is the HMAC-SHA256 of the
+raw body under the shared secret (compared in constant time); then only once per
+``X-GitHub-Delivery`` id, since GitHub redelivers. What starts work:
+
+* an issue labelled with the configured label (``errand``);
+* a comment starting with the mention (``@errand <ask>``) on an issue;
+* the mention in a comment, a review, or a line comment on a pull request errand
+  opened: a follow-up round on that pull request's branch;
+* a reply where a waiting task asked its question (see :mod:`errand.forge.questions`):
+  the answer, and the same run resumes.
+
+Only a person with write access (admin, maintain, write) starts anything: on a
+public repository anyone may comment. errand reacts with 👀 on what it picked up
+and comments with the task's link.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from errand.forge.errors import ForgeError
+from errand.forge.intake import Ask, follow_pull, submit_issue
+from errand.forge.links import Link, LinkStore
+from errand.forge.protocol import Forge
+from errand.forge.push import fetch_branch
+from errand.forge.questions import waiting_task
+from errand.forge.refs import IssueRef
+from errand.forge.settings import ForgeSettings
+from errand.forge.text import visible
+from errand.tasks.records import Task
+from errand.tasks.service import TaskService
+
+__all__ = ["Outcome", "WebhookHandler", "verify_signature"]
+
+WRITERS = frozenset({"admin", "maintain", "write"})
+
+
+def verify_signature(secret: str, body: bytes, header: str | None) -> None:
+    """Raise ``bad_signature`` unless ``header`` is ``sha256=`` + HMAC-SHA256(secret, body)."""
+    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    if not header or not hmac.compare_digest(expected, header.strip()):
+        raise ForgeError("the delivery's signature does not match the webhook secret", code="bad_signature")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    action: str  # started | followed_up | ignored | duplicate | pong
+    detail: str
+    task_id: str | None = None
+
+
+class WebhookHandler:
+    def __init__(self, service: TaskService, links: LinkStore, forge: Forge, settings: ForgeSettings, token: str,
+                 *, public_url: str | None = None) -> None:
+        self.service = service
+        self.links = links
+        self.forge = forge
+        self.settings = settings
+        self._token = token
+        self.public_url = public_url.rstrip("/") if public_url else None
+
+    def handle(self, event: str, delivery: str, payload: dict[str, Any]) -> Outcome:
+        if not self.links.first_delivery(delivery, event):
+            return Outcome("duplicate", self.links.outcome(delivery) or "handled already")
+        try:
+            outcome = self._route(event, payload)
+        except Exception as error:  # recorded, so a redelivery is not mistaken for a new request
+            self.links.delivered(delivery, f"failed: {error}")
+            raise
+        self.links.delivered(delivery, f"{outcome.action}: {outcome.detail}")
+        return outcome
+
+    # ------------------------------------------------------------ routing
+
+    def _route(self, event: str, payload: dict[str, Any]) -> Outcome:
+        action = payload.get("action")
+        repo = str((payload.get("repository") or {}).get("full_name") or "")
+        if event == "ping":
+            return Outcome("pong", "the webhook reaches errand")
+        if event == "issues" and action == "labeled":
+            if (payload.get("label") or {}).get("name") != self.settings.label:
+                return Outcome("ignored", "another label")
+            return self._start(repo, payload["issue"], Ask(author=_login(payload.get("sender"))))
+        if event == "issue_comment" and action == "created":
+            return self._comment(repo, payload["issue"], payload["comment"])
+        if event == "pull_request_review_comment" and action == "created":
+            return self._comment(repo, {**payload["pull_request"], "pull_request": {}}, payload["comment"])
+        if event == "pull_request_review" and action == "submitted":
+            review = payload["review"]
+            return self._comment(repo, {**payload["pull_request"], "pull_request": {}}, review, review=True)
+        return Outcome("ignored", f"{event}.{action} is not something errand acts on")
+
+    def _comment(self, repo: str, issue: dict[str, Any], comment: dict[str, Any], *, review: bool = False) -> Outcome:
+        body = str(comment.get("body") or "").strip()
+        mention = self.settings.mention
+        waiting = waiting_task(self.service, self.links, repo, int(issue["number"]))
+        if waiting is not None and body:
+            return self._answer(repo, waiting, comment, body)
+        if not body.lower().startswith(mention.lower()):
+            return Outcome("ignored", f"no {mention}")
+        ask = Ask(author=_login(comment.get("user")), text=body[len(mention):].strip() or None,
+                  comment_id=None if review else comment.get("id"))
+        if issue.get("pull_request") is not None:
+            return self._follow(repo, int(issue["number"]), ask)
+        return self._start(repo, issue, ask)
+
+    # ------------------------------------------------------------ what starts
+
+    def _allowed(self, repo: str, login: str | None) -> bool:
+        return bool(login) and self.forge.permission(repo, login or "") in WRITERS
+
+    def _start(self, repo: str, issue: dict[str, Any], ask: Ask) -> Outcome:
+        if not self._allowed(repo, ask.author):
+            return Outcome("ignored", f"@{ask.author} has no write access to {repo}")
+        ref = IssueRef.of(repo, int(issue["number"]))
+        where = self.settings.repo(repo)
+        base = self._pinned(repo, where.path)
+        task = submit_issue(self.service, self.links, self.forge, ref, repo=where.path, base=base, model=where.model,
+                            ask=ask)
+        self._picked_up(ref, ask, task)
+        return Outcome("started", f"task {task.id} for {ref}", task.id)
+
+    def _follow(self, repo: str, number: int, ask: Ask) -> Outcome:
+        parent = self.links.for_pull(repo, number)
+        if parent is None:
+            return Outcome("ignored", f"{repo}#{number} is not a pull request errand opened")
+        if not self._allowed(repo, ask.author):
+            return Outcome("ignored", f"@{ask.author} has no write access to {repo}")
+        task = follow_pull(self.service, self.links, self.forge, self._token, parent, ask,
+                           self.forge.review_comments(repo, number))
+        self._picked_up(IssueRef.of(repo, number), ask, task)
+        return Outcome("followed_up", f"task {task.id} for {repo}#{number}", task.id)
+
+    def _answer(self, repo: str, waiting: Link, comment: dict[str, Any], body: str) -> Outcome:
+        """A reply where a task asked: the answer, from the person who asked or a writer."""
+        author = _login(comment.get("user"))
+        if author != waiting.requested_by and not self._allowed(repo, author):
+            return Outcome("ignored", f"@{author} may not answer for {repo}")
+        text = body[len(self.settings.mention):].strip() if body.lower().startswith(
+            self.settings.mention.lower()) else body
+        self.service.answer(waiting.task_id, visible(text) or text)
+        if comment.get("id") is not None:
+            self.forge.react(IssueRef.of(repo, waiting.issue or waiting.pull or 0), "+1", comment_id=comment["id"])
+        return Outcome("answered", f"task {waiting.task_id} resumes", waiting.task_id)
+
+    def _pinned(self, repo: str, clone: Path) -> str:
+        """The default branch's head as the forge has it now: the commit the task starts from."""
+        info = self.forge.repository(repo)
+        head = fetch_branch(clone, info.clone_url, info.default_branch, self._token)
+        if head is None:
+            raise ForgeError(f"{repo} has no branch {info.default_branch}", code="forge_not_found")
+        return head
+
+    def _picked_up(self, ref: IssueRef, ask: Ask, task: Task) -> None:
+        self.forge.react(ref, "eyes", comment_id=ask.comment_id)
+        link = f"{self.public_url}/tasks/{task.id}" if self.public_url else f"`errand show {task.id}`"
+        self.forge.comment(ref, f"errand is on it: task `{task.id}` ({link}).")
+
+
+def _login(user: object) -> str | None:
+    return str(user.get("login")) if isinstance(user, dict) and user.get("login") else None

@@ -1,0 +1,436 @@
+"""A loopback GitHub of the tests' own: the REST endpoints errand uses, with state, and
+its repositories served over git's smart HTTP protocol by the real ``git http-backend``.
+
+The real githubkit client and the real ``git push`` talk to it. It checks the token
+on every request (REST: ``Authorization: token|Bearer``; git: Basic with the token as
+password, as GitHub takes it), signs webhook deliveries with HMAC-SHA256 as GitHub
+does (``X-Hub-Signature-256: sha256=<hex>`` over the raw body), answers 422 to a pull
+request whose head branch is not in the repository, and can be told to rate-limit.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import itertools
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+
+API = "/api/v3"  # GitHub Enterprise's layout: errand is given the base URL, as for GHE
+
+
+@dataclass
+class Repo:
+    owner: str
+    name: str
+    bare: Path
+    issues: dict[int, dict[str, Any]] = field(default_factory=dict)
+    comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # issue/PR number -> comments
+    reactions: list[dict[str, Any]] = field(default_factory=list)
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    review_comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    permissions: dict[str, str] = field(default_factory=dict)  # login -> admin|write|read|none
+    check_runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sha -> check runs
+    statuses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sha -> statuses
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class FakeGitHub:
+    """``url`` is the web root; ``api_url`` the REST base URL errand is configured with."""
+
+    def __init__(self, root: Path, *, token: str, webhook_secret: str = "") -> None:
+        self.root = root
+        self.token = token
+        self.webhook_secret = webhook_secret
+        self.scopes = "repo, workflow"
+        self.repos: dict[str, Repo] = {}
+        self.requests: list[Seen] = []
+        self.fail_next: list[tuple[int, dict[str, str]]] = []  # (status, headers) answered before the real one
+        self._ids = itertools.count(1000)
+        self._lock = threading.RLock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
+
+    # ------------------------------------------------------------ lifecycle
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def api_url(self) -> str:
+        return self.url + API
+
+    def start(self) -> FakeGitHub:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    # ------------------------------------------------------------ state a test sets up
+
+    def add_repo(self, full_name: str, source: Path) -> Repo:
+        """A repository whose remote is a bare clone of ``source``."""
+        owner, name = full_name.split("/")
+        bare = self.root / "git" / owner / f"{name}.git"
+        bare.parent.mkdir(parents=True, exist_ok=True)
+        _git(None, "clone", "-q", "--bare", str(source), str(bare))
+        repo = Repo(owner, name, bare, permissions={owner: "admin"})
+        self.repos[full_name] = repo
+        return repo
+
+    def clone_url(self, full_name: str) -> str:
+        return f"{self.url}/{full_name}.git"
+
+    def add_issue(self, full_name: str, title: str, body: str, *, labels: tuple[str, ...] = (),
+                  user: str = "octo") -> dict[str, Any]:
+        repo = self.repos[full_name]
+        number = self._number(repo)
+        issue = {"id": next(self._ids), "number": number, "title": title, "body": body, "state": "open",
+                 "user": {"login": user}, "labels": [{"name": label} for label in labels],
+                 "html_url": f"{self.url}/{full_name}/issues/{number}", "pull_request": None}
+        repo.issues[number] = issue
+        repo.comments[number] = []
+        return issue
+
+    def add_comment(self, full_name: str, number: int, body: str, *, user: str = "octo") -> dict[str, Any]:
+        repo = self.repos[full_name]
+        comment = {"id": next(self._ids), "body": body, "user": {"login": user},
+                   "html_url": f"{self.url}/{full_name}/issues/{number}#comment", "created_at": _now()}
+        with self._lock:
+            repo.comments.setdefault(number, []).append(comment)
+        return comment
+
+    def add_review_comment(self, full_name: str, number: int, body: str, *, path: str, line: int,
+                           user: str = "octo") -> dict[str, Any]:
+        repo = self.repos[full_name]
+        comment = {"id": next(self._ids), "body": body, "user": {"login": user}, "path": path, "line": line,
+                   "pull_request_review_id": next(self._ids), "created_at": _now()}
+        with self._lock:
+            repo.review_comments.setdefault(number, []).append(comment)
+        return comment
+
+    def branch_head(self, full_name: str, branch: str) -> str | None:
+        ran = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"],
+                             cwd=self.repos[full_name].bare, capture_output=True, text=True, env=_git_env())
+        return ran.stdout.strip() or None
+
+    # ------------------------------------------------------------ webhooks
+
+    def signature(self, body: bytes, secret: str | None = None) -> str:
+        key = (self.webhook_secret if secret is None else secret).encode()
+        return "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+    def deliver(self, target: str, event: str, payload: dict[str, Any], *, delivery: str | None = None,
+                secret: str | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
+        """POST a webhook delivery to ``target`` as GitHub does."""
+        body = json.dumps(payload).encode()
+        sent = {"Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/fake",
+                "X-GitHub-Event": event, "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+                "X-Hub-Signature-256": self.signature(body, secret), **(headers or {})}
+        return httpx.post(target, content=body, headers=sent, timeout=30)
+
+    def issue_payload(self, full_name: str, number: int, action: str, **extra: Any) -> dict[str, Any]:
+        repo = self.repos[full_name]
+        return {"action": action, "issue": repo.issues.get(number) or repo.pulls[number],
+                "repository": {"full_name": full_name, "name": repo.name, "owner": {"login": repo.owner}},
+                "sender": {"login": extra.pop("sender", repo.owner)}, **extra}
+
+    # ------------------------------------------------------------ internals
+
+    def _number(self, repo: Repo) -> int:
+        with self._lock:
+            return max([0, *repo.issues, *repo.pulls]) + 1
+
+    def new_id(self) -> int:
+        return next(self._ids)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1")
+    return env
+
+
+def _git(cwd: Path | None, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env=_git_env()).stdout
+
+
+# ------------------------------------------------------------------ the HTTP side
+
+_ROUTES: list[tuple[str, re.Pattern[str], str]] = [
+    (method, re.compile(f"^{API}{pattern}$"), name) for method, pattern, name in [
+        ("GET", r"/user", "user"),
+        ("GET", r"/search/issues", "search_issues"),
+        ("GET", r"/repos/([^/]+)/([^/]+)", "get_repo"),
+        ("GET", r"/repos/([^/]+)/([^/]+)/collaborators/([^/]+)/permission", "permission"),
+        ("GET", r"/repos/([^/]+)/([^/]+)/issues/(\d+)", "get_issue"),
+        ("GET", r"/repos/([^/]+)/([^/]+)/issues/(\d+)/comments", "list_comments"),
+        ("POST", r"/repos/([^/]+)/([^/]+)/issues/(\d+)/comments", "create_comment"),
+        ("POST", r"/repos/([^/]+)/([^/]+)/issues/(\d+)/reactions", "react_issue"),
+        ("POST", r"/repos/([^/]+)/([^/]+)/issues/comments/(\d+)/reactions", "react_comment"),
+        ("GET", r"/repos/([^/]+)/([^/]+)/pulls", "list_pulls"),
+        ("POST", r"/repos/([^/]+)/([^/]+)/pulls", "create_pull"),
+        ("GET", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)", "get_pull"),
+        ("GET", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)/comments", "list_review_comments"),
+        ("POST", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)/comments/(\d+)/replies", "reply_review_comment"),
+        ("GET", r"/repos/([^/]+)/([^/]+)/commits/([^/]+)/check-runs", "check_runs"),
+        ("GET", r"/repos/([^/]+)/([^/]+)/commits/([^/]+)/status", "combined_status"),
+    ]]
+
+
+def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            self._dispatch("GET")
+
+        def do_POST(self) -> None:
+            self._dispatch("POST")
+
+        def do_PATCH(self) -> None:
+            self._dispatch("PATCH")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _dispatch(self, method: str) -> None:
+            url = urlsplit(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if not url.path.startswith(API):
+                self._git(method, url.path, url.query, raw)
+                return
+            body = json.loads(raw) if raw else None
+            fake.requests.append(Seen(method, url.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            auth = self.headers.get("Authorization", "")
+            if auth not in (f"token {fake.token}", f"Bearer {fake.token}"):
+                self._json(401, {"message": "Bad credentials"})
+                return
+            if fake.fail_next:
+                status, headers = fake.fail_next.pop(0)
+                self._json(status, {"message": "API rate limit exceeded" if status in (403, 429) else "failure"},
+                           headers)
+                return
+            for route_method, pattern, name in _ROUTES:
+                match = pattern.match(url.path)
+                if match and route_method == method:
+                    with fake._lock:
+                        status, answer, headers = getattr(self, f"_{name}")(*match.groups(), body=body,
+                                                                           query=parse_qs(url.query))
+                    self._json(status, answer, headers)
+                    return
+            self._json(404, {"message": "Not Found"})
+
+        def _json(self, status: int, answer: Any, headers: dict[str, str] | None = None) -> None:
+            payload = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Cache-Control", "private, max-age=60")  # as GitHub sends: a cache must not serve it
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        # -- REST ---------------------------------------------------------
+
+        def _repo(self, owner: str, name: str) -> Repo:
+            return fake.repos[f"{owner}/{name}"]
+
+        def _user(self, **_: Any) -> tuple[int, Any, dict[str, str]]:
+            return 200, {"login": "errand-bot"}, {"X-OAuth-Scopes": fake.scopes}
+
+        def _search_issues(self, *, query: dict[str, list[str]], **_: Any) -> tuple[int, Any, dict[str, str]]:
+            """GitHub's issue search, for the qualifiers errand sends: repo:, is:issue|open|closed, label:."""
+            terms = query.get("q", [""])[0].split()
+            repo = fake.repos[next(t[5:] for t in terms if t.startswith("repo:"))]
+            found = list(repo.issues.values())
+            for term in terms:
+                key, _, value = term.partition(":")
+                if key == "is" and value in ("open", "closed"):
+                    found = [i for i in found if i["state"] == value]
+                elif key == "label":
+                    found = [i for i in found if value in [label["name"] for label in i["labels"]]]
+            per_page = int(query.get("per_page", ["30"])[0])
+            return 200, {"total_count": len(found), "incomplete_results": False, "items": found[:per_page]}, {}
+
+        def _get_repo(self, owner: str, name: str, **_: Any) -> tuple[int, Any, dict[str, str]]:
+            if f"{owner}/{name}" not in fake.repos:
+                return 404, {"message": "Not Found"}, {}
+            return 200, {"full_name": f"{owner}/{name}", "clone_url": fake.clone_url(f"{owner}/{name}"),
+                         "default_branch": "main", "permissions": {"admin": True, "push": True, "pull": True}}, {}
+
+        def _permission(self, owner: str, name: str, user: str, **_: Any) -> tuple[int, Any, dict[str, str]]:
+            return 200, {"permission": self._repo(owner, name).permissions.get(user, "read"),
+                         "user": {"login": user}}, {}
+
+        def _get_issue(self, owner: str, name: str, number: str, **_: Any) -> tuple[int, Any, dict[str, str]]:
+            repo = self._repo(owner, name)
+            issue = repo.issues.get(int(number)) or repo.pulls.get(int(number))
+            return (200, issue, {}) if issue else (404, {"message": "Not Found"}, {})
+
+        def _paged(self, items: list[Any], query: dict[str, list[str]]) -> tuple[int, Any, dict[str, str]]:
+            per_page = int(query.get("per_page", ["30"])[0])
+            page = int(query.get("page", ["1"])[0])
+            chunk = items[(page - 1) * per_page: page * per_page]
+            headers = {}
+            if page * per_page < len(items):
+                base = f"{fake.url}{urlsplit(self.path).path}"
+                headers["Link"] = f'<{base}?per_page={per_page}&page={page + 1}>; rel="next"'
+            return 200, chunk, headers
+
+        def _list_comments(self, owner: str, name: str, number: str, *, query: dict[str, list[str]],
+                           **_: Any) -> tuple[int, Any, dict[str, str]]:
+            return self._paged(self._repo(owner, name).comments.get(int(number), []), query)
+
+        def _create_comment(self, owner: str, name: str, number: str, *, body: Any,
+                            **_: Any) -> tuple[int, Any, dict[str, str]]:
+            return 201, fake.add_comment(f"{owner}/{name}", int(number), body["body"], user="errand-bot"), {}
+
+        def _react(self, repo: Repo, target: str, body: Any) -> tuple[int, Any, dict[str, str]]:
+            reaction = {"id": fake.new_id(), "content": body["content"], "target": target,
+                        "user": {"login": "errand-bot"}, "_t": time.monotonic()}  # for benchmarks/forge.py
+            repo.reactions.append(reaction)
+            return 201, reaction, {}
+
+        def _react_issue(self, owner: str, name: str, number: str, *, body: Any,
+                         **_: Any) -> tuple[int, Any, dict[str, str]]:
+            return self._react(self._repo(owner, name), f"issue:{number}", body)
+
+        def _react_comment(self, owner: str, name: str, comment: str, *, body: Any,
+                           **_: Any) -> tuple[int, Any, dict[str, str]]:
+            return self._react(self._repo(owner, name), f"comment:{comment}", body)
+
+        def _list_pulls(self, owner: str, name: str, *, query: dict[str, list[str]],
+                        **_: Any) -> tuple[int, Any, dict[str, str]]:
+            pulls = list(self._repo(owner, name).pulls.values())
+            if "head" in query:
+                pulls = [p for p in pulls if f"{owner}:{p['head']['ref']}" == query["head"][0]]
+            state = query.get("state", ["open"])[0]
+            if state != "all":
+                pulls = [p for p in pulls if p["state"] == state]
+            return self._paged(pulls, query)
+
+        def _create_pull(self, owner: str, name: str, *, body: Any, **_: Any) -> tuple[int, Any, dict[str, str]]:
+            full = f"{owner}/{name}"
+            repo = self._repo(owner, name)
+            head = fake.branch_head(full, body["head"])
+            if head is None:
+                return 422, {"message": "Validation Failed", "errors": [
+                    {"resource": "PullRequest", "field": "head", "code": "invalid"}]}, {}
+            if any(p["head"]["ref"] == body["head"] and p["state"] == "open" for p in repo.pulls.values()):
+                return 422, {"message": "Validation Failed", "errors": [
+                    {"resource": "PullRequest", "code": "custom",
+                     "message": f"A pull request already exists for {owner}:{body['head']}."}]}, {}
+            number = fake._number(repo)
+            pull = {"id": fake.new_id(), "number": number, "title": body["title"], "body": body.get("body"),
+                    "state": "open", "draft": bool(body.get("draft")), "user": {"login": "errand-bot"},
+                    "head": {"ref": body["head"], "sha": head}, "base": {"ref": body["base"]},
+                    "html_url": f"{fake.url}/{full}/pull/{number}", "pull_request": {}, "_t": time.monotonic()}
+            repo.pulls[number] = pull
+            repo.comments[number] = []
+            return 201, pull, {}
+
+        def _get_pull(self, owner: str, name: str, number: str, **_: Any) -> tuple[int, Any, dict[str, str]]:
+            pull = self._repo(owner, name).pulls.get(int(number))
+            if pull is not None:
+                pull["head"]["sha"] = fake.branch_head(f"{owner}/{name}", pull["head"]["ref"])
+            return (200, pull, {}) if pull else (404, {"message": "Not Found"}, {})
+
+        def _list_review_comments(self, owner: str, name: str, number: str, *, query: dict[str, list[str]],
+                                  **_: Any) -> tuple[int, Any, dict[str, str]]:
+            return self._paged(self._repo(owner, name).review_comments.get(int(number), []), query)
+
+        def _reply_review_comment(self, owner: str, name: str, number: str, comment: str, *, body: Any,
+                                  **_: Any) -> tuple[int, Any, dict[str, str]]:
+            reply = {"id": fake.new_id(), "body": body["body"], "user": {"login": "errand-bot"},
+                     "in_reply_to_id": int(comment)}
+            self._repo(owner, name).review_comments.setdefault(int(number), []).append(reply)
+            return 201, reply, {}
+
+        def _check_runs(self, owner: str, name: str, ref: str, **_: Any) -> tuple[int, Any, dict[str, str]]:
+            runs = self._repo(owner, name).check_runs.get(ref, [])
+            return 200, {"total_count": len(runs), "check_runs": runs}, {}
+
+        def _combined_status(self, owner: str, name: str, ref: str, **_: Any) -> tuple[int, Any, dict[str, str]]:
+            statuses = self._repo(owner, name).statuses.get(ref, [])
+            state = "pending" if not statuses else ("success" if all(s["state"] == "success" for s in statuses)
+                                                    else "failure")
+            return 200, {"state": state, "statuses": statuses, "sha": ref}, {}
+
+        # -- git's smart HTTP, through the real git http-backend ----------
+
+        def _git(self, method: str, path: str, query: str, raw: bytes) -> None:
+            auth = self.headers.get("Authorization", "")
+            fake.requests.append(Seen(method, path, {k.lower(): v for k, v in self.headers.items()}, None))
+            user = _basic_user(auth, fake.token)
+            if user is None:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="fake"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            env = {**_git_env(), "GIT_PROJECT_ROOT": str(fake.root / "git"), "GIT_HTTP_EXPORT_ALL": "1",
+                   "REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query, "REMOTE_USER": user,
+                   "REMOTE_ADDR": "127.0.0.1", "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+                   "CONTENT_LENGTH": str(len(raw)), "GIT_PROTOCOL": self.headers.get("Git-Protocol", "")}
+            ran = subprocess.run(["git", "http-backend"], input=raw, capture_output=True, env=env)
+            head, _, content = ran.stdout.partition(b"\r\n\r\n")
+            status = 200
+            headers = []
+            for line in head.decode().split("\r\n"):
+                key, _, value = line.partition(":")
+                if key.lower() == "status":
+                    status = int(value.strip().split()[0])
+                elif key:
+                    headers.append((key, value.strip()))
+            self.send_response(status)
+            for key, value in headers:
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+    return Handler
+
+
+def _basic_user(header: str, token: str) -> str | None:
+    if not header.startswith("Basic "):
+        return None
+    user, _, password = base64.b64decode(header[6:]).decode().partition(":")
+    return user if hmac.compare_digest(password, token) else None
