@@ -39,8 +39,8 @@ class Machine:
         self.runtime = Path(tempfile.mkdtemp(prefix=f"ert-{name}-", dir="/run" if os.access("/run", os.W_OK)
                                              else None))
         self.log = root / f"{name}.log"
-        self.env = {**os.environ, **env, "ERRAND_HOME": str(self.home), "ERRAND_RUNTIME_DIR": str(self.runtime),
-                    "ERRAND_DATABASE_URL": database, "ERRAND_WORKER_LEASE": LEASE}
+        self.env = {**os.environ, "ERRAND_WORKER_LEASE": LEASE, **env, "ERRAND_HOME": str(self.home),
+                    "ERRAND_RUNTIME_DIR": str(self.runtime), "ERRAND_DATABASE_URL": database}
         self.process: subprocess.Popen[bytes] | None = None
 
     def errand(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -97,7 +97,9 @@ def test_queued_tasks_spread_over_two_workers(tmp_path: Path, repo: Path, postgr
     service = TaskService(store)
     tasks = [service.submit(f"Make test_calc.py pass ({n})", repo=repo,
                             model=script(tmp_path / f"script{n}.json", asking)).id for n in range(2)]
-    one, two = machines("one"), machines("two")
+    # Nobody dies here: leases long enough that a worker slowed by a loaded machine is not taken
+    # for dead (with 3 s, one was, under CI's load, and its round was requeued under it).
+    one, two = machines("one", ERRAND_WORKER_LEASE="600"), machines("two", ERRAND_WORKER_LEASE="600")
     one.start()
     two.start()
     try:

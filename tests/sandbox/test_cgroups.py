@@ -167,8 +167,9 @@ PURE_V2 = """\
 def test_mountinfo_hybrid() -> None:
     v1, v2 = _cgroups._parse_mountinfo(HYBRID)
     assert v1 == {"memory": "/sys/fs/cgroup/memory", "pids": "/sys/fs/cgroup/pids",
-                  "cpu": "/sys/fs/cgroup/cpu,cpuacct", "freezer": "/sys/fs/cgroup/freezer"}
-    assert list(v1) == ["memory", "pids", "cpu", "freezer"]
+                  "cpu": "/sys/fs/cgroup/cpu,cpuacct", "cpuacct": "/sys/fs/cgroup/cpu,cpuacct",
+                  "freezer": "/sys/fs/cgroup/freezer"}  # co-mounted cpu,cpuacct: one directory, both
+    assert list(v1) == ["memory", "pids", "cpu", "cpuacct", "freezer"]
     assert v2 == "/sys/fs/cgroup/unified"
 
 
@@ -198,8 +199,8 @@ def test_procs_files_one_per_hierarchy(name: str) -> None:
     assert files and all(os.path.isabs(f) and f.endswith("/cgroup.procs") for f in files)
     assert all(os.path.isfile(f) for f in files)
     assert len(set(map(os.path.realpath, files))) == len(files)
-    if group.v1_dirs:  # hybrid or v1: memory, pids, cpu, freezer (+ unified when mounted)
-        assert set(group.v1_dirs) == {"memory", "pids", "cpu", "freezer"} & set(group.v1_dirs)
+    if group.v1_dirs:  # hybrid or v1: memory, pids, cpu, cpuacct, freezer (+ unified when mounted)
+        assert set(group.v1_dirs) == {"memory", "pids", "cpu", "cpuacct", "freezer"} & set(group.v1_dirs)
         assert len(files) == len(set(group.v1_dirs.values())) + (group.v2_dir is not None)
     else:
         assert files == [os.path.join(str(group.v2_dir), "cgroup.procs")]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Self
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 from errand.database import SqlStore, open_engine
 from errand.memory import citations as citing
@@ -333,10 +334,11 @@ class MemoryStore(SqlStore):
     # -- plumbing ------------------------------------------------------------------------------
 
     def _bump(self, connection: sa.Connection, project: str) -> None:
-        bumped = connection.execute(memory_projects.update().where(memory_projects.c.project == project)
-                                    .values(generation=memory_projects.c.generation + 1))
-        if bumped.rowcount == 0:
-            connection.execute(memory_projects.insert().values(project=project, generation=1))
+        # One statement (an upsert), not "update, and insert if nothing was": two workers writing
+        # a new project's first memories at once both found nothing and one insert failed.
+        insert = (postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert)(memory_projects)
+        connection.execute(insert.values(project=project, generation=1).on_conflict_do_update(
+            index_elements=[memory_projects.c.project], set_={"generation": memory_projects.c.generation + 1}))
 
 
 
