@@ -19,11 +19,11 @@ from errand.sandbox import AsyncSandbox, SandboxInfo, SandboxUsage
 from errand.server import diffview
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.records import Event, Run, Task, Verdict
+from errand.tasks.records import Event, Run, Task
 from errand.tasks.store import TaskStore
 
 __all__ = ["Attempt", "Cause", "Exchange", "LiveSandbox", "NextSteps", "RunNames", "cause", "compare",
-           "conversation", "next_steps", "task_sandboxes"]
+           "conversation", "file_matrix", "interdiff", "next_steps", "task_sandboxes"]
 
 CONVERSATION_KINDS = ("question", "answer_sent", "message_sent", "followup", "rejected")
 
@@ -140,8 +140,9 @@ def cause(store: TaskStore, task: Task) -> Cause | None:
 
 
 def _described(call: dict[str, Any]) -> str:
-    arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
-    assert isinstance(arguments, dict)
+    arguments = call.get("arguments")
+    if not isinstance(arguments, dict):  # a malformed call's arguments, kept as the model sent them
+        return f"{call.get('name')} {str(arguments)[:80]}"
     if call.get("name") == "shell":
         return str(arguments.get("command"))
     return f"{call.get('name')} " + " ".join(f"{k}={v!r}"[:80] for k, v in arguments.items())
@@ -230,6 +231,3 @@ def interdiff(first: Attempt, second: Attempt) -> list[str]:
 def _file_text(file: diffview.FileDiff) -> str:
     return "\n".join(f"{line.kind}:{line.text}" for line in file.lines if line.kind != "hunk")
 
-
-def reasons(task_reviews: list[Any]) -> list[str]:
-    return [r.reason for r in task_reviews if r.verdict is Verdict.REJECTED and r.reason]

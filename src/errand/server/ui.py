@@ -148,7 +148,7 @@ async def _task_context(request: Request, task_id: str) -> dict[str, Any]:
 
     def read() -> dict[str, Any]:
         task = detail(service, task_id)
-        runs = service.store.runs(task_id)
+        runs = task.runs  # read once: detail has them (without their patches, which nothing here needs)
         return {"task": task, "panel": _panel(task), "names": taskview.RunNames.of(task, runs),
                 "progress": progress(service.store, task, runs), "cause": taskview.cause(service.store, task),
                 "next": taskview.next_steps(service.store, task),
@@ -304,7 +304,7 @@ def _review_page_now(request: Request, task_id: str, attempt: int | None, hide_w
     task = detail(service, task_id)
     shared = {"task": task, "conversation": taskview.conversation(service.store, task_id),
               "rejections": [r for r in task.reviews if r.verdict is Verdict.REJECTED],
-              "next": taskview.next_steps(service.store, task), "progress": progress(service.store, task),
+              "next": taskview.next_steps(service.store, task), "progress": progress(service.store, task, task.runs),
               "hide_ws": hide_ws, "error": error}
     try:
         chosen = service.chosen_run(task_id, attempt)
