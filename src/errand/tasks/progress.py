@@ -4,19 +4,18 @@ per attempt and for the whole task.
 
 The figures come from the store alone, so every face (web page, ``errand show``, the
 API) tells the same story, and a task another worker runs reads the same as a local one.
-While a run is going they are summed from its ``model`` events; once it has ended, from
-the ``spent`` its result recorded, which also holds the run's own working time.
+An ended run's figures are the ``spent`` its result recorded (which also holds its working
+time); only a run still going has its ``model`` events read and summed.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from errand.tasks.lifecycle import FINAL, TaskState
-from errand.tasks.records import Event, Run, Task
+from errand.tasks.records import Run, Task
 from errand.tasks.store import TaskStore
 
 __all__ = ["BUDGET_NAMES", "AttemptProgress", "Progress", "Usage", "progress"]
@@ -103,8 +102,7 @@ class Progress:
 def progress(store: TaskStore, task: Task, runs: list[Run] | None = None) -> Progress:
     """The task's figures now."""
     runs = store.runs(task.id) if runs is None else runs
-    live = _usage_by_run(store.events(task.id, 0, 10_000_000, kinds=["model"]))
-    usage = {run.id: _run_usage(run, live.get(run.id, Usage())) for run in runs}
+    usage = {run.id: _run_usage(store, run) for run in runs}
     latest = max((run.round for run in runs), default=0)
     environment = store.last_event(task.id, ["environment"])
     data = environment.data if environment is not None and isinstance(environment.data, dict) else {}
@@ -118,28 +116,21 @@ def progress(store: TaskStore, task: Task, runs: list[Run] | None = None) -> Pro
                     sorted(attempts, key=lambda a: a.attempt), dict(budgets or {}))
 
 
-def _usage_by_run(events: Iterable[Event]) -> dict[str, Usage]:
-    sums: dict[str, Usage] = {}
-    for event in events:
-        if event.run_id is not None and isinstance(event.data, dict):
-            sums[event.run_id] = sums.get(event.run_id, Usage()) + Usage.of_event(event.data)
-    return sums
-
-
-def _run_usage(run: Run, live: Usage) -> Usage:
-    """The model events' sum; an ended run's recorded ``spent`` wins where it says more (a
-    store that lost events, or a model whose cost was known only at the end)."""
+def _run_usage(store: TaskStore, run: Run) -> Usage:
+    """An ended run's own account (``spent``), which also holds what no model event shows (the
+    calls that condensed it); else, while it runs, the sum of its ``model`` events, read only then."""
     spent = run.result.get("spent") if isinstance(run.result, dict) else None
-    if not isinstance(spent, dict) or _count(spent.get("steps")) < live.steps:
-        return live
-    cost = spent.get("cost")
-    if "input_tokens" not in spent:  # a run from before spent split its tokens
-        return Usage(_count(spent.get("steps")), live.input_tokens, live.output_tokens, live.cached_tokens,
-                     float(cost) if isinstance(cost, int | float) else live.cost, live.cost_known)
-    # The run's own account also holds what no model event shows: the calls that condensed it.
-    return Usage(_count(spent.get("steps")), _count(spent.get("input_tokens")), _count(spent.get("output_tokens")),
-                 _count(spent.get("cache_read_tokens")), float(cost) if isinstance(cost, int | float) else 0.0,
-                 _count(spent.get("unpriced_calls")) == 0)
+    if isinstance(spent, dict) and "input_tokens" in spent:
+        cost = spent.get("cost")
+        return Usage(_count(spent.get("steps")), _count(spent.get("input_tokens")),
+                     _count(spent.get("output_tokens")), _count(spent.get("cache_read_tokens")),
+                     float(cost) if isinstance(cost, int | float) else 0.0, _count(spent.get("unpriced_calls")) == 0)
+    live = sum((Usage.of_event(e.data) for e in store.events(run.task_id, 0, 10_000_000, kinds=["model"],
+                                                           run_id=run.id) if isinstance(e.data, dict)), Usage())
+    if isinstance(spent, dict) and isinstance(spent.get("cost"), int | float):  # a run from before spent split
+        return Usage(max(live.steps, _count(spent.get("steps"))), live.input_tokens, live.output_tokens,
+                     live.cached_tokens, float(spent["cost"]), live.cost_known)
+    return live
 
 
 def _run_seconds(run: Run, now: float) -> float:
