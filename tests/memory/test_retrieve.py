@@ -7,7 +7,7 @@ import pytest
 from errand.memory import Kind, MemoryStore, Provenance, Status, Weights, retrieve
 from errand.memory.citations import TreeIndex, check, extract
 from errand.memory.retrieve import fuse
-from errand.memory.text import query_terms
+from errand.memory.text import query_terms, without_framing
 
 PROJECT = "/repo/example"
 
@@ -180,6 +180,57 @@ def test_questions_and_tasks_lose_their_framing_words() -> None:
     assert query_terms("Why should I run the tests?") == ["run", "test"]
     assert query_terms("Please make sure the migrations are reversible") == ["migration", "reversibl"]
     assert query_terms("how?") == ["how"]  # nothing else left: the framing is the query
+
+
+def test_the_encoder_is_given_the_query_less_its_framing_words(store: MemoryStore) -> None:
+    fill(store)
+    given: list[str] = []
+    encoder = store.embedder
+    assert encoder is not None
+
+    class Recording:
+        name = encoder.name
+
+        def embed(self, texts: list[str], *, query: bool = False) -> object:
+            given.extend(texts)
+            return encoder.embed(texts, query=query)
+
+    recording = MemoryStore(store.engine, embedder=Recording())
+    found = retrieve(recording, PROJECT, "How can I run only one test file?", k=3)
+    assert given == ["run only test file?"]
+    assert texts(found)[0] == FACTS[0][1]
+    assert without_framing("Please add a column for the time zone") == "add column time zone"
+    assert without_framing("how do I?") == "how do I?"  # nothing else left: the framing is the query
+
+
+def test_a_memory_is_found_by_its_vector_the_moment_it_is_written(store: MemoryStore) -> None:
+    """The project's vector matrix is held between searches; a write that changes what it holds drops it,
+    so the long-lived store answers as a fresh one reading every vector again would."""
+    dense_only = Weights(lexical=0.0, dense=1.0)
+    fill(store)
+    query = "Jinja"  # no word in common with the memories that answer it: found by their vectors alone
+
+    def answers(of: MemoryStore) -> list[tuple[int, float]]:
+        found = retrieve(of, PROJECT, query, k=6, weights=dense_only)
+        return [(item.memory.id, round(item.score, 6)) for item in found]
+
+    def fresh() -> list[tuple[int, float]]:
+        return answers(MemoryStore(store.engine, embedder=store.embedder))
+
+    assert answers(store)[0][0] == fill_ids(store)[FACTS[4][1]]  # and the matrix is now held
+    added = store.add(PROJECT, "Email bodies are rendered from Jinja2 templates under mail/.", kind="fact",
+                      provenance=Provenance.person())
+    assert added.id in [memory_id for memory_id, _ in answers(store)[:2]] and answers(store) == fresh()
+    store.edit(added.id, text="Deploys go out on Tuesdays after the release meeting.")
+    assert answers(store) == fresh() and added.id not in [memory_id for memory_id, _ in answers(store)[:2]]
+    store.archive(fill_ids(store)[FACTS[4][1]])
+    assert answers(store) == fresh() and fill_ids(store)[FACTS[4][1]] not in dict(answers(store))
+    store.remove(added.id)
+    assert answers(store) == fresh() and added.id not in dict(answers(store))
+
+
+def fill_ids(store: MemoryStore) -> dict[str, int]:
+    return {memory.text: memory.id for memory in store.list_memories(PROJECT, limit=100)}
 
 
 def test_an_unrelated_task_is_given_nothing_rather_than_the_least_unrelated(store: MemoryStore) -> None:
