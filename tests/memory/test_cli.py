@@ -53,6 +53,15 @@ def test_add_list_show_edit_and_remove(repo: Path) -> None:
     assert gone.exit_code == 1 and f"no memory has id {memory_id}" in gone.output
 
 
+def test_a_memory_scoped_to_files_says_so(repo: Path) -> None:
+    added = memory(repo, "add", "Handlers log the request id.", "--path", "src/api/**", "--path", "src/web/*.py")
+    assert added.exit_code == 0, added.output
+    (row,) = json.loads(memory(repo, "ls", "--json").output)
+    assert row["source"] == "added by a person (rule: globs src/api/**, src/web/*.py)"
+    assert memory(repo, "add", "Elsewhere.", "--path", "../outside/**").exit_code == 2
+    assert memory(repo, "add", "Elsewhere.", "--path", "a,b").exit_code == 2
+
+
 def test_approve_reject_and_archive(repo: Path) -> None:
     first = memory(repo, "add", "Prefer dataclasses over dicts for records.", "--proposed").output.split("\t")[0]
     second = memory(repo, "add", "Name branches after the ticket.", "--proposed").output.split("\t")[0]

@@ -32,6 +32,7 @@ from errand.memory.export import export_section
 from errand.memory.ingest import sync_instructions
 from errand.memory.records import Kind, Memory, Provenance, Status, project_key
 from errand.memory.retrieve import retrieve
+from errand.memory.rules import Activation
 from errand.memory.store import MemoryStore
 
 __all__ = ["memory_app"]
@@ -160,11 +161,18 @@ def add(
     repo: RepoOption = Path("."), db: DbOption = None,
     proposed: Annotated[bool, typer.Option("--proposed", help="Add it as proposed, not active.")] = False,
     supersedes: Annotated[int | None, typer.Option(metavar="ID", help="The id of a memory this one replaces.")] = None,
+    paths: Annotated[list[str] | None, typer.Option(
+        "--path", metavar="GLOB", help="Scope it to these files (repeatable, e.g. 'src/api/**'): given to an agent "
+        "when it opens one of them, not by similarity.")] = None,
 ) -> None:
     """Add a memory by hand (active unless --proposed); a near-duplicate is merged instead."""
     project = _project(repo)
+    if any(not path.strip() or path.startswith("/") or ".." in path.split("/") or "," in path for path in paths or ()):
+        raise typer.BadParameter("--path takes a glob relative to the repository, such as 'src/api/**' "
+                                 "(no leading /, no .., no comma)")
+    scope = Activation("globs", tuple(path.strip() for path in paths)).detail() if paths else None
     with _store(db) as store:
-        memory = store.add(project, text, kind=kind, provenance=Provenance.person(),
+        memory = store.add(project, text, kind=kind, provenance=Provenance.person(scope),
                            status=Status.PROPOSED if proposed else Status.ACTIVE, supersedes=supersedes)
     _print_record(memory, " (merged into an existing memory)" if memory.evidence > 1 else "")
 
