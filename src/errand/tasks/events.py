@@ -50,6 +50,8 @@ KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
     _kind("setup_finished", "key", "setup ended and its layer is cached"),
     _kind("tests_before", "cached command exit_code failed passed", "the tests on the base commit"),
     _kind("memories_given", "ids lines stale", "the project memories the agent was given", shown=False),
+    _kind("memories_surfaced", "ids lines path", "rules and memories scoped to a file the agent opened",
+          shown=False),
     _kind("memory_unavailable", "reason", "project memory could not be read; the round goes on without it"),
     _kind("memory_proposed", "id text", "the agent proposed a memory", shown=False),
     _kind("memories_proposed", "ids refused", "distilling proposed memories for a person to approve", shown=False),
