@@ -118,7 +118,7 @@ def select(store: MemoryStore, project: str, query: str, k: int, *, exclude: Col
 
 @dataclass(frozen=True)
 class _Scoped:
-    memory: Memory
+    memory_id: int
     activation: Activation | None
     files: frozenset[str]
 
@@ -127,40 +127,54 @@ class _Scoped:
 
 
 class FileScope:
-    """The project's memories scoped to files, matched against a path the agent opens."""
+    """The project's memories scoped to files, matched against a path the agent opens.
 
-    def __init__(self, scoped: Iterable[_Scoped]) -> None:
+    Only what matching needs is read when it loads (ids, activations, cited paths); a
+    memory's row is read when a file it is scoped to is opened.
+    """
+
+    def __init__(self, scoped: Iterable[_Scoped] = (), store: MemoryStore | None = None) -> None:
         self._scoped = list(scoped)
+        self._store = store
 
     @classmethod
     def load(cls, store: MemoryStore, project: str, *, exclude: Collection[int] = ()) -> FileScope:
         """Active memories with a ``globs`` activation or a cited file (instruction files' own
         passages first, in file order; then the rest, oldest first)."""
         cites = sa.cast(memories.c.citations, sa.Text)
-        query = (sa.select(memories)
+        query = (sa.select(memories.c.id, memories.c.source, memories.c.detail, memories.c.citations)
                  .where(memories.c.project == project, memories.c.status == Status.ACTIVE.value,
                         sa.or_(memories.c.detail.like(f"{_GLOBS}%"), cites.like('%"file:%'),
                                cites.like('%"line:%')))
                  .order_by(memories.c.id.desc()).limit(MAX_SCOPED))
         with store.engine.begin() as connection:
-            rows = [memory_from_row(row) for row in connection.execute(query).mappings()]
+            rows = connection.execute(query).all()
         scoped = []
-        for memory in sorted(rows, key=lambda m: (m.provenance.source is not Source.FILE, m.id)):
-            if memory.id in exclude:
+        for memory_id, _source, detail, citations in sorted(rows, key=lambda row: (row[1] != Source.FILE.value,
+                                                                                  row[0])):
+            if memory_id in exclude:
                 continue
-            activation = Activation.from_detail(memory.provenance.detail)
-            files = frozenset(_cited_files(memory.citations))
-            if (activation is not None and activation.mode == "globs") or files:
-                scoped.append(_Scoped(memory, activation if activation and activation.mode == "globs" else None,
-                                      files))
-        return cls(scoped)
+            activation = Activation.from_detail(detail)
+            globs = activation if activation is not None and activation.mode == "globs" else None
+            files = frozenset(_cited_files(citations or ()))
+            if globs is not None or files:
+                scoped.append(_Scoped(int(memory_id), globs, files))
+        return cls(scoped, store)
 
     def __len__(self) -> int:
         return len(self._scoped)
 
-    def matching(self, path: str) -> list[Memory]:
-        """The memories scoped to ``path`` (relative to the repository root), in load order."""
-        return [item.memory for item in self._scoped if item.applies_to(path)]
+    def matching(self, path: str, *, skip: Collection[int] = (), limit: int | None = None) -> list[Memory]:
+        """The memories scoped to ``path`` (relative to the repository root), in load order, but
+        those in ``skip``; at most ``limit``."""
+        ids = [item.memory_id for item in self._scoped if item.memory_id not in skip and item.applies_to(path)]
+        ids = ids[:limit] if limit is not None else ids
+        if not ids or self._store is None:
+            return []
+        with self._store.engine.begin() as connection:
+            rows = {int(row["id"]): memory_from_row(row) for row in
+                    connection.execute(sa.select(memories).where(memories.c.id.in_(ids))).mappings()}
+        return [rows[memory_id] for memory_id in ids if memory_id in rows]
 
 
 def _cited_files(citations: Iterable[str]) -> Iterable[str]:

@@ -71,7 +71,7 @@ class TaskMemory:
         self.journal = journal
         self.withheld = Withheld()
         self.given_ids: frozenset[int] = frozenset()
-        self.scope = FileScope([])
+        self.scope = FileScope()
 
     async def given(self, whole: Collection[str] = ()) -> str:
         """Sync the instruction files, pick the memories for this task (none of the files in
@@ -169,10 +169,13 @@ class AttemptMemory:
 
     async def opened(self, path: str) -> str:
         """What the agent should know about ``path`` (relative to the repository), not shown to it before."""
-        fresh = [memory for memory in self.link.scope.matching(path) if memory.id not in self.shown]
+        try:
+            fresh = await asyncio.to_thread(self.link.scope.matching, path, skip=self.shown, limit=SURFACED)
+        except MemoryStoreError as error:
+            log.warning("task %s: reading memories scoped to %s failed: %s", self.link.task.id, path, error.message)
+            return ""
         if not fresh:
             return ""
-        fresh = fresh[:SURFACED]
         self.shown.update(memory.id for memory in fresh)
         try:
             await asyncio.to_thread(self.link.memories.record_use, self.link.task.id,
