@@ -33,7 +33,7 @@ from errand import _settings
 from errand._figures import duration as figures_duration
 from errand._figures import money, tokens
 from errand._text import printable
-from errand.cli_events import print_event, shown
+from errand.cli.events import print_event, shown
 from errand.errors import ConfigError, ErrandError
 from errand.forge.refs import looks_like_issue_ref
 from errand.models import ModelEndpoint
@@ -100,9 +100,6 @@ TaskId = Annotated[str, typer.Argument(metavar="ID", help="The task's id (see `e
 def register(app: typer.Typer) -> None:
     for command in (run, ls, show, diff, logs, accept, reject, followup, retry, answer, message, cancel):
         app.command(command.__name__.rstrip("_"))(command)
-    from errand.cli_worker import worker_app  # it uses this module's helpers
-
-    app.add_typer(worker_app, name="worker")
 
 
 # ------------------------------------------------------------------ intake
@@ -135,7 +132,7 @@ def run(
     with task_service(server, token) as service:
         title = None
         if issues is not None:
-            from errand.cli_forge import run_batch
+            from errand.cli.forge import run_batch
 
             run_batch(service, issues, clone=repo, limit=limit, base=base, model=model, attempts=attempts)
             if start_worker and not server:
@@ -144,7 +141,7 @@ def run(
         if issue is not None and instruction is not None:
             raise ConfigError("give an instruction or --issue FILE, not both", code="invalid_input")
         if issue is not None and not Path(issue).exists() and looks_like_issue_ref(issue):
-            from errand.cli_forge import submit_forge_issue  # githubkit only when a forge issue is named
+            from errand.cli.forge import submit_forge_issue  # githubkit only when a forge issue is named
 
             task = submit_forge_issue(service, issue, repo=repo, base=base, model=model, attempts=attempts)
         else:
@@ -480,7 +477,7 @@ def accept(
     with task_service(server, token) as service:
         accepted = service.accept(task_id, attempt=attempt, into=into)
         if not server:
-            from errand.cli_forge import publish_if_linked  # a task from a forge issue goes back as a pull request
+            from errand.cli.forge import publish_if_linked  # a task from a forge issue goes back as a pull request
 
             publish_if_linked(service, task_id)
         repo = _accepted_into(service, task_id, into, local=not server)

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from errand import _settings, cli_tasks
+from errand import _settings
+from errand.cli import tasks as cli_tasks
 from errand.tasks.engine import EngineBusy, LocalEngine
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
