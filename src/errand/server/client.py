@@ -22,7 +22,8 @@ import httpx
 from errand.errors import ErrandError
 from errand.models import ModelEndpoint
 from errand.repo.workcopy import is_url
-from errand.server.codes import ServerError, error_from
+from errand.server.codes import error_from
+from errand.server.errors import ServerError
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict

@@ -15,6 +15,7 @@ from typing import Any
 
 from errand.errors import BackendUnavailable, ConfigError, ErrandError, SandboxNotFound, SandboxTerminated
 from errand.memory.errors import InvalidMemory, MemoryNotFound, SecretRefused
+from errand.server.errors import ServerError
 from errand.tasks.errors import (
     IllegalTransition,
     RunNotFound,
@@ -50,12 +51,6 @@ CODE_STATUS: Mapping[str, int] = {"no_result": 409, "engine_busy": 503, "patch_f
 # The structured fields a problem document carries beside ``detail`` and ``code``.
 FIELDS = ("task_id", "run_id", "sandbox_id", "state", "current", "target", "expected", "actual", "memory_id",
           "detector")
-
-
-class ServerError(ErrandError):
-    """The server could not be reached, or answered with something that is not errand's API."""
-
-    code = "server_error"
 
 
 def status_of(error: ErrandError) -> int:
