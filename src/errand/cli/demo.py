@@ -140,7 +140,7 @@ async def _work(console: Console, store: TaskStore, task_id: str) -> None:
 
 
 def _review(console: Console, service: TaskService, task_id: str, sample: Path) -> None:
-    task = service.store.get_task(task_id)
+    task = service.get_task(task_id)
     if task.state is not TaskState.READY_FOR_REVIEW:
         console.print(f"[bold red]the task ended {task.state}[/]; `errand logs {task_id}` has the whole log")
         return

@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import quote
 
 import httpx
@@ -28,6 +28,10 @@ from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict
 from errand.tasks.service import Accepted
+
+if TYPE_CHECKING:
+    from errand.tasks.api import TaskApi
+    from errand.tasks.service import TaskService
 
 __all__ = ["ErrandClient", "RemoteStore", "ServerError"]
 
@@ -149,6 +153,27 @@ class ErrandClient:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
+    # ------------------------------------------------------------ reading (the server's store)
+
+    def get_task(self, task_id: str) -> Task:
+        return self.store.get_task(task_id)
+
+    def list_tasks(self, *, state: TaskState | str | None = None, repo: str | None = None, limit: int = 50,
+                   before: str | None = None) -> list[Task]:
+        return self.store.list_tasks(state=state, repo=repo, limit=limit, before=before)
+
+    def runs(self, task_id: str) -> list[Run]:
+        return self.store.runs(task_id)
+
+    def reviews(self, task_id: str) -> list[Review]:
+        return self.store.reviews(task_id)
+
+    def events(self, task_id: str, after_id: int = 0, limit: int = 1000, *,
+               kinds: Collection[str] | None = None) -> list[Event]:
+        return self.store.events(task_id, after_id, limit, kinds=kinds)
+
+    # ------------------------------------------------------------ intake, steering, review
+
     def submit(self, instruction: str, *, repo: str | Path, base: str = "HEAD", model: str | None = None,
                attempts: int = 1, title: str | None = None) -> Task:
         source = str(repo)
@@ -248,3 +273,8 @@ def parse_sse(lines: Iterator[str], decode: Callable[[str], Event]) -> Iterator[
             data = []
         elif line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))
+
+
+if TYPE_CHECKING:
+    def _both_answer_the_task_api(client: ErrandClient, service: TaskService) -> tuple[TaskApi, TaskApi]:
+        return client, service  # mypy holds the client and the service to the same protocol
