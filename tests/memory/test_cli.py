@@ -112,7 +112,7 @@ def test_export_writes_the_approved_memories_into_agents_md_as_a_diff(repo: Path
     memory(repo, "add", "Run the tests with `pytest -q`.", "--kind", "command")
     memory(repo, "add", "Never commit generated files.", "--kind", "pitfall")
     memory(repo, "add", "A guess nobody approved yet.", "--proposed")
-    shown = memory(repo, "export")
+    shown = memory(repo, "export", "--print")
     assert shown.exit_code == 0 and "+++ b/AGENTS.md" in shown.output
     assert "+- Run the tests with `pytest -q`." in shown.output and "+### Pitfalls" in shown.output
     assert "A guess nobody approved yet" not in shown.output  # only approved (active) memories
@@ -121,7 +121,7 @@ def test_export_writes_the_approved_memories_into_agents_md_as_a_diff(repo: Path
     assert memory(repo, "export", "--write").exit_code == 0
     written = (repo / "AGENTS.md").read_text()
     assert written.startswith("# Agents\n\nUse `make check` before pushing.\n\n<!-- errand:memories:begin")
-    assert "already holds every approved memory" in memory(repo, "export").output
+    assert "already holds every approved memory" in memory(repo, "export", "--print").output
     assert "0 added" in memory(repo, "sync").output  # the section is not read back as instructions
     assert memory(repo, "export", "--file", "../outside.md").exit_code == 2
 

@@ -54,6 +54,8 @@ EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
                              f"{_one_line(str(d.get('commit') or '')[:12])}: egress {_policy(d.get('network'))}"
                              + (f", setup egress {_policy(d.get('setup_network'))}" if d.get("setup_network") else "")
                              + f", {_one_line(d.get('isolation'))} sandboxes[/]",
+    "memories_exported": lambda d: f"[cyan]{len(d.get('ids', []))} approved memories written into "
+                                   f"{_one_line(d.get('file'))} by errand memory export (no model)[/]",
     "setup_started": lambda d: "[cyan]setting up the environment[/]",
     "setup_cached": lambda d: f"[cyan]environment set up already (cached, {_one_line(d.get('key'))})[/]",
     "setup_tree": lambda d: f"[cyan]setup wrote {d.get('kept')} new paths into the tree; every working "

@@ -74,6 +74,9 @@ RENDER: dict[str, Render] = {
         d.get("config") or "the defaults", str(d.get("commit") or "")[:12], _policy(d.get("network")),
         Markup(", setup egress {}").format(_policy(d.get("setup_network"))) if d.get("setup_network") else "",
         d.get("isolation"))),
+    "memories_exported": lambda d: ("memory", Markup("{} approved memories written into <code>{}</code> by "
+                                                     "errand memory export (no model)").format(
+        len(d.get("ids", [])), _text(d.get("file")))),
     "setup_started": lambda d: ("setup", Markup("setting up the environment")),
     "setup_cached": lambda d: ("setup", Markup("environment set up already (cached, <code>{}</code>)").format(
         _text(d.get("key")))),

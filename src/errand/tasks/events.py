@@ -52,6 +52,7 @@ KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
     _kind("memories_given", "ids lines stale", "the project memories the agent was given", shown=False),
     _kind("memories_surfaced", "ids lines path", "rules and memories scoped to a file the agent opened",
           shown=False),
+    _kind("memories_exported", "file ids kinds", "errand memory export wrote the approved memories into a file"),
     _kind("memory_unavailable", "reason", "project memory could not be read; the round goes on without it"),
     _kind("memory_proposed", "id text", "the agent proposed a memory", shown=False),
     _kind("memories_proposed", "ids refused", "distilling proposed memories for a person to approve", shown=False),
