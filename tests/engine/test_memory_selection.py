@@ -14,6 +14,7 @@ from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
 from memory.crowded import CONVENTIONS, PITFALL, QUERY
 
+from .cli import errand, errand_json, script
 from .harness import FINISH, FIX, TEST, make_repo, per_attempt, running_engine, scripted, wait_for_state
 
 AGENTS = """\
@@ -156,3 +157,24 @@ async def test_a_relevant_pitfall_and_preference_are_given_however_many_conventi
     assert len(given.data["ids"]) == 8
     assert pitfall.id in given.data["ids"] and wanted.id in given.data["ids"]
     assert unrelated.id not in given.data["ids"]  # a reserved place is for a relevant one only
+
+
+def test_errand_run_surfaces_what_the_agent_did_not_recall_already(errand_home: Path, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "project", files={"AGENTS.md": AGENTS, **RULES})
+    added = errand(errand_home, "memory", "add", "Models keep their table names singular.", "--kind", "convention",
+                   "--path", "src/db/*.py", "--repo", str(repo))
+    assert added.returncode == 0, added.stderr
+    model = script(tmp_path / "agent.json", [[("recall", {"query": "how are request bodies validated"})],
+                                             [READ_USERS], [READ_MODELS], [FIX], [TEST], [FINISH]])
+    ran = errand(errand_home, "run", "Make test_calc.py pass", "--repo", str(repo), "--model", model, "-f")
+    assert ran.returncode == 0 and "ready for review" in ran.stdout, ran.stdout + ran.stderr
+    [task] = errand_json(errand_home, "ls")
+    with TaskStore.open(f"sqlite:///{errand_home / 'errand.db'}") as store:
+        results = [e.data["content"] for e in store.events(task["id"], kinds=["tool_result"])]
+        recalled, read_users, read_models = results[:3]
+        surfaced = {e.data["path"]: e.data["ids"] for e in store.events(task["id"], kinds=["memories_surfaced"])}
+    # A glob rule is found when the agent asks for it, and opening its files does not repeat it.
+    assert "Validate every request body with pydantic models" in recalled and "RFC 9457" in recalled
+    assert "project rules" not in read_users
+    assert "Models keep their table names singular." in read_models and "db.session()" in read_models
+    assert set(surfaced) == {"src/db/models.py"}

@@ -105,12 +105,16 @@ class TaskMemory:
 
     # The agent's tools (errand.agent.memory_tools.MemoryHooks)
 
-    async def recall(self, query: str) -> str:
+    async def recall(self, query: str, shown: set[int] | None = None) -> str:
+        """What memory holds about ``query``: not what the prompt holds whole nor manual rules,
+        but rules scoped to files, since the agent asked (their ids go into ``shown``)."""
         try:
             recalled = await asyncio.to_thread(retrieve, self.memories, self.project, query, RECALLED,
-                                               repo_dir=self.base_tree, exclude=self.withheld.ids)
+                                               repo_dir=self.base_tree, exclude=self.withheld.never_scoped)
         except MemoryStoreError as error:
             return f"error: memory is unavailable: {error.message}"
+        if shown is not None:
+            shown.update(item.memory.id for item in recalled)
         await asyncio.to_thread(self.memories.record_use, self.task.id, [m.memory.id for m in recalled], "recalled")
         if not recalled:
             return f"nothing in this project's memory matches {query!r}"
@@ -162,7 +166,7 @@ class AttemptMemory:
         self.shown: set[int] = set(link.given_ids)
 
     async def recall(self, query: str) -> str:
-        return await self.link.recall(query)
+        return await self.link.recall(query, self.shown)
 
     async def remember(self, text: str) -> str:
         return await self.link.remember(text)
