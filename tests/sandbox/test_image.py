@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from errand import ConfigError, Image, ImageBuildError, Sandbox
-from errand.sandbox.layers import LayerStore
+from errand.sandbox._images.layers import LayerStore
 
 
 def _build(image: Image) -> tuple[list[str], object]:

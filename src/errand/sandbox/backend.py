@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from errand.sandbox._registry import Record
-from errand.sandbox._spec import SandboxSpec
+from errand.sandbox._backends.registry import Record
+from errand.sandbox._backends.spec import SandboxSpec
 
 __all__ = ["Backend", "SandboxUsage", "get_backend"]
 
@@ -61,11 +61,11 @@ def get_backend(name: str) -> Backend:
     from errand.errors import ConfigError
 
     if name in ("namespace", "bwrap"):
-        from errand.sandbox._namespace import NamespaceBackend
+        from errand.sandbox._backends.namespace import NamespaceBackend
 
         return NamespaceBackend()
     if name == "gvisor":
-        from errand.sandbox._gvisor import GVisorBackend
+        from errand.sandbox._backends.gvisor import GVisorBackend
 
         return GVisorBackend()
     raise ConfigError(f"unknown isolation {name!r}; choose 'namespace' or 'gvisor'", code="unknown_backend")

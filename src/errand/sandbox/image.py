@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from errand.errors import ConfigError
+from errand.sandbox._images.layers import ImageConfig
 from errand.sandbox.config import sandbox_path
-from errand.sandbox.layers import ImageConfig
 
 if TYPE_CHECKING:
-    from errand.sandbox.layers import LayerStore
+    from errand.sandbox._images.layers import LayerStore
 
 __all__ = ["Image", "Step"]
 
@@ -67,7 +67,7 @@ class Image:
     @classmethod
     def from_id(cls, image_id: str) -> Image:
         """The snapshot (or built image) whose :attr:`id` this is, from errand's layer store."""
-        from errand.sandbox.layers import LayerStore
+        from errand.sandbox._images.layers import LayerStore
 
         config = LayerStore().cached_image(image_id) if _IMAGE_ID.fullmatch(str(image_id)) else None
         if config is None:
@@ -167,7 +167,7 @@ class Image:
         return run_sync(self.build_async(log=log, store=store))
 
     async def build_async(self, *, log: LogSink | None = None, store: LayerStore | None = None) -> ImageConfig:
-        from errand.sandbox._builder import build
+        from errand.sandbox._images.builder import build
 
         return await build(self, log=log, store=store)
 

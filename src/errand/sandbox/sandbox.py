@@ -23,18 +23,18 @@ from pathlib import Path
 
 from errand import _settings
 from errand.errors import ConfigError, SandboxError, SandboxNotFound, SandboxTerminated
-from errand.sandbox import _gc
-from errand.sandbox._channel import AgentChannel
-from errand.sandbox._egress import EgressEvent, EgressProxy, proxy_env, receive_listener
+from errand.sandbox._backends import gc
+from errand.sandbox._backends.channel import AgentChannel
+from errand.sandbox._backends.registry import Record, records
+from errand.sandbox._backends.spec import SandboxSpec
+from errand.sandbox._egress.proxy import EgressEvent, EgressProxy, proxy_env, receive_listener
+from errand.sandbox._egress.supervisor import set_supervised_policy, start_supervisor
+from errand.sandbox._images.layers import ImageConfig, LayerStore, copy_owned_tree
 from errand.sandbox._labels import check_labels
-from errand.sandbox._registry import Record, records
-from errand.sandbox._spec import SandboxSpec
-from errand.sandbox._supervisor import set_supervised_policy, start_supervisor
 from errand.sandbox.backend import Backend, SandboxUsage, get_backend
 from errand.sandbox.config import Mount, Resources, sandbox_path
 from errand.sandbox.files import AsyncFiles
 from errand.sandbox.image import Image
-from errand.sandbox.layers import ImageConfig, LayerStore, copy_owned_tree
 from errand.sandbox.network import Network
 from errand.sandbox.process import MAX_OUTPUT, AsyncProcess, ExecResult
 
@@ -101,7 +101,7 @@ class AsyncSandbox:
         spec_args["labels"] = check_labels(labels)
         backend = get_backend(isolation)
         backend.check()
-        _gc.collect_once()
+        gc.collect_once()
         config = await (image or Image.base()).build_async(log=log)
         spec = SandboxSpec(id=new_sandbox_id(), image=config, detach=detach,
                            workdir=spec_args.pop("workdir", None) or config.workdir,  # type: ignore[arg-type]

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from errand import _settings
 from errand.errors import ConfigError, ImageBuildError
-from errand.sandbox import _pipconfig
-from errand.sandbox._base import base_config
+from errand.sandbox._images import pipconfig
+from errand.sandbox._images.base_image import base_config
+from errand.sandbox._images.layers import ImageConfig, LayerStore, copy_owned_tree
 from errand.sandbox.image import Image, Step
-from errand.sandbox.layers import ImageConfig, LayerStore, copy_owned_tree
 from errand.sandbox.network import Network, entry_for_url
 from errand.sandbox.process import AsyncProcess, AsyncStream
 
@@ -71,7 +71,7 @@ async def _root(image: Image, store: LayerStore, sink: LogSink) -> ImageConfig:
     if root.kind == "config" and image.config is not None:
         return image.config
     if root.kind == "debian":
-        from errand.sandbox._debian import debian_config
+        from errand.sandbox._images.debian import debian_config
 
         config: ImageConfig = await debian_config(store, root.args[0], sink)
         return config
@@ -107,8 +107,8 @@ def _copy_layer(source: Path, target: str, store: LayerStore, key: str) -> str:
 
 
 async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: str, sink: LogSink) -> str:
-    from errand.sandbox._namespace import NamespaceBackend
-    from errand.sandbox._spec import SandboxSpec
+    from errand.sandbox._backends.namespace import NamespaceBackend
+    from errand.sandbox._backends.spec import SandboxSpec
     from errand.sandbox.config import Mount
     from errand.sandbox.sandbox import AsyncSandbox, new_sandbox_id
 
@@ -116,7 +116,7 @@ async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: st
     mounts: tuple[Mount, ...] = ()
     network = Network.none()
     if step.network == "pip":
-        settings = _pipconfig.host_pip_settings()
+        settings = pipconfig.host_pip_settings()
         env.update(settings.env)
         mounts = tuple(Mount.bind(p, p) for p in settings.paths)
         network = Network.allow(*settings.hosts) if settings.hosts else network
@@ -159,9 +159,9 @@ def _cause(lines: list[str]) -> str:
 
 def _apt_hosts() -> list[str]:
     """The hosts of the mirrors apt is configured with, read from apt's own sources."""
-    from errand.sandbox import _debian
+    from errand.sandbox._images import debian
 
-    return sorted({entry_for_url(uri) or "" for source in _debian.apt_sources() for uri in source.uris} - {""})
+    return sorted({entry_for_url(uri) or "" for source in debian.apt_sources() for uri in source.uris} - {""})
 
 
 async def _merged(process: AsyncProcess) -> AsyncIterator[str]:

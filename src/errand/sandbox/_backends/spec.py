@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from errand.sandbox._images.layers import ImageConfig
 from errand.sandbox.config import Mount, Resources
-from errand.sandbox.layers import ImageConfig
 from errand.sandbox.network import Network
 
 __all__ = ["SandboxSpec"]

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from errand import _settings
 from errand.errors import SandboxError
-from errand.sandbox._cgroups import Cgroup
-from errand.sandbox._registry import all_records
-from errand.sandbox._writable import detach_orphans, loop_devices
-from errand.sandbox.layers import LayerStore
+from errand.sandbox._backends.cgroups import Cgroup
+from errand.sandbox._backends.registry import all_records
+from errand.sandbox._backends.writable import detach_orphans, loop_devices
+from errand.sandbox._images.layers import LayerStore
 
 __all__ = ["GcReport", "collect", "collect_once"]
 

@@ -1,13 +1,13 @@
 """What every tier shares: ``errand-agent launch`` prepares a sandbox's host side.
 
-A tier is this plus the command the launcher ends in (``_namespace`` execs
-bwrap; ``_gvisor`` starts runsc and stays on as its relay). The launcher, in
-C (see ``_native/errand-agent.c``): joins the sandbox's cgroups, makes its
+A tier is this plus the command the launcher ends in (``namespace`` execs
+bwrap; ``gvisor`` starts runsc and stays on as its relay). The launcher, in
+C (see ``native/errand-agent.c``): joins the sandbox's cgroups, makes its
 network namespace (loopback and the egress proxy's listener, sent back over a
 socket pair), makes a user namespace mapping in-sandbox ids onto an
 unprivileged host range, mounts the root overlay — the image's layers, then
 one private layer per ``Mount.copy``, under the writable layer (a size-capped
-tmpfs or a loop-mounted disk image of the quota's size: see ``_writable``) — in
+tmpfs or a loop-mounted disk image of the quota's size: see ``writable``) — in
 a private mount namespace, and stages host paths to bind
 at ``<run>/b/<n>`` (the agent binary first). Nothing of this outlives the
 sandbox's processes; ``kill`` and ``cleanup`` are the same for every tier.
@@ -27,14 +27,14 @@ from pathlib import Path
 
 from errand import _settings
 from errand.errors import ConfigError
-from errand.sandbox._cgroups import Cgroup, Limits
-from errand.sandbox._egress import PROXY_PORT
-from errand.sandbox._native import agent_binary
-from errand.sandbox._registry import Record, process_start
-from errand.sandbox._spec import SandboxSpec
-from errand.sandbox._writable import discard, launch_arguments
+from errand.sandbox._backends.cgroups import Cgroup, Limits
+from errand.sandbox._backends.native import agent_binary
+from errand.sandbox._backends.registry import Record, process_start
+from errand.sandbox._backends.spec import SandboxSpec
+from errand.sandbox._backends.writable import discard, launch_arguments
+from errand.sandbox._egress.proxy import PROXY_PORT
+from errand.sandbox._images.layers import LayerStore
 from errand.sandbox.backend import SandboxUsage
-from errand.sandbox.layers import LayerStore
 
 __all__ = ["LaunchedBackend", "Runtime"]
 

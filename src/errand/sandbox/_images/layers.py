@@ -19,7 +19,7 @@ from typing import Any
 
 from errand import _settings
 from errand.errors import SandboxError
-from errand.sandbox._registry import process_start
+from errand.sandbox._backends.registry import process_start
 
 __all__ = ["ImageConfig", "LayerStore", "copy_owned_tree"]
 
