@@ -51,8 +51,14 @@ from errand import _settings
 from errand.errors import BackendUnavailable
 from errand.sandbox._backends import seccomp
 from errand.sandbox._backends.cgroups import Limits
-from errand.sandbox._backends.launcher import BUILD_CAPABILITIES, LaunchedBackend, Runtime, agent_arguments, staged
-from errand.sandbox._backends.namespace import AGENT_PATH
+from errand.sandbox._backends.launcher import (
+    AGENT_PATH,
+    BUILD_CAPABILITIES,
+    LaunchedBackend,
+    Runtime,
+    agent_arguments,
+    staged,
+)
 from errand.sandbox._backends.native import statx_shim
 from errand.sandbox._backends.spec import SandboxSpec
 from errand.sandbox._images.layers import LayerStore

@@ -17,12 +17,17 @@ from pathlib import Path
 
 from errand.errors import BackendUnavailable
 from errand.sandbox._backends import seccomp
-from errand.sandbox._backends.launcher import BUILD_CAPABILITIES, LaunchedBackend, Runtime, agent_arguments, staged
+from errand.sandbox._backends.launcher import (
+    AGENT_PATH,
+    BUILD_CAPABILITIES,
+    LaunchedBackend,
+    Runtime,
+    agent_arguments,
+    staged,
+)
 from errand.sandbox._backends.spec import SandboxSpec
 
-__all__ = ["AGENT_PATH", "NamespaceBackend"]
-
-AGENT_PATH = "/dev/.errand-agent"
+__all__ = ["NamespaceBackend"]
 
 
 class NamespaceBackend(LaunchedBackend):

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from errand.sandbox._backends.spec import PROXY_PORT
 from errand.sandbox._egress.http import Refused, RequestHead, parse_request, split_host_port
 from errand.sandbox._egress.plainhttp import Upstream, absolute_target, exchange, next_head, origin_head
 from errand.sandbox._egress.tls import TLS_RECORD_HEADER, client_hello_length, server_name
@@ -48,9 +49,8 @@ from errand.sandbox.network import (
     parse_address,
 )
 
-__all__ = ["PROXY_PORT", "EgressEvent", "EgressProxy", "proxy_env"]
+__all__ = ["EgressEvent", "EgressProxy", "proxy_env"]
 
-PROXY_PORT = 3128
 _HEAD_LIMIT = 65536
 _HEAD_TIMEOUT = 10.0
 _MAX_CONNECTIONS = 512  # per sandbox
