@@ -26,6 +26,7 @@ from errand.server.codes import error_from
 from errand.server.errors import ServerError
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
+from errand.tasks.reading import StoreReads
 from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict
 from errand.tasks.service import Accepted
 
@@ -137,7 +138,7 @@ def _id(task_id: str) -> str:
     return quote(task_id, safe="") or "_"
 
 
-class ErrandClient:
+class ErrandClient(StoreReads[RemoteStore]):
     """TaskService's methods against a server at ``base_url``."""
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0) -> None:
@@ -152,25 +153,6 @@ class ErrandClient:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
-
-    # ------------------------------------------------------------ reading (the server's store)
-
-    def get_task(self, task_id: str) -> Task:
-        return self.store.get_task(task_id)
-
-    def list_tasks(self, *, state: TaskState | str | None = None, repo: str | None = None, limit: int = 50,
-                   before: str | None = None) -> list[Task]:
-        return self.store.list_tasks(state=state, repo=repo, limit=limit, before=before)
-
-    def runs(self, task_id: str) -> list[Run]:
-        return self.store.runs(task_id)
-
-    def reviews(self, task_id: str) -> list[Review]:
-        return self.store.reviews(task_id)
-
-    def events(self, task_id: str, after_id: int = 0, limit: int = 1000, *,
-               kinds: Collection[str] | None = None) -> list[Event]:
-        return self.store.events(task_id, after_id, limit, kinds=kinds)
 
     # ------------------------------------------------------------ intake, steering, review
 

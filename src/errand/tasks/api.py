@@ -8,19 +8,20 @@ and mypy holds both to the same methods (see the check at the end of the client'
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
+from errand.tasks.reading import ReadableStore
 from errand.tasks.records import Event, Review, Run, Task
 from errand.tasks.service import Accepted
 
 __all__ = ["TaskApi"]
 
 
-class TaskApi(Protocol):
+class TaskApi(ReadableStore, Protocol):
     """Submit, steer, read and review tasks."""
 
     # ------------------------------------------------------------ intake and steering
@@ -52,19 +53,7 @@ class TaskApi(Protocol):
 
     def progress(self, task_id: str) -> dict[str, Any]: ...
 
-    # ------------------------------------------------------------ reading
-
-    def get_task(self, task_id: str) -> Task: ...
-
-    def list_tasks(self, *, state: TaskState | str | None = None, repo: str | None = None, limit: int = 50,
-                   before: str | None = None) -> list[Task]: ...
-
-    def runs(self, task_id: str) -> list[Run]: ...
-
-    def reviews(self, task_id: str) -> list[Review]: ...
-
-    def events(self, task_id: str, after_id: int = 0, limit: int = 1000, *,
-               kinds: Sequence[str] | None = None) -> list[Event]: ...
+    # ------------------------------------------------------------ reading (and ReadableStore's)
 
     def follow(self, task_id: str, *, settled: Collection[TaskState], after: int = 0) -> Iterator[Event]:
         """The task's events after ``after``, as they come, until it is in a ``settled`` state."""

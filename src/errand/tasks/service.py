@@ -12,7 +12,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import ACTIVE, FINAL, TaskState
 from errand.tasks.memory_link import observe_verdict
 from errand.tasks.progress import progress
+from errand.tasks.reading import StoreReads
 from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict
 from errand.tasks.refusals import landed, refused
 from errand.tasks.store import TaskStore
@@ -57,7 +58,7 @@ class Accepted:
     commit: str
 
 
-class TaskService:
+class TaskService(StoreReads[TaskStore]):
     """Submit, steer and review tasks in ``store``."""
 
     def __init__(self, store: TaskStore, *, memory: MemoryStore | object | None = _OWN) -> None:
@@ -71,25 +72,6 @@ class TaskService:
         if self._memory is _OWN:
             self._memory = MemoryStore(self.store.engine)
         return self._memory  # type: ignore[return-value]
-
-    # ------------------------------------------------------------ reading (the store's)
-
-    def get_task(self, task_id: str) -> Task:
-        return self.store.get_task(task_id)
-
-    def list_tasks(self, *, state: TaskState | str | None = None, repo: str | None = None, limit: int = 50,
-                   before: str | None = None) -> list[Task]:
-        return self.store.list_tasks(state=state, repo=repo, limit=limit, before=before)
-
-    def runs(self, task_id: str) -> list[Run]:
-        return self.store.runs(task_id)
-
-    def reviews(self, task_id: str) -> list[Review]:
-        return self.store.reviews(task_id)
-
-    def events(self, task_id: str, after_id: int = 0, limit: int = 1000, *,
-               kinds: Sequence[str] | None = None) -> list[Event]:
-        return self.store.events(task_id, after_id, limit, kinds=kinds)
 
     def follow(self, task_id: str, *, settled: Collection[TaskState], after: int = 0) -> Iterator[Event]:
         """The task's events after ``after``, as they are written, until it is in a ``settled``
