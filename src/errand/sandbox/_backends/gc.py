@@ -17,10 +17,11 @@ from pathlib import Path
 
 from errand import _settings
 from errand.errors import SandboxError
-from errand.sandbox._cgroups import Cgroup
-from errand.sandbox._registry import all_records
-from errand.sandbox._writable import detach_orphans, loop_devices
-from errand.sandbox.layers import LayerStore
+from errand.sandbox._backends.cgroups import Cgroup
+from errand.sandbox._backends.registry import all_records, process_start
+from errand.sandbox._backends.writable import detach_orphans, loop_devices
+from errand.sandbox._images.layers import LayerStore
+from errand.sandbox.backend import get_backend
 
 __all__ = ["GcReport", "collect", "collect_once"]
 
@@ -50,8 +51,6 @@ def collect_once() -> None:
 
 
 def collect() -> GcReport:
-    from errand.sandbox.backend import get_backend
-
     # What might be orphaned is listed *before* what is alive. A sandbox makes its
     # runtime directory before its cgroup, so a cgroup seen here has a directory
     # by the time the directories are listed below; the other order would take a
@@ -97,7 +96,7 @@ def collect() -> GcReport:
             _remove(copy)
             report.scratch.append(copy.name)
     report.loop_devices = detach_orphans(devices, live - set(report.sandboxes))
-    LayerStore().remove_partials()
+    LayerStore().remove_partials(lambda pid: process_start(pid) is not None)
     return report
 
 
