@@ -260,19 +260,19 @@ def test_gc_reaps_a_disk_image_and_a_loop_device_their_sandbox_left() -> None:
     """An image whose launcher died before taking it, and a device still bound to the image of
     a sandbox that is gone (the kernel detaches errand's own at their last close; this one was
     bound without that flag, as a mount outliving its sandbox would hold it)."""
-    scratch = _settings.home() / "scratch"
-    scratch.mkdir(parents=True, exist_ok=True)
-    left, bound = scratch / "sb-gcdiskaaaaa-disk", scratch / "sb-gcloopaaaaa-disk"
-    for image in (left, bound):
-        with open(image, "wb") as handle:
-            handle.truncate(16 * 1024 * 1024)
-    an_hour_ago = time.time() - 3600
-    os.utime(left, (an_hour_ago, an_hour_ago))
-    device = subprocess.run(["losetup", "--find", "--show", str(bound)], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    try:
-        with Sandbox.create(resources=Resources(memory="64MiB", disk="128MiB"), timeout=60) as live:
-            live.run("true")
+    with Sandbox.create(resources=Resources(memory="64MiB", disk="128MiB"), timeout=60) as live:
+        # Made once a sandbox runs: the first sandbox of a process collects garbage itself.
+        live.run("true")
+        scratch = _settings.home() / "scratch"
+        left, bound = scratch / "sb-gcdiskaaaaa-disk", scratch / "sb-gcloopaaaaa-disk"
+        for image in (left, bound):
+            with open(image, "wb") as handle:
+                handle.truncate(16 * 1024 * 1024)
+        an_hour_ago = time.time() - 3600
+        os.utime(left, (an_hour_ago, an_hour_ago))
+        device = subprocess.run(["losetup", "--find", "--show", str(bound)], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        try:
             mine = loop_devices() - {device}
             report = gc.collect()
             assert left.name in report.scratch and not left.exists()
@@ -280,9 +280,9 @@ def test_gc_reaps_a_disk_image_and_a_loop_device_their_sandbox_left() -> None:
             assert device not in loop_devices()
             assert mine and mine <= loop_devices(), "gc detached a live sandbox's disk"
             assert live.run("sh", "-c", "echo ok > /f && cat /f").stdout == "ok\n"
-    finally:
-        subprocess.run(["losetup", "--detach", device], capture_output=True)
-        bound.unlink()
+        finally:
+            subprocess.run(["losetup", "--detach", device], capture_output=True)
+            bound.unlink()
 
 
 def test_gc_spares_a_young_scratch_copy_and_reaps_an_old_one() -> None:

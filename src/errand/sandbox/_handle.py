@@ -33,7 +33,7 @@ from errand import _settings
 from errand.errors import ConfigError, SandboxError, SandboxNotFound, SandboxTerminated
 from errand.sandbox._backends.cgroups import Cgroup, SandboxUsage
 from errand.sandbox._backends.channel import AgentChannel
-from errand.sandbox._backends.registry import Record, records
+from errand.sandbox._backends.registry import OWNER_GRACE, Record, records
 from errand.sandbox._backends.spec import SandboxSpec
 from errand.sandbox._egress.proxy import EgressEvent, EgressProxy, proxy_env, receive_listener
 from errand.sandbox._egress.supervisor import set_supervised_policy, start_supervisor
@@ -386,7 +386,7 @@ class SandboxHandle:
         could stop it): the owner enforces the deadline too, as gc does for orphans."""
         if self._record.deadline is None or self._process is None:
             return None
-        delay = max(0.0, self._record.deadline - time.time()) + _DEADLINE_GRACE
+        delay = max(0.0, self._record.deadline - time.time()) + OWNER_GRACE
         return asyncio.get_running_loop().call_later(delay, self._expire)
 
     def _expire(self) -> None:
@@ -483,7 +483,6 @@ def _argv(args: Iterable[str]) -> list[str]:
     return argv
 
 
-_DEADLINE_GRACE = 1.0  # seconds after the lifetime before the host steps in
 _proxies: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, EgressProxy] = weakref.WeakKeyDictionary()
 
 

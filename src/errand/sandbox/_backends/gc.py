@@ -18,7 +18,7 @@ from pathlib import Path
 from errand import _settings
 from errand.errors import SandboxError
 from errand.sandbox._backends.cgroups import Cgroup
-from errand.sandbox._backends.registry import all_records, process_start
+from errand.sandbox._backends.registry import ORPHAN_GRACE, all_records, process_start
 from errand.sandbox._backends.writable import detach_orphans, loop_devices
 from errand.sandbox._images.layers import LayerStore
 from errand.sandbox.backend import get_backend
@@ -28,8 +28,6 @@ __all__ = ["GcReport", "collect", "collect_once"]
 # A runtime directory without a record is a sandbox being created right now;
 # only after this long is it considered abandoned.
 _CREATION_GRACE = 60.0
-# A sandbox past its lifetime by this much has had its agent stopped (or worse): end it here.
-_DEADLINE_GRACE = 5.0
 _once = threading.Lock()
 _done = False
 
@@ -65,7 +63,7 @@ def collect() -> GcReport:
     for record in every:
         if not record.of_this_home():
             continue
-        expired = record.deadline is not None and time.time() > record.deadline + _DEADLINE_GRACE
+        expired = record.deadline is not None and time.time() > record.deadline + ORPHAN_GRACE
         if record.processes_alive() and record.owner_alive() and not expired:
             continue
         backend = get_backend(record.backend)
