@@ -97,6 +97,9 @@ EVENT_LINES: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "rejected": lambda d: f"[red]rejected:[/] {shown(d.get('reason'))}",
     "accepted": lambda d: f"[green]accepted[/] as {_one_line(str(d.get('commit', ''))[:12])} on "
                           f"{_one_line(d.get('branch'))}",
+    "credited": lambda d: f"the commit will credit {_one_line(d.get('name'))} <{_one_line(d.get('email'))}>",
+    "prepared": lambda d: f"committed as {_one_line(str(d.get('commit', ''))[:12])} for a draft pull request "
+                          f"(not accepted yet)",
     "output": lambda d: shown(d.get("text", "")),
     "setup_output": lambda d: shown(d.get("text", "")),
     "check_output": lambda d: shown(d.get("text", "")),

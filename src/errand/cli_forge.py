@@ -60,7 +60,7 @@ def _publisher(service: TaskService) -> Publisher:
 
     forge, settings, token = open_github()
     return Publisher(service, LinkStore(service.store.engine), forge, token, draft=settings.draft,
-                     public_url=_public_url(), ci_fix_attempts=settings.ci_fix_attempts)
+                     public_url=_public_url(), ci_fix_attempts=settings.ci_fix_attempts, pr=settings.pr)
 
 
 def _public_url() -> str | None:

@@ -119,6 +119,10 @@ RENDER: dict[str, Render] = {
     "rejected": _plain("rejected", "reason"),
     "accepted": lambda d: ("accepted", Markup("accepted as {} on {}").format(
         str(d.get("commit", ""))[:12], d.get("branch"))),
+    "credited": lambda d: ("credited", Markup("the commit will credit {} &lt;{}&gt;").format(
+        d.get("name"), d.get("email"))),
+    "prepared": lambda d: ("prepared", Markup("committed as {} for a draft pull request (not accepted yet)").format(
+        str(d.get("commit", ""))[:12])),
 }
 
 
