@@ -28,12 +28,13 @@ WORK = [[("shell", {"command": "sed -i 's/return a - b/return a + b/' calc.py &&
 ASKING = [[("ask_user", {"question": "Should add() take floats too? @everyone"})], *WORK]
 
 
-def serve(forged: Forged, tmp_path: Path, turns: list[Any], *, github: str = "") -> Served:
+def serve(forged: Forged, tmp_path: Path, turns: list[Any], *, github: str = "",
+          env: dict[str, str] | None = None) -> Served:
     model = script(tmp_path / "work.json", turns)
     (forged.home / "forge.toml").write_text(f'[github]\nbase_url = "{forged.fake.api_url}"\n{github}\n'
                                             f'[github.repos."{REPO}"]\npath = "{forged.project}"\n'
                                             f'model = "{model}"\n')
-    return start_server(tmp_path, env={**forged.env, "ERRAND_PUBLIC_URL": "http://errand.test"})
+    return start_server(tmp_path, env={**forged.env, "ERRAND_PUBLIC_URL": "http://errand.test", **(env or {})})
 
 
 @pytest.fixture
