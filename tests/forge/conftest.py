@@ -11,6 +11,7 @@ import pytest
 
 from engine.cli import stop_worker
 from engine.harness import make_repo
+from server.conftest import artifacts, browser  # noqa: F401 - fixtures of the batch page's browser check
 
 from .fakegithub import FakeGitHub
 
