@@ -17,7 +17,7 @@ from server.conftest import Served
 
 from .conftest import REPO, TOKEN, Forged, files_holding
 from .fakegithub import FakeGitHub
-from .test_webhook import WORK, eventually, serve, state
+from .test_webhook import ASKING, WORK, eventually, serve, state
 
 pytestmark = pytest.mark.slow
 
@@ -108,3 +108,27 @@ def test_a_fork_that_allows_edits_gets_the_round_on_its_own_branch(forged: Forge
     assert len(fake.repos[REPO].pulls) == 1 and fake.branch_head(REPO, "feature") is None
     eventually("errand says what it pushed", lambda: any(
         f"errand pushed {head[:12]}" in c["body"] for c in fake.repos[REPO].comments[theirs["number"]]))
+
+
+@pytest.fixture
+def served_asking(forged: Forged, tmp_path: Path) -> Iterator[Served]:
+    server = serve(forged, tmp_path, ASKING)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_round_for_a_fork_asks_on_the_forks_pull_request_and_the_reply_resumes_it(
+        forged: Forged, served_asking: Served, tmp_path: Path) -> None:
+    fake, served = forged.fake, served_asking
+    fork_with_branch(fake, tmp_path, "someone/calc", "fix-add")
+    theirs = fake.open_fork_pull(REPO, "someone/calc", "fix-add", "Fix add", user="someone",
+                                 maintainer_can_modify=False)
+    task_id = ask(forged, served, theirs, "@errand make add() add").json()["task_id"]
+    posted = eventually("the question is posted on the fork's pull request", lambda: next(
+        (c for c in fake.repos[REPO].comments[theirs["number"]] if "has a question" in c["body"]), None))
+    assert posted["body"].startswith("@acme ") and state(served, task_id) == "needs_input"
+    answered = ask(forged, served, theirs, "Integers only.")
+    assert answered.json()["action"] == "answered", answered.text
+    eventually("errand's own pull request opens", lambda: len(fake.repos[REPO].pulls) == 2, seconds=180)
