@@ -14,8 +14,7 @@ import pytest
 from engine.harness import git
 from server.conftest import Served
 
-from .conftest import REPO, Forged
-from .test_webhook import WORK, eventually, serve, state
+from .conftest import REPO, WORK, Forged, eventually, serve, state
 
 pytestmark = pytest.mark.slow
 

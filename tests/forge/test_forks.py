@@ -5,7 +5,6 @@ saying so on the fork's. The token never goes to a fork it may not push to."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,20 +14,10 @@ import pytest
 from engine.harness import git
 from server.conftest import Served
 
-from .conftest import REPO, TOKEN, Forged, files_holding
+from .conftest import REPO, TOKEN, Forged, eventually, files_holding, state
 from .fakegithub import FakeGitHub
-from .test_webhook import ASKING, WORK, eventually, serve, state
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def served(forged: Forged, tmp_path: Path) -> Iterator[Served]:
-    server = serve(forged, tmp_path, WORK)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def fork_with_branch(fake: FakeGitHub, tmp_path: Path, fork: str, branch: str) -> str:
@@ -108,15 +97,6 @@ def test_a_fork_that_allows_edits_gets_the_round_on_its_own_branch(forged: Forge
     assert len(fake.repos[REPO].pulls) == 1 and fake.branch_head(REPO, "feature") is None
     eventually("errand says what it pushed", lambda: any(
         f"errand pushed {head[:12]}" in c["body"] for c in fake.repos[REPO].comments[theirs["number"]]))
-
-
-@pytest.fixture
-def served_asking(forged: Forged, tmp_path: Path) -> Iterator[Served]:
-    server = serve(forged, tmp_path, ASKING)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_a_round_for_a_fork_asks_on_the_forks_pull_request_and_the_reply_resumes_it(
