@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from .cli import errand, errand_json
-from .harness import git, make_repo
-from .test_cli_tasks import SCRIPT
+from cli.test_tasks import SCRIPT
+from engine.cli import errand, errand_json
+from engine.harness import git, make_repo
 
 
 @pytest.fixture
@@ -122,4 +122,4 @@ def test_cancelled_tasks_are_retried_and_followed_up_and_refusals_say_what_to_do
     assert review["verdict"] == "followup" and review["reason"] == "Keep add() pure"
     assert errand_json(errand_home, "show", task_id)["state"] == "queued"
     assert [line for line in errand(errand_home, "logs", task_id).stdout.splitlines() if line] == [
-        "cancelled", "retried after it was cancelled: round 1", "cancelled", "follow-up: Keep add() pure"]
+        "cancelled", "retried after it was cancelled: round 1 starts", "cancelled", "follow-up: Keep add() pure"]
