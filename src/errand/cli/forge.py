@@ -60,7 +60,7 @@ def _publisher(service: TaskService) -> Publisher:
 
     forge, settings, token = open_github()
     return Publisher(service, LinkStore(service.store.engine), forge, token, draft=settings.draft,
-                     public_url=_public_url(), ci_fix_attempts=settings.ci_fix_attempts)
+                     public_url=_public_url(), ci_fix_attempts=settings.ci_fix_attempts, pr=settings.pr)
 
 
 def _public_url() -> str | None:
@@ -203,7 +203,8 @@ def run_batch(service: TaskApi, query: str, *, clone: str, limit: int, base: str
         _say(f"{task.id} queued: #{ref.number} {task.title}")
     for ref, why in batch.skipped:
         _say(f"#{ref.number} left: {why}", style="dim")
-    _say(f"batch {batch.id}: {len(batch.started)} task(s) started; follow it with `errand forge ls --batch {batch.id}`")
+    _say(f"batch {batch.id}: {len(batch.started)} task(s) started; follow it with `errand forge ls --batch {batch.id}` "
+         f"or on errand serve's /forge/batches/{batch.id}")
 
 
 def _batch_repo(settings: ForgeSettings, query: str, clone: str) -> tuple[str, str]:
@@ -228,28 +229,17 @@ def ls(
     batch: Annotated[str | None, typer.Option("--batch", metavar="ID", help="Only this batch.")] = None,
     limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, help="How many, newest first.")] = 50,
 ) -> None:
-    """The tasks errand took from the forge: the issue, the task's state, its pull request, CI on it."""
+    """The tasks errand took from the forge: the issue, the task's stage, its pull request, CI on it."""
     from rich.table import Table
 
+    from errand.forge.progress import counts, rows
+
     with TaskStore.open() as store:
-        links = LinkStore(store.engine).listed(repo=repo, batch=batch, limit=limit)
-        table = Table("ISSUE", "TASK", "STATE", "PR", "CI", "TITLE", box=None, pad_edge=False)
-        counts: dict[str, int] = {}
-        for link in links:
-            task = store.get_task(link.task_id)
-            stage = "pr_opened" if link.pull is not None and task.state.value == "accepted" else task.state.value
-            counts[stage] = counts.get(stage, 0) + 1
-            table.add_row(printable(f"{link.repo}#{link.issue}" if link.issue else link.repo), task.id, stage,
-                          f"#{link.pull}" if link.pull else "", _ci(store, link.task_id),
-                          printable(task.title, lines=False))
+        found = rows(store, LinkStore(store.engine).listed(repo=repo, batch=batch, limit=limit))
+    table = Table("ISSUE", "TASK", "STAGE", "PR", "CI", "TITLE", box=None, pad_edge=False)
+    for row in found:
+        link = row.link
+        table.add_row(printable(f"{link.repo}#{link.issue}" if link.issue else link.repo), row.task.id, row.stage,
+                      f"#{link.pull}" if link.pull else "", row.ci, printable(row.task.title, lines=False))
     Console(highlight=False, emoji=False).print(table)
-    _say(", ".join(f"{count} {stage}" for stage, count in sorted(counts.items())) or "no tasks from the forge yet")
-
-
-def _ci(store: TaskStore, task_id: str) -> str:
-    event = store.last_event(task_id, ["forge_checks"])
-    if event is None or not event.data.get("checks"):
-        return ""
-    states = [str(check.get("state")) for check in event.data["checks"]]
-    bad = [s for s in states if s in ("failure", "error", "timed_out", "action_required")]
-    return "red" if bad else "green" if all(s in ("success", "neutral", "skipped") for s in states) else "pending"
+    _say(", ".join(f"{count} {stage}" for stage, count in counts(found).items()) or "no tasks from the forge yet")

@@ -88,6 +88,8 @@ KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
     _kind("followed_up", "task_id text", "the follow-up continues as a new task"),
     _kind("rejected", "reason", "a person rejected the result"),
     _kind("accepted", "branch commit run_id", "a person accepted the result onto its branch"),
+    _kind("credited", "email name", "the accepted commit credits this person (Co-authored-by): who asked"),
+    _kind("prepared", "branch commit run_id", "the result was committed for a draft pull request, not yet accepted"),
 )}
 
 #: Streamed text: printed as it came, not as a sentence.

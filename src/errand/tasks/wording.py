@@ -169,4 +169,8 @@ SENTENCES: Mapping[str, Say] = {
     "rejected": _text("rejected", "reason", "rejected:", tone="bad"),
     "accepted": lambda d: _said("accepted", "accepted as ", Value(str(d.get("commit", ""))[:12], code=True), " on ",
                                 Value(d.get("branch"), code=True), tone="good"),
+    "credited": lambda d: _said("credited", "the commit will credit ", Value(d.get("name")), " <",
+                                Value(d.get("email")), ">", tone="quiet"),
+    "prepared": lambda d: _said("prepared", "committed as ", Value(str(d.get("commit", ""))[:12], code=True),
+                                " for a draft pull request (not accepted yet)", tone="note"),
 }
