@@ -50,3 +50,72 @@ def test_the_walk_sees_a_reach_around() -> None:
     """The check above would catch one: a private module of another package is named."""
     assert _private_owner("errand.sandbox._gc") == "errand.sandbox"
     assert _private_owner("errand.sandbox.image") is None
+
+
+# The layer map of DESIGN.md and the README, bottom first: each layer imports only the layers
+# beneath it. ``core`` is errand's root modules (errors, settings, the database); the
+# migrations sit on top, since they hold every layer's tables.
+LAYERS = ("core", "sandbox", "models", "memory", "repo", "agent", "tasks", "eval", "forge", "server", "cli",
+          "migrations")
+
+
+def _layer(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "core"
+
+
+def _graph() -> dict[str, set[str]]:
+    """Every errand module and the errand modules it imports, lazily or not. ``from errand
+    import _settings`` depends on ``errand._settings``, not on the package's ``__init__``."""
+    modules = dict(_modules())
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set(_imported(name, path))
+        bases = {target for target in targets if target in modules
+                 and not any(other.startswith(target + ".") and other in modules for other in targets)}
+        graph[name] = {target for target in bases if target != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import graph's strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while (member := stack.pop()) != node:
+                component.append(member)
+            if component:
+                found.append(sorted([*component, node]))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_layer_imports_a_layer_above_it() -> None:
+    upward = sorted((name, target) for name, targets in _graph().items() for target in targets
+                    if name != "errand.__main__" and name != "errand"
+                    and LAYERS.index(_layer(target)) > LAYERS.index(_layer(name)))
+    assert upward == []

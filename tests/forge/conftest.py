@@ -3,14 +3,18 @@ HTTP), an errand home whose forge.toml points at it, and the token in the enviro
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
+import httpx
 import pytest
 
-from engine.cli import stop_worker
+from engine.cli import script, stop_worker
 from engine.harness import make_repo
+from server.conftest import Served, artifacts, browser, start_server  # noqa: F401 - fixtures of the batch page's browser check
 
 from .fakegithub import FakeGitHub
 
@@ -68,3 +72,52 @@ def files_holding(root: Path, secret: str) -> list[str]:
     return found
 
 
+T = TypeVar("T")
+WORK = [[("shell", {"command": "sed -i 's/return a - b/return a + b/' calc.py && echo '- a round' >> CHANGES.md "
+                               "&& python3 test_calc.py"})],
+        [("finish", {"summary": "add() adds; CHANGES.md says so", "assumptions": []})]]
+
+
+ASKING = [[("ask_user", {"question": "Should add() take floats too? @everyone"})], *WORK]
+
+
+def serve(forged: Forged, tmp_path: Path, turns: list[Any], *, github: str = "",
+          env: dict[str, str] | None = None) -> Served:
+    model = script(tmp_path / "work.json", turns)
+    (forged.home / "forge.toml").write_text(f'[github]\nbase_url = "{forged.fake.api_url}"\n{github}\n'
+                                            f'[github.repos."{REPO}"]\npath = "{forged.project}"\n'
+                                            f'model = "{model}"\n')
+    return start_server(tmp_path, env={**forged.env, "ERRAND_PUBLIC_URL": "http://errand.test", **(env or {})})
+
+
+@pytest.fixture
+def served(forged: Forged, tmp_path: Path) -> Iterator[Served]:
+    server = serve(forged, tmp_path, WORK)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def served_asking(forged: Forged, tmp_path: Path) -> Iterator[Served]:
+    server = serve(forged, tmp_path, ASKING)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def eventually(what: str, probe: Callable[[], T | None], seconds: float = 120) -> T:
+    deadline = time.monotonic() + seconds
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never: {what}")
+        time.sleep(0.1)
+
+
+def state(served: Served, task_id: str) -> str:
+    return str(httpx.get(f"{served.url}/api/tasks/{task_id}", timeout=30).json()["state"])

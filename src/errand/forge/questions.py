@@ -15,7 +15,7 @@ from errand.forge.text import visible
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
 
-__all__ = ["post_question", "waiting_task"]
+__all__ = ["asked_on", "post_question", "waiting_task"]
 
 
 def post_question(service: TaskService, forge: Forge, link: Link) -> bool:
@@ -27,7 +27,7 @@ def post_question(service: TaskService, forge: Forge, link: Link) -> bool:
     posted = store.last_event(link.task_id, ["forge_question_posted"])
     if question is None or (posted is not None and posted.data.get("question") == question.id):
         return False
-    number = link.pull or link.issue
+    number = link.pull or link.issue or asked_on(service, link)
     if number is None:
         return False
     who = f"@{link.requested_by} " if link.requested_by else ""
@@ -47,4 +47,19 @@ def waiting_task(service: TaskService, links: LinkStore, repo: str, number: int)
     for link in reversed(candidates):
         if service.store.get_task(link.task_id).state is TaskState.NEEDS_INPUT:
             return link
+    # A round for a fork's pull request errand may not push to has no pull request of its own yet:
+    # it asked on the fork's (the waiting tasks are few, so looking at each is cheap).
+    for task in service.store.list_tasks(state=TaskState.NEEDS_INPUT, limit=200):
+        found = links.get(task.id)
+        if found is not None and found.repo == repo and asked_on(service, found) == number:
+            return found
     return None
+
+
+def asked_on(service: TaskService, link: Link) -> int | None:
+    """The fork's pull request a round was asked for on, when it has no pull request or issue of its own."""
+    if link.pull is not None or link.issue is not None:
+        return None
+    event = service.store.last_event(link.task_id, ["forge_followup"])
+    number = event.data.get("fork_pull") if event is not None else None
+    return number if isinstance(number, int) else None

@@ -10,6 +10,8 @@ webhook secret, as ``config.toml`` names a model key's variable::
     label = "errand"                          # an issue labelled so starts a task
     mention = "@errand"                       # a comment starting so starts one
     draft = true                              # pull requests open as drafts
+    pr = "on-accept"                          # or "draft-when-ready": a ready task opens a draft,
+                                              # and `@errand accept` on it accepts the task
     ci_fix_attempts = 0                       # rounds a red CI may start on a pull request
 
     [github.repos."owner/name"]
@@ -39,7 +41,8 @@ __all__ = ["DEFAULT_API", "ForgeSettings", "RepoSettings", "settings_path"]
 DEFAULT_API = "https://api.github.com"
 
 _KEYS = frozenset({"base_url", "token_env", "webhook_secret_env", "label", "mention", "draft", "ci_fix_attempts",
-                   "repos"})
+                   "pr", "repos"})
+PR_POLICIES = ("on-accept", "draft-when-ready")
 MAX_CI_FIXES = 5
 _REPO_KEYS = frozenset({"path", "model"})
 _SECRETS = frozenset({"token", "webhook_secret", "secret", "password"})
@@ -65,6 +68,7 @@ class ForgeSettings:
     mention: str = "@errand"
     draft: bool = True
     ci_fix_attempts: int = 0
+    pr: str = "on-accept"
     repos: Mapping[str, RepoSettings] = field(default_factory=dict)
 
     @classmethod
@@ -122,6 +126,9 @@ def _checked(table: dict[str, Any], path: Path) -> dict[str, Any]:
     fixes = table.get("ci_fix_attempts", 0)
     if isinstance(fixes, bool) or not isinstance(fixes, int) or not 0 <= fixes <= MAX_CI_FIXES:
         raise ConfigError(f"{path}: [github] ci_fix_attempts must be a whole number from 0 to {MAX_CI_FIXES}",
+                          code="invalid_config")
+    if table.get("pr", "on-accept") not in PR_POLICIES:
+        raise ConfigError(f"{path}: [github] pr must be one of {', '.join(repr(p) for p in PR_POLICIES)}",
                           code="invalid_config")
     values = {k: v for k, v in table.items() if k != "repos"}
     repos = table.get("repos", {})

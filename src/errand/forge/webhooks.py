@@ -8,6 +8,10 @@ raw body under the shared secret (compared in constant time); then only once per
 * a comment starting with the mention (``@errand <ask>``) on an issue;
 * the mention in a comment, a review, or a line comment on a pull request errand
   opened: a follow-up round on that pull request's branch;
+* the mention on any other pull request, a fork's too (see :mod:`errand.forge.forks`);
+* ``@errand accept`` on an issue or pull request whose task is ready for review: the
+  task is accepted in errand (and, by the ``pr`` policy, its pull request opens or its
+  draft holds what was accepted); errand never approves or merges;
 * a reply where a waiting task asked its question (see :mod:`errand.forge.questions`):
   the answer, and the same run resumes.
 
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from errand.forge.errors import ForgeError
+from errand.forge.forks import follow_foreign_pull
 from errand.forge.intake import Ask, follow_pull, submit_issue
 from errand.forge.links import Link, LinkStore
 from errand.forge.protocol import Forge
@@ -33,12 +38,14 @@ from errand.forge.questions import waiting_task
 from errand.forge.refs import IssueRef
 from errand.forge.settings import ForgeSettings
 from errand.forge.text import visible
+from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Task
 from errand.tasks.service import TaskService
 
 __all__ = ["Outcome", "WebhookHandler", "verify_signature"]
 
 WRITERS = frozenset({"admin", "maintain", "write"})
+ACCEPT_WORDS = frozenset({"accept", "accept."})  # `@errand accept`: the one trigger that accepts on the forge
 
 
 def verify_signature(secret: str, body: bytes, header: str | None) -> None:
@@ -50,7 +57,7 @@ def verify_signature(secret: str, body: bytes, header: str | None) -> None:
 
 @dataclass(frozen=True)
 class Outcome:
-    action: str  # started | followed_up | ignored | duplicate | pong
+    action: str  # started | followed_up | answered | accepted | ignored | duplicate | pong
     detail: str
     task_id: str | None = None
 
@@ -86,7 +93,8 @@ class WebhookHandler:
         if event == "issues" and action == "labeled":
             if (payload.get("label") or {}).get("name") != self.settings.label:
                 return Outcome("ignored", "another label")
-            return self._start(repo, payload["issue"], Ask(author=_login(payload.get("sender"))))
+            sender = payload.get("sender")
+            return self._start(repo, payload["issue"], Ask(author=_login(sender), author_id=_user_id(sender)))
         if event == "issue_comment" and action == "created":
             return self._comment(repo, payload["issue"], payload["comment"])
         if event == "pull_request_review_comment" and action == "created":
@@ -105,7 +113,9 @@ class WebhookHandler:
         if not body.lower().startswith(mention.lower()):
             return Outcome("ignored", f"no {mention}")
         ask = Ask(author=_login(comment.get("user")), text=body[len(mention):].strip() or None,
-                  comment_id=None if review else comment.get("id"))
+                  comment_id=None if review else comment.get("id"), author_id=_user_id(comment.get("user")))
+        if (ask.text or "").strip().lower() in ACCEPT_WORDS:
+            return self._accept(repo, int(issue["number"]), ask, pull=issue.get("pull_request") is not None)
         if issue.get("pull_request") is not None:
             return self._follow(repo, int(issue["number"]), ask)
         return self._start(repo, issue, ask)
@@ -127,15 +137,42 @@ class WebhookHandler:
         return Outcome("started", f"task {task.id} for {ref}", task.id)
 
     def _follow(self, repo: str, number: int, ask: Ask) -> Outcome:
-        parent = self.links.for_pull(repo, number)
-        if parent is None:
-            return Outcome("ignored", f"{repo}#{number} is not a pull request errand opened")
+        """A round on pull request ``number``: errand's own, or one a person opened (from a fork, too)."""
         if not self._allowed(repo, ask.author):
             return Outcome("ignored", f"@{ask.author} has no write access to {repo}")
-        task = follow_pull(self.service, self.links, self.forge, self._token, parent, ask,
-                           self.forge.review_comments(repo, number))
+        parent = self.links.for_pull(repo, number)
+        comments = self.forge.review_comments(repo, number)
+        if parent is not None:
+            task = follow_pull(self.service, self.links, self.forge, self._token, parent, ask, comments)
+        else:
+            task = follow_foreign_pull(self.service, self.links, self.forge, self._token, self.settings.repo(repo),
+                                       repo, self.forge.pull(repo, number), ask, comments)
         self._picked_up(IssueRef.of(repo, number), ask, task)
         return Outcome("followed_up", f"task {task.id} for {repo}#{number}", task.id)
+
+    def _accept(self, repo: str, number: int, ask: Ask, *, pull: bool) -> Outcome:
+        """``@errand accept`` by a writer: every task of this issue or pull request that is ready for
+        review is accepted in errand, as ``errand accept`` would. Nothing is merged: the pull request
+        (a draft under ``pr = "draft-when-ready"``) stays the person's to mark ready and merge."""
+        if not self._allowed(repo, ask.author):
+            return Outcome("ignored", f"@{ask.author} has no write access to {repo}")
+        linked = self.links.all_for_pull(repo, number) if pull else self.links.for_issue(repo, number)
+        ready = [link for link in linked
+                 if self.service.store.get_task(link.task_id).state is TaskState.READY_FOR_REVIEW]
+        ref = IssueRef.of(repo, number)
+        if not ready:
+            self.forge.comment(ref, f"@{ask.author} nothing of errand's here waits for an accept.")
+            return Outcome("ignored", f"nothing ready to accept on {ref}")
+        for link in ready:
+            self.service.accept(link.task_id)
+            self.service.store.append_event(link.task_id, None, "forge_accepted", {"by": ask.author,
+                                                                                   "comment_id": ask.comment_id})
+        if ask.comment_id is not None:
+            self.forge.react(ref, "+1", comment_id=ask.comment_id)
+        done = ", ".join(f"`{link.task_id}`" for link in ready)
+        self.forge.comment(ref, f"Accepted in errand by @{ask.author}: task {done}. errand merges nothing: "
+                                "marking the pull request ready and merging it are yours.")
+        return Outcome("accepted", f"task {done} accepted by @{ask.author}", ready[0].task_id)
 
     def _answer(self, repo: str, waiting: Link, comment: dict[str, Any], body: str) -> Outcome:
         """A reply where a task asked: the answer, from the person who asked or a writer."""
@@ -161,6 +198,11 @@ class WebhookHandler:
         self.forge.react(ref, "eyes", comment_id=ask.comment_id)
         link = f"{self.public_url}/tasks/{task.id}" if self.public_url else f"`errand show {task.id}`"
         self.forge.comment(ref, f"errand is on it: task `{task.id}` ({link}).")
+
+
+def _user_id(user: object) -> int | None:
+    found = user.get("id") if isinstance(user, dict) else None
+    return found if isinstance(found, int) and not isinstance(found, bool) else None
 
 
 def _login(user: object) -> str | None:

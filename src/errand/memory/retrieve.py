@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,7 +107,7 @@ def fuse_scores(lexical: Sequence[tuple[int, float]], dense: Sequence[tuple[int,
 def retrieve(
     store: MemoryStore, project: str, query: str, k: int = 8, *, repo_dir: str | Path | None = None,
     include_proposed: bool = False, kinds: Iterable[Kind | str] | None = None, candidates: int = 50,
-    weights: Weights = DEFAULT_WEIGHTS, now: float | None = None,
+    weights: Weights = DEFAULT_WEIGHTS, now: float | None = None, exclude: Collection[int] = (),
 ) -> list[Recalled]:
     """The ``k`` memories of ``project`` that best answer ``query``, best first (see the module docstring).
 
@@ -137,7 +137,8 @@ def retrieve(
         moment = time.time() if now is None else now
         order = sorted(
             ((score * _signals(signals[memory_id], weights, moment), memory_id) for memory_id, score in
-             scores.items() if memory_id in signals and (wanted is None or signals[memory_id]["kind"] in wanted)),
+             scores.items() if memory_id in signals and memory_id not in exclude
+             and (wanted is None or signals[memory_id]["kind"] in wanted)),
             key=lambda pair: (-pair[0], pair[1]),
         )
         limit = k * 2 if repo_dir is not None else k

@@ -56,7 +56,7 @@ def _open(app: FastAPI) -> _Forge | None:
     public = os.environ.get("ERRAND_PUBLIC_URL") or None
     return _Forge(WebhookHandler(service, links, forge, settings, token, public_url=public),
                   Publisher(service, links, forge, token, draft=settings.draft, public_url=public,
-                            ci_fix_attempts=settings.ci_fix_attempts),
+                            ci_fix_attempts=settings.ci_fix_attempts, pr=settings.pr),
                   settings.webhook_secret())
 
 

@@ -39,7 +39,7 @@ from errand.repo import WorkingCopy, checkouts
 from errand.sandbox import AsyncSandbox
 from errand.sandbox.backend import get_backend
 from errand.tasks import steps
-from errand.tasks.environment import Environment, instructions
+from errand.tasks.environment import Environment, project_guide
 from errand.tasks.errors import IllegalTransition, RunNotFound, StateConflict
 from errand.tasks.events import CONTROL_KINDS
 from errand.tasks.evidence import Evidence
@@ -313,11 +313,11 @@ class LocalEngine:
                 attempt.sandbox = sandbox
             await asyncio.to_thread(self.store.set_state, task.id, TaskState.RUNNING, expected=TaskState.PREPARING)
             prompt = await asyncio.to_thread(task_prompt, self.store, task, number, environment)
-            guide = await asyncio.to_thread(instructions, base_tree, environment)
+            guide = await asyncio.to_thread(project_guide, base_tree, environment)
             link = self._memory_link(task, base_tree, first.journal)
-            given = await link.given() if link is not None else ""
+            given = await link.given(guide.whole) if link is not None else ""
             budgets = environment.budgets or self.budgets
-            results = await asyncio.gather(*(self._attempt(round_, a, prompt, guide, budgets, link, given)
+            results = await asyncio.gather(*(self._attempt(round_, a, prompt, guide.text, budgets, link, given)
                                              for a in attempts))
             tests_before = await baseline
         finally:
@@ -377,9 +377,10 @@ class LocalEngine:
     async def _attempt(self, round_: _Round, attempt: _Attempt, prompt: str, guide: str, budgets: Budgets,
                        link: TaskMemory | None, given: str) -> AgentResult:
         assert attempt.sandbox is not None and round_.model is not None
+        hooks = link.attempt(attempt.journal) if link is not None else None
         agent = Agent(self._models(round_.model, attempt.index), attempt.sandbox, workdir=steps.WORKSPACE,
-                      budgets=budgets, on_event=attempt.journal, instructions=guide or None, memory=link,
-                      memories=given or None)
+                      budgets=budgets, on_event=attempt.journal, instructions=guide or None, memory=hooks,
+                      memories=given or None, file_notes=hooks.opened if hooks is not None else None)
         for text, ref in round_.messages:
             agent.send_message(text, ref=ref)
         attempt.agent = agent
