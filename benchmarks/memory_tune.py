@@ -24,7 +24,6 @@ from errand import database
 from errand.memory import MemoryStore, Status, Weights
 from errand.memory.embedders import default_embedder
 from errand.memory.retrieve import fuse_scores
-from errand.memory.text import without_framing
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -41,7 +40,7 @@ def candidate_lists(store: MemoryStore, queries: list[Query], candidates: int) -
     found: list[Lists] = []
     assert store.embedder is not None
     for query in queries:
-        vector = store.embedder.embed([without_framing(query.text)], query=True)[0]
+        vector = store.embedder.embed([query.text], query=True)[0]
         with store.engine.begin() as connection:
             index = store.lexical_index(connection, query.project)
             lexical = index.search(query.text, statuses, candidates)

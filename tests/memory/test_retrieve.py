@@ -7,7 +7,7 @@ import pytest
 from errand.memory import Kind, MemoryStore, Provenance, Status, Weights, retrieve
 from errand.memory.citations import TreeIndex, check, extract
 from errand.memory.retrieve import fuse
-from errand.memory.text import query_terms, without_framing
+from errand.memory.text import query_terms
 
 PROJECT = "/repo/example"
 
@@ -180,27 +180,6 @@ def test_questions_and_tasks_lose_their_framing_words() -> None:
     assert query_terms("Why should I run the tests?") == ["run", "test"]
     assert query_terms("Please make sure the migrations are reversible") == ["migration", "reversibl"]
     assert query_terms("how?") == ["how"]  # nothing else left: the framing is the query
-
-
-def test_the_encoder_is_given_the_query_less_its_framing_words(store: MemoryStore) -> None:
-    fill(store)
-    given: list[str] = []
-    encoder = store.embedder
-    assert encoder is not None
-
-    class Recording:
-        name = encoder.name
-
-        def embed(self, texts: list[str], *, query: bool = False) -> object:
-            given.extend(texts)
-            return encoder.embed(texts, query=query)
-
-    recording = MemoryStore(store.engine, embedder=Recording())
-    found = retrieve(recording, PROJECT, "How can I run only one test file?", k=3)
-    assert given == ["run only test file?"]
-    assert texts(found)[0] == FACTS[0][1]
-    assert without_framing("Please add a column for the time zone") == "add column time zone"
-    assert without_framing("how do I?") == "how do I?"  # nothing else left: the framing is the query
 
 
 def test_a_memory_is_found_by_its_vector_the_moment_it_is_written(store: MemoryStore) -> None:

@@ -38,7 +38,7 @@ from errand.memory.citations import TreeIndex, check
 from errand.memory.records import Kind, Memory, Recalled, Status
 from errand.memory.schema import memories
 from errand.memory.store import DUPLICATE_LIKENESS, MemoryStore, memory_from_row
-from errand.memory.text import jaccard, terms, without_framing, without_lone_surrogates
+from errand.memory.text import jaccard, terms, without_lone_surrogates
 
 __all__ = ["Weights", "fuse", "fuse_scores", "retrieve"]
 
@@ -122,9 +122,7 @@ def retrieve(
     wanted = {Kind(kind).value for kind in kinds} if kinds is not None else None
     # The query is embedded first, not beside the BM25 search: the encoder takes every idle
     # core, and overlapping the two made the whole slower (benchmarks/memory.py).
-    # The encoder is given the query less its framing words (fewer tokens, as good on the tuning split).
-    vector = store.embedder.embed([without_framing(query)], query=True)[0] if store.embedder and weights.dense > 0 \
-        else None
+    vector = store.embedder.embed([query], query=True)[0] if store.embedder and weights.dense > 0 else None
     with store.engine.begin() as connection:
         generation = store.generation(connection, project)
         index = store.lexical_index(connection, project, generation)

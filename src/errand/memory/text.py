@@ -8,7 +8,7 @@ import re
 import unicodedata
 
 __all__ = ["MAX_TEXT_CHARS", "fingerprint", "has_lone_surrogate", "jaccard", "likeness", "normalize", "query_terms",
-           "search_terms", "terms", "without_framing", "without_lone_surrogates"]
+           "search_terms", "terms", "without_lone_surrogates"]
 
 MAX_TEXT_CHARS = 4000  # a memory is a statement, not a document
 
@@ -73,14 +73,6 @@ def query_terms(text: str) -> list[str]:
     nothing else is left)."""
     words = [word for word in _WORD.findall(normalize(text)) if word not in _QUERY_STOP]
     return list(dict.fromkeys(search_terms(" ".join(words)) or search_terms(text) or _WORD.findall(normalize(text))))
-
-
-def without_framing(text: str) -> str:
-    """``text`` as written, less the words that only frame it (``How can I run one test file?`` →
-    ``run test file?``); all of it when nothing else is left. What a dense encoder is given: each
-    token costs it time, and on the tuning split these carried nothing."""
-    kept = [chunk for chunk in text.split() if not all(word in _QUERY_STOP for word in _WORD.findall(normalize(chunk)))]
-    return " ".join(kept) or text
 
 
 def likeness(first: str, second: str) -> float:
