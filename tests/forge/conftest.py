@@ -115,3 +115,22 @@ def gitea(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[OnForge]:
     finally:
         stop_worker(on.home)
         fake.stop()
+
+
+GITLAB_TOKEN = "glpat-fakeGitLabTokenThatMustNeverLeak01"
+GITLAB_SECRET = "gitlab-webhook-secret-for-tests"
+GITLAB_REPO = "acme/tools/calc"  # a subgroup: GitLab's paths nest
+
+
+@pytest.fixture
+def gitlab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[OnForge]:
+    from .fakegitlab import FakeGitLab
+
+    fake = FakeGitLab(tmp_path / "gitlab", token=GITLAB_TOKEN, webhook_secret=GITLAB_SECRET).start()
+    on = _on_forge(tmp_path, monkeypatch, fake, "gitlab", GITLAB_REPO, {
+        "GITLAB_TOKEN": GITLAB_TOKEN, "ERRAND_GITLAB_WEBHOOK_SECRET": GITLAB_SECRET}, GITLAB_TOKEN)
+    try:
+        yield on
+    finally:
+        stop_worker(on.home)
+        fake.stop()

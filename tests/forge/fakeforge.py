@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from .gitremote import bare_clone, branch_head, serve_git
 
@@ -121,7 +121,8 @@ def page_of(items: list[Any], query: dict[str, list[str]], *, size: str, default
     if next_page_header:
         headers["X-Next-Page"] = str(page + 1) if more else ""
     if more and link is not None:
-        headers["Link"] = f'<{link}?{size}={per_page}&page={page + 1}>; rel="next"'
+        rest = urlencode({**{k: v[0] for k, v in query.items()}, size: per_page, "page": page + 1})
+        headers["Link"] = f'<{link}?{rest}>; rel="next"'  # the whole query, as the forges send it
     return 200, chunk, headers
 
 
@@ -158,9 +159,10 @@ def _handler(fake: FakeForge) -> type[BaseHTTPRequestHandler]:
             self._json(*fake.dispatch(method, url.path, parse_qs(url.query), body))
 
         def _json(self, status: int, answer: Any, headers: dict[str, str]) -> None:
-            payload = json.dumps(answer).encode()
+            raw = isinstance(answer, bytes)  # a job's log: text, not JSON
+            payload = answer if raw else json.dumps(answer).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Type", "text/plain; charset=utf-8" if raw else "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(payload)))
             for key, value in headers.items():
                 self.send_header(key, value)

@@ -90,7 +90,8 @@ class GitLabForge:
             self._rest.json(f"reacting on {ref}", "POST", f"{where}/award_emoji",
                             body={"name": _EMOJI.get(content, content)})
         except ForgeError as error:
-            if error.code != "forge_refused":  # awarded already: the reaction is there
+            # Awarded already (GitLab answers that with a 404 "…has already been taken"): it is there.
+            if error.code != "forge_refused" and "already been taken" not in error.message:
                 raise
 
     # ------------------------------------------------------------ the project and who may do what

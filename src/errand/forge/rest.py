@@ -124,8 +124,8 @@ class RestClient:
                               f"to the repository (`{self.hint}` says what is missing)", code="forge_auth",
                               status=status)
         if status == 404:
-            return ForgeError(f"{self.display} found nothing for {what} (404): check the repository's name and the "
-                              "token's access", code="forge_not_found", status=status)
+            return ForgeError(f"{self.display} found nothing for {what} (404 {message}): check the repository's "
+                              "name and the token's access", code="forge_not_found", status=status)
         if status in _REFUSED:
             return ForgeError(f"{self.display} refused {what} ({status} {message})", code="forge_refused",
                               status=status)
