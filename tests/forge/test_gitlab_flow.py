@@ -16,9 +16,11 @@ import pytest
 
 from engine.cli import errand, script
 from engine.harness import git
+from errand.forge.gitlab import GitLabForge
 from server.conftest import Served, start_server
 
 from .conftest import GITLAB_REPO, GITLAB_SECRET, GITLAB_TOKEN, OnForge, files_holding
+from .test_gitea import branch_on
 from .test_webhook import WORK, eventually, state
 
 pytestmark = pytest.mark.slow
@@ -90,9 +92,8 @@ def test_gitlab_issue_url_to_merge_request_with_evidence_and_no_token_anywhere(g
     assert files_holding(fake.bare[REPO], GITLAB_TOKEN) == []
 
 
-@pytest.fixture
-def served(gitlab: OnForge, tmp_path: Path) -> Iterator[Served]:
-    model = script(tmp_path / "work.json", WORK)
+def serve(gitlab: OnForge, tmp_path: Path, turns: list[Any]) -> Iterator[Served]:
+    model = script(tmp_path / "work.json", turns)
     (gitlab.home / "forge.toml").write_text(f'[gitlab]\nbase_url = "{gitlab.fake.api_url}"\n\n'
                                             f'[gitlab.repos."{REPO}"]\npath = "{gitlab.project}"\n'
                                             f'model = "{model}"\n')
@@ -101,6 +102,16 @@ def served(gitlab: OnForge, tmp_path: Path) -> Iterator[Served]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def served(gitlab: OnForge, tmp_path: Path) -> Iterator[Served]:
+    yield from serve(gitlab, tmp_path, WORK)
+
+
+@pytest.fixture
+def served_asking(gitlab: OnForge, tmp_path: Path) -> Iterator[Served]:
+    yield from serve(gitlab, tmp_path, [[("ask_user", {"question": "Should add() take floats too?"})], *WORK])
 
 
 def test_a_wrong_gitlab_token_is_refused_and_nothing_starts(gitlab: OnForge, served: Served) -> None:
@@ -175,3 +186,34 @@ def test_gitlab_label_to_merge_request_to_review_round_on_the_same_branch(gitlab
         if d["id"] in (thread["discussion_id"], asked["discussion_id"])))
     assert files_holding(gitlab.home, GITLAB_TOKEN) == [] and files_holding(gitlab.project / ".git", GITLAB_TOKEN) == []
     assert GITLAB_TOKEN not in served.output() and GITLAB_SECRET not in served.output()
+
+
+def test_a_question_on_a_gitlab_issue_is_answered_there_not_on_the_merge_request_of_its_number(
+        gitlab: OnForge, served_asking: Served) -> None:
+    fake, served, hook = gitlab.fake, served_asking, f"{served_asking.url}/api/forge/gitlab/webhook"
+    project = fake.projects[REPO]
+    issue = fake.add_issue(REPO, "add() subtracts", "add(2, 3) gives -1")
+    iid = issue["iid"]
+    branch_on(gitlab, "feature")  # someone's merge request !1: numbered like issue #1
+    GitLabForge(GITLAB_TOKEN, base_url=fake.api_url).open_pull(REPO, branch="feature", base="main", title="f",
+                                                              body="", draft=False)
+    asked = fake.add_note(REPO, "issues", iid, "@errand fix this please", user="acme")
+    started = fake.deliver(hook, "Note Hook", fake.note_hook(REPO, "issues", iid, asked))
+    assert started.status_code == 202, started.text
+    task_id = started.json()["task_id"]
+    assert ("eyes", f"note:{asked['id']}") in [(a["name"], a["awardable"]) for a in project.awards]
+
+    question = eventually("the question is asked on the issue", lambda: next(
+        (n for n in project.notes("issues", iid) if "has a question" in n["body"]), None))
+    assert question["body"].startswith("@acme ") and state(served, task_id) == "needs_input"
+    own = fake.deliver(hook, "Note Hook", fake.note_hook(REPO, "issues", iid, question))  # GitLab tells of it too
+    assert own.json() == {"action": "ignored", "detail": "errand's own question", "task_id": None}
+    elsewhere = fake.add_note(REPO, "merge_requests", 1, "Integers only.", user="acme")
+    assert fake.deliver(hook, "Note Hook", fake.note_hook(REPO, "merge_requests", 1, elsewhere)).json()[
+        "action"] == "ignored"
+    assert state(served, task_id) == "needs_input"
+
+    reply = fake.add_note(REPO, "issues", iid, "Integers only.", user="acme")
+    answered = fake.deliver(hook, "Note Hook", fake.note_hook(REPO, "issues", iid, reply))
+    assert answered.json()["action"] == "answered", answered.text
+    eventually("the run resumes and finishes", lambda: state(served, task_id) == "ready_for_review")

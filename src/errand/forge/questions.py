@@ -15,7 +15,7 @@ from errand.forge.text import visible
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
 
-__all__ = ["post_question", "waiting_task"]
+__all__ = ["is_the_question", "post_question", "waiting_task"]
 
 
 def post_question(service: TaskService, forge: Forge, link: Link) -> bool:
@@ -33,9 +33,11 @@ def post_question(service: TaskService, forge: Forge, link: Link) -> bool:
     who = f"@{link.requested_by} " if link.requested_by else ""
     text = visible(str(question.data.get("text") or "")).replace("@", "@\u2060")  # quoted, pinging nobody
     where = IssueRef.of(link.repo, number, pull=link.pull is not None)
-    forge.comment(where, f"{who}errand's task `{link.task_id}` has a question:\n\n"
-                  + "\n".join(f"> {line}" for line in text.splitlines()) + "\n\nReply here to answer it.")
-    store.append_event(link.task_id, None, "forge_question_posted", {"question": question.id, "on": number})
+    said = forge.comment(where, f"{who}errand's task `{link.task_id}` has a question:\n\n"
+                         + "\n".join(f"> {line}" for line in text.splitlines()) + "\n\nReply here to answer it.")
+    # The comment's id: the forge's webhook tells errand of its own comment too, and that is no answer.
+    store.append_event(link.task_id, None, "forge_question_posted", {"question": question.id, "on": number,
+                                                                     "comment": said.id})
     return True
 
 
@@ -51,3 +53,9 @@ def waiting_task(service: TaskService, links: LinkStore, repo: str, number: int,
         if service.store.get_task(link.task_id).state is TaskState.NEEDS_INPUT:
             return link
     return None
+
+
+def is_the_question(service: TaskService, link: Link, comment_id: object) -> bool:
+    """Whether ``comment_id`` is the comment errand posted to ask ``link``'s question."""
+    posted = service.store.last_event(link.task_id, ["forge_question_posted"])
+    return posted is not None and comment_id is not None and posted.data.get("comment") == comment_id

@@ -34,7 +34,7 @@ from errand.forge.intake import Ask, follow_pull, submit_issue
 from errand.forge.links import Link, LinkStore
 from errand.forge.protocol import Forge
 from errand.forge.push import fetch_branch
-from errand.forge.questions import waiting_task
+from errand.forge.questions import is_the_question, waiting_task
 from errand.forge.refs import IssueRef
 from errand.forge.settings import ForgeSettings
 from errand.forge.text import visible
@@ -154,6 +154,8 @@ class WebhookHandler:
     def _answer(self, where: IssueRef, waiting: Link, comment: dict[str, Any], body: str) -> Outcome:
         """A reply where a task asked: the answer, from the person who asked or a writer."""
         repo = where.repo
+        if is_the_question(self.service, waiting, comment.get("id")):
+            return Outcome("ignored", "errand's own question")
         author = _login(comment.get("user"))
         if author != waiting.requested_by and not self._allowed(repo, author):
             return Outcome("ignored", f"@{author} may not answer for {repo}")
