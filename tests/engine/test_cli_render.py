@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from errand.cli_tasks import print_event, print_patch
+from errand.cli.tasks import print_event, print_patch
 from errand.tasks.records import Event
 
 

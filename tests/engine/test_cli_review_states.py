@@ -122,4 +122,4 @@ def test_cancelled_tasks_are_retried_and_followed_up_and_refusals_say_what_to_do
     assert review["verdict"] == "followup" and review["reason"] == "Keep add() pure"
     assert errand_json(errand_home, "show", task_id)["state"] == "queued"
     assert [line for line in errand(errand_home, "logs", task_id).stdout.splitlines() if line] == [
-        "cancelled", "retried after it was cancelled: round 1", "cancelled", "follow-up: Keep add() pure"]
+        "cancelled", "retried after it was cancelled: round 1 starts", "cancelled", "follow-up: Keep add() pure"]

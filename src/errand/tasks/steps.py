@@ -30,6 +30,7 @@ from errand.sandbox import AsyncSandbox, Image, Mount
 from errand.sandbox.layers import LayerStore
 from errand.sandbox.registries import RegistryAccess, host_registries
 from errand.tasks.environment import Environment, cache_key
+from errand.tasks.errors import SetupFailed
 from errand.tasks.evidence import Evidence, TestRun, assess, is_test_file, parse_counts
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run, RunState, Task
@@ -48,18 +49,6 @@ OUTPUT_TAIL = 8000
 # run several loops one after another (a benchmark, the eval harness, tests).
 _SETUP_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = \
     weakref.WeakKeyDictionary()
-
-
-class SetupFailed(ErrandError):
-    """A setup command of the repository's environment failed; ``log`` is its output."""
-
-    code = "setup_failed"
-
-    def __init__(self, message: str, *, command: str, exit_code: int | None, log: str) -> None:
-        super().__init__(message)
-        self.command = command
-        self.exit_code = exit_code
-        self.log = log
 
 
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]

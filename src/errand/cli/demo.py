@@ -21,7 +21,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from errand import _settings, cli_tasks
+from errand import _settings
+from errand.cli import tasks as cli_tasks
 from errand.tasks.engine import EngineBusy, LocalEngine
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
@@ -139,7 +140,7 @@ async def _work(console: Console, store: TaskStore, task_id: str) -> None:
 
 
 def _review(console: Console, service: TaskService, task_id: str, sample: Path) -> None:
-    task = service.store.get_task(task_id)
+    task = service.get_task(task_id)
     if task.state is not TaskState.READY_FOR_REVIEW:
         console.print(f"[bold red]the task ended {task.state}[/]; `errand logs {task_id}` has the whole log")
         return

@@ -14,8 +14,8 @@ import typer
 from rich.console import Console
 
 from errand import _settings
-from errand.cli_events import shown
-from errand.cli_tasks import age, console, task_service
+from errand.cli.events import shown
+from errand.cli.tasks import age, console, task_service
 from errand.tasks.engine import LocalEngine
 from errand.tasks.lifecycle import ACTIVE
 from errand.tasks.records import RunState

@@ -19,13 +19,13 @@ from errand.errors import ConfigError, ErrandError
 from errand.forge.kinds import KINDS, kind_of, open_forge, parse_issue
 from errand.forge.links import LinkStore
 from errand.forge.settings import ForgeSettings, settings_path
+from errand.tasks.api import TaskApi
 from errand.tasks.records import Task
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
 
 if TYPE_CHECKING:
     from errand.forge.publish import Publisher
-    from errand.server.client import ErrandClient
 
 __all__ = ["forge_app", "publish_if_linked", "submit_forge_issue"]
 
@@ -52,7 +52,7 @@ def _fail(error: ErrandError) -> typer.Exit:
     return typer.Exit(2 if isinstance(error, ConfigError) else 1)
 
 
-def submit_forge_issue(service: TaskService | ErrandClient, text: str, *, repo: str, base: str, model: str | None,
+def submit_forge_issue(service: TaskApi, text: str, *, repo: str, base: str, model: str | None,
                        attempts: int) -> Task:
     """``errand run --issue owner/name#42``: the issue and its whole thread, read from the forge."""
     from errand.forge.intake import submit_issue
@@ -80,7 +80,7 @@ def _public_url() -> str | None:
     return os.environ.get("ERRAND_PUBLIC_URL") or None
 
 
-def publish_if_linked(service: TaskService | ErrandClient, task_id: str) -> None:
+def publish_if_linked(service: TaskApi, task_id: str) -> None:
     """After ``errand accept``: push the branch and open the pull request of a task from a forge."""
     link = LinkStore(service.store.engine).get(task_id) if isinstance(service, TaskService) else None
     if link is None or not isinstance(service, TaskService):
@@ -234,7 +234,7 @@ def _remember(settings: ForgeSettings, repo: str, path: Path) -> None:
     _say(f"{repo} → {clone} (written to {file})")
 
 
-def run_batch(service: TaskService | ErrandClient, query: str, *, clone: str, limit: int, base: str,
+def run_batch(service: TaskApi, query: str, *, clone: str, limit: int, base: str,
               model: str | None, attempts: int) -> None:
     """``errand run --issues QUERY``: a task per issue found, as one batch (``errand forge ls --batch``)."""
     from errand.forge.intake import submit_batch

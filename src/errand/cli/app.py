@@ -24,14 +24,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from errand import __version__, cli_tasks, tour
-from errand import demo as task_demo
+from errand import __version__
 from errand._text import printable
-from errand.cli_eval import eval_app
-from errand.cli_forge import forge_app
+from errand.cli import demo as task_demo
+from errand.cli import tasks as cli_tasks
+from errand.cli import tour
+from errand.cli.eval import eval_app
+from errand.cli.forge import forge_app
+from errand.cli.memory import memory_app
+from errand.cli.worker import worker_app
 from errand.errors import ConfigError, ErrandError, ExecTimeout
 from errand.eval import strip as eval_strip
-from errand.memory.cli import memory_app
 from errand.repo import checkouts
 from errand.sandbox import (
     AsyncProcess,
@@ -66,6 +69,7 @@ app = typer.Typer(name="errand", no_args_is_help=True, add_completion=False, pre
 sandbox_app = typer.Typer(no_args_is_help=True, help="Create, use and remove sandboxes.", rich_markup_mode=None)
 app.add_typer(sandbox_app, name="sandbox")
 cli_tasks.register(app)
+app.add_typer(worker_app, name="worker")
 app.add_typer(memory_app, name="memory")
 app.add_typer(eval_app, name="eval")
 app.add_typer(forge_app, name="forge")
@@ -511,6 +515,3 @@ def tour_() -> None:
     """A narrated tour of errand's sandbox API, run for real (a few seconds)."""
     _run(tour.run(_stdout()))
 
-
-if __name__ == "__main__":
-    main()

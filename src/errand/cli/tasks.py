@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -33,12 +33,13 @@ from errand import _settings
 from errand._figures import duration as figures_duration
 from errand._figures import money, tokens
 from errand._text import printable
-from errand.cli_events import print_event, shown
+from errand.cli.events import print_event, shown
 from errand.errors import ConfigError, ErrandError
 from errand.forge.refs import looks_like_issue_ref
 from errand.models import ModelEndpoint
 from errand.repo.git import run_git
 from errand.repo.workcopy import is_url, source_name
+from errand.tasks.api import TaskApi
 from errand.tasks.environment import CONFIG_FILE
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
@@ -46,9 +47,6 @@ from errand.tasks.records import Event, Run, Task
 from errand.tasks.service import TaskService, issue_instruction
 from errand.tasks.store import TaskStore
 from errand.tasks.workers import notes, running_worker, worker_notes
-
-if TYPE_CHECKING:
-    from errand.server.client import ErrandClient
 
 __all__ = ["age", "console", "print_event", "print_evidence", "print_patch", "register", "shown", "task_service"]
 
@@ -76,7 +74,7 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON (the HTTP API's
 
 
 @contextmanager
-def task_service(server: str | None = None, token: str | None = None) -> Iterator[TaskService | ErrandClient]:
+def task_service(server: str | None = None, token: str | None = None) -> Iterator[TaskApi]:
     """The local store, or the server at ``server``, with errand's errors turned into one red
     line and an exit code."""
     try:
@@ -100,9 +98,6 @@ TaskId = Annotated[str, typer.Argument(metavar="ID", help="The task's id (see `e
 def register(app: typer.Typer) -> None:
     for command in (run, ls, show, diff, logs, accept, reject, followup, retry, answer, message, cancel):
         app.command(command.__name__.rstrip("_"))(command)
-    from errand.cli_worker import worker_app  # it uses this module's helpers
-
-    app.add_typer(worker_app, name="worker")
 
 
 # ------------------------------------------------------------------ intake
@@ -135,7 +130,7 @@ def run(
     with task_service(server, token) as service:
         title = None
         if issues is not None:
-            from errand.cli_forge import run_batch
+            from errand.cli.forge import run_batch
 
             run_batch(service, issues, clone=repo, limit=limit, base=base, model=model, attempts=attempts)
             if start_worker and not server:
@@ -144,7 +139,7 @@ def run(
         if issue is not None and instruction is not None:
             raise ConfigError("give an instruction or --issue FILE, not both", code="invalid_input")
         if issue is not None and not Path(issue).exists() and looks_like_issue_ref(issue):
-            from errand.cli_forge import submit_forge_issue  # githubkit only when a forge issue is named
+            from errand.cli.forge import submit_forge_issue  # githubkit only when a forge issue is named
 
             task = submit_forge_issue(service, issue, repo=repo, base=base, model=model, attempts=attempts)
         else:
@@ -161,7 +156,7 @@ def run(
             _ensure_worker(out, task.model_endpoint)
         if follow:
             _follow(service, task.id, out)
-            task = service.store.get_task(task.id)
+            task = service.get_task(task.id)
         elif not as_json:
             out.print(f"[dim]follow it with `errand logs -f {task.id}`; review with `errand show {task.id}`[/]")
         if as_json:
@@ -229,7 +224,7 @@ def ls(
     with task_service(server, token) as service:
         if state is not None and state not in TaskState.__members__.values():
             raise ConfigError(f"unknown state {state!r}; states are {', '.join(TaskState)}", code="invalid_state")
-        tasks = service.store.list_tasks(state=state, repo=None if repo is None else source_name(repo), limit=limit)
+        tasks = service.list_tasks(state=state, repo=None if repo is None else source_name(repo), limit=limit)
         if as_json:
             _print_json([_record_json(t) for t in tasks])
             return
@@ -243,9 +238,9 @@ def ls(
 def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """A task: its state, its runs, and the evidence and confidence of its result."""
     with task_service(server, token) as service:
-        task = service.store.get_task(task_id)
-        runs = service.store.runs(task_id)
-        given = service.store.events(task_id, kinds=["memories_given"])
+        task = service.get_task(task_id)
+        runs = service.runs(task_id)
+        given = service.events(task_id, kinds=["memories_given"])
         memories = [{"id": i, "line": line} for i, line in zip(given[-1].data.get("ids", []),
                                                                given[-1].data.get("lines", []), strict=False)] \
             if given else []
@@ -262,7 +257,7 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
                   f"model {shown(_model_line(task), lines=False)}[/]")
         print_progress(out, figures)
         if task.state is TaskState.NEEDS_INPUT:
-            questions = service.store.events(task_id, kinds=["question"])
+            questions = service.events(task_id, kinds=["question"])
             if questions:
                 out.print(f"[bold yellow]? {shown(questions[-1].data.get('text'))}[/]")
                 out.print(f"[dim]answer with `errand answer {task.id} \"...\"`[/]")
@@ -317,13 +312,13 @@ def figures_money(usage: dict[str, Any]) -> str:
     return money(usage["cost"]) + ("" if usage.get("cost_known") else " (some calls' price unknown)")
 
 
-def _print_next_steps(out: Console, service: TaskService | ErrandClient, task: Task) -> None:
+def _print_next_steps(out: Console, service: TaskApi, task: Task) -> None:
     if task.state is TaskState.READY_FOR_REVIEW:
         out.print(f"[dim]`errand diff {task.id}`, then `errand accept {task.id}`, `errand reject {task.id} "
                   f"--reason ...` or `errand followup {task.id} \"...\"`[/]")
     elif task.state in (TaskState.FAILED, TaskState.CANCELLED):
         if task.state is TaskState.FAILED:
-            failed = service.store.events(task.id, kinds=["failed"], limit=1_000_000)
+            failed = service.events(task.id, kinds=["failed"], limit=1_000_000)
             reason = failed[-1].data.get("reason") if failed and isinstance(failed[-1].data, dict) else None
             out.print(f"\n[bold red]failed:[/] {shown(reason or 'no reason was recorded')}")
         out.print(f"[dim]`errand retry {task.id}` runs it again from where it started; `errand followup "
@@ -415,48 +410,36 @@ def logs(
 ) -> None:
     """The task's log: every step of the agent, command and output, as it happens with -f."""
     with task_service(server, token) as service:
-        service.store.get_task(task_id)
+        service.get_task(task_id)
         show_event = _print_event_json if as_json else _tagged(service, task_id, console())
         if follow:
             _follow(service, task_id, console(stderr=as_json), show_event)
         else:
-            for event in service.store.events(task_id, limit=1_000_000):
+            for event in service.events(task_id, limit=1_000_000):
                 show_event(event)
 
 
-def _tagged(service: TaskService | ErrandClient, task_id: str, out: Console) -> Callable[[Event], None]:
+def _tagged(service: TaskApi, task_id: str, out: Console) -> Callable[[Event], None]:
     """``print_event`` on ``out``, each run's lines tagged with its attempt when a round has several."""
-    if service.store.get_task(task_id).attempts < 2:
+    if service.get_task(task_id).attempts < 2:
         return functools.partial(print_event, out)
     attempts: dict[str, int] = {}
 
     def show(event: Event) -> None:
         if event.run_id is not None and event.run_id not in attempts:  # a run not seen yet: a new round
-            attempts.update({run.id: run.attempt for run in service.store.runs(task_id)})
+            attempts.update({run.id: run.attempt for run in service.runs(task_id)})
         print_event(out, event, f"#{attempts[event.run_id]}" if event.run_id in attempts else "")
 
     return show
 
 
-def _follow(service: TaskService | ErrandClient, task_id: str, out: Console,
+def _follow(service: TaskApi, task_id: str, out: Console,
             show_event: Callable[[Event], None] | None = None) -> None:
     """Show the task's events (``print_event`` on ``out`` unless ``show_event``) until it settles."""
     show_event = show_event or _tagged(service, task_id, out)
-    if not isinstance(service, TaskService):
-        for event in service.follow(task_id, settled=_SETTLED):
-            show_event(event)
-        out.print(f"[bold]{shown(task_id)}[/] is {_state(service.store.get_task(task_id).state)}")
-        return
-    after = 0
-    while True:
-        task = service.store.get_task(task_id)  # read before the events: none is missed at the end
-        for event in service.store.events(task_id, after):
-            show_event(event)
-            after = event.id
-        if task.state in _SETTLED:
-            out.print(f"[bold]{shown(task.id)}[/] is {_state(task.state)}")
-            return
-        time.sleep(0.2)
+    for event in service.follow(task_id, settled=_SETTLED):
+        show_event(event)
+    out.print(f"[bold]{shown(task_id)}[/] is {_state(service.get_task(task_id).state)}")
 
 
 def _print_event_json(event: Event) -> None:
@@ -480,7 +463,7 @@ def accept(
     with task_service(server, token) as service:
         accepted = service.accept(task_id, attempt=attempt, into=into)
         if not server:
-            from errand.cli_forge import publish_if_linked  # a task from a forge issue goes back as a pull request
+            from errand.cli.forge import publish_if_linked  # a task from a forge issue goes back as a pull request
 
             publish_if_linked(service, task_id)
         repo = _accepted_into(service, task_id, into, local=not server)
@@ -496,9 +479,9 @@ def accept(
                 out.print(f"[dim]{what}: {shown(command, lines=False)}[/]")
 
 
-def _accepted_into(service: TaskService | ErrandClient, task_id: str, into: Path | None, *, local: bool) -> str:
+def _accepted_into(service: TaskApi, task_id: str, into: Path | None, *, local: bool) -> str:
     if into is None:
-        return service.store.get_task(task_id).repo
+        return service.get_task(task_id).repo
     return str(into.resolve() if local else into)  # a server's path is not resolved against this machine
 
 
@@ -552,11 +535,11 @@ def retry(task_id: TaskId, start_worker: StartWorker = True, as_json: AsJson = F
         _queued_next(service, task_id, as_json, start_worker and not server)
 
 
-def _queued_next(service: TaskService | ErrandClient, task_id: str, as_json: bool, start_worker: bool) -> None:
+def _queued_next(service: TaskApi, task_id: str, as_json: bool, start_worker: bool) -> None:
     """After a task was queued: a worker to run it, and how to watch it."""
     out = console(stderr=as_json)
     if start_worker:
-        _ensure_worker(out, service.store.get_task(task_id).model_endpoint)
+        _ensure_worker(out, service.get_task(task_id).model_endpoint)
     if not as_json:
         out.print(f"[dim]follow it with `errand logs -f {shown(task_id)}`[/]")
 
