@@ -217,3 +217,10 @@ def test_a_question_on_a_gitlab_issue_is_answered_there_not_on_the_merge_request
     answered = fake.deliver(hook, "Note Hook", fake.note_hook(REPO, "issues", iid, reply))
     assert answered.json()["action"] == "answered", answered.text
     eventually("the run resumes and finishes", lambda: state(served, task_id) == "ready_for_review")
+
+
+def test_a_merge_request_is_not_taken_for_an_issue(gitlab: OnForge) -> None:
+    ran = errand(gitlab.home, "run", "--issue", f"{gitlab.fake.url}/{REPO}/-/merge_requests/1", "--repo",
+                 str(gitlab.project), "--no-worker", env=gitlab.env)
+    assert ran.returncode != 0 and "is a merge request: errand takes an issue" in ran.stderr
+    assert gitlab.fake.requests == []  # refused before anything reached GitLab

@@ -107,3 +107,10 @@ def test_a_gitlab_note_says_whether_it_is_on_a_merge_request() -> None:
     on_issue = receiver.read({"x-gitlab-event": "Note Hook", "x-gitlab-event-uuid": "u"}, b"", {
         **note, "object_attributes": {**note["object_attributes"], "noteable_type": "Issue"}, "issue": {"iid": 1}})
     assert on_issue.payload["issue"] == {"number": 1, "pull_request": None}
+
+
+def test_a_gitlab_note_on_a_commit_is_nothing_errand_acts_on() -> None:
+    note = {"user": {"username": "acme"}, "project": {"path_with_namespace": "a/b"},
+            "object_attributes": {"id": 9, "note": "@errand go", "noteable_type": "Commit"}, "commit": {"id": "abc"}}
+    said = GitLabReceiver("errand").read({"x-gitlab-event": "Note Hook", "x-gitlab-event-uuid": "u"}, b"", note)
+    assert said.event == "gitlab:Note Hook"

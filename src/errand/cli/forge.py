@@ -61,6 +61,9 @@ def submit_forge_issue(service: TaskApi, text: str, *, repo: str, base: str, mod
         raise ConfigError("a forge issue is read by the errand that holds the token: run without --server, or let "
                           "the server's webhook pick the issue up", code="invalid_input")
     kind, ref = parse_issue(text)
+    if ref.pull:
+        raise ConfigError(f"{text} is a merge request: errand takes an issue (on a merge request errand opened, "
+                          "comment @errand <ask>)", code="invalid_input")
     forge, _settings, _token = open_forge(kind)
     return submit_issue(service, LinkStore(service.store.engine), forge, ref, repo=repo, base=base, model=model,
                         attempts=attempts)

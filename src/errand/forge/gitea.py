@@ -136,7 +136,8 @@ class GiteaForge:
             raise ForgeError(f"{repo}#{number} has no line comment {comment_id}", code="forge_not_found")
         side = "new_position" if int(raw.get("position") or 0) > 0 else "old_position"
         self._rest.json(f"replying on {repo}#{number}", "POST", f"/repos/{repo}/pulls/{number}/reviews",
-                        body={"event": "COMMENT", "body": "", "commit_id": raw.get("commit_id") or "",
+                        # No commit_id: Gitea puts the comment on the head, the commit errand just pushed.
+                        body={"event": "COMMENT", "body": "",
                               "comments": [{"path": raw.get("path"), side: _line(raw), "body": body}]})
 
     def checks(self, repo: str, sha: str) -> list[CheckState]:

@@ -132,7 +132,7 @@ class GitLabReceiver:
                 return "issues", {**base, "action": "edited"}
             return "issues", {**base, "action": "labeled", "label": {"name": self.label},
                               "issue": {"number": int(attributes["iid"])}}
-        if event == "Note Hook":
+        if event == "Note Hook" and attributes.get("noteable_type") in ("Issue", "MergeRequest"):
             on_merge_request = attributes.get("noteable_type") == "MergeRequest"
             target = payload["merge_request" if on_merge_request else "issue"]
             return "issue_comment", {**base, "action": "created", "comment": {
