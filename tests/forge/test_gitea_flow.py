@@ -192,3 +192,17 @@ def test_gitea_label_to_pull_request_to_review_round_on_the_same_branch(gitea: O
         if c["user"]["login"] == "errand-bot" and head[:12] in c["body"]} == {("calc.py", 1), ("calc.py", 2)})
     assert files_holding(gitea.home, GITEA_TOKEN) == [] and files_holding(gitea.project / ".git", GITEA_TOKEN) == []
     assert GITEA_TOKEN not in served.output() and GITEA_SECRET not in served.output()
+
+
+def test_a_gitea_backlog_is_one_batch(gitea: OnForge) -> None:
+    fake = gitea.fake
+    for n in range(3):
+        fake.add_issue(REPO, f"bug {n}", f"body {n}", labels=("bug",))
+    fake.add_issue(REPO, "a feature", "not a bug", labels=("enhancement",))
+    model = script(gitea.home / "none.json", [])
+    ran = errand(gitea.home, "run", "--issues", "label:bug is:open", "--repo", str(gitea.project), "--model", model,
+                 "--no-worker", env=gitea.env)  # the clone is listed under [gitea]: the batch is Gitea's
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.count(" queued: #") == 3 and "3 task(s) started" in ran.stdout
+    shown = errand(gitea.home, "forge", "ls", env=gitea.env)
+    assert shown.returncode == 0 and "3 queued" in shown.stdout and f"{REPO}#1" in shown.stdout
