@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.harness import FIX_SCRIPT, make_repo, openai_turn
 from errand.tasks.store import TaskStore
 from models.wire import WireServer
-
-from .harness import FIX_SCRIPT, make_repo, openai_turn
 
 pytestmark = pytest.mark.slow
 

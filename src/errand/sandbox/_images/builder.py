@@ -3,7 +3,8 @@
 A step's cache key is the hash of its parent's key and the step, so changing a
 step rebuilds it and what follows, never what comes before. ``run`` steps run
 in a sandbox made from the image so far; their writable layer becomes the new
-layer, exactly as a snapshot does.
+layer, exactly as a snapshot does. They run on the namespace tier whatever tier
+the image is for: layers are the same on every tier, and it starts fastest.
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ from pathlib import Path
 
 from errand import _settings
 from errand.errors import ConfigError, ImageBuildError
-from errand.sandbox import _pipconfig
-from errand.sandbox._base import base_config
-from errand.sandbox.image import Image, Step
-from errand.sandbox.layers import ImageConfig, LayerStore, copy_owned_tree
+from errand.sandbox._backends.spec import SandboxSpec
+from errand.sandbox._handle import commit_writes, new_sandbox_id, start
+from errand.sandbox._images import debian, pipconfig
+from errand.sandbox._images.base_image import base_config
+from errand.sandbox._images.layers import ImageConfig, LayerStore, copy_owned_tree
+from errand.sandbox._images.steps import Step
+from errand.sandbox.backend import get_backend
+from errand.sandbox.config import Mount
 from errand.sandbox.network import Network, entry_for_url
 from errand.sandbox.process import AsyncProcess, AsyncStream
 
@@ -35,21 +40,25 @@ _CAUSE_CHARS = 600
 logger = logging.getLogger("errand.image")
 LogSink = Callable[[str], None]
 # Built images by home: a config names layers in one home's store, and is no use in another's.
-_memo: dict[tuple[Path, Image], ImageConfig] = {}
+_memo: dict[tuple[Path, tuple[Step, ...], ImageConfig | None], ImageConfig] = {}
+_BUILD_ISOLATION = "namespace"
 
 
-async def build(image: Image, *, log: LogSink | None = None, store: LayerStore | None = None) -> ImageConfig:
+async def build(steps: tuple[Step, ...], resolved: ImageConfig | None = None, *, log: LogSink | None = None,
+                store: LayerStore | None = None) -> ImageConfig:
+    """An image's steps built (or found cached) into layers of ``store``; ``resolved``
+    is the root an image of a snapshot already has."""
     sink = log or logger.info
     given = store is not None
     store = store or LayerStore()
-    memo = (store.root, image)
+    memo = (store.root, steps, resolved)
     if not given and memo in _memo:
         if log is not None:
-            for step in image.steps[1:]:
+            for step in steps[1:]:
                 sink(f"CACHED {step.describe()}")
         return _memo[memo]
-    config = await _root(image, store, sink)
-    for step in image.steps[1:]:
+    config = await _root(steps[0], resolved, store, sink)
+    for step in steps[1:]:
         key = hashlib.sha256(f"{config.key}\n{step.fingerprint()}".encode()).hexdigest()[:32]
         cached = store.cached_image(key)
         if cached is not None:
@@ -59,22 +68,18 @@ async def build(image: Image, *, log: LogSink | None = None, store: LayerStore |
         sink(f"STEP {step.describe()}")
         config = await _apply(step, config, key, store, sink)
         store.save_image(config)
-    if not any(step.kind == "copy" for step in image.steps):
+    if not any(step.kind == "copy" for step in steps):
         _memo[memo] = config  # a copy step's source may change between calls
     return config
 
 
-async def _root(image: Image, store: LayerStore, sink: LogSink) -> ImageConfig:
-    root = image.steps[0]
+async def _root(root: Step, resolved: ImageConfig | None, store: LayerStore, sink: LogSink) -> ImageConfig:
     if root.kind == "base":
         return base_config(store, _settings.sandbox_uid())
-    if root.kind == "config" and image.config is not None:
-        return image.config
+    if root.kind == "config" and resolved is not None:
+        return resolved
     if root.kind == "debian":
-        from errand.sandbox._debian import debian_config
-
-        config: ImageConfig = await debian_config(store, root.args[0], sink)
-        return config
+        return await debian.debian_config(store, root.args[0], sink)
     raise ConfigError(f"unknown image root step {root.kind!r}", code="invalid_image_step")
 
 
@@ -107,16 +112,11 @@ def _copy_layer(source: Path, target: str, store: LayerStore, key: str) -> str:
 
 
 async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: str, sink: LogSink) -> str:
-    from errand.sandbox._namespace import NamespaceBackend
-    from errand.sandbox._spec import SandboxSpec
-    from errand.sandbox.config import Mount
-    from errand.sandbox.sandbox import AsyncSandbox, new_sandbox_id
-
     env = dict(config.env)
     mounts: tuple[Mount, ...] = ()
     network = Network.none()
     if step.network == "pip":
-        settings = _pipconfig.host_pip_settings()
+        settings = pipconfig.host_pip_settings()
         env.update(settings.env)
         mounts = tuple(Mount.bind(p, p) for p in settings.paths)
         network = Network.allow(*settings.hosts) if settings.hosts else network
@@ -127,7 +127,7 @@ async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: st
         sink(f"NETWORK only {', '.join(network.domains)} (the {step.network} registry, through the egress proxy)")
     spec = SandboxSpec(id=new_sandbox_id(), image=config, mounts=mounts, timeout=3600, workdir=config.workdir,
                        env=tuple(env.items()), network=network, build_capabilities=True)
-    sandbox = await AsyncSandbox._start(NamespaceBackend(store), spec)
+    sandbox = await start(get_backend(_BUILD_ISOLATION, store), spec)
     try:
         process = await sandbox.exec("/bin/sh", "-c", step.args[0])
         lines: list[str] = []
@@ -139,7 +139,7 @@ async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: st
         if code != 0:
             raise ImageBuildError(f"image step failed with exit code {code}: {step.describe()}{_cause(lines)}",
                                   step=step.describe(), log="".join(lines[-200:]), exit_code=code)
-        image = await sandbox._snapshot_layer(f"layer-{key}")
+        image = await commit_writes(sandbox, f"layer-{key}", store)
     finally:
         await sandbox.terminate()
     return image
@@ -159,9 +159,7 @@ def _cause(lines: list[str]) -> str:
 
 def _apt_hosts() -> list[str]:
     """The hosts of the mirrors apt is configured with, read from apt's own sources."""
-    from errand.sandbox import _debian
-
-    return sorted({entry_for_url(uri) or "" for source in _debian.apt_sources() for uri in source.uris} - {""})
+    return sorted({entry_for_url(uri) or "" for source in debian.apt_sources() for uri in source.uris} - {""})
 
 
 async def _merged(process: AsyncProcess) -> AsyncIterator[str]:

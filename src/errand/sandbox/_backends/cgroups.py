@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 from errand.errors import BackendUnavailable, ConfigError, SandboxError, SandboxNotFound
 
-__all__ = ["Cgroup", "Limits"]
+__all__ = ["Cgroup", "Limits", "SandboxUsage"]
 
 PARENT = "errand"
 CPU_PERIOD_US = 100_000
@@ -181,6 +181,16 @@ def _ensure_parents(layout: _Layout) -> frozenset[str]:
 
 # --- the group ------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class SandboxUsage:
+    """What a sandbox's processes use, from its cgroup: CPU seconds so far (None where the
+    machine's cgroups do not count them), memory charged now and at its peak, in bytes."""
+
+    cpu_seconds: float | None
+    memory_bytes: int
+    memory_peak_bytes: int | None
+
+
 @dataclass(frozen=True, eq=False)
 class Cgroup:
     """One sandbox's group, present in every hierarchy of the layout."""
@@ -305,6 +315,9 @@ class Cgroup:
         fields = dict(line.split(None, 1) for line in text.splitlines() if " " in line)
         usage = fields.get("usage_usec", "").strip()
         return int(usage) / 1e6 if usage.isdigit() else None
+
+    def usage(self) -> SandboxUsage:
+        return SandboxUsage(self.cpu_seconds(), self.memory_usage(), self.memory_peak())
 
     def oom_kills(self) -> int:
         text = self._read_stat("memory", "memory.oom_control", "memory.events")

@@ -1,7 +1,7 @@
 """The host's side of the agent protocol: framed messages over a Unix socket.
 
 Each message is a little-endian u32 length and NUL-separated fields; file
-descriptors travel with a message as SCM_RIGHTS. See ``_native/errand-agent.c``.
+descriptors travel with a message as SCM_RIGHTS. See ``native/errand-agent.c``.
 """
 
 from __future__ import annotations

@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from engine.cli import errand
+from engine.harness import git
+from engine.projects import python_project
 from errand.cli import app
 from errand.tasks.workers import WorkerInfo, hold
-
-from .cli import errand
-from .harness import git
-from .projects import python_project
 
 runner = CliRunner()
 

@@ -2,7 +2,7 @@
  * The disk-backed writable layer: `launch --disk IMAGE`.
  *
  * IMAGE is a sparse file the host made for this sandbox, already holding an
- * empty ext4 of the sandbox's disk quota (see _writable.py). The launcher
+ * empty ext4 of the sandbox's disk quota (see writable.py). The launcher
  *
  *   - opens it and unlinks it at once: from here on only descriptors hold it,
  *     so whatever happens next leaves no name of it to clean up;

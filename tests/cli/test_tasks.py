@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from .cli import stop_worker
-from .harness import git, make_repo, worktree_state
+from engine.cli import stop_worker
+from engine.harness import git, make_repo, worktree_state
 
 SCRIPT = [
     {"tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}}]},

@@ -15,7 +15,7 @@ SNI is the CONNECT host, and not one byte reaches the server before that is
 checked. What follows is opaque: a Host header inside TLS cannot be seen
 without interception, which errand does not do.
 
-A plain-HTTP connection is parsed request by request (``_http``: framing is
+A plain-HTTP connection is parsed request by request (``http``: framing is
 followed exactly, and ambiguous framing refused), so every request is checked:
 its URL names the host and port, its Host header must agree, and the request
 goes to an upstream opened for that host and port; a request for another host
@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from errand.sandbox._http import Refused, RequestHead, parse_request, split_host_port
-from errand.sandbox._plainhttp import Upstream, absolute_target, exchange, next_head, origin_head
-from errand.sandbox._tls import TLS_RECORD_HEADER, client_hello_length, server_name
+from errand.sandbox._backends.spec import PROXY_PORT
+from errand.sandbox._egress.http import Refused, RequestHead, parse_request, split_host_port
+from errand.sandbox._egress.plainhttp import Upstream, absolute_target, exchange, next_head, origin_head
+from errand.sandbox._egress.tls import TLS_RECORD_HEADER, client_hello_length, server_name
 from errand.sandbox.network import (
     Address,
     Decision,
@@ -48,9 +49,8 @@ from errand.sandbox.network import (
     parse_address,
 )
 
-__all__ = ["PROXY_PORT", "EgressEvent", "EgressProxy", "proxy_env"]
+__all__ = ["EgressEvent", "EgressProxy", "proxy_env"]
 
-PROXY_PORT = 3128
 _HEAD_LIMIT = 65536
 _HEAD_TIMEOUT = 10.0
 _MAX_CONNECTIONS = 512  # per sandbox

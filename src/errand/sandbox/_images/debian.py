@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from errand import _settings
 from errand.errors import BackendUnavailable, ConfigError, ImageBuildError
-from errand.sandbox.layers import ImageConfig, LayerStore
+from errand.sandbox._images.layers import ImageConfig, LayerStore
 
 __all__ = ["AptSource", "apt_sources", "choose_mirror", "debian_config", "parse_deb822", "parse_one_line"]
 

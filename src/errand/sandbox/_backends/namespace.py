@@ -1,6 +1,6 @@
 """The namespace tier: bubblewrap over an overlay root, with cgroup limits.
 
-The launcher (see ``_launcher``) prepares the host side and then *becomes*
+The launcher (see ``launcher``) prepares the host side and then *becomes*
 bwrap, as the unprivileged uid, inside the user namespace it made. bwrap adds
 pid, ipc, uts and cgroup namespaces and the seccomp filter, and runs the
 agent. Nothing of the host's ``/`` is bound: the sandbox sees its image, its
@@ -16,13 +16,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from errand.errors import BackendUnavailable
-from errand.sandbox import _seccomp
-from errand.sandbox._launcher import BUILD_CAPABILITIES, LaunchedBackend, Runtime, agent_arguments, staged
-from errand.sandbox._spec import SandboxSpec
+from errand.sandbox._backends import seccomp
+from errand.sandbox._backends.launcher import (
+    AGENT_PATH,
+    BUILD_CAPABILITIES,
+    LaunchedBackend,
+    Runtime,
+    agent_arguments,
+    staged,
+)
+from errand.sandbox._backends.spec import SandboxSpec
 
-__all__ = ["AGENT_PATH", "NamespaceBackend"]
-
-AGENT_PATH = "/dev/.errand-agent"
+__all__ = ["NamespaceBackend"]
 
 
 class NamespaceBackend(LaunchedBackend):
@@ -37,11 +42,11 @@ class NamespaceBackend(LaunchedBackend):
 
     @contextlib.contextmanager
     def runtime(self, spec: SandboxSpec, directory: Path, listen_fd: int) -> Iterator[Runtime]:
-        seccomp = _seccomp.filter_fd()
+        seccomp_fd = seccomp.filter_fd()
         try:
-            yield Runtime([], self._bwrap_args(spec, directory, listen_fd, seccomp), [seccomp])
+            yield Runtime([], self._bwrap_args(spec, directory, listen_fd, seccomp_fd), [seccomp_fd])
         finally:
-            os.close(seccomp)
+            os.close(seccomp_fd)
 
     def _bwrap_args(self, spec: SandboxSpec, directory: Path, listen_fd: int, seccomp_fd: int) -> list[str]:
         # The network namespace is the launcher's, not bwrap's.

@@ -12,14 +12,13 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from errand import _settings
 from errand.errors import SandboxError
-from errand.sandbox._registry import process_start
 
 __all__ = ["ImageConfig", "LayerStore", "copy_owned_tree"]
 
@@ -125,12 +124,13 @@ class LayerStore:
         partial.write_text(json.dumps(config.to_fields()))
         os.replace(partial, self.images / f"{config.key}.json")
 
-    def remove_partials(self) -> int:
+    def remove_partials(self, running: Callable[[int], bool]) -> int:
+        """Remove the partials of processes no longer ``running`` (a pid's); those of one
+        still running are builds in progress."""
         if not self.layers.is_dir():
             return 0
-        # Partials of a process that is still running are builds in progress.
         stale = [p for p in self.layers.iterdir()
-                 if p.name.startswith(".partial-") and process_start(int(p.name.split("-")[1])) is None]
+                 if p.name.startswith(".partial-") and not running(int(p.name.split("-")[1]))]
         for path in stale:
             shutil.rmtree(path, ignore_errors=True)
         return len(stale)

@@ -1,13 +1,13 @@
 """What every tier shares: ``errand-agent launch`` prepares a sandbox's host side.
 
-A tier is this plus the command the launcher ends in (``_namespace`` execs
-bwrap; ``_gvisor`` starts runsc and stays on as its relay). The launcher, in
-C (see ``_native/errand-agent.c``): joins the sandbox's cgroups, makes its
+A tier is this plus the command the launcher ends in (``namespace`` execs
+bwrap; ``gvisor`` starts runsc and stays on as its relay). The launcher, in
+C (see ``native/errand-agent.c``): joins the sandbox's cgroups, makes its
 network namespace (loopback and the egress proxy's listener, sent back over a
 socket pair), makes a user namespace mapping in-sandbox ids onto an
 unprivileged host range, mounts the root overlay — the image's layers, then
 one private layer per ``Mount.copy``, under the writable layer (a size-capped
-tmpfs or a loop-mounted disk image of the quota's size: see ``_writable``) — in
+tmpfs or a loop-mounted disk image of the quota's size: see ``writable``) — in
 a private mount namespace, and stages host paths to bind
 at ``<run>/b/<n>`` (the agent binary first). Nothing of this outlives the
 sandbox's processes; ``kill`` and ``cleanup`` are the same for every tier.
@@ -27,17 +27,16 @@ from pathlib import Path
 
 from errand import _settings
 from errand.errors import ConfigError
-from errand.sandbox._cgroups import Cgroup, Limits
-from errand.sandbox._egress import PROXY_PORT
-from errand.sandbox._native import agent_binary
-from errand.sandbox._registry import Record, process_start
-from errand.sandbox._spec import SandboxSpec
-from errand.sandbox._writable import discard, launch_arguments
-from errand.sandbox.backend import SandboxUsage
-from errand.sandbox.layers import LayerStore
+from errand.sandbox._backends.cgroups import Cgroup, Limits
+from errand.sandbox._backends.native import agent_binary
+from errand.sandbox._backends.registry import Record, process_start
+from errand.sandbox._backends.spec import PROXY_PORT, SandboxSpec, Started
+from errand.sandbox._backends.writable import discard, launch_arguments
+from errand.sandbox._images.layers import LayerStore
 
-__all__ = ["LaunchedBackend", "Runtime"]
+__all__ = ["AGENT_PATH", "LaunchedBackend", "Runtime"]
 
+AGENT_PATH = "/dev/.errand-agent"  # where every tier puts the agent inside the sandbox
 _MOUNT_DATA_LIMIT = 4000  # the kernel takes one page of mount options
 # What a package install needs as root (a subset of a container runtime's default
 # set); all of it is confined to ids the sandbox's user namespace maps.
@@ -96,7 +95,7 @@ class LaunchedBackend(abc.ABC):
     def runtime(self, spec: SandboxSpec, directory: Path, listen_fd: int) -> AbstractContextManager[Runtime]:
         """The tier's end of the launch; its descriptors stay open until the launcher has started."""
 
-    def start(self, spec: SandboxSpec, copy_layers: list[Path]) -> Record:
+    def start(self, spec: SandboxSpec, copy_layers: list[Path]) -> Started:
         directory = _settings.runtime_dir() / spec.id
         directory.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(directory.parent, 0o711)
@@ -121,7 +120,7 @@ class LaunchedBackend(abc.ABC):
                 listener.close()
 
     def _spawn(self, spec: SandboxSpec, directory: Path, listener: socket.socket, cgroup: Cgroup,
-               copy_layers: list[Path]) -> Record:
+               copy_layers: list[Path]) -> Started:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         try:
             staged_paths = [str(agent_binary())] + [str(m.source) for m in spec.mounts if m.kind == "bind"]
@@ -146,9 +145,7 @@ class LaunchedBackend(abc.ABC):
         channel = ours if _wants_proxy(spec) else None
         if channel is None:
             ours.close()
-        record = self._record(spec, process, cgroup, copy_layers, proxied=channel is not None)
-        record.proxy_channel = channel  # type: ignore[attr-defined]
-        return record
+        return Started(self._record(spec, process, cgroup, copy_layers, proxied=channel is not None), process, channel)
 
     def _record(self, spec: SandboxSpec, process: subprocess.Popen[bytes], cgroup: Cgroup,
                 copy_layers: list[Path], *, proxied: bool) -> Record:
@@ -161,7 +158,6 @@ class LaunchedBackend(abc.ABC):
             image=spec.image.to_fields(), workdir=spec.workdir, env=dict(spec.env),
             copy_layers=[str(p) for p in copy_layers], cgroup=cgroup.name, proxied=proxied)
         record.save()
-        record.process = process  # type: ignore[attr-defined]
         return record
 
     def _network_args(self, spec: SandboxSpec, channel: int) -> list[str]:
@@ -202,19 +198,6 @@ class LaunchedBackend(abc.ABC):
         # The overlay lives in the sandbox's private mount namespace; the host
         # reaches it through the launcher's (or what it became) view of "/".
         return Path(f"/proc/{record.pid}/root") / str(record.directory / "mnt" / "upper").lstrip("/")
-
-    def freeze(self, record: Record) -> None:
-        Cgroup.open(record.cgroup).freeze()
-
-    def thaw(self, record: Record) -> None:
-        Cgroup.open(record.cgroup).thaw()
-
-    def memory_usage(self, record: Record) -> int:
-        return Cgroup.open(record.cgroup).memory_usage()
-
-    def usage(self, record: Record) -> SandboxUsage:
-        group = Cgroup.open(record.cgroup)
-        return SandboxUsage(group.cpu_seconds(), group.memory_usage(), group.memory_peak())
 
 
 def _wants_proxy(spec: SandboxSpec) -> bool:

@@ -1,6 +1,6 @@
 """The egress proxy's plain-HTTP exchanges: one request to an origin, its response back.
 
-``_egress`` checks each request on a plain-HTTP client connection against the
+``proxy`` checks each request on a plain-HTTP client connection against the
 policy and picks the upstream for its host and port; this module turns the
 request into what the origin gets (origin form, one Host, no hop-by-hop
 headers), sends its body exactly as it is framed, and relays the response to
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from errand.sandbox._http import (
+from errand.sandbox._egress.http import (
     BadMessage,
     Refused,
     RequestHead,

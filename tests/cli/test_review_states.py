@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from .cli import errand, errand_json
-from .harness import git, make_repo
-from .test_cli_tasks import SCRIPT
+from cli.test_tasks import SCRIPT
+from engine.cli import errand, errand_json
+from engine.harness import git, make_repo
 
 
 @pytest.fixture

@@ -17,18 +17,17 @@ from pathlib import Path
 
 from errand import _settings
 from errand.errors import SandboxError
-from errand.sandbox._cgroups import Cgroup
-from errand.sandbox._registry import all_records
-from errand.sandbox._writable import detach_orphans, loop_devices
-from errand.sandbox.layers import LayerStore
+from errand.sandbox._backends.cgroups import Cgroup
+from errand.sandbox._backends.registry import ORPHAN_GRACE, all_records, process_start
+from errand.sandbox._backends.writable import detach_orphans, loop_devices
+from errand.sandbox._images.layers import LayerStore
+from errand.sandbox.backend import get_backend
 
 __all__ = ["GcReport", "collect", "collect_once"]
 
 # A runtime directory without a record is a sandbox being created right now;
 # only after this long is it considered abandoned.
 _CREATION_GRACE = 60.0
-# A sandbox past its lifetime by this much has had its agent stopped (or worse): end it here.
-_DEADLINE_GRACE = 5.0
 _once = threading.Lock()
 _done = False
 
@@ -50,8 +49,6 @@ def collect_once() -> None:
 
 
 def collect() -> GcReport:
-    from errand.sandbox.backend import get_backend
-
     # What might be orphaned is listed *before* what is alive. A sandbox makes its
     # runtime directory before its cgroup, so a cgroup seen here has a directory
     # by the time the directories are listed below; the other order would take a
@@ -66,7 +63,7 @@ def collect() -> GcReport:
     for record in every:
         if not record.of_this_home():
             continue
-        expired = record.deadline is not None and time.time() > record.deadline + _DEADLINE_GRACE
+        expired = record.deadline is not None and time.time() > record.deadline + ORPHAN_GRACE
         if record.processes_alive() and record.owner_alive() and not expired:
             continue
         backend = get_backend(record.backend)
@@ -97,7 +94,7 @@ def collect() -> GcReport:
             _remove(copy)
             report.scratch.append(copy.name)
     report.loop_devices = detach_orphans(devices, live - set(report.sandboxes))
-    LayerStore().remove_partials()
+    LayerStore().remove_partials(lambda pid: process_start(pid) is not None)
     return report
 
 

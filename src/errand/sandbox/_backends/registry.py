@@ -20,7 +20,13 @@ from pathlib import Path
 
 from errand import _settings
 
-__all__ = ["Record", "all_records", "process_start", "records", "same_process"]
+__all__ = ["ORPHAN_GRACE", "OWNER_GRACE", "Record", "all_records", "process_start", "records", "same_process"]
+
+# Who ends a sandbox at its lifetime, in order: its agent inside at the deadline; its owner
+# this long after (the agent runs where a process could stop it); garbage collection, for
+# a sandbox whose owner is gone too, only after the owner has had its turn.
+OWNER_GRACE = 1.0
+ORPHAN_GRACE = OWNER_GRACE + 4.0
 
 
 def _this_home() -> str:

@@ -33,11 +33,10 @@ from pathlib import Path
 import pytest
 
 import errand as errand_package
+from engine.harness import make_repo
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Task
 from errand.tasks.store import TaskStore
-
-from .harness import make_repo
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from errand.sandbox.layers import ImageConfig, LayerStore
+from errand.sandbox._images.layers import ImageConfig, LayerStore
 
 __all__ = ["base_config"]
 

@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 
+from cli.test_tasks import SCRIPT
+from engine.harness import git, make_repo
 from errand.tasks.records import Event, Review, Task
 from errand.tasks.service import Accepted
-
-from .harness import git, make_repo
-from .test_cli_tasks import SCRIPT
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """The gVisor tier: the same sandbox, with runsc's user-space kernel between its code and the host's.
 
-Everything but the last step is the namespace tier's (see ``_launcher``): the
+Everything but the last step is the namespace tier's (see ``launcher``): the
 same cgroups, network namespace and egress proxy listener, user namespace,
 overlay root of the same layers, staged binds. Then the launcher starts
 ``runsc run`` as root of the sandbox's user namespace — so files the sandbox
@@ -49,13 +49,19 @@ from typing import Any
 
 from errand import _settings
 from errand.errors import BackendUnavailable
-from errand.sandbox import _seccomp
-from errand.sandbox._cgroups import Limits
-from errand.sandbox._launcher import BUILD_CAPABILITIES, LaunchedBackend, Runtime, agent_arguments, staged
-from errand.sandbox._namespace import AGENT_PATH
-from errand.sandbox._native import statx_shim
-from errand.sandbox._spec import SandboxSpec
-from errand.sandbox.layers import LayerStore
+from errand.sandbox._backends import seccomp
+from errand.sandbox._backends.cgroups import Limits
+from errand.sandbox._backends.launcher import (
+    AGENT_PATH,
+    BUILD_CAPABILITIES,
+    LaunchedBackend,
+    Runtime,
+    agent_arguments,
+    staged,
+)
+from errand.sandbox._backends.native import statx_shim
+from errand.sandbox._backends.spec import SandboxSpec
+from errand.sandbox._images.layers import LayerStore
 
 __all__ = ["RUNSC_FLAGS", "GVisorBackend"]
 
@@ -110,7 +116,7 @@ def oci_config(spec: SandboxSpec, directory: Path, *, tmp: bool) -> dict[str, An
     if spec.build_capabilities:
         capabilities += [name for name in BUILD_CAPABILITIES if name not in capabilities]
     serve = [AGENT_PATH, "serve", "--relay", "1", "--workdir", spec.workdir,
-             "--seccomp", _seccomp.build_filter().hex(), "--nproc", str(spec.resources.pids),
+             "--seccomp", seccomp.build_filter().hex(), "--nproc", str(spec.resources.pids),
              *agent_arguments(spec)]
     return {
         "ociVersion": "1.0.0",

@@ -6,7 +6,7 @@ The overlay root's upper layer takes everything a sandbox writes. Two media:
   sandbox's memory cgroup, so writing more than the memory limit is an OOM kill,
   not a full disk.
 * ``disk``: an ext4 filesystem of the quota's size in a sparse file under
-  errand's home, loop-mounted by the launcher (``_native/disk.c``). Filling it
+  errand's home, loop-mounted by the launcher (``native/disk.c``). Filling it
   is ENOSPC; what is written is page cache the kernel writes back and reclaims,
   so it is independent of the memory limit. Sparse means the quota is not
   reserved on the host: if the host's disk fills first, writing back fails and

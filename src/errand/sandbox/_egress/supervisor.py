@@ -2,7 +2,7 @@
 
 A detached sandbox (``errand sandbox create``) outlives the process that made
 it, so its proxy cannot live there. That process starts this supervisor
-(``python -m errand.sandbox._supervisor``), hands it the launcher's channel,
+(``python -m errand.sandbox._egress.supervisor``), hands it the launcher's channel,
 and returns. The supervisor serves the proxy, takes policy changes from any
 process over ``<runtime>/<id>/egress.ctl`` (root-only), and exits when the
 sandbox ends; if the supervisor dies, the sandbox has no way out (it fails
@@ -19,8 +19,8 @@ import subprocess
 import sys
 
 from errand.errors import SandboxError
-from errand.sandbox._egress import EgressProxy, receive_listener
-from errand.sandbox._registry import Record
+from errand.sandbox._backends.registry import Record
+from errand.sandbox._egress.proxy import EgressProxy, receive_listener
 from errand.sandbox.network import Network
 
 __all__ = ["set_supervised_policy", "start_supervisor"]
@@ -33,7 +33,7 @@ async def start_supervisor(record: Record, channel: socket.socket, network: Netw
     policy = json.dumps(_policy_fields(network))
     with open(record.directory / "supervisor.log", "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "errand.sandbox._supervisor", record.id, str(channel.fileno()), policy],
+            [sys.executable, "-m", "errand.sandbox._egress.supervisor", record.id, str(channel.fileno()), policy],
             pass_fds=(channel.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
             start_new_session=True)
     channel.close()
