@@ -32,7 +32,7 @@ from postgres import postgres_cluster, postgres_url  # noqa: E402, F401 - fixtur
 
 # The escape battery, wherever its tests sit beside what they test: `pytest -m security`.
 SECURITY = ("security/", "server/test_security.py", "cli/test_escapes.py", "engine/test_host_trust.py",
-            "sandbox/test_seccomp.py", "forge/test_webhook.py")
+            "sandbox/test_seccomp.py", "forge/test_webhook.py", "forge/test_receivers.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

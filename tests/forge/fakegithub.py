@@ -10,12 +10,10 @@ request whose head branch is not in the repository, and can be told to rate-limi
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import itertools
 import json
-import os
 import re
 import subprocess
 import threading
@@ -28,6 +26,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+
+from .gitremote import basic_user, serve_git
+from .gitremote import git as _git
+from .gitremote import git_env as _git_env
 
 API = "/api/v3"  # GitHub Enterprise's layout: errand is given the base URL, as for GHE
 
@@ -230,17 +232,6 @@ class FakeGitHub:
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1")
-    return env
-
-
-def _git(cwd: Path | None, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env=_git_env()).stdout
 
 
 # ------------------------------------------------------------------ the HTTP side
@@ -464,41 +455,15 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
         # -- git's smart HTTP, through the real git http-backend ----------
 
         def _git(self, method: str, path: str, query: str, raw: bytes) -> None:
-            auth = self.headers.get("Authorization", "")
             fake.requests.append(Seen(method, path, {k.lower(): v for k, v in self.headers.items()}, None))
-            user = _basic_user(auth, fake.token)
-            if user is None:
-                self.send_response(401)
-                self.send_header("WWW-Authenticate", 'Basic realm="fake"')
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            if self._refused_push(path, query):
-                self._json(403, {"message": "Permission to push to this fork denied"})
-                return
-            if "git-upload-pack" in path + query:
-                with fake._lock:
-                    fake.mirror_pull_heads()
-            env = {**_git_env(), "GIT_PROJECT_ROOT": str(fake.root / "git"), "GIT_HTTP_EXPORT_ALL": "1",
-                   "REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query, "REMOTE_USER": user,
-                   "REMOTE_ADDR": "127.0.0.1", "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-                   "CONTENT_LENGTH": str(len(raw)), "GIT_PROTOCOL": self.headers.get("Git-Protocol", "")}
-            ran = subprocess.run(["git", "http-backend"], input=raw, capture_output=True, env=env)
-            head, _, content = ran.stdout.partition(b"\r\n\r\n")
-            status = 200
-            headers = []
-            for line in head.decode().split("\r\n"):
-                key, _, value = line.partition(":")
-                if key.lower() == "status":
-                    status = int(value.strip().split()[0])
-                elif key:
-                    headers.append((key, value.strip()))
-            self.send_response(status)
-            for key, value in headers:
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
+            if basic_user(self.headers.get("Authorization", ""), fake.token) is not None:
+                if self._refused_push(path, query):
+                    self._json(403, {"message": "Permission to push to this fork denied"})
+                    return
+                if "git-upload-pack" in path + query:
+                    with fake._lock:
+                        fake.mirror_pull_heads()
+            serve_git(self, fake.root, fake.token, method, path, query, raw)  # 401 without the token
 
         def _refused_push(self, path: str, query: str) -> bool:
             """A push to a fork is GitHub's to allow: only where one of its pull requests lets
@@ -515,9 +480,3 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
 
     return Handler
 
-
-def _basic_user(header: str, token: str) -> str | None:
-    if not header.startswith("Basic "):
-        return None
-    user, _, password = base64.b64decode(header[6:]).decode().partition(":")
-    return user if hmac.compare_digest(password, token) else None

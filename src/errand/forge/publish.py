@@ -181,7 +181,7 @@ class Publisher:
         summary = " ".join(str(self.service.chosen_run(task.id).result.get("summary") or "").split())
         said = f"errand pushed {commit[:12]} to `{link.pull_branch}` (task `{task.id}`)" + (
             f": {summary}" if summary else ".")
-        self.forge.comment(IssueRef.of(link.repo, link.pull), said)
+        self.forge.comment(IssueRef.of(link.repo, link.pull, pull=True), said)
         # Every line comment the round was given hears back on its own thread, not only the one that asked.
         asked = self.service.store.last_event(task.id, ["forge_followup"])
         for thread in (asked.data.get("threads") or []) if asked is not None else []:
@@ -210,7 +210,10 @@ def catch_up(publisher: Publisher) -> list[Published]:
     """Post the questions of waiting tasks and publish every linked task whose work the forge does
     not have yet; a failure is an event on its task (``forge_error``) and does not stop the rest."""
     done: list[Published] = []
+    mine = publisher.forge.name  # one publisher per forge: another forge's links are its own publisher's
     for link in publisher.links.pending():
+        if link.forge != mine:
+            continue
         try:
             post_question(publisher.service, publisher.forge, link)
             if publisher.due(link):
@@ -219,7 +222,7 @@ def catch_up(publisher: Publisher) -> list[Published]:
             publisher.service.store.append_event(link.task_id, None, "forge_error", {"code": error.code,
                                                                                      "message": error.message})
     for link in publisher.links.pushed_pulls():
-        if _unsettled(publisher, link) and link.pushed is not None:
+        if link.forge == mine and _unsettled(publisher, link) and link.pushed is not None:
             try:
                 found = publisher.forge.checks(link.repo, link.pushed)
                 fix_red_ci(publisher, link, found)  # before the record: a reader who sees it sees the decision
