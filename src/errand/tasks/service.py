@@ -171,10 +171,10 @@ class TaskService:
         task = self._settled(task_id, "accept", _REVIEWABLE)
         run = self.chosen_run(task_id, attempt)
         repo = Path(into) if into is not None else _local_repo(task)
-        result = run.result if isinstance(run.result, dict) else {}
-        assert task.branch is not None
-        commit = commit_patch(repo, task.base_commit or task.base_ref, str(result.get("patch") or ""), task.branch,
-                              _commit_message(task, result), author=_author(repo))
+        result = run.outcome
+        assert task.branch is not None and result is not None  # chosen_run picks ranked runs only
+        commit = commit_patch(repo, task.base_commit or task.base_ref, result.patch, task.branch,
+                              _commit_message(task, result.summary), author=_author(repo))
         self.store.add_review(task_id, Verdict.ACCEPTED, None)
         self.store.append_event(task_id, None, "accepted", {"run_id": run.id, "branch": task.branch,
                                                             "commit": commit})
@@ -204,7 +204,7 @@ class TaskService:
         """The run a review is about: the best-ranked of the last finished round, or the
         run whose ``attempt`` number is given."""
         self.store.get_task(task_id)  # an unknown id is TaskNotFound, not "no result yet"
-        runs = [r for r in self.store.runs(task_id) if isinstance(r.result, dict) and "rank" in r.result]
+        runs = [r for r in self.store.runs(task_id) if r.outcome is not None]
         if attempt is not None:
             for run in runs:
                 if run.attempt == attempt:
@@ -215,14 +215,12 @@ class TaskService:
         if not runs:
             raise TaskError(f"task {task_id} has no finished run yet", task_id=task_id, code="no_result")
         last_round = max(r.round for r in runs)
-        return min((r for r in runs if r.round == last_round), key=lambda r: int(r.result["rank"]))
+        return min((r for r in runs if r.round == last_round), key=_rank)
 
     def round_runs(self, task_id: str) -> list[Run]:
         """The runs of the last round that finished, best first."""
         best = self.chosen_run(task_id)
-        runs = [r for r in self.store.runs(task_id, round=best.round) if isinstance(r.result, dict)
-                and "rank" in r.result]
-        return sorted(runs, key=lambda r: int(r.result["rank"]))
+        return sorted((r for r in self.store.runs(task_id, round=best.round) if r.outcome is not None), key=_rank)
 
     def progress(self, task_id: str) -> dict[str, Any]:
         """Elapsed time, steps, tokens and cost, and each attempt of the latest round against
@@ -321,9 +319,15 @@ def _local_repo(task: Task) -> Path:
     return Path(task.repo)
 
 
-def _commit_message(task: Task, result: dict[str, Any]) -> str:
+def _rank(run: Run) -> int:
+    outcome = run.outcome
+    assert outcome is not None
+    return outcome.rank
+
+
+def _commit_message(task: Task, summary: str | None) -> str:
     """The agent's summary (its first line as the subject), then the task it did."""
-    summary = str(result.get("summary") or "").strip()
+    summary = (summary or "").strip()
     if not summary:
         return f"{task.title}\n\nerrand-task: {task.id}\n"
     first, _, rest = summary.partition("\n")
