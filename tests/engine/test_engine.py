@@ -74,8 +74,8 @@ async def test_ask_user_pauses_the_sandbox_and_an_answer_resumes_the_same_run(
     task_id = submit(service, repo, script_file)
     async with running_engine(store, lambda _s, _i: model) as engine:
         await wait_for_state(store, task_id, S.NEEDS_INPUT)
-        [attempt] = engine._rounds[task_id].attempts
-        assert attempt.sandbox is not None and attempt.sandbox.paused
+        [sandbox] = engine.sandboxes(task_id)
+        assert sandbox is not None and sandbox.paused
         question = await wait_for_event(store, task_id, lambda e: e.kind == "question")
         assert question.data["text"] == "Should add() accept strings?"
         service.answer(task_id, "No, numbers only.")
