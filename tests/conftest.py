@@ -29,3 +29,4 @@ def errand_dirs() -> Iterator[None]:
 
 
 from postgres import postgres_cluster, postgres_url  # noqa: E402, F401 - fixtures for every test directory
+from temporal import temporal_queue, temporal_server  # noqa: E402, F401

@@ -58,9 +58,9 @@ class ScriptedModel:
             self._script.append(message)
 
     def skip(self, turns: int) -> None:
-        """Start ``turns`` turns into the script: a run continued in another process (after a
-        question) made those replies already, with another copy of this model."""
-        self._next = min(len(self._script), self._next + turns)
+        """Go on from turn ``turns`` of the script (unless this copy is past it): a run continued
+        in another process, after a question, made those replies already with another copy."""
+        self._next = max(self._next, min(len(self._script), turns))
 
     @property
     def remaining(self) -> int:

@@ -100,7 +100,7 @@ class Prepared:
     model: dict[str, Any]
     holder: str
     setup_key: str
-    copies: tuple[dict[str, str], ...]  # each attempt's WorkingCopy, as plain fields
+    copies: tuple[dict[str, Any], ...]  # each attempt's WorkingCopy, as plain fields
     prompt: str
     guide: str
     given: str  # what project memory recalled for the task
@@ -555,8 +555,9 @@ def _rebuilt(bench: Bench, prepared: Prepared) -> _Live:
                  link, [None] * count, [None] * count, [None] * count)
 
 
-def _copy_fields(copy: WorkingCopy) -> dict[str, str]:
-    return {key: (str(value) if isinstance(value, Path) else value) for key, value in asdict(copy).items()}
+def _copy_fields(copy: WorkingCopy) -> dict[str, Any]:
+    return {key: (str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value)
+            for key, value in asdict(copy).items()}
 
 
 def _reopened(fields: Mapping[str, Any], setup: steps.SetUp) -> WorkingCopy:
