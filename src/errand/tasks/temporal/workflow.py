@@ -38,6 +38,7 @@ _ONCE = RetryPolicy(maximum_attempts=1)  # a lost worker is the round's business
 _STORE_RETRIES = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=0.5))
 _LONG = timedelta(days=30)
 _QUICK = timedelta(minutes=2)
+_PATIENT = timedelta(seconds=60)
 ROUND_FAILED = "RoundFailed"  # an activity's ApplicationError type: it failed the round itself
 WORKER_STOPPED = "WorkerStopped"  # its worker was stopped mid-activity: the round is interrupted
 
@@ -130,6 +131,9 @@ class TaskWorkflow:
     async def _round(self, given: RoundInput) -> None:
         self.cancelled, self.stopping, self.messages, self.holder, self.key = False, False, [], None, None
         heartbeat = timedelta(seconds=given.heartbeat)
+        # Preparing and concluding make sandboxes and working copies, which on a worker's first task
+        # (images, checkouts) can hold its event loop, heartbeats and all, for seconds: a floor.
+        patient = max(heartbeat, _PATIENT)
         begun: Begun | None = None
         prepared: Prepared | None = None
         try:
@@ -137,10 +141,10 @@ class TaskWorkflow:
                                          heartbeat=heartbeat)
             self.holder, self.key = begun.holder, begun.key
             prepared = await self._activity("errand.prepare", begun, result_type=Prepared, task_queue=begun.holder,
-                                            heartbeat=heartbeat)
+                                            heartbeat=patient)
             await self._attempts(prepared, heartbeat)
             await self._activity("errand.conclude", prepared, result_type=str, task_queue=prepared.holder,
-                                 heartbeat=heartbeat, cancellable=False)
+                                 heartbeat=patient, cancellable=False)
         except _RoundEnded as ended:
             if begun is not None:
                 await self._settle(given, SettleInput(given.task_id, begun.run_ids, ended.how, ended.reason))
