@@ -66,6 +66,15 @@ def _finished(store: TaskStore, task_id: str) -> bool:
     return store.get_task(task_id).state in (S.READY_FOR_REVIEW, S.FAILED)
 
 
+def _wait_finished(store: TaskStore, task_id: str, *machines: Machine) -> None:
+    try:
+        wait_until(lambda: _finished(store, task_id), "the task to finish")
+    except AssertionError as error:  # say where it stood, and what each process said last
+        said = "\n".join(f"{m.log.name}: {m.log.read_text()[-1500:]}" for m in machines if m.log.exists())
+        events = [(e.kind, e.data) for e in store.events(task_id, limit=100_000)][-6:]
+        raise AssertionError(f"{error}; {store.get_task(task_id).state}, last events {events}\n{said}") from None
+
+
 def test_queued_tasks_spread_over_two_temporal_workers(tmp_path: Path, repo: Path, temporal_server: TemporalServer,
                                                        team: Callable[..., Machine]) -> None:
     # Each task stops on a question and its round holds its worker's one place, so the other
@@ -87,7 +96,7 @@ def test_queued_tasks_spread_over_two_temporal_workers(tmp_path: Path, repo: Pat
     for task_id in tasks:
         service.answer(task_id, "No, numbers only")
     for task_id in tasks:
-        wait_until(lambda task_id=task_id: _finished(store, task_id), "the task to finish")
+        _wait_finished(store, task_id, server, one, two)
         assert store.get_task(task_id).state is S.READY_FOR_REVIEW, store.events(task_id)[-3:]
         [run] = store.runs(task_id)
         assert run.state is RunState.SUCCEEDED
@@ -115,7 +124,7 @@ def test_sigkill_of_the_temporal_worker_holding_an_attempt_and_the_other_finishe
     script(model, FIX_SCRIPT)  # what the next round's model says
     written = store.events(task.id)
     doomed.kill()
-    wait_until(lambda: _finished(store, task.id), "the task to finish")
+    _wait_finished(store, task.id, server, survivor)
 
     assert store.get_task(task.id).state is S.READY_FOR_REVIEW, store.events(task.id)[-3:]
     first, second = store.runs(task.id)
@@ -160,7 +169,7 @@ def test_an_answer_after_the_temporal_server_and_both_workers_died_resumes_the_s
         for worker in workers:
             worker.start(*TEMPORAL_WORKER)
         service.answer(task.id, "No, numbers only")
-        wait_until(lambda: _finished(store, task.id), "the task to finish")
+        _wait_finished(store, task.id, server, *workers)
 
         assert store.get_task(task.id).state is S.READY_FOR_REVIEW, store.events(task.id)[-3:]
         [run] = store.runs(task.id)  # the same run, resumed: no second one

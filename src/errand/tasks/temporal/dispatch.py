@@ -47,6 +47,7 @@ class Dispatcher:
         self.poll_interval = poll_interval
         self.worker = f"temporal:{socket.gethostname()}:{os.getpid()}"
         self._after = 0
+        self._unsent: list[Event] = []
         self._client: Client | None = None
 
     async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None,
@@ -80,10 +81,20 @@ class Dispatcher:
             id=settings.workflow_id(task_id), task_queue=settings.tasks_queue, start_signal="round")
 
     async def _forward(self) -> None:
-        events = await asyncio.to_thread(self.store.events_since, self._after, _FORWARDED)
+        """Send what people sent since the last look; what could not be sent yet is tried again
+        next time (in order, per task), without holding up the other tasks'."""
+        events = [*self._unsent, *await asyncio.to_thread(self.store.events_since, self._after, _FORWARDED)]
+        self._unsent = []
         for event in events:
-            await self._signal(event)
-            self._after = event.id
+            self._after = max(self._after, event.id)
+            if any(unsent.task_id == event.task_id for unsent in self._unsent):
+                self._unsent.append(event)  # after an earlier one of its task that waits
+                continue
+            try:
+                await self._signal(event)
+            except RPCError as error:
+                log.warning("could not signal task %s's workflow yet (%s); trying again", event.task_id, error)
+                self._unsent.append(event)
 
     async def _signal(self, event: Event) -> None:
         assert self._client is not None
@@ -100,6 +111,9 @@ class Dispatcher:
         except RPCError as error:
             if error.status is not RPCStatusCode.NOT_FOUND:
                 raise
+            task = await asyncio.to_thread(self.store.get_task, event.task_id)
+            if task.state in ACTIVE and task.state is not TaskState.PREPARING:
+                raise  # its workflow must exist (a service just restarted may not know it yet): again later
             # No workflow runs for the task: what a queued task was sent reaches its round's prompt.
 
     async def _catch_up(self) -> None:

@@ -19,6 +19,7 @@ effect is an activity's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -90,6 +91,7 @@ class TaskWorkflow:
         self.holder: str | None = None
         self.key: str | None = None
         self.deliveries: list[Any] = []
+        self.leftovers: list[Any] = []
 
     # ------------------------------------------------------------ signals
 
@@ -124,9 +126,16 @@ class TaskWorkflow:
     async def run(self, given: RoundInput) -> None:
         done = 0
         await workflow.wait_condition(lambda: self.wanted > 0)
-        while self.wanted > done:  # no await between this test and returning: a late signal is never lost
-            done += 1
-            await self._round(given)
+        while True:
+            while self.wanted > done:
+                done += 1
+                await self._round(given)
+            if not self.leftovers:
+                return  # no await between the test above and here: a late signal is never lost
+            leftovers, self.leftovers = self.leftovers, []
+            for leftover in leftovers:  # what an interrupted round's worker may still have to close
+                with contextlib.suppress(ActivityError):
+                    await leftover
 
     async def _round(self, given: RoundInput) -> None:
         self.cancelled, self.stopping, self.messages, self.holder, self.key = False, False, [], None, None
@@ -149,13 +158,23 @@ class TaskWorkflow:
             if begun is not None:
                 await self._settle(given, SettleInput(given.task_id, begun.run_ids, ended.how, ended.reason))
             if ended.how == "interrupted":
-                return  # its worker is gone, and its disk with it until it comes back
+                # Its worker is likelier gone than slow; if only slow, it ends the round's sandboxes
+                # and copies now. If gone, it removes them when it comes back.
+                if begun is not None:
+                    self.leftovers.append(self._close_handle(begun, max(heartbeat * 2, timedelta(seconds=30))))
+                return
         finally:
             await self._delivered()
+        await self._close(begun, timedelta(hours=1))
+
+    async def _close(self, begun: Begun | None, within: timedelta) -> None:
         if begun is not None:
-            await workflow.execute_activity("errand.close", args=[begun.key, list(begun.run_ids)],
-                                            task_queue=begun.holder, start_to_close_timeout=_QUICK,
-                                            schedule_to_close_timeout=timedelta(hours=1), retry_policy=_STORE_RETRIES)
+            await self._close_handle(begun, within)
+
+    def _close_handle(self, begun: Begun, within: timedelta) -> Any:
+        return workflow.start_activity("errand.close", args=[begun.key, list(begun.run_ids)], task_queue=begun.holder,
+                                       start_to_close_timeout=_QUICK, schedule_to_close_timeout=within,
+                                       retry_policy=_STORE_RETRIES)
 
     async def _attempts(self, prepared: Prepared, heartbeat: timedelta) -> None:
         """The round's attempts side by side; the first that ends the round stops the others."""
