@@ -53,8 +53,8 @@ from typing import Any
 from errand import _settings
 from errand.errors import SandboxError
 from errand.sandbox import AsyncSandbox, Image, Sandbox, _gc
-from errand.sandbox._cgroups import Cgroup
-from errand.sandbox.layers import LayerStore
+from errand.sandbox._backends.cgroups import Cgroup
+from errand.sandbox._images.layers import LayerStore
 
 TRUE = "/usr/bin/true"
 BWRAP_ARGS = ["--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
@@ -743,7 +743,7 @@ def leaks(before: dict[str, Any], timeout: float = 10.0) -> dict[str, list[Any]]
 
 def sweep_own_sandboxes() -> list[str]:
     """Last resort: end any sandbox this process still owns (e.g. one created by a cancelled gather)."""
-    from errand.sandbox._registry import records
+    from errand.sandbox._backends.registry import records
     from errand.sandbox.backend import get_backend
 
     swept = []

@@ -30,3 +30,15 @@ def errand_dirs() -> Iterator[None]:
 
 from postgres import postgres_cluster, postgres_url  # noqa: E402, F401 - fixtures for every test directory
 from temporal import temporal_queue, temporal_server  # noqa: E402, F401
+
+# The escape battery, wherever its tests sit beside what they test: `pytest -m security`.
+SECURITY = ("security/", "server/test_security.py", "cli/test_escapes.py", "engine/test_host_trust.py",
+            "sandbox/test_seccomp.py", "forge/test_webhook.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    root = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        where = os.path.relpath(str(item.path), root)
+        if where.startswith(SECURITY[0]) or where in SECURITY[1:]:
+            item.add_marker(pytest.mark.security)

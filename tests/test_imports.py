@@ -50,3 +50,35 @@ def test_the_walk_sees_a_reach_around() -> None:
     """The check above would catch one: a private module of another package is named."""
     assert _private_owner("errand.sandbox._gc") == "errand.sandbox"
     assert _private_owner("errand.sandbox.image") is None
+
+
+# The layer map of DESIGN.md and the README, bottom first: each layer imports only the layers
+# beneath it. ``core`` is errand's root modules (errors, settings, the database); the
+# migrations sit on top, since they hold every layer's tables.
+LAYERS = ("core", "sandbox", "models", "memory", "repo", "agent", "tasks", "eval", "forge", "server", "cli",
+          "migrations")
+
+
+def _layer(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "core"
+
+
+def _graph() -> dict[str, set[str]]:
+    """Every errand module and the errand modules it imports, lazily or not (``from errand
+    import _settings`` imports ``errand._settings``, not the package's ``__init__``)."""
+    modules = dict(_modules())
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set(_imported(name, path))
+        graph[name] = {target for target in targets if target in modules and target != name
+                       and not (target == "errand" and any(t.startswith("errand.") and t in modules
+                                                           for t in targets))}
+    return graph
+
+
+def test_no_layer_imports_a_layer_above_it() -> None:
+    upward = sorted((name, target) for name, targets in _graph().items() for target in targets
+                    if name != "errand.__main__" and name != "errand"
+                    and LAYERS.index(_layer(target)) > LAYERS.index(_layer(name)))
+    assert upward == []

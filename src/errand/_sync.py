@@ -79,13 +79,21 @@ def synchronize(async_class: type, name: str, doc: str | None = None) -> type:
 
     namespace["__init__"] = __init__
     namespace["__getattr__"] = __getattr__
-    for attribute, member in vars(async_class).items():
+    for attribute, member in _members(async_class).items():
         made = _derive(attribute, member)
         if made is not None:
             namespace[_sync_name(attribute)] = made
     cls = type(name, (), namespace)
     _WRAPPERS[async_class] = cls
     return cls
+
+
+def _members(async_class: type) -> dict[str, Any]:
+    """The class's own members and those it inherits (AsyncSandbox's come mostly from its base)."""
+    members: dict[str, Any] = {}
+    for klass in reversed(async_class.__mro__[:-1]):  # not object's
+        members.update(vars(klass))
+    return members
 
 
 def _sync_name(attribute: str) -> str:

@@ -2,18 +2,39 @@
 
 Every error errand raises on purpose is an :class:`ErrandError`. Branch on the
 class or on ``.code`` (a stable, machine-readable string), never on the message,
-which is written for people and may change::
+which is written for people and may change. This module holds the sandbox's
+errors; each other layer keeps its own in its ``errors`` module, and the whole
+tree is drawn here (a test holds the drawing to the classes)::
 
     ErrandError
     ├── ConfigError              bad input: a value object, path or option was rejected;
-    │                            nothing was created
+    │   │                        nothing was created
+    │   └── EvalError            an evaluation's dataset or options are wrong   (eval.errors)
     ├── BackendUnavailable       an isolation backend cannot run on this machine
     ├── ImageBuildError          an image build step failed (carries the step and its log)
-    └── SandboxError             something went wrong with a particular sandbox
-        ├── SandboxNotFound      no live sandbox has that id
-        ├── SandboxTerminated    the sandbox ended (terminated, timed out, owner died)
-        ├── ExecTimeout          a command ran past its own timeout and was killed
-        └── FilesError           a files-API call failed (carries the path and errno)
+    ├── SandboxError             something went wrong with a particular sandbox
+    │   ├── SandboxNotFound      no live sandbox has that id
+    │   ├── SandboxTerminated    the sandbox ended (terminated, timed out, owner died)
+    │   ├── ExecTimeout          a command ran past its own timeout and was killed
+    │   └── FilesError           a files-API call failed (carries the path and errno)
+    ├── ModelError               a model provider refused or failed a call      (models.errors)
+    ├── RepoError                a repository, working copy or accept failed    (repo.errors)
+    ├── MemoryStoreError         project memory refused a change                (memory.errors)
+    │   ├── MemoryNotFound       no memory has that id
+    │   ├── InvalidMemory        the memory's text or fields are not acceptable
+    │   └── SecretRefused        the text looks like a secret; nothing was stored
+    ├── TaskError                a task or run could not be changed as asked    (tasks.errors)
+    │   ├── TaskNotFound         no task has that id
+    │   ├── IllegalTransition    the lifecycle forbids ``current → target``
+    │   ├── StateConflict        the task was not in the state the caller expected
+    │   ├── WrongState           the task's state does not allow the action
+    │   ├── RunNotFound          no run has that id
+    │   └── RunNotRunning        the run has already ended
+    ├── SetupFailed              a setup command of errand.toml failed          (tasks.errors)
+    ├── EngineBusy               another worker already serves this home        (tasks.errors)
+    ├── ForgeError               a forge (GitHub...) refused or failed a call   (forge.errors)
+    ├── ServerError              the server is unreachable or not errand's API  (server.errors)
+    └── CsrfError                a form post without its CSRF token was refused (server.errors)
 """
 
 from __future__ import annotations

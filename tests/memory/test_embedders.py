@@ -16,7 +16,7 @@ import pytest
 
 from errand.errors import ConfigError
 from errand.memory import E5Embedder, default_embedder, embedders
-from errand.sandbox._cgroups import Cgroup, Limits
+from errand.sandbox._backends.cgroups import Cgroup, Limits
 
 
 def test_vectors_are_unit_length_and_meaningful(embedder: E5Embedder) -> None:

@@ -34,7 +34,7 @@ def _stub_methods() -> dict[str, dict[str, list[str]]]:
 def test_stub_matches_the_async_class(name: str) -> None:
     stub = _stub_methods()[name]
     async_class = PAIRS[name]
-    public = {attr for attr, member in vars(async_class).items() if not attr.startswith("_")
+    public = {attr for attr, member in inspect.getmembers_static(async_class) if not attr.startswith("_")
               and (inspect.isfunction(member) or isinstance(member, classmethod | property))}
     assert {ALIASES.get(method, method) for method in stub} >= public, "stub lacks methods"
     for method, parameters in stub.items():

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from errand.errors import BackendUnavailable, ConfigError, SandboxNotFound
-from errand.sandbox import _cgroups
-from errand.sandbox._cgroups import Cgroup, Limits
+from errand.sandbox._backends import cgroups
+from errand.sandbox._backends.cgroups import Cgroup, Limits
 
 MiB = 1 << 20
 UNIFIED = "/sys/fs/cgroup/unified"  # the cgroup2 part of a hybrid layout
@@ -165,7 +165,7 @@ PURE_V2 = """\
 
 
 def test_mountinfo_hybrid() -> None:
-    v1, v2 = _cgroups._parse_mountinfo(HYBRID)
+    v1, v2 = cgroups._parse_mountinfo(HYBRID)
     assert v1 == {"memory": "/sys/fs/cgroup/memory", "pids": "/sys/fs/cgroup/pids",
                   "cpu": "/sys/fs/cgroup/cpu,cpuacct", "cpuacct": "/sys/fs/cgroup/cpu,cpuacct",
                   "freezer": "/sys/fs/cgroup/freezer"}  # co-mounted cpu,cpuacct: one directory, both
@@ -174,21 +174,21 @@ def test_mountinfo_hybrid() -> None:
 
 
 def test_mountinfo_pure_v2_and_escapes() -> None:
-    assert _cgroups._parse_mountinfo(PURE_V2) == ({}, "/sys/fs/cgroup")
+    assert cgroups._parse_mountinfo(PURE_V2) == ({}, "/sys/fs/cgroup")
     line = "50 41 0:32 / /mnt/a\\040b rw - cgroup cgroup rw,pids\n"
-    assert _cgroups._parse_mountinfo(line) == ({"pids": "/mnt/a b"}, None)
+    assert cgroups._parse_mountinfo(line) == ({"pids": "/mnt/a b"}, None)
 
 
 def test_v2_limit_files() -> None:
-    writes = _cgroups._v2_writes(Limits(memory_bytes=64 * MiB, pids=16, cpus=1.5))
+    writes = cgroups._v2_writes(Limits(memory_bytes=64 * MiB, pids=16, cpus=1.5))
     assert [(w.file, w.value) for w in writes] == [
         ("memory.max", str(64 * MiB)), ("memory.swap.max", "0"), ("pids.max", "16"),
         ("cpu.max", "150000 100000")]
-    assert _cgroups._v2_writes(Limits()) == []
+    assert cgroups._v2_writes(Limits()) == []
 
 
 def test_v1_limit_files_write_the_memory_limit_before_memsw() -> None:
-    files = [w.file for w in _cgroups._v1_writes(Limits(memory_bytes=MiB, pids=1, cpus=1))]
+    files = [w.file for w in cgroups._v1_writes(Limits(memory_bytes=MiB, pids=1, cpus=1))]
     assert files == ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "pids.max",
                      "cpu.cfs_period_us", "cpu.cfs_quota_us"]
 
@@ -322,18 +322,18 @@ def kill_layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     On a hybrid machine the detected layout kills with cgroup.kill; "v1-only" drops the
     unified hierarchy so the freeze/SIGKILL/thaw loop is exercised for real.
     """
-    real = _cgroups._layout()
+    real = cgroups._layout()
     if request.param == "v1-only":
         if not real.v1:
             pytest.skip("no v1 hierarchies here")
-        layout = _cgroups._Layout(real.v1, None, frozenset())
+        layout = cgroups._Layout(real.v1, None, frozenset())
     elif request.param == "v2-only":
         if real.v2 is None or (real.v1 and real.v2 != UNIFIED):
             pytest.skip("no separate cgroup2 hierarchy here")
-        layout = _cgroups._Layout((), real.v2, real.v2_controllers)
+        layout = cgroups._Layout((), real.v2, real.v2_controllers)
     else:
         layout = real
-    monkeypatch.setattr(_cgroups, "_layout", lambda: layout)
+    monkeypatch.setattr(cgroups, "_layout", lambda: layout)
     return str(request.param)
 
 
@@ -442,7 +442,7 @@ def test_a_failed_limit_write_leaves_nothing(name: str, monkeypatch: pytest.Monk
     def refuse(path: str, value: str) -> None:
         raise OSError(errno.EINVAL, "refused", path)
 
-    monkeypatch.setattr(_cgroups, "_write", refuse)
+    monkeypatch.setattr(cgroups, "_write", refuse)
     with pytest.raises(BackendUnavailable):
         Cgroup.create(name, Limits(pids=4))
     assert not any(os.path.exists(os.path.join(parent, name)) for parent in parents)
@@ -456,16 +456,16 @@ needs_unified = pytest.mark.skipif(
 
 
 @pytest.fixture
-def v2_only(monkeypatch: pytest.MonkeyPatch) -> _cgroups._Layout:
+def v2_only(monkeypatch: pytest.MonkeyPatch) -> cgroups._Layout:
     """Pretend the machine is pure v2, with the unified hierarchy as its only one."""
     controllers = frozenset(read(os.path.join(UNIFIED, "cgroup.controllers")).split())
-    layout = _cgroups._Layout(v1=(), v2=UNIFIED, v2_controllers=controllers)
-    monkeypatch.setattr(_cgroups, "_layout", lambda: layout)
+    layout = cgroups._Layout(v1=(), v2=UNIFIED, v2_controllers=controllers)
+    monkeypatch.setattr(cgroups, "_layout", lambda: layout)
     return layout
 
 
 @needs_unified
-def test_v2_group_lifecycle(v2_only: _cgroups._Layout, name: str) -> None:
+def test_v2_group_lifecycle(v2_only: cgroups._Layout, name: str) -> None:
     group = Cgroup.create(name, Limits())
     try:
         assert group.procs_files() == [f"{UNIFIED}/errand/{name}/cgroup.procs"]
@@ -487,7 +487,7 @@ def test_v2_group_lifecycle(v2_only: _cgroups._Layout, name: str) -> None:
 
 
 @needs_unified
-def test_v2_missing_controller_is_backend_unavailable(v2_only: _cgroups._Layout, name: str) -> None:
+def test_v2_missing_controller_is_backend_unavailable(v2_only: cgroups._Layout, name: str) -> None:
     assert "memory" not in v2_only.v2_controllers  # true on a hybrid machine
     with pytest.raises(BackendUnavailable):
         Cgroup.create(name, Limits(memory_bytes=64 * MiB))

@@ -21,7 +21,7 @@ import pytest
 from errand import _settings
 from errand.errors import BackendUnavailable, ConfigError, ImageBuildError
 from errand.sandbox import Image, Sandbox
-from errand.sandbox._debian import (
+from errand.sandbox._images.debian import (
     AptSource,
     apt_sources,
     choose_mirror,
@@ -30,7 +30,7 @@ from errand.sandbox._debian import (
     parse_one_line,
     shift_ids,
 )
-from errand.sandbox.layers import ImageConfig, LayerStore
+from errand.sandbox._images.layers import ImageConfig, LayerStore
 
 MAIN = "http://mirror.example/debian"
 SECURITY = "http://mirror.example/debian-security"

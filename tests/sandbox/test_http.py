@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from errand.sandbox._http import BadMessage, Framing, copy_body, parse_request, parse_response
+from errand.sandbox._egress.http import BadMessage, Framing, copy_body, parse_request, parse_response
 
 
 def head(*lines: str, request_line: str = "POST http://example.org/ HTTP/1.1") -> bytes:

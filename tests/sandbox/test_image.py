@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from errand import ConfigError, Image, ImageBuildError, Sandbox
-from errand.sandbox.layers import LayerStore
+from errand.sandbox._images.layers import LayerStore
 
 
 def _build(image: Image) -> tuple[list[str], object]:
@@ -116,3 +116,14 @@ def test_build_steps_run_as_a_capable_root_but_sandboxes_do_not(tmp_path: Path) 
         runtime = sandbox.run("grep", "CapEff", "/proc/self/status").stdout
         assert int(runtime.split()[1], 16) == 0
         assert sandbox.run("chown", "1000", "/tmp").exit_code != 0
+
+
+def test_a_build_into_a_store_of_its_own_keeps_every_layer_there(tmp_path: Path) -> None:
+    store = LayerStore(tmp_path / "home")
+    image = Image.base().run(f"echo own-{tmp_path.name} > /own")
+    config = image.build(store=store)
+    assert all(store.has(layer) for layer in config.layers)
+    assert not LayerStore().has(config.layers[-1])  # nothing of it in errand's home
+    lines: list[str] = []
+    image.build(log=lines.append, store=store)
+    assert [line.split()[0] for line in lines if line.startswith(("STEP", "CACHED"))] == ["CACHED"]

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from errand import Mount, Resources, Sandbox, SandboxError, _settings
-from errand.sandbox import _gc, _writable
-from errand.sandbox._cgroups import Cgroup, Limits
-from errand.sandbox._registry import Record
+from errand.sandbox._backends import gc, writable
+from errand.sandbox._backends.cgroups import Cgroup, Limits
+from errand.sandbox._backends.registry import Record
 from hostfacts import loop_devices
 
 
@@ -77,7 +77,7 @@ def _settled(before: dict[str, set[object]], timeout: float = 10.0) -> dict[str,
 def test_two_hundred_cycles_leave_nothing(tmp_path: Path, backend: str) -> None:
     (tmp_path / "repo").mkdir()
     (tmp_path / "repo" / "file.txt").write_text("content")
-    _gc.collect()
+    gc.collect()
     before = _snapshot_of_host()
     for n in range(200):
         mounts = [Mount.copy(tmp_path / "repo", "/workspace")] if n % 10 == 0 else []
@@ -104,7 +104,7 @@ CHILD = textwrap.dedent("""
 
 @pytest.mark.parametrize("count", [1, 3])
 def test_sigkilled_owner_then_gc_leaves_nothing(count: int, backend: str) -> None:
-    _gc.collect()
+    gc.collect()
     before = _snapshot_of_host()
     children = [subprocess.Popen([sys.executable, "-c", CHILD, backend], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  text=True) for _ in range(count)]
@@ -121,7 +121,7 @@ def test_sigkilled_owner_then_gc_leaves_nothing(count: int, backend: str) -> Non
         for child in children:
             child.send_signal(signal.SIGKILL)
             child.wait()
-    report = _gc.collect()
+    report = gc.collect()
     assert set(ids) <= set(report.sandboxes)
     assert not any(_settled(before).values()), _settled(before, 0)
 
@@ -138,7 +138,7 @@ DISK_CHILD = textwrap.dedent("""
 
 
 def test_a_disk_backed_sandbox_of_a_sigkilled_owner_leaves_no_loop_device_after_gc(backend: str) -> None:
-    _gc.collect()
+    gc.collect()
     before = _snapshot_of_host()
     child = subprocess.Popen([sys.executable, "-c", DISK_CHILD, backend], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
@@ -151,7 +151,7 @@ def test_a_disk_backed_sandbox_of_a_sigkilled_owner_leaves_no_loop_device_after_
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
-    assert sandbox_id in _gc.collect().sandboxes
+    assert sandbox_id in gc.collect().sandboxes
     assert not any(_settled(before).values()), _settled(before, 0)
 
 
@@ -165,7 +165,7 @@ def test_a_launcher_that_dies_after_attaching_its_disk_leaves_no_loop_device(
             handle.truncate(size)
         return garbage
 
-    monkeypatch.setattr(_writable, "_template", unmountable)
+    monkeypatch.setattr(writable, "_template", unmountable)
     logs: list[str] = []
     remove_files = Record.remove_files
     monkeypatch.setattr(Record, "remove_files", lambda record: (logs.append(record.log_tail()), remove_files(record)))
@@ -182,7 +182,7 @@ def test_a_launcher_that_dies_after_attaching_its_disk_leaves_no_loop_device(
 def test_gc_reaps_a_sandbox_whose_owner_died_but_processes_live(backend: str) -> None:
     """A detached-by-accident case: the owner is gone, the sandbox is not (e.g. owner was SIGKILLed
     between fork and prctl). gc must end it, not just tidy after it."""
-    _gc.collect()
+    gc.collect()
     before = _snapshot_of_host()
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import sys
@@ -194,7 +194,7 @@ def test_gc_reaps_a_sandbox_whose_owner_died_but_processes_live(backend: str) ->
     _ours.add(sandbox_id)
     assert sandbox_id in {info.id for info in Sandbox.list()}
     # Detached sandboxes belong to no process: gc leaves them alone while they run.
-    assert sandbox_id not in _gc.collect().sandboxes
+    assert sandbox_id not in gc.collect().sandboxes
     Sandbox.from_id(sandbox_id).terminate()
     assert sandbox_id not in {info.id for info in Sandbox.list()}
     assert not any(_settled(before).values()), _settled(before, 0)
@@ -248,7 +248,7 @@ def test_gc_spares_a_sandbox_another_process_starts_while_it_runs(monkeypatch: p
 
     monkeypatch.setattr(Cgroup, "list_names", list_while_a_sandbox_starts)
     try:
-        report = _gc.collect()
+        report = gc.collect()
         assert name not in report.cgroups
         assert name in listed() and directory.is_dir()
     finally:
@@ -260,29 +260,29 @@ def test_gc_reaps_a_disk_image_and_a_loop_device_their_sandbox_left() -> None:
     """An image whose launcher died before taking it, and a device still bound to the image of
     a sandbox that is gone (the kernel detaches errand's own at their last close; this one was
     bound without that flag, as a mount outliving its sandbox would hold it)."""
-    scratch = _settings.home() / "scratch"
-    scratch.mkdir(parents=True, exist_ok=True)
-    left, bound = scratch / "sb-gcdiskaaaaa-disk", scratch / "sb-gcloopaaaaa-disk"
-    for image in (left, bound):
-        with open(image, "wb") as handle:
-            handle.truncate(16 * 1024 * 1024)
-    an_hour_ago = time.time() - 3600
-    os.utime(left, (an_hour_ago, an_hour_ago))
-    device = subprocess.run(["losetup", "--find", "--show", str(bound)], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    try:
-        with Sandbox.create(resources=Resources(memory="64MiB", disk="128MiB"), timeout=60) as live:
-            live.run("true")
+    with Sandbox.create(resources=Resources(memory="64MiB", disk="128MiB"), timeout=60) as live:
+        # Made once a sandbox runs: the first sandbox of a process collects garbage itself.
+        live.run("true")
+        scratch = _settings.home() / "scratch"
+        left, bound = scratch / "sb-gcdiskaaaaa-disk", scratch / "sb-gcloopaaaaa-disk"
+        for image in (left, bound):
+            with open(image, "wb") as handle:
+                handle.truncate(16 * 1024 * 1024)
+        an_hour_ago = time.time() - 3600
+        os.utime(left, (an_hour_ago, an_hour_ago))
+        device = subprocess.run(["losetup", "--find", "--show", str(bound)], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        try:
             mine = loop_devices() - {device}
-            report = _gc.collect()
+            report = gc.collect()
             assert left.name in report.scratch and not left.exists()
             assert report.loop_devices == [device.removeprefix("/dev/")]
             assert device not in loop_devices()
             assert mine and mine <= loop_devices(), "gc detached a live sandbox's disk"
             assert live.run("sh", "-c", "echo ok > /f && cat /f").stdout == "ok\n"
-    finally:
-        subprocess.run(["losetup", "--detach", device], capture_output=True)
-        bound.unlink()
+        finally:
+            subprocess.run(["losetup", "--detach", device], capture_output=True)
+            bound.unlink()
 
 
 def test_gc_spares_a_young_scratch_copy_and_reaps_an_old_one() -> None:
@@ -295,7 +295,7 @@ def test_gc_spares_a_young_scratch_copy_and_reaps_an_old_one() -> None:
     an_hour_ago = time.time() - 3600
     os.utime(old, (an_hour_ago, an_hour_ago))
     try:
-        report = _gc.collect()
+        report = gc.collect()
         assert old.name in report.scratch and not old.exists()
         assert young.name not in report.scratch and young.is_dir()
     finally:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from errand.errors import BackendUnavailable
-from errand.sandbox import _seccomp
-from errand.sandbox._seccomp import build_filter, decode, filter_fd
+from errand.sandbox._backends import seccomp
+from errand.sandbox._backends.seccomp import build_filter, decode, filter_fd
 
 MACHINES = ("x86_64", "aarch64")
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
@@ -40,32 +40,32 @@ def run_bpf(program: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> i
     insns, pc, acc = decode(program), 0, 0
     while True:
         code, jt, jf, k = insns[pc]
-        if code == _seccomp.RET_K:
+        if code == seccomp.RET_K:
             return k
-        if code == _seccomp.LD_W_ABS:
+        if code == seccomp.LD_W_ABS:
             acc, pc = words.get(k, 0), pc + 1
-        elif code == _seccomp.JEQ_K:
+        elif code == seccomp.JEQ_K:
             pc += 1 + (jt if acc == k else jf)
-        elif code == _seccomp.JSET_K:
+        elif code == seccomp.JSET_K:
             pc += 1 + (jt if acc & k else jf)
         else:
             raise AssertionError(f"unexpected opcode {code:#x} at {pc}")
 
 
-EPERM = _seccomp.RET_ERRNO | errno.EPERM
-ENOSYS = _seccomp.RET_ERRNO | errno.ENOSYS
-ALLOW = _seccomp.RET_ALLOW
+EPERM = seccomp.RET_ERRNO | errno.EPERM
+ENOSYS = seccomp.RET_ERRNO | errno.ENOSYS
+ALLOW = seccomp.RET_ALLOW
 
 
 def nr_of(machine: str, name: str) -> int:
-    number = _seccomp._SYSCALLS[name][MACHINES.index(machine)]
+    number = seccomp._SYSCALLS[name][MACHINES.index(machine)]
     assert number is not None
     return number
 
 
 def denied_names(machine: str) -> list[str]:
-    names = [name for group in _seccomp._DENIED for name in group]
-    return [n for n in names if _seccomp._SYSCALLS[n][MACHINES.index(machine)] is not None]
+    names = [name for group in seccomp._DENIED for name in group]
+    return [n for n in names if seccomp._SYSCALLS[n][MACHINES.index(machine)] is not None]
 
 
 # --- the program's shape -------------------------------------------------------
@@ -76,17 +76,17 @@ def test_program_shape(machine: str) -> None:
     assert len(program) % 8 == 0
     insns = decode(program)
     assert 0 < len(insns) < 4096
-    assert insns[0] == (_seccomp.LD_W_ABS, 0, 0, 4)  # load seccomp_data.arch first
-    assert insns[1][0] == _seccomp.JEQ_K and insns[1][3] == AUDIT_ARCH[machine]
-    assert insns[-1][0] == _seccomp.RET_K
+    assert insns[0] == (seccomp.LD_W_ABS, 0, 0, 4)  # load seccomp_data.arch first
+    assert insns[1][0] == seccomp.JEQ_K and insns[1][3] == AUDIT_ARCH[machine]
+    assert insns[-1][0] == seccomp.RET_K
     for pc, (code, jt, jf, _) in enumerate(insns):  # every jump lands inside the program
-        if code in (_seccomp.JEQ_K, _seccomp.JSET_K):
+        if code in (seccomp.JEQ_K, seccomp.JSET_K):
             assert pc + 1 + max(jt, jf) < len(insns)
 
 
 def test_numbers_differ_per_arch() -> None:
     def compared(machine: str) -> set[int]:
-        return {k for code, _, _, k in decode(build_filter(machine)) if code == _seccomp.JEQ_K}
+        return {k for code, _, _, k in decode(build_filter(machine)) if code == seccomp.JEQ_K}
 
     assert 165 in compared("x86_64") and 40 not in compared("x86_64")
     assert 40 in compared("aarch64") and 165 not in compared("aarch64")
@@ -108,10 +108,10 @@ def test_unknown_machine_raises(machine: str) -> None:
 
 
 def test_assembler_rejects_long_jumps() -> None:
-    ret: _seccomp._Insn = (_seccomp.RET_K, 0, 0, 0)
-    far: list[_seccomp._Insn | str] = [(_seccomp.JEQ_K, "end", 0, 1), *[ret] * 256, "end", ret]
+    ret: seccomp._Insn = (seccomp.RET_K, 0, 0, 0)
+    far: list[seccomp._Insn | str] = [(seccomp.JEQ_K, "end", 0, 1), *[ret] * 256, "end", ret]
     with pytest.raises(ValueError, match="out of range"):
-        _seccomp._assemble(far)
+        seccomp._assemble(far)
 
 
 def test_filter_fd_holds_program_at_offset_zero() -> None:
@@ -134,7 +134,7 @@ def test_numbers_match_kernel_headers(header: str, column: int) -> None:
         pytest.skip(f"{header} not installed")
     pattern = re.compile(r"^#define __NR(?:3264)?_(\w+)\s+(\d+)\s*$", re.MULTILINE)
     defined = {m[1]: int(m[2]) for m in pattern.finditer(path.read_text())}
-    for name, numbers in _seccomp._SYSCALLS.items():
+    for name, numbers in seccomp._SYSCALLS.items():
         assert defined.get(name) == numbers[column], name
 
 
@@ -150,7 +150,7 @@ def test_policy_decisions(machine: str) -> None:
 
     for name in denied_names(machine):
         assert verdict(name) == EPERM, name
-    assert run_bpf(program, nr_of(machine, "mount"), 0x40000003) == _seccomp.RET_KILL_PROCESS  # i386
+    assert run_bpf(program, nr_of(machine, "mount"), 0x40000003) == seccomp.RET_KILL_PROCESS  # i386
     assert verdict("clone3") == ENOSYS
     assert verdict("clone", SIGCHLD) == ALLOW
     assert verdict("clone", 0x003D0F00) == ALLOW  # glibc's pthread_create flags
@@ -263,7 +263,7 @@ def test_denied_with_eperm(probe: str) -> None:
 @pytest.mark.parametrize("probe", PROBES)
 def test_probe_is_not_denied_without_filter(probe: str) -> None:
     """Control: under an allow-everything filter the same call is not refused with EPERM."""
-    allow_all = _seccomp._assemble([(_seccomp.RET_K, 0, 0, _seccomp.RET_ALLOW)])
+    allow_all = seccomp._assemble([(seccomp.RET_K, 0, 0, seccomp.RET_ALLOW)])
     assert python(PROBES[probe], program=allow_all, extra=ALL_CAPS) != "EPERM"
 
 

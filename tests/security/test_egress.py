@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 
 from errand import AsyncSandbox, ConfigError, Network, Sandbox, SandboxError
-from errand.sandbox._egress import EgressEvent
-from errand.sandbox.sandbox import _egress_proxy
+from errand.sandbox._egress.proxy import EgressEvent
+from errand.sandbox._handle import _egress_proxy
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from nethosts import (

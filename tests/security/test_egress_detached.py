@@ -38,7 +38,7 @@ def _supervisors(sandbox_id: str) -> list[int]:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"errand.sandbox._supervisor" in cmdline and sandbox_id.encode() in cmdline:
+        if b"errand.sandbox._egress.supervisor" in cmdline and sandbox_id.encode() in cmdline:
             found.append(int(entry))
     return found
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from errand import AsyncSandbox, Network
-from errand.sandbox.sandbox import _egress_proxy
+from errand.sandbox._handle import _egress_proxy
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from nethosts import ALLOWED, EgressHosts, TestCA

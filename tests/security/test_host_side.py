@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from errand import FilesError, Mount, Network, Sandbox
-from errand.sandbox import _gc
-from errand.sandbox.layers import LayerStore
+from errand.sandbox._backends import gc
+from errand.sandbox._images.layers import LayerStore
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the namespace backend runs as root")
 
@@ -93,8 +93,8 @@ def test_gc_ends_a_detached_sandbox_past_its_lifetime(backend: str) -> None:
     sandbox = Sandbox.from_id(created.stdout.strip())
     try:
         sandbox.exec("kill", "-STOP", AGENT_PID[backend])
-        time.sleep(1 + _gc._DEADLINE_GRACE + 0.5)
-        assert sandbox.id in _gc.collect().sandboxes
+        time.sleep(1 + gc._DEADLINE_GRACE + 0.5)
+        assert sandbox.id in gc.collect().sandboxes
         assert sandbox.id not in {info.id for info in Sandbox.list()}
     finally:
         sandbox.terminate()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from errand.cli_events import EVENT_LINES
+from errand.cli.events import EVENT_LINES
 from errand.server.eventview import RENDER
 from errand.tasks.events import KINDS, OUTPUT_KINDS
 

@@ -32,7 +32,7 @@ How the task engine uses it (every call is synchronous; one store per process)::
     # The task page: store.uses(task.id) → [(Memory, "given" | "recalled" | "used"), ...]
 
 People see and change memories with ``errand memory ls|show|add|edit|rm|approve|reject``
-(:data:`errand.memory.cli.memory_app`). Errors are :class:`MemoryStoreError` and its children.
+(:data:`errand.cli.memory.memory_app`). Errors are :class:`MemoryStoreError` and its children.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 from typing import TYPE_CHECKING
 
 from errand._sync import synchronize
-from errand.sandbox._egress import EgressEvent
-from errand.sandbox._gc import GcReport
-from errand.sandbox._gc import collect as collect_garbage
+from errand.sandbox._backends.gc import GcReport
+from errand.sandbox._backends.gc import collect as collect_garbage
+from errand.sandbox._egress.proxy import EgressEvent
 from errand.sandbox.backend import SandboxUsage
 from errand.sandbox.config import Mount, Resources
 from errand.sandbox.files import AsyncFiles, FileInfo

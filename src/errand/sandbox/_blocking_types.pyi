@@ -10,7 +10,7 @@ import builtins
 import signal as signals
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from errand.sandbox._egress import EgressEvent
+from errand.sandbox._egress.proxy import EgressEvent
 from errand.sandbox.backend import SandboxUsage
 from errand.sandbox.config import Mount, Resources
 from errand.sandbox.files import FileInfo

@@ -1,30 +1,25 @@
 """The interface every isolation backend implements: namespaces (bubblewrap) and gVisor (runsc).
 
-A backend starts a sandbox from a :class:`SandboxSpec` and hands back a
-:class:`Record`; everything after start — exec, files, snapshots — speaks the
-agent protocol over the record's control socket, the same for every backend.
+A backend starts a sandbox from a :class:`SandboxSpec` and hands back what it
+:class:`Started`; everything after start — exec, files, snapshots — speaks the
+agent protocol over the record's control socket, and pausing and accounting
+work on the sandbox's cgroup, the same for every backend.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from errand.sandbox._registry import Record
-from errand.sandbox._spec import SandboxSpec
+from errand.errors import ConfigError
+from errand.sandbox._backends.cgroups import SandboxUsage
+from errand.sandbox._backends.gvisor import GVisorBackend
+from errand.sandbox._backends.namespace import NamespaceBackend
+from errand.sandbox._backends.registry import Record
+from errand.sandbox._backends.spec import SandboxSpec, Started
+from errand.sandbox._images.layers import LayerStore
 
 __all__ = ["Backend", "SandboxUsage", "get_backend"]
-
-
-@dataclass(frozen=True)
-class SandboxUsage:
-    """What a sandbox's processes use, from its cgroup: CPU seconds so far (None where the
-    machine's cgroups do not count them), memory charged now and at its peak, in bytes."""
-
-    cpu_seconds: float | None
-    memory_bytes: int
-    memory_peak_bytes: int | None
 
 
 class Backend(Protocol):
@@ -33,7 +28,7 @@ class Backend(Protocol):
     def check(self) -> None:
         """Raise BackendUnavailable if this backend cannot run on this machine."""
 
-    def start(self, spec: SandboxSpec, copy_layers: list[Path]) -> Record:
+    def start(self, spec: SandboxSpec, copy_layers: list[Path]) -> Started:
         """Start the sandbox over its image's layers plus ``copy_layers`` (its Mount.copy trees).
 
         Returns at once: the agent's socket already accepts connections, and
@@ -48,24 +43,11 @@ class Backend(Protocol):
     def upper_dir(self, record: Record) -> Path:
         """The sandbox's writable layer as the host sees it (for snapshots)."""
 
-    def freeze(self, record: Record) -> None: ...
 
-    def thaw(self, record: Record) -> None: ...
-
-    def memory_usage(self, record: Record) -> int: ...
-
-    def usage(self, record: Record) -> SandboxUsage: ...
-
-
-def get_backend(name: str) -> Backend:
-    from errand.errors import ConfigError
-
+def get_backend(name: str, store: LayerStore | None = None) -> Backend:
+    """The tier called ``name``, over the layers of ``store`` (default: errand's home)."""
     if name in ("namespace", "bwrap"):
-        from errand.sandbox._namespace import NamespaceBackend
-
-        return NamespaceBackend()
+        return NamespaceBackend(store)
     if name == "gvisor":
-        from errand.sandbox._gvisor import GVisorBackend
-
-        return GVisorBackend()
+        return GVisorBackend(store)
     raise ConfigError(f"unknown isolation {name!r}; choose 'namespace' or 'gvisor'", code="unknown_backend")

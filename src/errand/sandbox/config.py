@@ -8,13 +8,14 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
 from errand.errors import ConfigError
 
-__all__ = ["Mount", "Resources", "parse_size", "sandbox_path"]
+__all__ = ["Mount", "Resources", "check_env", "parse_size", "sandbox_path"]
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
@@ -58,6 +59,16 @@ def sandbox_path(path: str, *, what: str) -> str:
     if ".." in path.split("/"):
         raise ConfigError(f"{what} must not contain '..': {path!r}", code="invalid_path")
     return posixpath.normpath(path).replace("//", "/")
+
+
+def check_env(env: Mapping[str, str]) -> None:
+    """Validate environment variables given to a sandbox or a command."""
+    for name, value in env.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            raise ConfigError(f"bad environment variable name {name!r}", code="invalid_env")
+        if not isinstance(value, str) or "\0" in value:
+            raise ConfigError(f"environment variable {name} must be a string without NUL bytes",
+                              code="invalid_env")
 
 
 @dataclass(frozen=True)

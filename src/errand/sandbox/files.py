@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from errand.errors import ConfigError, FilesError, SandboxError
-from errand.sandbox._channel import AgentChannel, AgentReply
+from errand.sandbox._backends.channel import AgentChannel, AgentReply
 
 __all__ = ["MAX_READ", "AsyncFiles", "FileInfo"]
 

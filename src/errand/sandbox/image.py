@@ -8,45 +8,25 @@ rebuild starts from the first step that changed.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from errand._sync import run_sync
 from errand.errors import ConfigError
+from errand.sandbox._images import builder
+from errand.sandbox._images.layers import ImageConfig, LayerStore
+from errand.sandbox._images.steps import Step
 from errand.sandbox.config import sandbox_path
-from errand.sandbox.layers import ImageConfig
-
-if TYPE_CHECKING:
-    from errand.sandbox.layers import LayerStore
 
 __all__ = ["Image", "Step"]
 
 LogSink = Callable[[str], None]
 _IMAGE_ID = __import__("re").compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _PACKAGE = __import__("re").compile(r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~,\[\]-]*$")
-
-
-@dataclass(frozen=True)
-class Step:
-    """One build step. ``kind`` is one of: base, debian, config, run, copy, env, workdir."""
-
-    kind: str
-    args: tuple[str, ...] = ()
-    network: str = ""  # which package registry the step may reach: "", "pip" or "apt"
-
-    def fingerprint(self) -> str:
-        if self.kind == "copy":
-            return f"copy:{_tree_digest(Path(self.args[0]))}:{self.args[1]}"
-        return f"{self.kind}:{self.network}:" + "\0".join(self.args)
-
-    def describe(self) -> str:
-        if self.kind == "run":
-            return f"RUN {self.args[0]}"
-        return f"{self.kind.upper()} {' '.join(self.args)}".strip()
 
 
 @dataclass(frozen=True, repr=False)
@@ -67,8 +47,6 @@ class Image:
     @classmethod
     def from_id(cls, image_id: str) -> Image:
         """The snapshot (or built image) whose :attr:`id` this is, from errand's layer store."""
-        from errand.sandbox.layers import LayerStore
-
         config = LayerStore().cached_image(image_id) if _IMAGE_ID.fullmatch(str(image_id)) else None
         if config is None:
             raise ConfigError(f"no image {image_id!r} in this errand home (a snapshot's id, e.g. from "
@@ -162,14 +140,10 @@ class Image:
 
     def build(self, *, log: LogSink | None = None, store: LayerStore | None = None) -> ImageConfig:
         """Build (or find cached) every layer; stream the build log to ``log``."""
-        from errand._sync import run_sync
-
         return run_sync(self.build_async(log=log, store=store))
 
     async def build_async(self, *, log: LogSink | None = None, store: LayerStore | None = None) -> ImageConfig:
-        from errand.sandbox._builder import build
-
-        return await build(self, log=log, store=store)
+        return await builder.build(self.steps, self.config, log=log, store=store)
 
 
 def _apply_step(image: Image, index: int, kind: str, value: Any) -> Image:
@@ -203,20 +177,3 @@ def _packages(packages: tuple[str, ...], what: str) -> list[str]:
             raise ConfigError(f"{what}(): not a package name or requirement: {name!r}",
                               code="invalid_image_step")
     return list(packages)
-
-
-def _tree_digest(root: Path) -> str:
-    """Content hash of a file or tree: names, modes, link targets and bytes."""
-    digest = hashlib.sha256()
-    paths = [root] if not root.is_dir() or root.is_symlink() else sorted(root.rglob("*"))
-    for path in paths:
-        relative = path.relative_to(root).as_posix() if path != root else "."
-        info = path.lstat()
-        digest.update(f"{relative}\0{info.st_mode}\0".encode())
-        if path.is_symlink():
-            digest.update(os.readlink(path).encode())
-        elif path.is_file():
-            with open(path, "rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
-    return digest.hexdigest()

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from errand.errors import ExecTimeout
-from errand.sandbox._channel import AgentChannel
+from errand.sandbox._backends.channel import AgentChannel
 
 __all__ = ["MAX_OUTPUT", "AsyncProcess", "AsyncStream", "ExecResult"]
 

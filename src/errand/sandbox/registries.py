@@ -19,7 +19,7 @@ from functools import lru_cache
 from urllib.parse import urlsplit
 
 from errand.errors import ConfigError
-from errand.sandbox import _pipconfig
+from errand.sandbox._images import pipconfig
 from errand.sandbox.network import entry_for_url
 
 __all__ = ["REGISTRY_KINDS", "RegistryAccess", "host_registries"]
@@ -57,7 +57,7 @@ def host_registries(kinds: Iterable[str] = REGISTRY_KINDS) -> RegistryAccess:
 
 
 def _pip() -> RegistryAccess:
-    settings = _pipconfig.host_pip_settings()
+    settings = pipconfig.host_pip_settings()
     return RegistryAccess(tuple(sorted(settings.env.items())), settings.paths, settings.hosts)
 
 
@@ -79,9 +79,9 @@ def _npm() -> RegistryAccess:
 
 @lru_cache(maxsize=1)
 def _apt() -> RegistryAccess:
-    from errand.sandbox import _debian
+    from errand.sandbox._images import debian
 
-    hosts = {urlsplit(uri).hostname or "" for source in _debian.apt_sources() for uri in source.uris} - {""}
+    hosts = {urlsplit(uri).hostname or "" for source in debian.apt_sources() for uri in source.uris} - {""}
     return RegistryAccess(domains=tuple(sorted(hosts)))
 
 

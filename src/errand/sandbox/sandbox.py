@@ -1,82 +1,32 @@
-"""AsyncSandbox: the one implementation of errand's sandbox API (``Sandbox`` is derived from it)."""
+"""AsyncSandbox: the one implementation of errand's sandbox API (``Sandbox`` is derived from it).
+
+A sandbox is a :class:`~errand.sandbox._handle.SandboxHandle` (commands, files,
+egress, pause, end) made from an :class:`Image`, whose filesystem can become an
+``Image`` again.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import builtins
-import contextlib
-import json
 import math
-import os
-import secrets
-import shutil
-import socket
-import string
-import subprocess
-import threading
-import time
-import uuid
-import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
-from errand import _settings
-from errand.errors import ConfigError, SandboxError, SandboxNotFound, SandboxTerminated
-from errand.sandbox import _gc
-from errand.sandbox._channel import AgentChannel
-from errand.sandbox._egress import EgressEvent, EgressProxy, proxy_env, receive_listener
+from errand.errors import ConfigError
+from errand.sandbox._backends import gc
+from errand.sandbox._backends.spec import SandboxSpec
+from errand.sandbox._handle import SandboxHandle, SandboxInfo, new_sandbox_id
+from errand.sandbox._images.layers import ImageConfig
 from errand.sandbox._labels import check_labels
-from errand.sandbox._registry import Record, records
-from errand.sandbox._spec import SandboxSpec
-from errand.sandbox._supervisor import set_supervised_policy, start_supervisor
-from errand.sandbox.backend import Backend, SandboxUsage, get_backend
-from errand.sandbox.config import Mount, Resources, sandbox_path
-from errand.sandbox.files import AsyncFiles
+from errand.sandbox.backend import get_backend
+from errand.sandbox.config import Mount, Resources, check_env, sandbox_path
 from errand.sandbox.image import Image
-from errand.sandbox.layers import ImageConfig, LayerStore, copy_owned_tree
 from errand.sandbox.network import Network
-from errand.sandbox.process import MAX_OUTPUT, AsyncProcess, ExecResult
 
 __all__ = ["AsyncSandbox", "SandboxInfo"]
 
-_ALPHABET = string.ascii_lowercase + string.digits
 
-
-@dataclass(frozen=True)
-class SandboxInfo:
-    id: str
-    backend: str
-    created_at: float
-    owner_pid: int | None
-    image: str
-    alive: bool
-    labels: dict[str, str] = field(default_factory=dict)
-
-
-class AsyncSandbox:
+class AsyncSandbox(SandboxHandle):
     """An isolated environment. Create with ``await AsyncSandbox.create(...)``."""
-
-    def __init__(self, record: Record, backend: Backend, process: subprocess.Popen[bytes] | None) -> None:
-        self.id = record.id
-        self._record = record
-        self._backend = backend
-        self._process = process
-        self._dead = asyncio.Event()
-        self._proxy: EgressProxy | None = None
-        self._terminated = False
-        self._finished = False
-        self._finish_lock = threading.Lock()
-        self._cleanup: asyncio.Future[None] | None = None
-        self._deadline_timer: asyncio.TimerHandle | None = None
-        self._paused = False
-        self._pidfd: int | None = None
-        self._watch_exit()
-        self._deadline_timer = self._enforce_deadline()
-        self.files = AsyncFiles(self.id, self._connect)
-        self._image = ImageConfig.from_fields(record.image)
-
-    # ---------------------------------------------------------------- creation
 
     @classmethod
     async def create(
@@ -97,393 +47,40 @@ class AsyncSandbox:
     ) -> AsyncSandbox:
         """Create a sandbox. Everything about it is declared here and validated first.
         ``labels`` (e.g. ``{"task": ..., "run": ...}``) are kept with it and listed."""
-        spec_args = _validate(image, mounts, network, resources, timeout, idle_timeout, workdir, env)
-        spec_args["labels"] = check_labels(labels)
+        declared = _validate(image, mounts, network, resources, timeout, idle_timeout, workdir, env)
+        checked_labels = check_labels(labels)
         backend = get_backend(isolation)
         backend.check()
-        _gc.collect_once()
+        gc.collect_once()
         config = await (image or Image.base()).build_async(log=log)
-        spec = SandboxSpec(id=new_sandbox_id(), image=config, detach=detach,
-                           workdir=spec_args.pop("workdir", None) or config.workdir,  # type: ignore[arg-type]
-                           **spec_args)  # type: ignore[arg-type]
-        return await cls._start(backend, spec)
-
-    @classmethod
-    async def _start(cls, backend: Backend, spec: SandboxSpec) -> AsyncSandbox:
-        copies = await asyncio.to_thread(_copy_layers, spec)
-        try:
-            record = backend.start(spec, copies)  # type: ignore[call-arg]
-        except BaseException:
-            for path in copies:
-                shutil.rmtree(path, ignore_errors=True)
-            raise
-        sandbox = cls(record, backend, getattr(record, "process", None))
-        channel = getattr(record, "proxy_channel", None)
-        try:
-            if spec.labels:
-                record.labels = dict(spec.labels)
-                record.save()
-            if channel is not None:
-                await sandbox._serve_egress(channel, spec.network)
-        except BaseException:
-            await sandbox.terminate()
-            raise
-        return sandbox
-
-    async def _serve_egress(self, channel: socket.socket, network: Network) -> None:
-        """Serve the proxy listener the launcher made inside the sandbox's network namespace:
-        here, or, for a detached sandbox, in a supervisor process that lives as long as it."""
-        if self._process is not None and self._record.owner_pid is None:
-            await start_supervisor(self._record, channel, network)
-            return
-        listener = await receive_listener(channel)
-        if listener is None:
-            raise SandboxError(f"sandbox {self.id} failed to start: {self._record.log_tail().strip()}",
-                               sandbox_id=self.id, code="start_failed")
-        self._proxy = _egress_proxy()
-        await self._proxy.serve(self.id, listener, network, self._record.directory / "egress.log")
-
-    @classmethod
-    async def from_id(cls, sandbox_id: str) -> AsyncSandbox:
-        """Attach to a live sandbox, from this or any other process."""
-        record = Record.load(sandbox_id) if _valid_id(sandbox_id) else None
-        if record is None or not record.processes_alive():
-            raise SandboxNotFound(f"no live sandbox {sandbox_id!r}; `errand sandbox ls` lists them",
-                                  sandbox_id=sandbox_id)
-        return cls(record, get_backend(record.backend), None)
-
-    @classmethod
-    async def list(cls) -> builtins.list[SandboxInfo]:
-        """This errand home's live sandboxes (another home's are not listed, nor reachable by id)."""
-        return [SandboxInfo(r.id, r.backend, r.created_at, r.owner_pid, str(r.image.get("key", "")), True,
-                            dict(r.labels))
-                for r in records() if r.processes_alive()]
-
-    # --------------------------------------------------------------- commands
-
-    async def exec(
-        self,
-        *args: str,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        user: str | int | None = None,
-        timeout: float | None = None,
-        text: bool = True,
-    ) -> AsyncProcess:
-        """Start a command; returns at once with its streams."""
-        argv = _argv(args)
-        directory = sandbox_path(cwd, what="cwd") if cwd is not None else self._record.workdir
-        uid, gid = await self._resolve_user(user)
-        proxy = proxy_env() if self._record.proxied else {}
-        environment = {**dict(self._image.env), **proxy, **self._record.env, **(env or {})}
-        _check_env(environment)
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
-                                    or not math.isfinite(timeout) or timeout <= 0):
-            raise ConfigError(f"timeout must be positive, not {timeout!r}", code="invalid_timeout")
-        return await self._spawn(argv, directory, uid, gid, environment, timeout, text)
-
-    async def _spawn(self, argv: builtins.list[str], cwd: str, uid: int, gid: int, env: dict[str, str],
-                     timeout: float | None, text: bool) -> AsyncProcess:
-        loop = asyncio.get_running_loop()
-        stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
-        stdout_r, stdout_w = os.pipe2(os.O_CLOEXEC)
-        stderr_r, stderr_w = os.pipe2(os.O_CLOEXEC)
-        channel = None
-        try:
-            channel = await self._connect()
-            fields = ["exec", cwd, str(uid), str(gid), str(len(env)),
-                      *(f"{k}={v}" for k, v in env.items()), *argv]
-            await channel.send(fields, (stdin_r, stdout_w, stderr_w))
-        except BaseException:
-            for fd in (stdin_w, stdout_r, stderr_r):
-                os.close(fd)
-            if channel is not None:
-                channel.close()
-            raise
-        finally:
-            for fd in (stdin_r, stdout_w, stderr_w):
-                os.close(fd)
-        try:
-            reply = await channel.receive()
-            reply.raise_for_error(self.id, f"cannot start {argv[0]}")
-        except BaseException:
-            for fd in (stdin_w, stdout_r, stderr_r):
-                os.close(fd)
-            channel.close()
-            raise
-        os.set_blocking(stdin_w, False)
-        stdout = await _reader(loop, stdout_r)
-        stderr = await _reader(loop, stderr_r)
-        return AsyncProcess(channel, int(reply.fields[1]), stdin_w, stdout, stderr, text=text,
-                            timeout=timeout, sandbox_id=self.id)
-
-    async def run(
-        self,
-        *args: str,
-        input: str | bytes | None = None,  # noqa: A002 - the name subprocess.run uses
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        user: str | int | None = None,
-        timeout: float | None = None,
-        max_output: int = MAX_OUTPUT,
-    ) -> ExecResult:
-        """Run a command to completion and collect its output (``max_output`` bytes per stream
-        at most; the result says ``truncated`` if there was more)."""
-        process = await self.exec(*args, cwd=cwd, env=env, user=user, timeout=timeout)
-        if input is not None:
-            await process.stdin.write(input)
-        await process.stdin.close()
-        result = await process.result(max_output)
-        if result.exit_code == 127 and len(args) == 1 and any(c.isspace() for c in args[0]):
-            # One argument is one program's name, as in subprocess; "ls -la" is a command line.
-            hint = (f"errand: {args[0]!r} is one argument, so it was run as a program of that name; for a "
-                    f"shell command line use sandbox.shell({args[0]!r}), or pass each word as its own "
-                    "argument\n")
-            result = replace(result, stderr=result.stderr + hint)
-        return result
-
-    async def shell(
-        self,
-        command: str,
-        *,
-        input: str | bytes | None = None,  # noqa: A002 - the name subprocess.run uses
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        user: str | int | None = None,
-        timeout: float | None = None,
-        max_output: int = MAX_OUTPUT,
-    ) -> ExecResult:
-        """Run a shell command line (``/bin/sh -c command``: pipes, globs, ``&&``, variables) to
-        completion, as :meth:`run` does; ``run("ls", "-la")`` runs a program without a shell."""
-        if not isinstance(command, str) or not command.strip():
-            raise ConfigError("shell() takes a non-empty command line", code="invalid_command")
-        return await self.run("/bin/sh", "-c", command, input=input, cwd=cwd, env=env, user=user, timeout=timeout,
-                              max_output=max_output)
-
-    # ------------------------------------------------------- snapshots, state
+        return await cls._start(backend, declared.spec(config, labels=checked_labels, detach=detach))
 
     async def snapshot(self) -> Image:
         """The sandbox's filesystem as a new image (layers shared, one new layer on top)."""
-        self._ensure_alive()
-        store = LayerStore()
-        image = self._image
-        layer = f"snap-{uuid.uuid4().hex[:24]}"
-        copies = [f"{layer}-copy{n}" for n in range(len(self._record.copy_layers))]
-        await asyncio.to_thread(self._backend.freeze, self._record)
-        try:
-            await asyncio.to_thread(self._copy_out, store, layer, copies)
-        finally:
-            if not self._paused:
-                with contextlib.suppress(SandboxError):  # a sandbox gone meanwhile has nothing to thaw
-                    await asyncio.to_thread(self._backend.thaw, self._record)
-        config = replace(image, key=layer, layers=image.layers + tuple(copies) + (layer,),
-                         workdir=self._record.workdir, env=image.env + tuple(self._record.env.items()))
-        store.save_image(config)
-        return Image.from_config(config)
-
-    async def _snapshot_layer(self, layer: str) -> str:
-        """Commit just the writable layer under a given name (image build steps)."""
-        store = LayerStore()
-        await asyncio.to_thread(store.copy_into_layer, self._backend.upper_dir(self._record), layer)
-        return layer
-
-    def _copy_out(self, store: LayerStore, layer: str, copies: builtins.list[str]) -> None:
-        for source, name in zip(self._record.copy_layers, copies, strict=True):
-            store.copy_into_layer(Path(source), name)
-        store.copy_into_layer(self._backend.upper_dir(self._record), layer)
-
-    async def pause(self) -> None:
-        """Freeze every process in the sandbox where it stands (cgroup freezer); memory and
-        files are kept. Commands started meanwhile wait. Safe to call when already paused."""
-        self._ensure_alive()
-        await asyncio.to_thread(self._backend.freeze, self._record)
-        self._paused = True
-
-    async def resume(self) -> None:
-        """Let a paused sandbox's processes run again."""
-        self._ensure_alive()
-        await asyncio.to_thread(self._backend.thaw, self._record)
-        self._paused = False
-
-    @property
-    def paused(self) -> bool:
-        return self._paused
-
-    # ---------------------------------------------------------------- network
-
-    async def set_network(self, network: Network) -> None:
-        """Replace the egress policy at once; live connections it forbids are closed."""
-        if not isinstance(network, Network):
-            raise ConfigError("set_network takes a Network value, e.g. Network.none()", code="invalid_network")
-        self._ensure_alive()
-        if self._proxy is not None:
-            self._proxy.set_policy(self.id, network)
-        elif self._record.proxied:
-            await set_supervised_policy(self._record, network)
-        else:
-            raise SandboxError("this sandbox has no egress proxy to change: it was created detached with "
-                               "Network.none()", sandbox_id=self.id, code="no_proxy")
-
-    async def egress_log(self) -> builtins.list[EgressEvent]:
-        """Every egress decision so far (bounded): time, host, port, verdict, reason, bytes."""
-        try:
-            text = (self._record.directory / "egress.log").read_text()
-        except FileNotFoundError:
-            return []
-        return [EgressEvent(**json.loads(line)) for line in text.splitlines() if line.strip()]
-
-    async def egress_events(self) -> AsyncIterator[EgressEvent]:
-        """Egress decisions as they happen, until the sandbox ends."""
-        if self._proxy is None:
-            raise SandboxError("egress events stream only in the process that created the sandbox",
-                               sandbox_id=self.id, code="not_owner")
-        queue = self._proxy.subscribe(self.id)
-        try:
-            while (event := await queue.get()) is not None:
-                yield event
-        finally:
-            self._proxy.unsubscribe(self.id, queue)
-
-    @property
-    def alive(self) -> bool:
-        return not self._dead.is_set() and self._record.processes_alive()
-
-    def memory_usage(self) -> int:
-        """Bytes of memory charged to the sandbox now (cgroup accounting)."""
-        return self._backend.memory_usage(self._record)
-
-    def usage(self) -> SandboxUsage:
-        """CPU time and memory the sandbox's processes use (cgroup accounting)."""
-        return self._backend.usage(self._record)
-
-    async def terminate(self) -> None:
-        """Kill every process, unmount, remove scratch. Safe to call more than once."""
-        if self._terminated:
-            return
-        self._terminated = True
-        if self._proxy is not None:
-            await self._proxy.stop(self.id)
-        await asyncio.to_thread(self._backend.kill, self._record)
-        if self._process is not None or self._pidfd is not None:
-            try:
-                await asyncio.wait_for(self._dead.wait(), 10)
-            except TimeoutError:
-                pass
-        await self._finished_cleanup()
-
-    async def close(self) -> None:
-        """Let go of this handle and leave the sandbox running: stop watching it and free
-        what the handle holds. For handles from :meth:`from_id` that only looked (a
-        status page, an egress log); the creator's handle ends its sandbox with
-        :meth:`terminate`. Safe to call more than once."""
-        if self._pidfd is not None:
-            asyncio.get_running_loop().remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = None
-        if self._deadline_timer is not None:
-            self._deadline_timer.cancel()
-            self._deadline_timer = None
-
-    async def wait(self) -> None:
-        """Wait until the sandbox ends (its timeout, idle timeout or a terminate)."""
-        await self._dead.wait()
-        await self._finished_cleanup()
-
-    async def __aenter__(self) -> AsyncSandbox:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.terminate()
-
-    # ---------------------------------------------------------------- helpers
-
-    def _watch_exit(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            self._pidfd = os.pidfd_open(self._record.pid)
-        except ProcessLookupError:
-            self._pidfd = None
-            self._dead.set()
-            return
-        if not self._record.processes_alive() and self._process is None:
-            self._on_exit()
-            return
-        loop.add_reader(self._pidfd, self._on_exit)
-
-    def _enforce_deadline(self) -> asyncio.TimerHandle | None:
-        """The agent ends the sandbox at its lifetime, but runs inside it (a process there
-        could stop it): the owner enforces the deadline too, as gc does for orphans."""
-        if self._record.deadline is None or self._process is None:
-            return None
-        delay = max(0.0, self._record.deadline - time.time()) + _DEADLINE_GRACE
-        return asyncio.get_running_loop().call_later(delay, self._expire)
-
-    def _expire(self) -> None:
-        if not self._dead.is_set():
-            self._expiry = asyncio.ensure_future(self.terminate())
-
-    def _on_exit(self) -> None:
-        if self._pidfd is not None:
-            asyncio.get_running_loop().remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = None
-        if self._process is not None:
-            self._process.poll()  # reap our child
-        self._dead.set()
-        if self._deadline_timer is not None:
-            self._deadline_timer.cancel()
-        if self._proxy is not None:
-            self._proxy_stop = asyncio.ensure_future(self._proxy.stop(self.id))
-        if not self._terminated:
-            # It ended by itself (lifetime or idle timeout): tidy up now, not at the next gc.
-            try:
-                self._cleanup = asyncio.get_running_loop().run_in_executor(None, self._finish)
-            except RuntimeError:  # the loop is shutting down: no executor left, so tidy inline
-                self._finish()
-
-    def _finish(self) -> None:
-        # Held for the whole cleanup: whoever comes second returns only once it is done.
-        with self._finish_lock:
-            if not self._finished:
-                self._backend.cleanup(self._record)
-                self._finished = True
-
-    async def _finished_cleanup(self) -> None:
-        if self._cleanup is not None:
-            await self._cleanup
-        else:
-            await asyncio.to_thread(self._finish)
-
-    def _ensure_alive(self) -> None:
-        if self._dead.is_set() or self._terminated:
-            raise SandboxTerminated(f"sandbox {self.id} has ended", sandbox_id=self.id)
-
-    async def _connect(self) -> AgentChannel:
-        self._ensure_alive()
-        return await AgentChannel.connect(self._record.control_socket, self.id, self._dead)
-
-    async def _resolve_user(self, user: str | int | None) -> tuple[int, int]:
-        if user is None or user == "root" or user == 0:
-            return 0, 0
-        if isinstance(user, int) and not isinstance(user, bool):
-            if not 0 <= user < 65536:
-                raise ConfigError(f"uid must be within 0..65535, not {user}", code="invalid_user")
-            return user, user
-        if not isinstance(user, str) or not user or ":" in user:
-            raise ConfigError(f"user must be a name or a uid, not {user!r}", code="invalid_user")
-        for line in (await self.files.read_text("/etc/passwd")).splitlines():
-            fields = line.split(":")
-            if len(fields) > 3 and fields[0] == user:
-                return int(fields[2]), int(fields[3])
-        raise ConfigError(f"no user {user!r} in the sandbox's /etc/passwd", code="unknown_user")
+        return Image.from_config(await self._snapshot_config())
 
 
-# ------------------------------------------------------------------ functions
+@dataclass(frozen=True)
+class _Declared:
+    """What ``create`` was told about the sandbox, checked."""
+
+    mounts: tuple[Mount, ...]
+    network: Network
+    resources: Resources
+    timeout: float | None
+    idle_timeout: float | None
+    env: tuple[tuple[str, str], ...]
+    workdir: str | None  # None: the image's
+
+    def spec(self, image: ImageConfig, *, labels: tuple[tuple[str, str], ...], detach: bool) -> SandboxSpec:
+        return SandboxSpec(id=new_sandbox_id(), image=image, mounts=self.mounts, resources=self.resources,
+                           network=self.network, timeout=self.timeout, idle_timeout=self.idle_timeout,
+                           workdir=self.workdir or image.workdir, env=self.env, labels=labels, detach=detach)
 
 
 def _validate(image: object, mounts: Sequence[Mount], network: Network | None, resources: Resources | None,
               timeout: float | None, idle_timeout: float | None, workdir: str | None,
-              env: Mapping[str, str] | None) -> dict[str, object]:
+              env: Mapping[str, str] | None) -> _Declared:
     if image is not None and not isinstance(image, Image):
         raise ConfigError(f"image must be an errand Image, not {type(image).__name__}", code="invalid_image")
     mounts = tuple(mounts)
@@ -504,71 +101,6 @@ def _validate(image: object, mounts: Sequence[Mount], network: Network | None, r
     if resources is not None and not isinstance(resources, Resources):
         raise ConfigError("resources must be a Resources(...) value", code="invalid_limit")
     environment = dict(env or {})
-    _check_env(environment)
-    return {"mounts": mounts, "network": network, "resources": resources or Resources(),
-            "timeout": timeout, "idle_timeout": idle_timeout,
-            "env": tuple(environment.items()),
-            **({"workdir": sandbox_path(workdir, what="workdir")} if workdir is not None else {})}
-
-
-def _check_env(env: Mapping[str, str]) -> None:
-    for name, value in env.items():
-        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
-            raise ConfigError(f"bad environment variable name {name!r}", code="invalid_env")
-        if not isinstance(value, str) or "\0" in value:
-            raise ConfigError(f"environment variable {name} must be a string without NUL bytes",
-                              code="invalid_env")
-
-
-def _argv(args: Iterable[str]) -> list[str]:
-    argv = list(args)
-    if not argv:
-        raise ConfigError("exec needs a command, e.g. sb.exec('ls', '-l')", code="invalid_command")
-    for arg in argv:
-        if not isinstance(arg, str) or "\0" in arg:
-            raise ConfigError(f"command arguments must be strings without NUL bytes, not {arg!r}",
-                              code="invalid_command")
-    return argv
-
-
-_DEADLINE_GRACE = 1.0  # seconds after the lifetime before the host steps in
-_proxies: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, EgressProxy] = weakref.WeakKeyDictionary()
-
-
-def _egress_proxy() -> EgressProxy:
-    loop = asyncio.get_running_loop()
-    proxy = _proxies.get(loop)
-    if proxy is None:
-        proxy = _proxies[loop] = EgressProxy()
-    return proxy
-
-
-def new_sandbox_id() -> str:
-    return "sb-" + "".join(secrets.choice(_ALPHABET) for _ in range(10))
-
-
-def _valid_id(sandbox_id: object) -> bool:
-    return (isinstance(sandbox_id, str) and sandbox_id.startswith("sb-") and len(sandbox_id) == 13
-            and all(c in _ALPHABET for c in sandbox_id[3:]))
-
-
-def _copy_layers(spec: SandboxSpec) -> list[Path]:
-    """Each Mount.copy becomes a private lower layer holding the copied tree."""
-    layers: list[Path] = []
-    try:
-        for n, mount in enumerate(m for m in spec.mounts if m.kind == "copy"):
-            layer = _settings.home() / "scratch" / f"{spec.id}-{n}"
-            layers.append(layer)
-            copy_owned_tree(mount.source, layer / mount.target.lstrip("/"), layer, _settings.sandbox_uid())
-    except BaseException:
-        for path in layers:
-            shutil.rmtree(path, ignore_errors=True)
-        raise
-    return layers
-
-
-async def _reader(loop: asyncio.AbstractEventLoop, fd: int) -> asyncio.StreamReader:
-    reader = asyncio.StreamReader(limit=1 << 24)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0))
-    return reader
-
+    check_env(environment)
+    return _Declared(mounts, network, resources or Resources(), timeout, idle_timeout, tuple(environment.items()),
+                     sandbox_path(workdir, what="workdir") if workdir is not None else None)

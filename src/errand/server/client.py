@@ -14,29 +14,29 @@ import json
 import time
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import quote
 
 import httpx
 
-from errand.errors import ConfigError, ErrandError, SandboxNotFound
+from errand.errors import ErrandError
 from errand.models import ModelEndpoint
 from errand.repo.workcopy import is_url
-from errand.tasks.errors import IllegalTransition, RunNotFound, StateConflict, TaskError, TaskNotFound, WrongState
+from errand.server.codes import error_from
+from errand.server.errors import ServerError
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
+from errand.tasks.reading import StoreReads
 from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict
 from errand.tasks.service import Accepted
+
+if TYPE_CHECKING:
+    from errand.tasks.api import TaskApi
+    from errand.tasks.service import TaskService
 
 __all__ = ["ErrandClient", "RemoteStore", "ServerError"]
 
 RECONNECT_DELAY = 1.0
-
-
-class ServerError(ErrandError):
-    """The server could not be reached, or answered with something that is not errand's API."""
-
-    code = "server_error"
 
 
 class _Http:
@@ -62,32 +62,14 @@ class _Http:
 
 
 def _error(response: httpx.Response) -> ErrandError:
-    """The errand error a problem document describes."""
+    """The errand error a problem document describes (:mod:`errand.server.codes` has the table)."""
     try:
         problem = response.json()
-        detail, code = str(problem["detail"]), str(problem.get("code") or "")
-    except (ValueError, KeyError, TypeError):
+        if not isinstance(problem, dict) or "detail" not in problem:
+            raise ValueError(problem)
+    except ValueError:
         return ServerError(f"the server answered {response.status_code}: {response.text[:200]}")
-    task_id = problem.get("task_id")
-    if code == "task_not_found":
-        return TaskNotFound(detail, task_id=task_id)
-    if code == "run_not_found":
-        return RunNotFound(detail, task_id=task_id, code=code)
-    if code == "wrong_state":
-        return WrongState(detail, task_id=task_id or "", state=str(problem.get("state")))
-    if code == "illegal_transition":
-        return IllegalTransition(detail, current=str(problem.get("current")), target=str(problem.get("target")),
-                                 task_id=task_id)
-    if code == "state_conflict":
-        return StateConflict(detail, task_id=task_id or "", expected=str(problem.get("expected")),
-                             actual=str(problem.get("actual")))
-    if code == "sandbox_not_found":
-        return SandboxNotFound(detail, sandbox_id=problem.get("sandbox_id"))
-    if response.status_code == 422:
-        return ConfigError(detail, code=code or None)
-    if task_id is not None:
-        return TaskError(detail, task_id=task_id, code=code or None)
-    return ServerError(detail, code=code or "server_error")
+    return error_from(response.status_code, problem)
 
 
 def _task(data: dict[str, Any]) -> Task:
@@ -156,7 +138,7 @@ def _id(task_id: str) -> str:
     return quote(task_id, safe="") or "_"
 
 
-class ErrandClient:
+class ErrandClient(StoreReads[RemoteStore]):
     """TaskService's methods against a server at ``base_url``."""
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 60.0) -> None:
@@ -171,6 +153,8 @@ class ErrandClient:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+    # ------------------------------------------------------------ intake, steering, review
 
     def submit(self, instruction: str, *, repo: str | Path, base: str = "HEAD", model: str | None = None,
                attempts: int = 1, title: str | None = None) -> Task:
@@ -271,3 +255,8 @@ def parse_sse(lines: Iterator[str], decode: Callable[[str], Event]) -> Iterator[
             data = []
         elif line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))
+
+
+if TYPE_CHECKING:
+    def _both_answer_the_task_api(client: ErrandClient, service: TaskService) -> tuple[TaskApi, TaskApi]:
+        return client, service  # mypy holds the client and the service to the same protocol

@@ -6,13 +6,14 @@ import json
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from markupsafe import Markup
 
 from errand._text import printable
-from errand.tasks.environment import egress_summary
 from errand.tasks.events import OUTPUT_KINDS
 from errand.tasks.records import Event
+from errand.tasks.wording import SENTENCES, Part, Sentence, sentence
 
 if TYPE_CHECKING:
     from errand.server.taskview import RunNames
@@ -52,73 +53,48 @@ def _tool_result(data: dict[str, Any]) -> tuple[str, Markup] | None:
     return status, Markup("<span class='{}'>{}</span> {}").format("ok" if ok else "bad", status, first)
 
 
-def _policy(policy: object) -> str:
-    return _text(egress_summary(policy))
+def _part(part: Part) -> Markup:
+    if isinstance(part, str):
+        return Markup("{}").format(part)
+    text = _text(part.value)
+    if part.block:
+        return Markup("<pre>{}</pre>").format(text)
+    if part.code:
+        return Markup("<code>{}</code>").format(text)
+    if part.task:
+        return Markup("<a href='/tasks/{}'>{}</a>").format(quote(text, safe=""), text)
+    return Markup("{}").format(text)
 
 
-def _left(data: dict[str, Any]) -> Markup:
-    left = list(data.get("left_tracked", []))
-    if not left:
-        return Markup("")
-    return Markup("; changes to tracked files left out: {}").format(_text(", ".join(map(str, left))))
+def _html(said: Sentence) -> tuple[str, Markup]:
+    body = Markup("").join(_part(part) for part in said.parts)
+    return said.label, Markup("<strong>{}</strong> {}").format(said.lead, body) if said.lead else body
 
 
-def _plain(label: str, field: str) -> Render:
-    return lambda data: (label, Markup("{}").format(_text(data.get(field))))
+def _worded(kind: str) -> Render:
+    def render(data: dict[str, Any]) -> tuple[str, Markup] | None:
+        said = sentence(kind, data)
+        return None if said is None else _html(said)
+    return render
 
 
+def _condensed(data: dict[str, Any]) -> tuple[str, Markup] | None:
+    """The shared sentence, with the summary the model was given folded beneath it."""
+    worded = _worded("condensed")(data)
+    if worded is None:
+        return None
+    label, body = worded
+    return label, Markup("<details><summary>{}</summary><pre>{}</pre></details>").format(
+        body, _text(data.get("summary")))
+
+
+# The shared sentence of errand.tasks.wording for each kind the log shows, except the agent's
+# tool calls and results, which the page draws in its own form.
 RENDER: dict[str, Render] = {
-    "round_started": lambda d: ("round", Markup("<strong>Round {}</strong> started: {} attempt(s)").format(
-        d.get("round"), len(d.get("runs", [])))),
-    "environment": lambda d: ("environment", Markup("from {} at {}: egress {}{}, {} sandboxes").format(
-        d.get("config") or "the defaults", str(d.get("commit") or "")[:12], _policy(d.get("network")),
-        Markup(", setup egress {}").format(_policy(d.get("setup_network"))) if d.get("setup_network") else "",
-        d.get("isolation"))),
-    "setup_started": lambda d: ("setup", Markup("setting up the environment")),
-    "setup_cached": lambda d: ("setup", Markup("environment set up already (cached, <code>{}</code>)").format(
-        _text(d.get("key")))),
-    "setup_tree": lambda d: ("setup", Markup("setup wrote {} new paths into the tree; every working copy has "
-                                             "them, and no diff shows them{}").format(d.get("kept"), _left(d))),
-    "setup_finished": lambda d: ("setup", Markup("environment set up and cached")),
-    "check_started": lambda d: ("check", Markup("checking the result: {} <code>{}</code>").format(
-        d.get("what"), _text(d.get("command")))),
-    "model_endpoint": lambda d: ("endpoint", Markup("model {}{}").format(
-        _text(d.get("describe")), " (resolved in the worker's environment)" if d.get("resolved_by") == "worker"
-        else "")),
-    "memory_unavailable": lambda d: ("memory", Markup("project memory unavailable ({}); the round goes on "
-                                                      "without it").format(_text(d.get("reason")))),
-    "tests_before": lambda d: ("check", Markup("tests on the base: {}{}").format(
-        "pass" if d.get("exit_code") == 0 else "fail", " (cached)" if d.get("cached") else "")),
-    "model": lambda d: ("model", Markup("{}").format(_text(d.get("content")))) if d.get("content") else None,
+    **{kind: _worded(kind) for kind in SENTENCES},
     "tool_call": _tool_call,
-    "model_retry": lambda d: ("retry", Markup("model call failed ({}); retry {} of {} in {}s").format(
-        _text(d.get("reason")), d.get("retry"), d.get("max_retries"), d.get("delay"))),
-    "condensed": lambda d: ("condensed", Markup(
-        "<details><summary>conversation condensed: {} older steps summarised ({} → {} tokens of a {} window)"
-        "</summary><pre>{}</pre></details>").format(d.get("dropped_steps"), d.get("tokens_before"),
-                                                   d.get("tokens_after"), d.get("window"), _text(d.get("summary")))),
     "tool_result": _tool_result,
-    "question": _plain("question", "text"),
-    "answer_sent": _plain("answer", "text"),
-    "answer_delivered": lambda d: ("resumed", Markup("answer delivered; the run resumes")),
-    "message_sent": _plain("message", "text"),
-    "message_delivered": lambda d: ("delivered", Markup("message delivered to the agent")),
-    "exit": lambda d: None if d.get("status") == "needs_input" else (
-        "ended", Markup("run ended: {} — {}").format(d.get("status"), _text(d.get("detail")))),
-    "ranking": lambda d: ("ranking", Markup("attempts ranked: {}").format(", ".join(map(str, d.get("runs", []))))),
-    "ready_for_review": lambda d: ("ready", Markup("ready for review (confidence {})").format(d.get("confidence"))),
-    "failed": _plain("failed", "reason"),
-    "cancelled": lambda d: ("cancelled", Markup("cancelled")),
-    "recovered": lambda d: ("recovered", Markup("worker restarted: run {} interrupted, task {}").format(
-        d.get("run_id"), d.get("state"))),
-    "followup": _plain("follow-up", "text"),
-    "followed_up": lambda d: ("follow-up", Markup("continued as a new task <a href='/tasks/{}'>{}</a>: {}").format(
-        d.get("task_id"), d.get("task_id"), _text(d.get("text")))),
-    "retried": lambda d: ("retried", Markup("retried after it was {}: round {} starts").format(
-        _text(d.get("after")), d.get("round"))),
-    "rejected": _plain("rejected", "reason"),
-    "accepted": lambda d: ("accepted", Markup("accepted as {} on {}").format(
-        str(d.get("commit", ""))[:12], d.get("branch"))),
+    "condensed": _condensed,
 }
 
 

@@ -1,4 +1,4 @@
-"""Errors as ``application/problem+json`` (RFC 9457), one mapping from errand's errors to statuses.
+"""Errors as ``application/problem+json`` (RFC 9457), with the statuses of :mod:`errand.server.codes`.
 
 A problem carries ``status``, ``title`` (the status's phrase), ``detail`` (the
 error's message, written for people) and ``code`` (errand's stable code, for
@@ -19,48 +19,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from errand.errors import BackendUnavailable, ConfigError, ErrandError, SandboxNotFound, SandboxTerminated
-from errand.memory.errors import InvalidMemory, MemoryNotFound, SecretRefused
-from errand.tasks.errors import (
-    IllegalTransition,
-    RunNotFound,
-    RunNotRunning,
-    StateConflict,
-    TaskNotFound,
-    WrongState,
-)
+from errand.errors import ErrandError
+from errand.server.codes import fields_of, status_of
 
 __all__ = ["PROBLEM_JSON", "install", "problem", "status_of"]
 
 log = logging.getLogger("errand.server")
 PROBLEM_JSON = "application/problem+json"
-
-_STATUS: tuple[tuple[type[ErrandError], int], ...] = (
-    (ConfigError, 422),
-    (TaskNotFound, 404),
-    (RunNotFound, 404),
-    (SandboxNotFound, 404),
-    (SandboxTerminated, 404),
-    (WrongState, 409),
-    (IllegalTransition, 409),
-    (StateConflict, 409),
-    (RunNotRunning, 409),
-    (BackendUnavailable, 503),
-    (MemoryNotFound, 404),
-    (InvalidMemory, 422),
-    (SecretRefused, 422),
-)
-_CODE_STATUS = {"run_not_found": 404, "no_result": 409, "engine_busy": 503, "patch_failed": 409, "csrf_failed": 403,
-               "model_not_allowed": 422}
-_FIELDS = ("task_id", "run_id", "sandbox_id", "state", "current", "target", "expected", "actual", "memory_id",
-           "detector")
-
-
-def status_of(error: ErrandError) -> int:
-    for kind, status in _STATUS:
-        if isinstance(error, kind):
-            return status
-    return _CODE_STATUS.get(error.code, 400)
 
 
 def problem(status: int, detail: str, code: str, **extra: Any) -> JSONResponse:
@@ -71,12 +36,7 @@ def problem(status: int, detail: str, code: str, **extra: Any) -> JSONResponse:
 
 
 def from_error(error: ErrandError) -> JSONResponse:
-    fields = {name: _plain(getattr(error, name)) for name in _FIELDS if getattr(error, name, None) is not None}
-    return problem(status_of(error), error.message, error.code, **fields)
-
-
-def _plain(value: object) -> object:
-    return value if isinstance(value, int | float | bool) else str(value)
+    return problem(status_of(error), error.message, error.code, **fields_of(error))
 
 
 HtmlPage = Callable[[Request, int, str], Response]

@@ -33,8 +33,8 @@ from urllib.parse import quote, urlsplit
 
 from starlette.requests import Request
 
-from errand.errors import ErrandError
 from errand.server.config import ServerConfig, is_loopback
+from errand.server.errors import CsrfError
 
 __all__ = ["CSRF_COOKIE", "SESSION_COOKIE", "Guard", "Keys", "check_csrf", "csrf_token"]
 
@@ -60,10 +60,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-class CsrfError(ErrandError):
-    code = "csrf_failed"
 
 
 class Keys:

@@ -8,6 +8,8 @@
         ├── WrongState           the task's state does not allow the action (answer, accept, …)
         ├── RunNotFound          no run has that id
         └── RunNotRunning        the run has already ended
+    SetupFailed                  a setup command of the repository's errand.toml failed
+    EngineBusy                   another worker already serves this errand home
 
 Branch on the class or on ``.code``, never on the message.
 """
@@ -16,8 +18,8 @@ from __future__ import annotations
 
 from errand.errors import ErrandError
 
-__all__ = ["IllegalTransition", "RunNotFound", "RunNotRunning", "StateConflict", "TaskError", "TaskNotFound",
-           "WrongState"]
+__all__ = ["EngineBusy", "IllegalTransition", "RunNotFound", "RunNotRunning", "SetupFailed", "StateConflict",
+           "TaskError", "TaskNotFound", "WrongState"]
 
 
 class TaskError(ErrandError):
@@ -77,3 +79,21 @@ class RunNotRunning(TaskError):
     """The run has already ended; it takes no more results."""
 
     code = "run_not_running"
+
+
+class SetupFailed(ErrandError):
+    """A setup command of the repository's environment failed; ``log`` is its output."""
+
+    code = "setup_failed"
+
+    def __init__(self, message: str, *, command: str, exit_code: int | None, log: str) -> None:
+        super().__init__(message)
+        self.command = command
+        self.exit_code = exit_code
+        self.log = log
+
+
+class EngineBusy(ErrandError):
+    """Another engine already holds this errand home's worker lock."""
+
+    code = "engine_busy"

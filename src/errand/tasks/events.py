@@ -2,7 +2,7 @@
 
 The engine, the steps and the service write these kinds (the agent loop writes its
 own — ``model``, ``tool_call``, ``output`` and the rest — through the journal the
-steps give it); the command line (:mod:`errand.cli_events`), the web UI
+steps give it); the command line (:mod:`errand.cli.events`), the web UI
 (:mod:`errand.server.eventview`) and the prompt's history read them. A test holds
 every writer and both renderers to this table, so a new kind or field is declared
 here first and a renderer cannot drift to a name nobody writes.

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import time
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,12 +29,15 @@ from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import ACTIVE, FINAL, TaskState
 from errand.tasks.memory_link import observe_verdict
 from errand.tasks.progress import progress
-from errand.tasks.records import Review, Run, RunState, Task, Verdict
+from errand.tasks.reading import StoreReads
+from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict
 from errand.tasks.refusals import landed, refused
 from errand.tasks.store import TaskStore
 from errand.tasks.workers import check_serves, running_worker
 
 __all__ = ["MAX_ATTEMPTS", "Accepted", "TaskService", "issue_instruction", "resolve_model"]
+
+FOLLOW_POLL = 0.2  # seconds between reads of a followed task
 
 _REVIEWABLE = frozenset({TaskState.READY_FOR_REVIEW})
 # A follow-up starts a new round of the same task from these; from ``accepted``, a new task.
@@ -53,7 +58,7 @@ class Accepted:
     commit: str
 
 
-class TaskService:
+class TaskService(StoreReads[TaskStore]):
     """Submit, steer and review tasks in ``store``."""
 
     def __init__(self, store: TaskStore, *, memory: MemoryStore | object | None = _OWN) -> None:
@@ -67,6 +72,18 @@ class TaskService:
         if self._memory is _OWN:
             self._memory = MemoryStore(self.store.engine)
         return self._memory  # type: ignore[return-value]
+
+    def follow(self, task_id: str, *, settled: Collection[TaskState], after: int = 0) -> Iterator[Event]:
+        """The task's events after ``after``, as they are written, until it is in a ``settled``
+        state (the state is read before the events, so none written before it settled is missed)."""
+        while True:
+            task = self.store.get_task(task_id)
+            for event in self.store.events(task_id, after, 1_000_000):
+                after = event.id
+                yield event
+            if task.state in settled:
+                return
+            time.sleep(FOLLOW_POLL)
 
     # ------------------------------------------------------------ intake
 

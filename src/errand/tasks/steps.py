@@ -27,9 +27,10 @@ from errand.errors import ErrandError, ExecTimeout
 from errand.repo import Diff, WorkingCopy, checkouts
 from errand.repo.generated import Harvest, harvest
 from errand.sandbox import AsyncSandbox, Image, Mount
-from errand.sandbox.layers import LayerStore
+from errand.sandbox.cache import find_image, find_layer, keep_image, keep_layer
 from errand.sandbox.registries import RegistryAccess, host_registries
 from errand.tasks.environment import Environment, cache_key
+from errand.tasks.errors import SetupFailed
 from errand.tasks.evidence import Evidence, TestRun, assess, is_test_file, parse_counts
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run, RunResult, RunState, Task
@@ -49,18 +50,6 @@ OUTPUT_TAIL = 8000
 # run several loops one after another (a benchmark, the eval harness, tests).
 _SETUP_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = \
     weakref.WeakKeyDictionary()
-
-
-class SetupFailed(ErrandError):
-    """A setup command of the repository's environment failed; ``log`` is its output."""
-
-    code = "setup_failed"
-
-    def __init__(self, message: str, *, command: str, exit_code: int | None, log: str) -> None:
-        super().__init__(message)
-        self.command = command
-        self.exit_code = exit_code
-        self.log = log
 
 
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
@@ -194,35 +183,31 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
     key = f"env-{digest}"
     if not environment.setup:
         return SetUp(environment.image, key, isolation=isolation)
-    store = LayerStore()
     async with setup_lock(key):
-        cached = _cached_setup(store, key, isolation)
+        cached = _cached_setup(key, isolation)
         if cached is not None:
             await journal("setup_cached", {"key": key, "tree_layer": cached.tree_layer is not None})
             return cached
         await journal("setup_started", {"key": key, "commands": list(environment.setup),
                                         "network": environment.setup_egress.to_dict()})
-        return await _set_up_now(environment, task, run, journal, store, key, registries, isolation)
+        return await _set_up_now(environment, task, run, journal, key, registries, isolation)
 
 
-async def _set_up_now(environment: Environment, task: Task, run: Run, journal: Journal, store: LayerStore,
-                      key: str, registries: RegistryAccess, isolation: str) -> SetUp:
+async def _set_up_now(environment: Environment, task: Task, run: Run, journal: Journal, key: str,
+                      registries: RegistryAccess, isolation: str) -> SetUp:
     copy = await asyncio.to_thread(prepare_copy, task, run, name="setup")
     try:
         image = await _run_setup(environment, copy, registries, journal, isolation,
                                  {"task": task.id, "run": run.id, "role": "setup"})
-        layer, kept = await asyncio.to_thread(_keep_tree_writes, store, copy, key)
+        layer, kept = await asyncio.to_thread(_keep_tree_writes, copy, key)
     finally:
         await asyncio.to_thread(copy.remove)
     await journal("setup_tree", {"kept": len(kept.kept), "kept_sample": kept.kept[:20],
                                  "untracked": kept.untracked[:20], "left_tracked": kept.changed_tracked[:20]})
-    assert image.config is not None
     untracked = tuple(kept.untracked)
-    config = replace(image.config, key=key, labels={**image.config.labels, _TREE_LABEL: layer,
-                                                    _UNTRACKED_LABEL: json.dumps(untracked)})
-    store.save_image(config)
+    image = keep_image(image, key, {_TREE_LABEL: layer.name, _UNTRACKED_LABEL: json.dumps(untracked)})
     await journal("setup_finished", {"key": key})
-    return SetUp(Image.from_config(config), key, store.path(layer), isolation=isolation, diff_excludes=untracked)
+    return SetUp(image, key, layer, isolation=isolation, diff_excludes=untracked)
 
 
 _TREE_LABEL = "errand.setup.tree"
@@ -237,33 +222,27 @@ def cached_set_up(environment: Environment, key: str, isolation: str) -> SetUp:
     process of the same errand home continuing a round), without running anything."""
     if not environment.setup:
         return SetUp(environment.image, key, isolation=isolation)
-    cached = _cached_setup(LayerStore(), key, isolation)
+    cached = _cached_setup(key, isolation)
     if cached is None:
         raise ErrandError(f"the set-up environment {key} is not in this worker's cache", code="setup_missing")
     return cached
 
 
-def _cached_setup(store: LayerStore, key: str, isolation: str) -> SetUp | None:
-    config = store.cached_image(key)
-    if config is None:
+def _cached_setup(key: str, isolation: str) -> SetUp | None:
+    image = find_image(key)
+    if image is None or image.config is None:
         return None
-    layer = config.labels.get(_TREE_LABEL)
-    if not layer or not store.has(layer):
+    labels = image.config.labels
+    layer = find_layer(labels[_TREE_LABEL]) if labels.get(_TREE_LABEL) else None
+    if layer is None:
         return None
-    untracked = tuple(json.loads(config.labels.get(_UNTRACKED_LABEL, "[]")))
-    return SetUp(Image.from_config(config), key, store.path(layer), cached=True, isolation=isolation,
-                 diff_excludes=untracked)
+    untracked = tuple(json.loads(labels.get(_UNTRACKED_LABEL, "[]")))
+    return SetUp(image, key, layer, cached=True, isolation=isolation, diff_excludes=untracked)
 
 
-def _keep_tree_writes(store: LayerStore, copy: WorkingCopy, key: str) -> tuple[str, Harvest]:
-    """Commit the new files setup wrote into the tree as a layer; its name, and what was kept and left."""
-    partial = store.partial()
-    try:
-        kept = harvest(copy, partial)
-        return store.commit(partial, f"tree-{key.removeprefix('env-')}").name, kept
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+def _keep_tree_writes(copy: WorkingCopy, key: str) -> tuple[Path, Harvest]:
+    """Keep the new files setup wrote into the tree as a layer; where it is, and what was kept and left."""
+    return keep_layer(f"tree-{key.removeprefix('env-')}", lambda partial: harvest(copy, partial))
 
 
 async def _run_setup(environment: Environment, copy: WorkingCopy, registries: RegistryAccess,

@@ -37,6 +37,7 @@ from errand import _settings
 from errand.errors import ConfigError, ErrandError
 from errand.models import Catalog, ModelEndpoint
 from errand.models.endpoint import BASE_URL_VARIABLES, KEY_VARIABLES, fingerprint, fingerprint_matches
+from errand.tasks.errors import EngineBusy
 
 __all__ = ["EngineBusy", "WorkerInfo", "check_serves", "errand_code", "hold", "notes", "running_worker",
            "stop_worker", "worker_notes", "worker_running"]
@@ -46,10 +47,6 @@ log = logging.getLogger("errand.engine")
 LOCK_FILE = "worker.lock"
 INFO_FILE = "worker.json"
 _POLL = 0.05
-
-
-class EngineBusy(ErrandError):
-    code = "engine_busy"
 
 
 @dataclass(frozen=True)

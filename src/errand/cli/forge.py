@@ -1,0 +1,255 @@
+"""``errand forge``: errand on GitHub — connect a repository, open pull requests, catch up.
+
+``errand run --issue owner/name#42`` and ``errand accept`` call in here too: a task
+read from a forge issue goes back to the forge as a pull request once accepted.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+from errand._text import printable
+from errand.errors import ConfigError, ErrandError
+from errand.forge import IssueRef, open_github
+from errand.forge.links import LinkStore
+from errand.forge.settings import ForgeSettings, settings_path
+from errand.tasks.api import TaskApi
+from errand.tasks.records import Task
+from errand.tasks.service import TaskService
+from errand.tasks.store import TaskStore
+
+if TYPE_CHECKING:
+    from errand.forge.publish import Publisher
+
+__all__ = ["forge_app", "publish_if_linked", "submit_forge_issue"]
+
+forge_app = typer.Typer(help="errand on GitHub: issues in, pull requests out.", no_args_is_help=True)
+_WRITE_SCOPES = ("repo", "public_repo")
+
+
+def _say(text: str, *, style: str | None = None, stderr: bool = False) -> None:
+    Console(highlight=False, emoji=False, stderr=stderr).print(printable(text), style=style, markup=False,
+                                                               soft_wrap=True)
+
+
+def _fail(error: ErrandError) -> typer.Exit:
+    _say(f"error: {error.message}", style="red", stderr=True)
+    return typer.Exit(2 if isinstance(error, ConfigError) else 1)
+
+
+def submit_forge_issue(service: TaskApi, text: str, *, repo: str, base: str, model: str | None,
+                       attempts: int) -> Task:
+    """``errand run --issue owner/name#42``: the issue and its whole thread, read from the forge."""
+    from errand.forge.intake import submit_issue
+
+    if not isinstance(service, TaskService):
+        raise ConfigError("a forge issue is read by the errand that holds the token: run without --server, or let "
+                          "the server's webhook pick the issue up", code="invalid_input")
+    forge, _settings, _token = open_github()
+    return submit_issue(service, LinkStore(service.store.engine), forge, IssueRef.parse(text), repo=repo, base=base,
+                        model=model, attempts=attempts)
+
+
+def _publisher(service: TaskService) -> Publisher:
+    from errand.forge.publish import Publisher
+
+    forge, settings, token = open_github()
+    return Publisher(service, LinkStore(service.store.engine), forge, token, draft=settings.draft,
+                     public_url=_public_url(), ci_fix_attempts=settings.ci_fix_attempts)
+
+
+def _public_url() -> str | None:
+    import os
+
+    return os.environ.get("ERRAND_PUBLIC_URL") or None
+
+
+def publish_if_linked(service: TaskApi, task_id: str) -> None:
+    """After ``errand accept``: push the branch and open the pull request of a task from a forge."""
+    if not isinstance(service, TaskService) or LinkStore(service.store.engine).get(task_id) is None:
+        return
+    try:
+        published = _publisher(service).publish(task_id)
+    except ErrandError as error:
+        _say(f"error: the pull request was not opened: {error.message}; retry with `errand forge pr {task_id}`",
+             style="red", stderr=True)
+        raise typer.Exit(1) from None
+    verb = "opened" if published.opened else "updated"
+    _say(f"pull request #{published.pull} {verb}: {published.url} (branch {published.branch})")
+
+
+TaskId = Annotated[str, typer.Argument(metavar="ID", help="The task's id.")]
+
+
+@forge_app.command("pr")
+def pr(task_id: TaskId) -> None:
+    """Push an accepted task's branch and open its pull request (safe to repeat: never a second one)."""
+    try:
+        with TaskStore.open() as store:
+            published = _publisher(TaskService(store)).publish(task_id)
+    except ErrandError as error:
+        raise _fail(error) from None
+    _say(f"pull request #{published.pull} {'opened' if published.opened else 'is there'}: {published.url}")
+
+
+@forge_app.command("status")
+def status(task_id: TaskId) -> None:
+    """A task's pull request, the commit errand pushed, and the CI results on it."""
+    try:
+        with TaskStore.open() as store:
+            service = TaskService(store)
+            link = LinkStore(store.engine).get(task_id)
+            if link is None or link.pull is None:
+                raise ConfigError(f"task {task_id} has no pull request (`errand forge pr {task_id}` opens it)",
+                                  code="no_pull")
+            found = _publisher(service).checks(task_id)
+    except ErrandError as error:
+        raise _fail(error) from None
+    _say(f"pull request #{link.pull}: {link.pull_url} (branch {link.pull_branch}, pushed {(link.pushed or '')[:12]})")
+    if not found:
+        _say("CI: nothing reported on that commit yet")
+    for check in found:
+        _say(f"CI {check.name}: {check.state}" + (f" ({check.url})" if check.url else ""),
+             style="green" if check.state == "success" else "red" if check.state in ("failure", "error") else None)
+
+
+@forge_app.command("sync")
+def sync() -> None:
+    """One pass over the tasks linked to the forge: open the pull requests of accepted ones, push the
+    rounds that review comments asked for. ``errand serve`` does this by itself."""
+    from errand.forge.publish import catch_up
+
+    try:
+        with TaskStore.open() as store:
+            publisher = _publisher(TaskService(store))
+            for published in catch_up(publisher):
+                _say(f"{published.task_id}: pull request #{published.pull} at {published.commit[:12]}: "
+                     f"{published.url}")
+    except ErrandError as error:
+        raise _fail(error) from None
+
+
+@forge_app.command("connect")
+def connect(
+    provider: Annotated[str, typer.Argument(metavar="PROVIDER", help="github (GitHub Enterprise: set base_url).")],
+    repo: Annotated[str, typer.Option("--repo", metavar="OWNER/NAME", help="The repository.")],
+    path: Annotated[Path | None, typer.Option("--path", metavar="CLONE", help="Its local clone (tasks run on it "
+                                                                                 "and accept into it).")] = None,
+    url: Annotated[str, typer.Option("--url", metavar="URL", help="Where GitHub reaches this errand serve.")] =
+        "https://errand.example/",
+) -> None:
+    """Check the token's access to the repository, say what is missing, and print the webhook to add."""
+    if provider != "github":
+        raise _fail(ConfigError(f"unknown forge {provider!r}: github is the one errand speaks so far",
+                                code="invalid_input"))
+    try:
+        forge, settings, _token = open_github()
+        scopes = forge.access(repo)
+    except ErrandError as error:
+        raise _fail(error) from None
+    _say(f"token of @{scopes.login} on {settings.base_url}")
+    missing = []
+    if scopes.scopes is not None and not set(_WRITE_SCOPES) & set(scopes.scopes):
+        missing.append("the `repo` scope (or `public_repo`), to push branches and open pull requests")
+    if not scopes.can_push:
+        missing.append(f"write access to {repo}")
+    for what in missing:
+        _say(f"missing: {what}", style="yellow")
+    if path is not None:
+        _remember(settings, repo, path)
+    elif repo not in settings.repos:
+        _say(f"missing: a local clone; run again with --path CLONE (it goes into {settings_path()})", style="yellow")
+    secret = settings.webhook_secret() or secrets.token_urlsafe(24)
+    _say(f"webhook: payload URL {url.rstrip('/')}/api/forge/github/webhook, content type application/json, "
+         "events: issues, issue comments, pull request reviews and review comments")
+    if settings.webhook_secret() is None:
+        _say(f"secret: {secret}  (export {settings.webhook_secret_env}={secret} where `errand serve` runs)")
+    raise typer.Exit(1 if missing else 0)
+
+
+def _remember(settings: ForgeSettings, repo: str, path: Path) -> None:
+    clone = path.expanduser().resolve()
+    if not (clone / ".git").exists():
+        raise _fail(ConfigError(f"{clone} is not a git clone", code="not_a_git_repo"))
+    file = settings_path()
+    if repo in settings.repos:
+        _say(f"{repo} is set up already in {file}")
+        return
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with file.open("a", encoding="utf-8") as handle:
+        header = "" if file.stat().st_size else "[github]\n"
+        handle.write(f'{header}\n[github.repos."{repo}"]\npath = "{clone}"\n')
+    _say(f"{repo} → {clone} (written to {file})")
+
+
+def run_batch(service: TaskApi, query: str, *, clone: str, limit: int, base: str,
+              model: str | None, attempts: int) -> None:
+    """``errand run --issues QUERY``: a task per issue found, as one batch (``errand forge ls --batch``)."""
+    from errand.forge.intake import submit_batch
+
+    if not isinstance(service, TaskService):
+        raise ConfigError("a backlog is read by the errand that holds the token: run without --server",
+                          code="invalid_input")
+    forge, settings, _token = open_github()
+    repo, rest = _batch_repo(settings, query, clone)
+    batch = submit_batch(service, LinkStore(service.store.engine), forge, repo, rest, clone=clone, limit=limit,
+                         base=base, model=model, attempts=attempts)
+    for ref, task in batch.started:
+        _say(f"{task.id} queued: #{ref.number} {task.title}")
+    for ref, why in batch.skipped:
+        _say(f"#{ref.number} left: {why}", style="dim")
+    _say(f"batch {batch.id}: {len(batch.started)} task(s) started; follow it with `errand forge ls --batch {batch.id}`")
+
+
+def _batch_repo(settings: ForgeSettings, query: str, clone: str) -> tuple[str, str]:
+    """The repository a search names (``repo:OWNER/NAME``) or the one whose clone ``--repo`` is."""
+    named = [term[5:] for term in query.split() if term.startswith("repo:")]
+    rest = " ".join(term for term in query.split() if not term.startswith("repo:"))
+    if len(named) == 1:
+        return named[0], rest
+    if named:
+        raise ConfigError("a batch searches one repository: give one repo:OWNER/NAME", code="invalid_input")
+    where = Path(clone).expanduser().resolve()
+    for name, repo in settings.repos.items():
+        if repo.path.expanduser().resolve() == where:
+            return name, rest
+    raise ConfigError(f"which repository? put repo:OWNER/NAME in the query, or set up {where} with `errand forge "
+                      "connect github --repo OWNER/NAME --path CLONE`", code="invalid_input")
+
+
+@forge_app.command("ls")
+def ls(
+    repo: Annotated[str | None, typer.Option("--repo", metavar="OWNER/NAME", help="Only this repository.")] = None,
+    batch: Annotated[str | None, typer.Option("--batch", metavar="ID", help="Only this batch.")] = None,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, help="How many, newest first.")] = 50,
+) -> None:
+    """The tasks errand took from the forge: the issue, the task's state, its pull request, CI on it."""
+    from rich.table import Table
+
+    with TaskStore.open() as store:
+        links = LinkStore(store.engine).listed(repo=repo, batch=batch, limit=limit)
+        table = Table("ISSUE", "TASK", "STATE", "PR", "CI", "TITLE", box=None, pad_edge=False)
+        counts: dict[str, int] = {}
+        for link in links:
+            task = store.get_task(link.task_id)
+            stage = "pr_opened" if link.pull is not None and task.state.value == "accepted" else task.state.value
+            counts[stage] = counts.get(stage, 0) + 1
+            table.add_row(printable(f"{link.repo}#{link.issue}" if link.issue else link.repo), task.id, stage,
+                          f"#{link.pull}" if link.pull else "", _ci(store, link.task_id),
+                          printable(task.title, lines=False))
+    Console(highlight=False, emoji=False).print(table)
+    _say(", ".join(f"{count} {stage}" for stage, count in sorted(counts.items())) or "no tasks from the forge yet")
+
+
+def _ci(store: TaskStore, task_id: str) -> str:
+    event = store.last_event(task_id, ["forge_checks"])
+    if event is None or not event.data.get("checks"):
+        return ""
+    states = [str(check.get("state")) for check in event.data["checks"]]
+    bad = [s for s in states if s in ("failure", "error", "timed_out", "action_required")]
+    return "red" if bad else "green" if all(s in ("success", "neutral", "skipped") for s in states) else "pending"

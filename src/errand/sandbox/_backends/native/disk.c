@@ -1,0 +1,83 @@
+/*
+ * The disk-backed writable layer: `launch --disk IMAGE`.
+ *
+ * IMAGE is a sparse file the host made for this sandbox, already holding an
+ * empty ext4 of the sandbox's disk quota (see writable.py). The launcher
+ *
+ *   - opens it and unlinks it at once: from here on only descriptors hold it,
+ *     so whatever happens next leaves no name of it to clean up;
+ *   - attaches it to a free loop device with LOOP_CONFIGURE and AUTOCLEAR: the
+ *     kernel detaches the device by itself on its last close, that is once the
+ *     filesystem is unmounted, or at once if this process dies before mounting;
+ *   - mounts it at `run`, in the sandbox's private mount namespace, which dies
+ *     with the sandbox's last process: unmounting, detaching and freeing the
+ *     file's blocks follow without anyone having to ask.
+ *
+ * The loop device does buffered I/O: writing back the sandbox's files costs no
+ * host disk I/O until the host's own writeback runs, and none at all for what
+ * a short-lived sandbox wrote, as the file's pages are dropped with it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#define LOOP_BLOCK_SIZE 4096 /* the filesystem's own: no read-modify-write below it */
+/* Another process may take the free device between our asking and our attaching. */
+#define ATTACH_TRIES 64
+
+/* A loop device over `backing`, its path in `device`; returns its descriptor. */
+static int attach(int backing, const char *name, char *device, size_t size) {
+    int control = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+    if (control < 0) die("/dev/loop-control");
+    for (int attempt = 0; attempt < ATTACH_TRIES; attempt++) {
+        int n = ioctl(control, LOOP_CTL_GET_FREE);
+        if (n < 0) die("find a free loop device");
+        snprintf(device, size, "/dev/loop%d", n);
+        int loop = open(device, O_RDWR | O_CLOEXEC);
+        if (loop < 0) die(device);
+        struct loop_config config;
+        memset(&config, 0, sizeof config);
+        config.fd = (unsigned int)backing;
+        config.block_size = LOOP_BLOCK_SIZE;
+        config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+        snprintf((char *)config.info.lo_file_name, LO_NAME_SIZE, "%s", name);
+        if (ioctl(loop, LOOP_CONFIGURE, &config) == 0) {
+            close(control);
+            return loop;
+        }
+        if (errno != EBUSY) die("attach a loop device");
+        close(loop);
+    }
+    errno = EBUSY;
+    die("attach a loop device");
+    return -1;
+}
+
+void mount_disk(const char *image, const char *run) {
+    char device[64], lost[4096];
+    int backing = open(image, O_RDWR | O_CLOEXEC);
+    if (backing < 0) die(image);
+    if (unlink(image) < 0) die("unlink the disk image");
+    int loop = attach(backing, image, device, sizeof device);
+    /* nobarrier: no cache flush or FUA write, which the loop device would turn into an
+     * fsync of the image, so the host disk's pace (a journal commit) would set ours;
+     * the image dies with the sandbox, so nothing is lost by not making it durable.
+     * noinit_itable: its inode tables are holes, zero already; nothing for the
+     * kernel's lazy-init thread to write behind the sandbox's back. */
+    if (mount(device, run, "ext4", MS_NOSUID | MS_NODEV, "nobarrier,noinit_itable") < 0)
+        die("mount the disk image");
+    close(loop); /* the mount holds the device now: its release is the detach */
+    close(backing);
+    if (chmod(run, 0711) < 0) die("chmod the disk's root");
+    snprintf(lost, sizeof lost, "%s/lost+found", run);
+    rmdir(lost); /* no fsck will ever look for it */
+}

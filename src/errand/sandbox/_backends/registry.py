@@ -1,0 +1,140 @@
+"""Records of live sandboxes, kept in the runtime directory, and their reaping.
+
+Each sandbox has ``<runtime>/<id>/`` holding its control socket, its record
+(``record.json``) and its log. A sandbox whose owning process or whose own
+processes are gone is an orphan; ``gc`` ends what is left of it.
+
+A record names the errand home that made it. Each home has a runtime directory
+of its own by default, but two homes pointed at one ``ERRAND_RUNTIME_DIR`` still
+see only their own sandboxes: :func:`records` and :meth:`Record.load` skip the
+others' (gc keeps clear of them too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from errand import _settings
+
+__all__ = ["ORPHAN_GRACE", "OWNER_GRACE", "Record", "all_records", "process_start", "records", "same_process"]
+
+# Who ends a sandbox at its lifetime, in order: its agent inside at the deadline; its owner
+# this long after (the agent runs where a process could stop it); garbage collection, for
+# a sandbox whose owner is gone too, only after the owner has had its turn.
+OWNER_GRACE = 1.0
+ORPHAN_GRACE = OWNER_GRACE + 4.0
+
+
+def _this_home() -> str:
+    return str(_settings.home().resolve())
+
+
+@dataclass
+class Record:
+    id: str
+    backend: str
+    pid: int                      # the sandbox's outermost process on the host
+    pid_start: int                # its start time, so a reused pid is not mistaken for it
+    owner_pid: int | None         # None for detached sandboxes
+    owner_start: int | None
+    created_at: float
+    deadline: float | None        # lifetime end (wall clock), if any
+    image: dict[str, object]      # the ImageConfig as JSON fields
+    workdir: str
+    env: dict[str, str]
+    copy_layers: list[str] = field(default_factory=list)
+    cgroup: str = ""
+    proxied: bool = False         # served by the owner's egress proxy at 127.0.0.1:3128 inside
+    labels: dict[str, str] = field(default_factory=dict)
+    # The home that made it. A record written before homes were recorded has none, and
+    # is taken for this home's: its runtime directory was then the only scope there was.
+    home: str = field(default_factory=_this_home)
+
+    @property
+    def directory(self) -> Path:
+        return _settings.runtime_dir() / self.id
+
+    @property
+    def control_socket(self) -> str:
+        return str(self.directory / "ctl")
+
+    def save(self) -> None:
+        partial = self.directory / ".record.json"
+        partial.write_text(json.dumps(asdict(self)))
+        os.replace(partial, self.directory / "record.json")
+
+    @classmethod
+    def load(cls, sandbox_id: str) -> Record | None:
+        """This home's record of ``sandbox_id``, or None (none, unreadable, or another home's)."""
+        record = cls._read(sandbox_id)
+        return record if record is not None and record.of_this_home() else None
+
+    @classmethod
+    def _read(cls, sandbox_id: str) -> Record | None:
+        path = _settings.runtime_dir() / sandbox_id / "record.json"
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def of_this_home(self) -> bool:
+        return self.home == _this_home()
+
+    def processes_alive(self) -> bool:
+        return same_process(self.pid, self.pid_start)
+
+    def owner_alive(self) -> bool:
+        if self.owner_pid is None:
+            return True
+        return same_process(self.owner_pid, self.owner_start)
+
+    def log_tail(self, limit: int = 4000) -> str:
+        try:
+            return (self.directory / "log").read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
+    def remove_files(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+        for layer in self.copy_layers:
+            shutil.rmtree(layer, ignore_errors=True)
+
+
+def process_start(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot), or None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # The command name may hold spaces or parentheses: split after the last ')'.
+    fields = stat[stat.rindex(b")") + 2:].split()
+    if fields[0] == b"Z":
+        return None  # a zombie has ended; only its parent's wait is missing
+    return int(fields[19])
+
+
+def same_process(pid: int, start: int | None) -> bool:
+    return start is not None and process_start(pid) == start
+
+
+def records() -> list[Record]:
+    """This home's sandboxes' records."""
+    return [record for record in all_records() if record.of_this_home()]
+
+
+def all_records() -> list[Record]:
+    """Every record in the runtime directory, other homes' too: what gc must keep clear of."""
+    root = _settings.runtime_dir()
+    if not root.is_dir():
+        return []
+    found = []
+    for entry in sorted(root.iterdir()):
+        record = Record._read(entry.name) if entry.is_dir() else None
+        if record is not None:
+            found.append(record)
+    return found

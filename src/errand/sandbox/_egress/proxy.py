@@ -1,0 +1,533 @@
+"""The host-side egress proxy: the only way out of a sandbox's network namespace.
+
+Each sandbox gets its own listening socket *inside its own network namespace*
+(127.0.0.1:3128 there), created by the launcher and handed to this process;
+no other sandbox can reach it. Programs find it through the usual proxy
+variables; programs that ignore them find no route at all.
+
+For every request the proxy decides on the *name* first (a denied name causes
+no DNS query), resolves it here on the host, refuses loopback, private,
+link-local, CGNAT and metadata addresses unless a CIDR allows them, and
+connects to the address it resolved itself. Ports are part of the decision.
+
+A CONNECT tunnel must carry TLS: its first record must be a ClientHello whose
+SNI is the CONNECT host, and not one byte reaches the server before that is
+checked. What follows is opaque: a Host header inside TLS cannot be seen
+without interception, which errand does not do.
+
+A plain-HTTP connection is parsed request by request (``http``: framing is
+followed exactly, and ambiguous framing refused), so every request is checked:
+its URL names the host and port, its Host header must agree, and the request
+goes to an upstream opened for that host and port; a request for another host
+ends the upstream connection and opens (or is refused) one of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from errand.sandbox._backends.spec import PROXY_PORT
+from errand.sandbox._egress.http import Refused, RequestHead, parse_request, split_host_port
+from errand.sandbox._egress.plainhttp import Upstream, absolute_target, exchange, next_head, origin_head
+from errand.sandbox._egress.tls import TLS_RECORD_HEADER, client_hello_length, server_name
+from errand.sandbox.network import (
+    Address,
+    Decision,
+    Network,
+    Scheme,
+    cidr_allows,
+    decide_address,
+    decide_name,
+    parse_address,
+)
+
+__all__ = ["EgressEvent", "EgressProxy", "proxy_env"]
+
+_HEAD_LIMIT = 65536
+_HEAD_TIMEOUT = 10.0
+_MAX_CONNECTIONS = 512  # per sandbox
+_CONNECT_TIMEOUT = 10.0
+_LOG_LIMIT = 1 << 20  # bytes of egress log kept per sandbox
+
+
+async def receive_listener(channel: socket.socket, timeout: float = 30.0) -> socket.socket | None:
+    """The listener the launcher sends over ``channel`` (None if it died first)."""
+    loop = asyncio.get_running_loop()
+    channel.setblocking(False)
+    received: asyncio.Future[list[int]] = loop.create_future()
+
+    def ready() -> None:
+        try:
+            _data, fds, _flags, _address = socket.recv_fds(channel, 1, 1)
+        except BlockingIOError:
+            return
+        if not received.done():
+            received.set_result(fds)
+
+    loop.add_reader(channel.fileno(), ready)
+    try:
+        fds = await asyncio.wait_for(received, timeout)
+    finally:
+        loop.remove_reader(channel.fileno())
+        channel.close()
+    return socket.socket(fileno=fds[0]) if fds else None
+
+
+def _proxy_env() -> dict[str, str]:
+    url = f"http://127.0.0.1:{PROXY_PORT}"
+    env = {}
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "PIP_PROXY", "npm_config_proxy",
+                 "npm_config_https_proxy"):
+        env[name] = url
+        env[name.lower()] = url
+    env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1"
+    return env
+
+
+_PROXY_ENV = _proxy_env()
+
+
+def proxy_env() -> dict[str, str]:
+    """What programs inside the sandbox need to find the proxy (a fresh copy; built once)."""
+    return dict(_PROXY_ENV)
+
+
+@dataclass(frozen=True)
+class EgressEvent:
+    time: float
+    host: str
+    port: int
+    verdict: str  # "allowed" (opened), "denied", or "closed" (with the bytes it carried)
+    reason: str
+    bytes_out: int = 0
+    bytes_in: int = 0
+    address: str = ""
+
+
+class _Connection:
+    """One client connection, tracked from accept, so a policy change reaches it at any stage."""
+
+    def __init__(self, client: asyncio.WriteTransport) -> None:
+        self.client = client
+        self.upstream: asyncio.WriteTransport | None = None
+        self.host, self.port, self.address = "?", 0, ""
+        self.scheme: Scheme = "https"
+        self.answered = False  # a CONNECT was answered 200, or a response begun: no HTTP error can follow
+
+    def allowed_under(self, policy: Network) -> bool:
+        if self.host != "?" and not decide_name(policy, self.host, self.port, self.scheme).allowed:
+            return False
+        address = self.address and ipaddress.ip_address(self.address)
+        return not address or _check_address(policy, address, self.port, self.scheme).allowed
+
+    def abort(self) -> None:
+        for transport in (self.client, self.upstream):
+            if transport is not None and not transport.is_closing():
+                transport.abort()
+
+
+class EgressProxy:
+    """Serves every sandbox of this process. Policies can be swapped at runtime."""
+
+    def __init__(self) -> None:
+        self._policies: dict[str, Network] = {}
+        self._servers: dict[str, asyncio.base_events.Server] = {}
+        self._live: dict[str, set[_Connection]] = {}
+        self._logs: dict[str, Path] = {}
+        self._log_files: dict[str, TextIO] = {}
+        self._listeners: dict[str, list[asyncio.Queue[EgressEvent | None]]] = {}
+
+    async def serve(self, sandbox_id: str, listener: socket.socket, policy: Network, log_path: Path) -> None:
+        self._policies[sandbox_id] = policy
+        self._live[sandbox_id] = set()
+        self._logs[sandbox_id] = log_path
+        listener.setblocking(False)
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self._handle(sandbox_id, reader, writer)
+
+        self._servers[sandbox_id] = await asyncio.start_server(handle, sock=listener, limit=_HEAD_LIMIT)
+
+    def set_policy(self, sandbox_id: str, policy: Network) -> int:
+        """Swap the policy; close live connections it forbids. Returns how many were closed."""
+        self._policies[sandbox_id] = policy
+        closed = 0
+        for connection in list(self._live.get(sandbox_id, ())):
+            if not connection.allowed_under(policy):
+                connection.abort()
+                closed += 1
+                self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "denied",
+                                                     "closed: the new policy forbids it"))
+        return closed
+
+    async def stop(self, sandbox_id: str) -> None:
+        server = self._servers.pop(sandbox_id, None)
+        if server is not None:
+            server.close()
+        for connection in self._live.pop(sandbox_id, set()):
+            connection.abort()
+        self._policies.pop(sandbox_id, None)
+        self._logs.pop(sandbox_id, None)
+        handle = self._log_files.pop(sandbox_id, None)
+        if handle is not None:
+            handle.close()
+        for queue in self._listeners.pop(sandbox_id, []):
+            queue.put_nowait(None)
+
+    def subscribe(self, sandbox_id: str) -> asyncio.Queue[EgressEvent | None]:
+        queue: asyncio.Queue[EgressEvent | None] = asyncio.Queue()
+        if sandbox_id in self._servers:
+            self._listeners.setdefault(sandbox_id, []).append(queue)
+        else:
+            queue.put_nowait(None)  # already stopped: the stream is over
+        return queue
+
+    def unsubscribe(self, sandbox_id: str, queue: asyncio.Queue[EgressEvent | None]) -> None:
+        queues = self._listeners.get(sandbox_id, [])
+        if queue in queues:
+            queues.remove(queue)
+
+    # ---------------------------------------------------------------- requests
+
+    async def _handle(self, sandbox_id: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        live = self._live.get(sandbox_id)
+        if live is None or len(live) >= _MAX_CONNECTIONS:
+            # One sandbox must not exhaust the descriptors every other sandbox here needs.
+            writer.transport.abort()
+            return
+        _no_delay(writer.get_extra_info("socket"))
+        connection = _Connection(writer.transport)
+        live.add(connection)
+        try:
+            async with asyncio.timeout(_HEAD_TIMEOUT):
+                head = await reader.readuntil(b"\r\n\r\n")
+            request = parse_request(head)
+            if request.method == "CONNECT":
+                connection.host, connection.port = split_host_port(request.target, 443)
+                await self._tunnel(sandbox_id, connection, reader, writer)
+            else:
+                await self._serve_http(sandbox_id, connection, request, reader, writer)
+        except Refused as refusal:
+            self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "denied",
+                                                 refusal.reason))
+            if not connection.answered:
+                await _reply(writer, refusal.status, refusal.reason)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError,
+                ValueError, UnicodeError):
+            if not connection.answered:
+                await _reply(writer, 400, "bad proxy request")
+        finally:
+            live.discard(connection)
+            connection.abort()
+
+    def _check_name(self, sandbox_id: str, connection: _Connection) -> Network:
+        policy = self._policies.get(sandbox_id)
+        if policy is None:
+            raise Refused("the sandbox has ended")
+        decision = decide_name(policy, connection.host, connection.port, connection.scheme)
+        if not decision.allowed:
+            raise Refused(decision.reason)
+        return policy
+
+    async def _tunnel(self, sandbox_id: str, connection: _Connection, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        host = connection.host
+        # Name and addresses are checked before answering, so a refusal is a clear 403.
+        usable = await self._addresses(sandbox_id, connection)
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        connection.answered = True
+        # The upstream connection opens while the client sends its ClientHello, but not
+        # one byte goes to it until the hello's SNI is the CONNECT host: a fronted name
+        # never reaches the server.
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        counts = [0, 0, 0]  # bytes out, bytes in, directions ended
+        connecting = asyncio.ensure_future(_connect(connection, usable, done, counts))
+        try:
+            hello = await _client_hello(reader)
+            sni = server_name(hello)
+            if sni is None and parse_address(host) is None:
+                raise Refused("TLS ClientHello without a server name")
+            if sni is not None and sni != host.rstrip(".").lower():
+                raise Refused(f"TLS server name {sni!r} does not match CONNECT host {host!r}")
+            self._recheck(sandbox_id, connection, usable)  # the policy may have changed meanwhile
+            upstream = await connecting
+        except BaseException:
+            connecting.cancel()
+            if connecting.done() and not connecting.cancelled() and connecting.exception() is None:
+                connecting.result().abort()
+            raise
+        await self._splice(sandbox_id, connection, upstream, hello + _buffered(reader), done, counts)
+
+    async def _serve_http(self, sandbox_id: str, connection: _Connection, request: RequestHead,
+                          reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Each request on the connection, in turn: checked, sent to an upstream for its own host
+        and port (kept while requests name the same one), its response relayed to the end."""
+        connection.scheme = "http"
+        upstream: Upstream | None = None
+        try:
+            while True:
+                host, port, path = absolute_target(request.target)
+                if upstream is not None and not upstream.serves(host, port):
+                    self._end_upstream(sandbox_id, upstream)
+                    upstream = connection.upstream = None
+                    connection.address = ""
+                connection.host, connection.port = host, port
+                origin = origin_head(request, path, host, port)
+                if upstream is None:
+                    upstream = await self._open_upstream(sandbox_id, connection)
+                else:
+                    self._recheck(sandbox_id, connection, [ipaddress.ip_address(connection.address)])
+                if not await exchange(connection, request, origin, reader, writer, upstream):
+                    break
+                head = await next_head(reader)
+                if head is None:
+                    break
+                request = parse_request(head)
+        finally:
+            if upstream is not None:
+                self._end_upstream(sandbox_id, upstream)
+        writer.close()  # after what is buffered for the client has gone (an abort would drop it)
+
+    async def _open_upstream(self, sandbox_id: str, connection: _Connection) -> Upstream:
+        usable = await self._addresses(sandbox_id, connection)
+        last_error: Exception | None = None
+        for address in usable:
+            try:
+                async with asyncio.timeout(_CONNECT_TIMEOUT):
+                    upstream_reader, upstream_writer = await asyncio.open_connection(
+                        str(address), connection.port, limit=_HEAD_LIMIT)
+            except (OSError, TimeoutError) as error:
+                last_error = error
+                continue
+            _no_delay(upstream_writer.get_extra_info("socket"))
+            connection.address = str(address)
+            connection.upstream = upstream_writer.transport
+            self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port,
+                                                 "allowed", "allowed by policy", address=connection.address))
+            return Upstream(connection.host, connection.port, connection.address, upstream_reader,
+                             upstream_writer)
+        raise Refused(f"cannot connect to {connection.host}:{connection.port} ({last_error})", 502)
+
+    def _end_upstream(self, sandbox_id: str, upstream: Upstream) -> None:
+        upstream.writer.close()
+        self._record(sandbox_id, EgressEvent(time.time(), upstream.host, upstream.port, "closed",
+                                             "connection ended", upstream.counts[0], upstream.counts[1],
+                                             upstream.address))
+
+    async def _addresses(self, sandbox_id: str, connection: _Connection) -> list[Address]:
+        """The name is checked (before any lookup), resolved here, and each address checked."""
+        policy = self._check_name(sandbox_id, connection)
+        addresses = await _resolve(connection.host, connection.port)
+        if not addresses:
+            raise Refused(f"cannot resolve {connection.host}", 502)
+        verdicts = [(address, _check_address(policy, address, connection.port, connection.scheme))
+                    for address in addresses]
+        usable = [address for address, verdict in verdicts if verdict.allowed]
+        if not usable:
+            raise Refused(verdicts[0][1].reason)
+        return usable
+
+    def _recheck(self, sandbox_id: str, connection: _Connection, usable: list[Address]) -> None:
+        policy = self._check_name(sandbox_id, connection)
+        if not all(_check_address(policy, address, connection.port, connection.scheme).allowed
+                   for address in usable):
+            raise Refused("the policy changed: the address is no longer allowed")
+
+    async def _splice(self, sandbox_id: str, connection: _Connection, upstream: asyncio.WriteTransport,
+                      first: bytes, done: asyncio.Future[None], counts: list[int]) -> None:
+        """Splice the two transports directly; log the connection when it opens and ends."""
+        connection.upstream = upstream
+        self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "allowed",
+                                             "allowed by policy", address=connection.address))
+        _hand_over(connection.client, _Relay(upstream, done, counts, 0))
+        counts[0] += len(first)
+        upstream.write(first)
+        try:
+            await done
+        finally:
+            self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "closed",
+                                                 "connection ended", counts[0], counts[1], connection.address))
+
+    # ------------------------------------------------------------------- log
+
+    def _record(self, sandbox_id: str, event: EgressEvent) -> None:
+        for queue in self._listeners.get(sandbox_id, []):
+            queue.put_nowait(event)
+        path = self._logs.get(sandbox_id)
+        if path is None:
+            return
+        try:
+            handle = self._log_files.get(sandbox_id)
+            if handle is None:
+                # Line-buffered: each event is one write, readable at once by other processes.
+                handle = self._log_files[sandbox_id] = open(path, "a", buffering=1)  # noqa: SIM115
+            handle.write(json.dumps(vars(event)) + "\n")  # asdict deep-copies every field, on each connection's path
+            if handle.tell() > _LOG_LIMIT:
+                handle.close()
+                del self._log_files[sandbox_id]
+                _trim(path)
+        except OSError:
+            pass  # the sandbox's directory is gone: it has ended
+
+
+class _Relay(asyncio.Protocol):
+    """Copies what one side sends straight to the other, with flow control both ways."""
+
+    def __init__(self, peer: asyncio.WriteTransport, done: asyncio.Future[None], counts: list[int],
+                 index: int) -> None:
+        self.peer = peer
+        self.done, self.counts, self.index = done, counts, index
+
+    def data_received(self, data: bytes) -> None:
+        self.counts[self.index] += len(data)
+        self.peer.write(data)
+
+    def eof_received(self) -> bool:
+        # counts[2] counts the directions that have ended; when both have, nothing is left to carry.
+        self.counts[2] += 1
+        if self.counts[2] < 2 and self.peer.can_write_eof():
+            self.peer.write_eof()
+            return True  # half-close: the other direction may still be talking
+        self.peer.close()
+        return False
+
+    def pause_writing(self) -> None:
+        # This side's send buffer is full: stop reading from the side that fills it.
+        if isinstance(self.peer, asyncio.ReadTransport):
+            self.peer.pause_reading()
+
+    def resume_writing(self) -> None:
+        if isinstance(self.peer, asyncio.ReadTransport):
+            self.peer.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.peer.is_closing():
+            self.peer.close()
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _connect(connection: _Connection, addresses: list[Address], done: asyncio.Future[None],
+                   counts: list[int]) -> asyncio.WriteTransport:
+    loop = asyncio.get_running_loop()
+    last_error: Exception | None = None
+    for address in addresses:
+        try:
+            async with asyncio.timeout(_CONNECT_TIMEOUT):
+                transport, _ = await loop.create_connection(
+                    lambda: _Relay(connection.client, done, counts, 1), str(address), connection.port)
+        except (OSError, TimeoutError) as error:
+            last_error = error
+            continue
+        _no_delay(transport.get_extra_info("socket"))
+        connection.address = str(address)
+        return transport
+    raise Refused(f"cannot connect to {connection.host}:{connection.port} ({last_error})", 502)
+
+
+def _hand_over(client: asyncio.WriteTransport, relay: _Relay) -> None:
+    """Move the client's transport from its stream reader to the relay."""
+    client.set_protocol(relay)
+    if isinstance(client, asyncio.ReadTransport) and not client.is_reading():
+        client.resume_reading()  # the stream reader may have paused it when its buffer filled
+
+
+def _buffered(reader: asyncio.StreamReader) -> bytes:
+    """Bytes the client sent beyond what was parsed (TLS early data, say): none may be lost
+    when its transport passes from the stream reader to the relay."""
+    buffer = getattr(reader, "_buffer", b"")
+    data = bytes(buffer)
+    if isinstance(buffer, bytearray):
+        buffer.clear()
+    return data
+
+
+async def _client_hello(reader: asyncio.StreamReader) -> bytes:
+    """The first TLS record the client sends; a tunnel that does not start with one is refused."""
+    async with asyncio.timeout(_HEAD_TIMEOUT):
+        header = await reader.readexactly(TLS_RECORD_HEADER)
+        length = client_hello_length(header)
+        if length is None:
+            raise Refused("a tunnel must start with a TLS ClientHello (only TLS is carried)")
+        return header + await reader.readexactly(length - TLS_RECORD_HEADER)
+
+
+async def _resolve(host: str, port: int) -> list[Address]:
+    literal = parse_address(host)
+    if literal is not None:
+        return [literal]
+    override = _overrides().get(host)
+    if override is not None:
+        return override
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return []
+    return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
+
+
+def _check_address(policy: Network, address: Address, port: int, scheme: Scheme) -> Decision:
+    """The policy's verdict; then the host's own addresses (any interface, public ones
+    included), which reach services bound to 0.0.0.0 on the host: refused like loopback,
+    unless a CIDR names them."""
+    decision = decide_address(policy, address, port, scheme)
+    if decision.allowed and not cidr_allows(policy, address, port, scheme) and _is_local(address):
+        return Decision(False, f"resolves to an address of this host ({address})")
+    return decision
+
+
+def _is_local(address: Address) -> bool:
+    """Whether ``address`` belongs to this host right now: binding to it succeeds only then.
+    One syscall, always current (no cached interface list to go stale)."""
+    family = socket.AF_INET if address.version == 4 else socket.AF_INET6
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind((str(address), 0))
+        except OSError:
+            return False
+    return True
+
+
+def _overrides() -> dict[str, list[Address]]:
+    """``ERRAND_EGRESS_HOSTS="name=addr,name=addr"``: the proxy's own hosts file (test hosts)."""
+    mapping: dict[str, list[Address]] = {}
+    for item in filter(None, os.environ.get("ERRAND_EGRESS_HOSTS", "").split(",")):
+        name, _, address = item.partition("=")
+        mapping.setdefault(name.strip().lower(), []).append(ipaddress.ip_address(address.strip()))
+    return mapping
+
+
+def _no_delay(sock: socket.socket | None) -> None:
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+async def _reply(writer: asyncio.StreamWriter, status: int, reason: str) -> None:
+    if writer.transport.is_closing():
+        return
+    body = f"errand egress proxy: {reason}\n".encode()
+    phrase = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}.get(status, "Error")
+    writer.write(f"HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+                 f"Connection: close\r\n\r\n".encode() + body)
+    try:
+        await writer.drain()
+    except ConnectionError:
+        pass
+
+
+def _trim(path: Path) -> None:
+    data = path.read_bytes()
+    keep = data[len(data) // 2:]
+    keep = keep[keep.find(b"\n") + 1:]
+    partial = path.with_suffix(".trim")
+    partial.write_bytes(keep)
+    os.replace(partial, path)
+

@@ -1,0 +1,165 @@
+"""What each event of a task's log says, in words, written once.
+
+The command line (:mod:`errand.cli.events`) and the web log
+(:mod:`errand.server.eventview`) both show these sentences; each face only styles
+them. A sentence is literal words (errand's) and :class:`Value` parts, which come
+from the event's data: the agent, its model, the repository or a person wrote most of
+them, so each face shows a value cleaned of control characters and escaped for its
+own markup, never interpreted. The agent's tool calls and results, and streamed
+output, are shown by each face in its own form (a command line, a collapsible
+block); they carry no sentence here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from errand.tasks.environment import egress_summary
+
+__all__ = ["SENTENCES", "Sentence", "Tone", "Value", "sentence"]
+
+Tone = Literal["plain", "heading", "quiet", "step", "note", "warn", "good", "bad", "ask"]
+
+
+@dataclass(frozen=True)
+class Value:
+    """A value from the event's data, kept on its line (a line break in it is shown, not
+    obeyed) unless ``lines`` (free text: a question, a reason, the model's words) or
+    ``block`` (a log, on lines of its own). ``code``: shown as code (a command, a cache
+    key); ``task``: a task's id, which a face may link to."""
+
+    value: object
+    lines: bool = False
+    block: bool = False
+    code: bool = False
+    task: bool = False
+
+
+Part = str | Value
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One line of the log: ``label`` names the kind in a word (the web log's tag), ``lead``
+    is said first in the tone's emphasis (``question:``, ``failed:``), then ``parts``."""
+
+    label: str
+    parts: tuple[Part, ...]
+    tone: Tone = "plain"
+    lead: str = ""
+
+
+Say = Callable[[Mapping[str, Any]], Sentence | None]
+
+
+def sentence(kind: str, data: Mapping[str, Any]) -> Sentence | None:
+    """What the log says of an event of ``kind``; None for a kind (or an event) it does not show."""
+    say = SENTENCES.get(kind)
+    return say(data) if say is not None else None
+
+
+def _said(label: str, *parts: Part, tone: Tone = "plain", lead: str = "") -> Sentence:
+    return Sentence(label, tuple(part for part in parts if part != ""), tone, lead)
+
+
+def _text(label: str, field: str, lead: str, tone: Tone = "note") -> Say:
+    """A kind that carries a person's or the agent's text: ``lead`` then the text."""
+    return lambda d: _said(label, Value(d.get(field), lines=True), tone=tone, lead=lead)
+
+
+def _policy(policy: object) -> Value:
+    return Value(egress_summary(policy))
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _round_started(d: Mapping[str, Any]) -> Sentence:
+    runs = [str(run) for run in d.get("runs", [])]
+    return _said("round", "round ", Value(d.get("round")), f" started: {_count(len(runs), 'attempt')} (",
+                 Value(", ".join(runs)), ")", tone="heading")
+
+
+def _environment(d: Mapping[str, Any]) -> Sentence:
+    setup = (", setup egress ", _policy(d.get("setup_network"))) if d.get("setup_network") else ()
+    return _said("environment", "environment from ", Value(d.get("config") or "the defaults"), " at ",
+                 Value(str(d.get("commit") or "")[:12]), ": egress ", _policy(d.get("network")), *setup, ", ",
+                 Value(d.get("isolation")), " sandboxes", tone="quiet")
+
+
+def _setup_tree(d: Mapping[str, Any]) -> Sentence:
+    left = [str(path) for path in d.get("left_tracked", [])]
+    tail = ("; setup also changed or deleted files git tracks, left out of the working copy: ",
+            Value(", ".join(left))) if left else ()
+    return _said("setup", "setup wrote ", Value(d.get("kept")), " new paths into the tree; every working copy has "
+                 "them, and no diff shows them", *tail, tone="step")
+
+
+def _model_endpoint(d: Mapping[str, Any]) -> Sentence:
+    parts: list[Part] = ["model ", Value(d.get("describe"))]
+    if d.get("resolved_by") == "worker":
+        parts.append(" (the task recorded no endpoint; resolved in the worker's environment)")
+    if d.get("key") == "differs":
+        variable = (d.get("model") or {}).get("api_key_env")
+        parts += ["; warning: the worker's $", Value(variable), " is not the key the task was submitted with; "
+                  "it uses its own"]
+    return _said("endpoint", *parts, tone="warn" if d.get("key") == "differs" else "quiet")
+
+
+def _failed(d: Mapping[str, Any]) -> Sentence:
+    log = (Value(d.get("log"), block=True),) if d.get("log") else ()
+    return _said("failed", Value(d.get("reason"), lines=True), *log, tone="bad", lead="failed:")
+
+
+SENTENCES: Mapping[str, Say] = {
+    "round_started": _round_started,
+    "environment": _environment,
+    "setup_started": lambda d: _said("setup", "setting up the environment", tone="step"),
+    "setup_cached": lambda d: _said("setup", "environment set up already (cached, ", Value(d.get("key"), code=True),
+                                    ")", tone="step"),
+    "setup_tree": _setup_tree,
+    "setup_finished": lambda d: _said("setup", "environment set up and cached (", Value(d.get("key"), code=True),
+                                      ")", tone="step"),
+    "check_started": lambda d: _said("check", "checking the result: ", Value(d.get("what")), " ",
+                                     Value(d.get("command"), code=True), tone="step"),
+    "tests_before": lambda d: _said("check", "tests on the base: ", "pass" if d.get("exit_code") == 0 else "fail",
+                                    " (cached)" if d.get("cached") else ""),
+    "model": lambda d: _said("model", Value(d.get("content"), lines=True), lead="model:") if d.get("content")
+    else None,
+    "model_retry": lambda d: _said("retry", "model call failed (", Value(d.get("reason")), "); retry ",
+                                   Value(d.get("retry")), " of ", Value(d.get("max_retries")), " in ",
+                                   Value(d.get("delay")), "s", tone="warn"),
+    "condensed": lambda d: _said("condensed", "conversation condensed: ", Value(d.get("dropped_steps")),
+                                 " older steps summarised (", Value(d.get("tokens_before")), " → ",
+                                 Value(d.get("tokens_after")), " tokens of a ", Value(d.get("window")), " window)",
+                                 tone="step"),
+    "question": _text("question", "text", "", tone="ask"),
+    "answer_sent": _text("answer", "text", "answer:"),
+    "answer_delivered": lambda d: _said("resumed", "answer delivered; the run resumes", tone="quiet"),
+    "message_sent": _text("message", "text", "message:"),
+    "message_delivered": lambda d: _said("delivered", "message delivered to the agent", tone="quiet"),
+    "exit": lambda d: None if d.get("status") == "needs_input" else _said(
+        "ended", Value(d.get("status")), " — ", Value(d.get("detail"), lines=True), tone="heading",
+        lead="run ended:"),
+    "ranking": lambda d: _said("ranking", "attempts ranked: ", Value(", ".join(map(str, d.get("runs", []))))),
+    "ready_for_review": lambda d: _said("ready", "ready for review (confidence ", Value(d.get("confidence")), ")",
+                                        tone="good"),
+    "failed": _failed,
+    "cancelled": lambda d: _said("cancelled", "cancelled", tone="quiet"),
+    "memory_unavailable": lambda d: _said("memory", "project memory unavailable (", Value(d.get("reason")),
+                                          "); the round goes on without it", tone="warn"),
+    "recovered": lambda d: _said("recovered", "worker restarted: run ", Value(d.get("run_id")),
+                                 " interrupted, task ", Value(d.get("state")), tone="warn"),
+    "model_endpoint": _model_endpoint,
+    "followup": _text("follow-up", "text", "follow-up:"),
+    "followed_up": lambda d: _said("follow-up", Value(d.get("task_id"), task=True), ": ",
+                                   Value(d.get("text"), lines=True), tone="note", lead="follow-up, as new task"),
+    "retried": lambda d: _said("retried", "retried after it was ", Value(d.get("after")), ": round ",
+                               Value(d.get("round")), " starts", tone="note"),
+    "rejected": _text("rejected", "reason", "rejected:", tone="bad"),
+    "accepted": lambda d: _said("accepted", "accepted as ", Value(str(d.get("commit", ""))[:12], code=True), " on ",
+                                Value(d.get("branch"), code=True), tone="good"),
+}

@@ -1,0 +1,51 @@
+"""Each event's sentence is written once and both faces show it, every value escaped for the face."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from errand.cli.events import print_event
+from errand.server.eventview import render_event
+from errand.tasks.events import KINDS
+from errand.tasks.records import Event
+from errand.tasks.wording import SENTENCES, Value, sentence
+
+HOSTILE = "[bold red]x[/]<script>alert(1)</script>\x1b[2J"
+
+
+def _event(kind: str, value: object) -> Event:
+    data = {field: value for field in KINDS[kind].fields}
+    data.update(runs=[value], left_tracked=[value]) if kind in {"round_started", "setup_tree"} else None
+    return Event(id=1, seq=1, task_id="t", run_id=None, kind=kind, data=data, time=0.0)
+
+
+def _terminal(event: Event) -> str:
+    out = io.StringIO()
+    print_event(Console(file=out, width=400, color_system=None), event)
+    return out.getvalue()
+
+
+def test_both_faces_say_the_same_words() -> None:
+    for kind in SENTENCES:
+        said = sentence(kind, _event(kind, "value").data)
+        if said is None:
+            continue
+        words = [part for part in said.parts if isinstance(part, str) and len(part) > 3]
+        page = str(render_event(_event(kind, "value"))).replace("&#39;", "'")
+        for word in words:
+            assert word.strip() in _terminal(_event(kind, "value")), (kind, word)
+            assert word.strip() in page, (kind, word)
+
+
+def test_a_hostile_value_is_shown_never_obeyed_in_either_face() -> None:
+    for kind in SENTENCES:
+        event = _event(kind, HOSTILE)
+        said = sentence(kind, event.data)
+        if said is None or not any(isinstance(part, Value) for part in said.parts):
+            continue
+        terminal, page = _terminal(event), str(render_event(event))
+        assert "\x1b" not in terminal and "<script>" not in page, kind
+        if any(isinstance(part, Value) and part.value == HOSTILE for part in said.parts):
+            assert "[bold red]x[/]" in terminal, kind  # Rich did not read it as markup
