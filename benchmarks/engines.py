@@ -139,14 +139,20 @@ class TemporalTeam:
         self.server.remove()
 
 
-async def bench_temporal(url: str, work: Path, repo: Path, script: Path, tasks: int,
-                         concurrency: int) -> dict[str, Any]:
+def run_temporal(url: str, work: Path, repo: Path, script: Path, tasks: int, concurrency: int) -> dict[str, Any]:
+    team = TemporalTeam(work, url, max(1, concurrency // 2))
+    team.server.start()
+    try:
+        return asyncio.run(bench_temporal(team, url, repo, script, tasks))
+    finally:
+        team.stop()
+
+
+async def bench_temporal(team: TemporalTeam, url: str, repo: Path, script: Path, tasks: int) -> dict[str, Any]:
     from errand.tasks.store import TaskStore
     from errand.tasks.temporal import TemporalSettings
     from errand.tasks.temporal.dispatch import Dispatcher
 
-    team = TemporalTeam(work, url, max(1, concurrency // 2))
-    team.server.start()
     store = TaskStore.open(url)
     os.environ.update({"ERRAND_TEMPORAL_QUEUE": "errand-bench"})
     dispatcher = Dispatcher(store, TemporalSettings.from_environment(team.server.address), poll_interval=0.02)
@@ -166,7 +172,6 @@ async def bench_temporal(url: str, work: Path, repo: Path, script: Path, tasks: 
     finally:
         stop.set()
         await serving
-        team.stop()
         store.close()
     return figures
 
@@ -234,8 +239,7 @@ def main() -> int:
                 url = cluster.url(cluster.create_database())
             print(f"{name}: {options.tasks} tasks ...", flush=True)
             if name.startswith("Temporal"):
-                results[name] = asyncio.run(bench_temporal(url, work, repo, script, options.tasks,
-                                                           options.concurrency))
+                results[name] = run_temporal(url, work, repo, script, options.tasks, options.concurrency)
             else:
                 results[name] = asyncio.run(bench(url, repo, script, options.tasks, options.concurrency))
     except KeyboardInterrupt:

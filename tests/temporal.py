@@ -26,6 +26,10 @@ import pytest
 
 _counter = itertools.count(1)
 START_TIMEOUT = 90.0
+# One partition per task queue: with a few pollers, a task in a partition nobody polls waits to be
+# forwarded (hundreds of ms a hop); errand's queues are small, one partition serves them.
+TUNING = ("--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+          "--dynamic-config-value", "matching.numTaskqueueWritePartitions=1")
 
 
 def binary() -> Path | None:
@@ -72,7 +76,7 @@ class TemporalServer:
             self.process = subprocess.Popen(
                 [str(binary_path), "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(self.port),
                  "--http-port", str(self.http_port), "--metrics-port", str(self.metrics_port),
-                 "--db-filename", str(self.directory / "temporal.db"), "--log-level", "warn"],
+                 "--db-filename", str(self.directory / "temporal.db"), "--log-level", "warn", *TUNING],
                 stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
         self._wait_until_serving()
 
