@@ -156,9 +156,11 @@ class TemporalWorker:
 
     @activity.defn(name="errand.conclude")
     async def conclude(self, prepared: rounds.Prepared) -> str:
+        """Conclude the round and close it here (one step less to wait for between rounds)."""
         async with self._heartbeating():
             result = await self._guarded(prepared.task_id, prepared.run_ids,
                                          lambda: rounds.conclude(self.bench, prepared))
+            await self.close(prepared.key, list(prepared.run_ids))
             return result.state.value
 
     @activity.defn(name="errand.close")

@@ -154,6 +154,7 @@ class TaskWorkflow:
             await self._attempts(prepared, heartbeat)
             await self._activity("errand.conclude", prepared, result_type=str, task_queue=prepared.holder,
                                  heartbeat=patient, cancellable=False)
+            return  # concluding closed the round too
         except _RoundEnded as ended:
             if begun is not None:
                 await self._settle(given, SettleInput(given.task_id, begun.run_ids, ended.how, ended.reason))
