@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """errand on the forge: webhook receipt → pickup reaction, and issue → pull request opened.
 
-    .venv/bin/python benchmarks/forge.py [--pickups 30] [--issues 5]
+    .venv/bin/python benchmarks/forge.py [--pickups 30] [--issues 5] [--forges github,gitea,gitlab]
 
 Against the loopback GitHub of the tests (``tests/forge/fakegithub.py``: githubkit and
 ``git push`` over smart HTTP talk to it as to GitHub), with a real ``errand serve``:
@@ -15,6 +15,10 @@ Against the loopback GitHub of the tests (``tests/forge/fakegithub.py``: githubk
    as soon as it is ready; timed from the delivery to the pull request's creation on
    the forge. Reported beside it: the part that is errand's own forge work (accept →
    PR opened), the rest being the task's run in its sandbox.
+
+With ``--forges`` naming ``gitea`` or ``gitlab``, the pickup is measured on the tests'
+loopback Gitea and GitLab too (``tests/forge/fakegitea.py``, ``fakegitlab.py``: a signed
+``issue_label`` delivery to 👀; an ``Issue Hook`` adding the label to its award emoji).
 
 The script reports; it does not assert. It removes what it made.
 """
@@ -38,7 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the loopback GitHub and the sample project live with the tests
 
 from engine.harness import make_repo  # noqa: E402
+from forge.fakegitea import FakeGitea  # noqa: E402
 from forge.fakegithub import FakeGitHub  # noqa: E402
+from forge.fakegitlab import FakeGitLab  # noqa: E402
 from server.conftest import Served, start_server  # noqa: E402
 
 TOKEN = "ghp_benchmarkToken0123456789"
@@ -56,7 +62,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def line(name: str, values: list[float]) -> str:
     ms = [v * 1000 for v in values]
-    return (f"{name:<32} p50 {statistics.median(ms):8.1f} ms   p95 {percentile(ms, 0.95):8.1f} ms   "
+    return (f"{name:<36} p50 {statistics.median(ms):8.1f} ms   p95 {percentile(ms, 0.95):8.1f} ms   "
             f"max {max(ms):8.1f} ms   n={len(ms)}")
 
 
@@ -71,9 +77,11 @@ def wait(probe: Any, seconds: float = 300) -> Any:
         time.sleep(0.01)
 
 
-def serve(tmp: Path, home: Path, *args: str) -> Served:
-    env = {"ERRAND_HOME": str(home), "GITHUB_TOKEN": TOKEN, "ERRAND_WEBHOOK_SECRET": SECRET,
-           "ERRAND_FORGE_SYNC": "0.1", "PYTHONPATH": str(ROOT / "src")}
+def serve(tmp: Path, home: Path, *args: str, forge: str = "github") -> Served:
+    secrets = {"github": {"GITHUB_TOKEN": TOKEN, "ERRAND_WEBHOOK_SECRET": SECRET},
+               "gitea": {"GITEA_TOKEN": TOKEN, "ERRAND_GITEA_WEBHOOK_SECRET": SECRET},
+               "gitlab": {"GITLAB_TOKEN": TOKEN, "ERRAND_GITLAB_WEBHOOK_SECRET": SECRET}}[forge]
+    env = {"ERRAND_HOME": str(home), **secrets, "ERRAND_FORGE_SYNC": "0.1", "PYTHONPATH": str(ROOT / "src")}
     return start_server(tmp, *args, "--log-level", "warning", env=env)
 
 
@@ -121,11 +129,53 @@ def issues_to_pulls(fake: FakeGitHub, tmp: Path, home: Path, count: int) -> tupl
         served.stop()
 
 
+def other_pickups(forge: str, tmp: Path, count: int) -> list[float]:
+    """Webhook → pickup reaction on the loopback Gitea or GitLab."""
+    root = tmp / forge
+    fake: Any = (FakeGitea if forge == "gitea" else FakeGitLab)(root, token=TOKEN, webhook_secret=SECRET).start()
+    try:
+        project = make_repo(root / "calc")
+        fake.add_repo(REPO, project)
+        home = root / "home"
+        home.mkdir()
+        (root / "work.json").write_text(json.dumps(WORK))
+        (home / "forge.toml").write_text(f'[{forge}]\nbase_url = "{fake.api_url}"\n\n[{forge}.repos."{REPO}"]\n'
+                                         f'path = "{project}"\nmodel = "scripted:{root / "work.json"}"\n')
+        (root / "serve").mkdir()
+        served = serve(root / "serve", home, "--no-engine", forge=forge)
+        hook = f"{served.url}/api/forge/{forge}/webhook"
+        try:
+            times = []
+            for n in range(count):
+                if forge == "gitea":
+                    number = fake.add_issue(REPO, f"add() subtracts ({n})", "-1", labels=("errand",))["number"]
+                    start = time.monotonic()
+                    answer = fake.deliver(hook, "issues", fake.label_payload(REPO, number), event_type="issue_label")
+                    found = (lambda t=f"issue:{number}": next(
+                        (r for r in fake.repos[REPO].reactions if r["target"] == t), None))
+                else:
+                    number = fake.add_issue(REPO, f"add() subtracts ({n})", "-1")["iid"]
+                    start = time.monotonic()
+                    answer = fake.deliver(hook, "Issue Hook", fake.issue_hook(REPO, number, added=("errand",)))
+                    found = (lambda t=f"issues:{number}": next(
+                        (a for a in fake.projects[REPO].awards if a["awardable"] == t), None))
+                if answer.status_code != 202:
+                    raise SystemExit(f"delivery refused: {answer.status_code} {answer.text}")
+                times.append(wait(found)["_t"] - start)
+            return times
+        finally:
+            served.stop()
+    finally:
+        fake.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pickups", type=int, default=30)
     parser.add_argument("--issues", type=int, default=5)
+    parser.add_argument("--forges", default="github", help="github, gitea, gitlab (comma-separated)")
     options = parser.parse_args()
+    forges = [f.strip() for f in options.forges.split(",") if f.strip()]
     tmp = Path(tempfile.mkdtemp(prefix="errand-bench-forge-"))
     fake = FakeGitHub(tmp / "github", token=TOKEN, webhook_secret=SECRET).start()
     try:
@@ -139,10 +189,13 @@ def main() -> None:
                                          f'path = "{project}"\nmodel = "scripted:{script}"\n')
         for name in ("pickup", "pulls"):
             (tmp / name).mkdir()
-        print(line("webhook → pickup reaction", pickups(fake, tmp, home, options.pickups)))
-        whole, forge_part = issues_to_pulls(fake, tmp, home, options.issues)
-        print(line("issue → PR opened", whole))
-        print(line("  of which accept → PR opened", forge_part))
+        if "github" in forges:
+            print(line("webhook → pickup reaction", pickups(fake, tmp, home, options.pickups)))
+            whole, forge_part = issues_to_pulls(fake, tmp, home, options.issues)
+            print(line("issue → PR opened", whole))
+            print(line("  of which accept → PR opened", forge_part))
+        for other in (f for f in forges if f in ("gitea", "gitlab")):
+            print(line(f"webhook → pickup reaction ({other})", other_pickups(other, tmp, options.pickups)))
     finally:
         fake.stop()
         subprocess.run(["git", "worktree", "prune"], cwd=tmp, capture_output=True, check=False)

@@ -45,7 +45,7 @@ def candidate_lists(store: MemoryStore, queries: list[Query], candidates: int) -
             index = store.lexical_index(connection, query.project)
             lexical = index.search(query.text, statuses, candidates)
             dense = store.vectors().search(connection, query.project, store.generation(connection, query.project),
-                                           vector, statuses, candidates).result()
+                                           vector, statuses, candidates)
         found.append((lexical, dense, index.best_possible(query.text)))
     return found
 

@@ -33,7 +33,7 @@ from temporal import temporal_queue, temporal_server  # noqa: E402, F401
 
 # The escape battery, wherever its tests sit beside what they test: `pytest -m security`.
 SECURITY = ("security/", "server/test_security.py", "cli/test_escapes.py", "engine/test_host_trust.py",
-            "sandbox/test_seccomp.py", "forge/test_webhook.py")
+            "sandbox/test_seccomp.py", "forge/test_webhook.py", "forge/test_receivers.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

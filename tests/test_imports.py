@@ -65,16 +65,53 @@ def _layer(name: str) -> str:
 
 
 def _graph() -> dict[str, set[str]]:
-    """Every errand module and the errand modules it imports, lazily or not (``from errand
-    import _settings`` imports ``errand._settings``, not the package's ``__init__``)."""
+    """Every errand module and the errand modules it imports, lazily or not. ``from errand
+    import _settings`` depends on ``errand._settings``, not on the package's ``__init__``."""
     modules = dict(_modules())
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         targets = set(_imported(name, path))
-        graph[name] = {target for target in targets if target in modules and target != name
-                       and not (target == "errand" and any(t.startswith("errand.") and t in modules
-                                                           for t in targets))}
+        bases = {target for target in targets if target in modules
+                 and not any(other.startswith(target + ".") and other in modules for other in targets)}
+        graph[name] = {target for target in bases if target != name}
     return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import graph's strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while (member := stack.pop()) != node:
+                component.append(member)
+            if component:
+                found.append(sorted([*component, node]))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def test_no_layer_imports_a_layer_above_it() -> None:

@@ -41,8 +41,8 @@ PUBLIC: dict[str, list[str]] = {
         "run_git", "slugify",
     ],
     "errand.forge": [
-        "Forge", "ForgeError", "ForgeSettings", "GitHubForge", "IssueRef", "looks_like_issue_ref",
-        "open_github",
+        "Forge", "ForgeError", "ForgeSettings", "GitHubForge", "IssueRef", "KINDS", "looks_like_issue_ref",
+        "open_forge", "open_github",
     ],
     "errand.cli": [
         "app", "main",

@@ -239,3 +239,24 @@ async def test_memory_tools_are_offered_only_with_hooks_and_reach_them(sandbox: 
     assert answers[1].startswith("proposed as m-2")
     assert notebook.proposed == ["calc has no deps"]
     assert seen(model, 2)[-1].content == "error: remember: 'text' must be a non-empty string"
+
+
+async def test_file_notes_follow_the_result_of_a_tool_that_opened_or_changed_a_file(sandbox: AsyncSandbox) -> None:
+    asked: list[str] = []
+
+    async def notes(path: str) -> str:
+        asked.append(path)
+        return f"[rules for {path}]" if path == "calc.py" else ""
+
+    model = ScriptedModel([turn(("read_file", {"path": "/workspace/calc.py"})), turn(FIX),
+                           turn(("read_file", {"path": "missing.py"})), turn(("search", {"pattern": "add"})),
+                           turn(("write_file", {"path": "notes/todo.txt", "content": "x"})),
+                           turn(("read_file", {"path": "../etc/passwd"})), turn(FINISH)])
+    result = await Agent(model, sandbox, workdir="/workspace", file_notes=notes).run("fix add")
+    assert result.status == "finished"
+    read, edited, missing, searched, wrote, outside = [m.content for m in result.messages if m.role == "tool"][:6]
+    assert read.endswith("\n\n[rules for calc.py]") and read.startswith("/workspace/calc.py (")
+    assert edited.endswith("[rules for calc.py]")
+    assert missing.startswith("error:") and "rules" not in missing and "rules" not in searched
+    assert asked == ["calc.py", "calc.py", "notes/todo.txt"]  # a failed call, a search and a path outside: none
+    assert "rules" not in wrote + outside

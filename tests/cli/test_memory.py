@@ -53,6 +53,15 @@ def test_add_list_show_edit_and_remove(repo: Path) -> None:
     assert gone.exit_code == 1 and f"no memory has id {memory_id}" in gone.output
 
 
+def test_a_memory_scoped_to_files_says_so(repo: Path) -> None:
+    added = memory(repo, "add", "Handlers log the request id.", "--path", "src/api/**", "--path", "src/web/*.py")
+    assert added.exit_code == 0, added.output
+    (row,) = json.loads(memory(repo, "ls", "--json").output)
+    assert row["source"] == "added by a person (rule: globs src/api/**, src/web/*.py)"
+    assert memory(repo, "add", "Elsewhere.", "--path", "../outside/**").exit_code == 2
+    assert memory(repo, "add", "Elsewhere.", "--path", "a,b").exit_code == 2
+
+
 def test_approve_reject_and_archive(repo: Path) -> None:
     first = memory(repo, "add", "Prefer dataclasses over dicts for records.", "--proposed").output.split("\t")[0]
     second = memory(repo, "add", "Name branches after the ticket.", "--proposed").output.split("\t")[0]
@@ -103,7 +112,7 @@ def test_export_writes_the_approved_memories_into_agents_md_as_a_diff(repo: Path
     memory(repo, "add", "Run the tests with `pytest -q`.", "--kind", "command")
     memory(repo, "add", "Never commit generated files.", "--kind", "pitfall")
     memory(repo, "add", "A guess nobody approved yet.", "--proposed")
-    shown = memory(repo, "export")
+    shown = memory(repo, "export", "--print")
     assert shown.exit_code == 0 and "+++ b/AGENTS.md" in shown.output
     assert "+- Run the tests with `pytest -q`." in shown.output and "+### Pitfalls" in shown.output
     assert "A guess nobody approved yet" not in shown.output  # only approved (active) memories
@@ -112,7 +121,7 @@ def test_export_writes_the_approved_memories_into_agents_md_as_a_diff(repo: Path
     assert memory(repo, "export", "--write").exit_code == 0
     written = (repo / "AGENTS.md").read_text()
     assert written.startswith("# Agents\n\nUse `make check` before pushing.\n\n<!-- errand:memories:begin")
-    assert "already holds every approved memory" in memory(repo, "export").output
+    assert "already holds every approved memory" in memory(repo, "export", "--print").output
     assert "0 added" in memory(repo, "sync").output  # the section is not read back as instructions
     assert memory(repo, "export", "--file", "../outside.md").exit_code == 2
 

@@ -38,7 +38,9 @@ async def test_the_first_task_teaches_and_the_second_is_given_it_with_provenance
     memories = system[system.index("<memories>"):system.index("</memories>")]
     assert "python3 test_calc.py" in memories and f"task {first.id}" in memories  # the command that worked
     assert "Do not change the public signature of add" in memories and "review" in memories
-    assert "Keep calc.py free of third-party imports." in memories and "AGENTS.md @" in memories
+    # AGENTS.md is in the prompt whole: its passages are not given a second time as memories.
+    assert "Keep calc.py free of third-party imports." in system[:system.index("<memories>")]
+    assert "Keep calc.py free of third-party imports." not in memories and "AGENTS.md @" not in memories
     recall_answer = next(m.content for m in learner.calls[1][0] if m.role == "tool")
     assert "python3 test_calc.py" in recall_answer
 

@@ -3,14 +3,18 @@ HTTP), an errand home whose forge.toml points at it, and the token in the enviro
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
+import httpx
 import pytest
 
-from engine.cli import stop_worker
+from engine.cli import script, stop_worker
 from engine.harness import make_repo
+from server.conftest import Served, artifacts, browser, start_server  # noqa: F401 - fixtures of the batch page's browser check
 
 from .fakegithub import FakeGitHub
 
@@ -68,3 +72,119 @@ def files_holding(root: Path, secret: str) -> list[str]:
     return found
 
 
+T = TypeVar("T")
+WORK = [[("shell", {"command": "sed -i 's/return a - b/return a + b/' calc.py && echo '- a round' >> CHANGES.md "
+                               "&& python3 test_calc.py"})],
+        [("finish", {"summary": "add() adds; CHANGES.md says so", "assumptions": []})]]
+
+
+ASKING = [[("ask_user", {"question": "Should add() take floats too? @everyone"})], *WORK]
+
+
+def serve(forged: Forged, tmp_path: Path, turns: list[Any], *, github: str = "",
+          env: dict[str, str] | None = None) -> Served:
+    model = script(tmp_path / "work.json", turns)
+    (forged.home / "forge.toml").write_text(f'[github]\nbase_url = "{forged.fake.api_url}"\n{github}\n'
+                                            f'[github.repos."{REPO}"]\npath = "{forged.project}"\n'
+                                            f'model = "{model}"\n')
+    return start_server(tmp_path, env={**forged.env, "ERRAND_PUBLIC_URL": "http://errand.test", **(env or {})})
+
+
+@pytest.fixture
+def served(forged: Forged, tmp_path: Path) -> Iterator[Served]:
+    server = serve(forged, tmp_path, WORK)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def served_asking(forged: Forged, tmp_path: Path) -> Iterator[Served]:
+    server = serve(forged, tmp_path, ASKING)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def eventually(what: str, probe: Callable[[], T | None], seconds: float = 120) -> T:
+    deadline = time.monotonic() + seconds
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never: {what}")
+        time.sleep(0.1)
+
+
+def state(served: Served, task_id: str) -> str:
+    return str(httpx.get(f"{served.url}/api/tasks/{task_id}", timeout=30).json()["state"])
+
+
+
+
+GITEA_TOKEN = "gta_fakeGiteaTokenThatMustNeverLeak0123"
+GITEA_SECRET = "gitea-webhook-secret-for-tests"
+
+
+@dataclass
+class OnForge:
+    """A loopback Gitea or GitLab with one repository, and an errand home whose forge.toml lists it."""
+
+    fake: Any
+    project: Path
+    home: Path
+    env: dict[str, str]
+    token: str
+    repo: str
+
+
+def _on_forge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: Any, kind: str, repo: str,
+              env: dict[str, str], token: str) -> OnForge:
+    project = make_repo(tmp_path / "calc")
+    fake.add_repo(repo, project)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "forge.toml").write_text(f'[{kind}]\nbase_url = "{fake.api_url}"\n\n'
+                                     f'[{kind}.repos."{repo}"]\npath = "{project}"\n')
+    on = OnForge(fake, project, home, {"ERRAND_HOME": str(home), "ERRAND_FORGE_SYNC": "0.2", **env}, token, repo)
+    for key, value in on.env.items():
+        monkeypatch.setenv(key, value)
+    for key in ("ERRAND_DATABASE_URL", "GITHUB_TOKEN", "ERRAND_WEBHOOK_SECRET"):
+        monkeypatch.delenv(key, raising=False)
+    return on
+
+
+@pytest.fixture
+def gitea(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[OnForge]:
+    from .fakegitea import FakeGitea
+
+    fake = FakeGitea(tmp_path / "gitea", token=GITEA_TOKEN, webhook_secret=GITEA_SECRET).start()
+    on = _on_forge(tmp_path, monkeypatch, fake, "gitea", REPO, {
+        "GITEA_TOKEN": GITEA_TOKEN, "ERRAND_GITEA_WEBHOOK_SECRET": GITEA_SECRET}, GITEA_TOKEN)
+    try:
+        yield on
+    finally:
+        stop_worker(on.home)
+        fake.stop()
+
+
+GITLAB_TOKEN = "glpat-fakeGitLabTokenThatMustNeverLeak01"
+GITLAB_SECRET = "gitlab-webhook-secret-for-tests"
+GITLAB_REPO = "acme/tools/calc"  # a subgroup: GitLab's paths nest
+
+
+@pytest.fixture
+def gitlab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[OnForge]:
+    from .fakegitlab import FakeGitLab
+
+    fake = FakeGitLab(tmp_path / "gitlab", token=GITLAB_TOKEN, webhook_secret=GITLAB_SECRET).start()
+    on = _on_forge(tmp_path, monkeypatch, fake, "gitlab", GITLAB_REPO, {
+        "GITLAB_TOKEN": GITLAB_TOKEN, "ERRAND_GITLAB_WEBHOOK_SECRET": GITLAB_SECRET}, GITLAB_TOKEN)
+    try:
+        yield on
+    finally:
+        stop_worker(on.home)
+        fake.stop()

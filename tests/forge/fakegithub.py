@@ -10,12 +10,10 @@ request whose head branch is not in the repository, and can be told to rate-limi
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import itertools
 import json
-import os
 import re
 import subprocess
 import threading
@@ -28,6 +26,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+
+from .gitremote import basic_user, serve_git
+from .gitremote import git as _git
+from .gitremote import git_env as _git_env
 
 API = "/api/v3"  # GitHub Enterprise's layout: errand is given the base URL, as for GHE
 
@@ -45,6 +47,8 @@ class Repo:
     permissions: dict[str, str] = field(default_factory=dict)  # login -> admin|write|read|none
     check_runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sha -> check runs
     statuses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sha -> statuses
+    reviews: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # PR number -> reviews posted
+    fork_of: str | None = None  # the repository this one is a fork of
 
     @property
     def full_name(self) -> str:
@@ -71,6 +75,7 @@ class FakeGitHub:
         self.requests: list[Seen] = []
         self.fail_next: list[tuple[int, dict[str, str]]] = []  # (status, headers) answered before the real one
         self._ids = itertools.count(1000)
+        self._user_ids: dict[str, int] = {}
         self._lock = threading.RLock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
@@ -110,12 +115,63 @@ class FakeGitHub:
     def clone_url(self, full_name: str) -> str:
         return f"{self.url}/{full_name}.git"
 
+    def user(self, login: str) -> dict[str, Any]:
+        """A user as GitHub shows one: its login and its numeric id (stable per login)."""
+        with self._lock:
+            number = self._user_ids.setdefault(login, 5000 + len(self._user_ids))
+        return {"login": login, "id": number, "type": "Bot" if login.endswith("[bot]") else "User"}
+
+    def add_fork(self, full_name: str, of: str) -> Repo:
+        """``full_name``, a fork of ``of``: its own bare repository, cloned from the original's."""
+        owner, name = full_name.split("/")
+        bare = self.root / "git" / owner / f"{name}.git"
+        bare.parent.mkdir(parents=True, exist_ok=True)
+        _git(None, "clone", "-q", "--bare", str(self.repos[of].bare), str(bare))
+        repo = Repo(owner, name, bare, permissions={owner: "admin"}, fork_of=of)
+        self.repos[full_name] = repo
+        return repo
+
+    def open_fork_pull(self, base: str, fork: str, branch: str, title: str, *, user: str,
+                       maintainer_can_modify: bool) -> dict[str, Any]:
+        """A pull request from ``fork``'s ``branch`` into ``base``'s main, opened by ``user``; GitHub
+        mirrors its head into the base repository as ``refs/pull/N/head``, and so does this."""
+        repo = self.repos[base]
+        number = self._number(repo)
+        pull = {"id": self.new_id(), "number": number, "title": title, "body": "", "state": "open", "draft": False,
+                "user": self.user(user), "maintainer_can_modify": maintainer_can_modify,
+                "head": {"ref": branch, "sha": self.branch_head(fork, branch),
+                         "label": f"{fork.split('/')[0]}:{branch}", "repo": self._repo_json(fork)},
+                "base": {"ref": "main", "repo": self._repo_json(base)},
+                "html_url": f"{self.url}/{base}/pull/{number}", "pull_request": {}}
+        repo.pulls[number] = pull
+        repo.comments[number] = []
+        self.mirror_pull_heads()
+        return pull
+
+    def mirror_pull_heads(self) -> None:
+        """Each pull request's head, as ``refs/pull/N/head`` of its base repository."""
+        for full_name, repo in list(self.repos.items()):
+            for number, pull in list(repo.pulls.items()):
+                source = pull["head"].get("repo", {}).get("full_name", full_name)
+                head = self.branch_head(source, pull["head"]["ref"])
+                if head is None:
+                    continue
+                if source != full_name:
+                    _git(repo.bare, "fetch", "-q", str(self.repos[source].bare), f"+{head}:refs/pull/{number}/head")
+                else:
+                    _git(repo.bare, "update-ref", f"refs/pull/{number}/head", head)
+
+    def _repo_json(self, full_name: str) -> dict[str, Any]:
+        repo = self.repos[full_name]
+        return {"full_name": full_name, "name": repo.name, "owner": self.user(repo.owner),
+                "clone_url": self.clone_url(full_name), "fork": repo.fork_of is not None}
+
     def add_issue(self, full_name: str, title: str, body: str, *, labels: tuple[str, ...] = (),
                   user: str = "octo") -> dict[str, Any]:
         repo = self.repos[full_name]
         number = self._number(repo)
         issue = {"id": next(self._ids), "number": number, "title": title, "body": body, "state": "open",
-                 "user": {"login": user}, "labels": [{"name": label} for label in labels],
+                 "user": self.user(user), "labels": [{"name": label} for label in labels],
                  "html_url": f"{self.url}/{full_name}/issues/{number}", "pull_request": None}
         repo.issues[number] = issue
         repo.comments[number] = []
@@ -123,7 +179,7 @@ class FakeGitHub:
 
     def add_comment(self, full_name: str, number: int, body: str, *, user: str = "octo") -> dict[str, Any]:
         repo = self.repos[full_name]
-        comment = {"id": next(self._ids), "body": body, "user": {"login": user},
+        comment = {"id": next(self._ids), "body": body, "user": self.user(user),
                    "html_url": f"{self.url}/{full_name}/issues/{number}#comment", "created_at": _now()}
         with self._lock:
             repo.comments.setdefault(number, []).append(comment)
@@ -132,7 +188,7 @@ class FakeGitHub:
     def add_review_comment(self, full_name: str, number: int, body: str, *, path: str, line: int,
                            user: str = "octo") -> dict[str, Any]:
         repo = self.repos[full_name]
-        comment = {"id": next(self._ids), "body": body, "user": {"login": user}, "path": path, "line": line,
+        comment = {"id": next(self._ids), "body": body, "user": self.user(user), "path": path, "line": line,
                    "pull_request_review_id": next(self._ids), "created_at": _now()}
         with self._lock:
             repo.review_comments.setdefault(number, []).append(comment)
@@ -162,7 +218,7 @@ class FakeGitHub:
         repo = self.repos[full_name]
         return {"action": action, "issue": repo.issues.get(number) or repo.pulls[number],
                 "repository": {"full_name": full_name, "name": repo.name, "owner": {"login": repo.owner}},
-                "sender": {"login": extra.pop("sender", repo.owner)}, **extra}
+                "sender": self.user(extra.pop("sender", repo.owner)), **extra}
 
     # ------------------------------------------------------------ internals
 
@@ -176,17 +232,6 @@ class FakeGitHub:
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1")
-    return env
-
-
-def _git(cwd: Path | None, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env=_git_env()).stdout
 
 
 # ------------------------------------------------------------------ the HTTP side
@@ -206,6 +251,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("POST", r"/repos/([^/]+)/([^/]+)/pulls", "create_pull"),
         ("GET", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)", "get_pull"),
         ("GET", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)/comments", "list_review_comments"),
+        ("POST", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)/reviews", "create_review"),
         ("POST", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)/comments/(\d+)/replies", "reply_review_comment"),
         ("GET", r"/repos/([^/]+)/([^/]+)/commits/([^/]+)/check-runs", "check_runs"),
         ("GET", r"/repos/([^/]+)/([^/]+)/commits/([^/]+)/status", "combined_status"),
@@ -292,8 +338,11 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
         def _get_repo(self, owner: str, name: str, **_: Any) -> tuple[int, Any, dict[str, str]]:
             if f"{owner}/{name}" not in fake.repos:
                 return 404, {"message": "Not Found"}, {}
+            repo = self._repo(owner, name)
+            mine = repo.fork_of is None  # the token's user holds the original, not someone's fork
             return 200, {"full_name": f"{owner}/{name}", "clone_url": fake.clone_url(f"{owner}/{name}"),
-                         "default_branch": "main", "permissions": {"admin": True, "push": True, "pull": True}}, {}
+                         "default_branch": "main", "fork": not mine,
+                         "permissions": {"admin": mine, "push": mine, "pull": True}}, {}
 
         def _permission(self, owner: str, name: str, user: str, **_: Any) -> tuple[int, Any, dict[str, str]]:
             return 200, {"permission": self._repo(owner, name).permissions.get(user, "read"),
@@ -360,7 +409,8 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             number = fake._number(repo)
             pull = {"id": fake.new_id(), "number": number, "title": body["title"], "body": body.get("body"),
                     "state": "open", "draft": bool(body.get("draft")), "user": {"login": "errand-bot"},
-                    "head": {"ref": body["head"], "sha": head}, "base": {"ref": body["base"]},
+                    "head": {"ref": body["head"], "sha": head, "repo": fake._repo_json(full)},
+                    "base": {"ref": body["base"], "repo": fake._repo_json(full)}, "maintainer_can_modify": False,
                     "html_url": f"{fake.url}/{full}/pull/{number}", "pull_request": {}, "_t": time.monotonic()}
             repo.pulls[number] = pull
             repo.comments[number] = []
@@ -369,7 +419,8 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
         def _get_pull(self, owner: str, name: str, number: str, **_: Any) -> tuple[int, Any, dict[str, str]]:
             pull = self._repo(owner, name).pulls.get(int(number))
             if pull is not None:
-                pull["head"]["sha"] = fake.branch_head(f"{owner}/{name}", pull["head"]["ref"])
+                source = pull["head"].get("repo", {}).get("full_name", f"{owner}/{name}")
+                pull["head"]["sha"] = fake.branch_head(source, pull["head"]["ref"])
             return (200, pull, {}) if pull else (404, {"message": "Not Found"}, {})
 
         def _list_review_comments(self, owner: str, name: str, number: str, *, query: dict[str, list[str]],
@@ -382,6 +433,14 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                      "in_reply_to_id": int(comment)}
             self._repo(owner, name).review_comments.setdefault(int(number), []).append(reply)
             return 201, reply, {}
+
+        def _create_review(self, owner: str, name: str, number: str, *, body: Any,
+                           **_: Any) -> tuple[int, Any, dict[str, str]]:
+            review = {"id": fake.new_id(), "user": fake.user("errand-bot"), "body": body.get("body"),
+                      "state": {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED"}.get(
+                          str(body.get("event")), "COMMENTED"), "event": body.get("event")}
+            self._repo(owner, name).reviews.setdefault(int(number), []).append(review)
+            return 200, review, {}
 
         def _check_runs(self, owner: str, name: str, ref: str, **_: Any) -> tuple[int, Any, dict[str, str]]:
             runs = self._repo(owner, name).check_runs.get(ref, [])
@@ -396,41 +455,28 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
         # -- git's smart HTTP, through the real git http-backend ----------
 
         def _git(self, method: str, path: str, query: str, raw: bytes) -> None:
-            auth = self.headers.get("Authorization", "")
             fake.requests.append(Seen(method, path, {k.lower(): v for k, v in self.headers.items()}, None))
-            user = _basic_user(auth, fake.token)
-            if user is None:
-                self.send_response(401)
-                self.send_header("WWW-Authenticate", 'Basic realm="fake"')
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            env = {**_git_env(), "GIT_PROJECT_ROOT": str(fake.root / "git"), "GIT_HTTP_EXPORT_ALL": "1",
-                   "REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query, "REMOTE_USER": user,
-                   "REMOTE_ADDR": "127.0.0.1", "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-                   "CONTENT_LENGTH": str(len(raw)), "GIT_PROTOCOL": self.headers.get("Git-Protocol", "")}
-            ran = subprocess.run(["git", "http-backend"], input=raw, capture_output=True, env=env)
-            head, _, content = ran.stdout.partition(b"\r\n\r\n")
-            status = 200
-            headers = []
-            for line in head.decode().split("\r\n"):
-                key, _, value = line.partition(":")
-                if key.lower() == "status":
-                    status = int(value.strip().split()[0])
-                elif key:
-                    headers.append((key, value.strip()))
-            self.send_response(status)
-            for key, value in headers:
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
+            if basic_user(self.headers.get("Authorization", ""), fake.token) is not None:
+                if self._refused_push(path, query):
+                    self._json(403, {"message": "Permission to push to this fork denied"})
+                    return
+                if "git-upload-pack" in path + query:
+                    with fake._lock:
+                        fake.mirror_pull_heads()
+            serve_git(self, fake.root, fake.token, method, path, query, raw)  # 401 without the token
+
+        def _refused_push(self, path: str, query: str) -> bool:
+            """A push to a fork is GitHub's to allow: only where one of its pull requests lets
+            maintainers edit (``maintainer_can_modify``), as GitHub lets the base's writers."""
+            if "git-receive-pack" not in path + query:
+                return False
+            full = path.strip("/").split(".git")[0]
+            repo = fake.repos.get(full)
+            if repo is None or repo.fork_of is None:
+                return False
+            pulls = fake.repos[repo.fork_of].pulls.values()
+            return not any(p.get("maintainer_can_modify") and p["head"].get("repo", {}).get("full_name") == full
+                           for p in pulls)
 
     return Handler
 
-
-def _basic_user(header: str, token: str) -> str | None:
-    if not header.startswith("Basic "):
-        return None
-    user, _, password = base64.b64decode(header[6:]).decode().partition(":")
-    return user if hmac.compare_digest(password, token) else None

@@ -57,6 +57,10 @@ def test_issue_to_draft_pull_request_with_evidence_and_no_token_anywhere(forged:
     head = forged.fake.branch_head(REPO, str(task["branch"]))
     assert head == git(forged.project, "rev-parse", str(task["branch"])).strip()
     assert "return a + b" in git(forged.fake.repos[REPO].bare, "show", f"{head}:calc.py")
+    # The issue's author asked for the work: the commit credits them at the forge's no-reply address.
+    octo = forged.fake.user("octo")
+    credit = git(forged.project, "log", "-1", "--format=%(trailers:key=Co-authored-by,valueonly)", head).strip()
+    assert credit == f"octo <{octo['id']}+octo@users.noreply.127.0.0.1>"
     said = [c["body"] for c in forged.fake.repos[REPO].comments[issue["number"]]]
     assert any(pull["html_url"] in text for text in said)
 

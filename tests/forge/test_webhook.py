@@ -3,72 +3,20 @@ becomes a pull request, a line comment on it becomes a new commit on the same br
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
 
-from engine.cli import script
 from engine.harness import git
-from server.conftest import Served, start_server
+from server.conftest import Served
 
-from .conftest import REPO, SECRET, TOKEN, Forged, files_holding
+from .conftest import REPO, SECRET, TOKEN, WORK, Forged, eventually, files_holding, serve, state
 
 pytestmark = pytest.mark.slow
-T = TypeVar("T")
-WORK = [[("shell", {"command": "sed -i 's/return a - b/return a + b/' calc.py && echo '- a round' >> CHANGES.md "
-                               "&& python3 test_calc.py"})],
-        [("finish", {"summary": "add() adds; CHANGES.md says so", "assumptions": []})]]
-
-
-ASKING = [[("ask_user", {"question": "Should add() take floats too? @everyone"})], *WORK]
-
-
-def serve(forged: Forged, tmp_path: Path, turns: list[Any], *, github: str = "") -> Served:
-    model = script(tmp_path / "work.json", turns)
-    (forged.home / "forge.toml").write_text(f'[github]\nbase_url = "{forged.fake.api_url}"\n{github}\n'
-                                            f'[github.repos."{REPO}"]\npath = "{forged.project}"\n'
-                                            f'model = "{model}"\n')
-    return start_server(tmp_path, env={**forged.env, "ERRAND_PUBLIC_URL": "http://errand.test"})
-
-
-@pytest.fixture
-def served(forged: Forged, tmp_path: Path) -> Iterator[Served]:
-    server = serve(forged, tmp_path, WORK)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def served_asking(forged: Forged, tmp_path: Path) -> Iterator[Served]:
-    server = serve(forged, tmp_path, ASKING)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def eventually(what: str, probe: Callable[[], T | None], seconds: float = 120) -> T:
-    deadline = time.monotonic() + seconds
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never: {what}")
-        time.sleep(0.1)
-
-
-def state(served: Served, task_id: str) -> str:
-    return str(httpx.get(f"{served.url}/api/tasks/{task_id}", timeout=30).json()["state"])
-
-
 def test_forged_signatures_are_refused_and_nothing_starts(forged: Forged, served: Served) -> None:
     issue = forged.fake.add_issue(REPO, "add() subtracts", "fix it")
     payload = forged.fake.issue_payload(REPO, issue["number"], "labeled", label={"name": "errand"})

@@ -49,6 +49,9 @@ def test_every_call_runs_on_the_embedders_one_thread(embedder: E5Embedder) -> No
             seen.add(threading.get_ident())
             return model.passage(text)
 
+        def token_count(self, text: str, is_query: bool) -> int:
+            return int(model.token_count(text, is_query))
+
     embedder._model = Recording()
     try:
         with ThreadPoolExecutor(max_workers=4) as callers:
@@ -118,3 +121,19 @@ def test_threads_stay_within_the_cgroup_cpu_quota(cpus: float | None) -> None:
     if cpus is not None:
         assert quota is not None and quota <= cpus and int(most) == 1
     assert int(most) == max(1, min(4, len(os.sched_getaffinity(0)), math.ceil(quota or 4)))
+
+
+def test_a_long_query_is_embedded_from_its_first_tokens(embedder: E5Embedder) -> None:
+    long = ("Add a column for the customer's time zone to the accounts table, backfill it from the billing "
+            "address, show it on the profile page next to the language setting, and convert the timestamps "
+            "on the invoices page to it")
+    model = embedder._load()
+    assert model.token_count(long, True) > embedder.max_query_tokens
+    kept = embedders._first_tokens(model, long, embedder.max_query_tokens)
+    assert long.startswith(kept) and model.token_count(kept, True) <= embedder.max_query_tokens
+    one_more = " ".join(long.split()[:len(kept.split()) + 1])
+    assert model.token_count(one_more, True) > embedder.max_query_tokens  # the longest prefix that fits
+    assert np.allclose(embedder.embed([long], query=True), embedder.embed([kept], query=True), atol=1e-6)
+    assert not np.allclose(embedder.embed([long]), embedder.embed([kept]), atol=1e-3)  # passages are whole
+    short = "how do I run the tests"
+    assert embedders._first_tokens(model, short, embedder.max_query_tokens) == short

@@ -182,6 +182,36 @@ def test_questions_and_tasks_lose_their_framing_words() -> None:
     assert query_terms("how?") == ["how"]  # nothing else left: the framing is the query
 
 
+def test_a_memory_is_found_by_its_vector_the_moment_it_is_written(store: MemoryStore) -> None:
+    """The project's vector matrix is held between searches; a write that changes what it holds drops it,
+    so the long-lived store answers as a fresh one reading every vector again would."""
+    dense_only = Weights(lexical=0.0, dense=1.0)
+    fill(store)
+    query = "Jinja"  # no word in common with the memories that answer it: found by their vectors alone
+
+    def answers(of: MemoryStore) -> list[tuple[int, float]]:
+        found = retrieve(of, PROJECT, query, k=6, weights=dense_only)
+        return [(item.memory.id, round(item.score, 6)) for item in found]
+
+    def fresh() -> list[tuple[int, float]]:
+        return answers(MemoryStore(store.engine, embedder=store.embedder))
+
+    assert answers(store)[0][0] == fill_ids(store)[FACTS[4][1]]  # and the matrix is now held
+    added = store.add(PROJECT, "Email bodies are rendered from Jinja2 templates under mail/.", kind="fact",
+                      provenance=Provenance.person())
+    assert added.id in [memory_id for memory_id, _ in answers(store)[:2]] and answers(store) == fresh()
+    store.edit(added.id, text="Deploys go out on Tuesdays after the release meeting.")
+    assert answers(store) == fresh() and added.id not in [memory_id for memory_id, _ in answers(store)[:2]]
+    store.archive(fill_ids(store)[FACTS[4][1]])
+    assert answers(store) == fresh() and fill_ids(store)[FACTS[4][1]] not in dict(answers(store))
+    store.remove(added.id)
+    assert answers(store) == fresh() and added.id not in dict(answers(store))
+
+
+def fill_ids(store: MemoryStore) -> dict[str, int]:
+    return {memory.text: memory.id for memory in store.list_memories(PROJECT, limit=100)}
+
+
 def test_an_unrelated_task_is_given_nothing_rather_than_the_least_unrelated(store: MemoryStore) -> None:
     fill(store)
     assert retrieve(store, PROJECT, "Plan the team offsite in Lisbon next spring", k=10) == []

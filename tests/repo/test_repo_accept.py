@@ -9,7 +9,7 @@ import pytest
 from repohelpers import BINARY, git, user_state
 
 from errand.errors import ConfigError
-from errand.repo.accept import accept, branch_name, slugify
+from errand.repo.accept import Signing, accept, branch_name, slugify
 from errand.repo.errors import RepoError
 from errand.repo.workcopy import WorkingCopy
 
@@ -184,3 +184,44 @@ def test_accept_shows_control_characters_of_the_message_instead_of_committing_th
     committed = subprocess.run(["git", "cat-file", "commit", sha], cwd=user_repo, capture_output=True,
                                check=True).stdout.decode().split("\n\n", 1)[1]
     assert committed == "Fix add␛[2J␛]8;;https://e.test/␇\n\nIt <U+202E>subtracted<U+009B>1A.␀\n"
+
+
+def test_trailers_close_the_message_and_a_host_key_signs_the_commit(user_repo: Path, tmp_path: Path) -> None:
+    wc = _make_change(user_repo, tmp_path)
+    key = tmp_path / "signing"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "errand", "-f", str(key)], check=True)
+    signing = Signing.from_environment({"ERRAND_SIGNING_KEY": str(key)})
+    assert signing is not None
+    sha = accept(user_repo, wc.base_commit, wc.diff().text, "errand/8-signed", "Fix add\n\nerrand-task: t-8\n",
+                 author="errand <errand@localhost>", signing=signing,
+                 trailers=[("Co-authored-by", "octo <1+octo@users.noreply.example.com>")])
+    message = git(user_repo, "log", "-1", "--format=%B", sha)
+    assert message.rstrip().endswith("errand-task: t-8\nCo-authored-by: octo <1+octo@users.noreply.example.com>")
+    parsed = git(user_repo, "log", "-1", "--format=%(trailers:key=Co-authored-by,valueonly)", sha).strip()
+    assert parsed == "octo <1+octo@users.noreply.example.com>"  # git itself reads it as a trailer
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text("errand@localhost namespaces=\"git\" " + key.with_suffix(".pub").read_text())
+    verified = subprocess.run(["git", "-c", f"gpg.ssh.allowedSignersFile={allowed}", "verify-commit", sha],
+                              cwd=user_repo, capture_output=True, text=True)
+    assert verified.returncode == 0 and 'Good "git" signature for errand@localhost' in verified.stderr
+    unsigned = accept(user_repo, wc.base_commit, wc.diff().text, "errand/9-unsigned", "Fix add")
+    assert subprocess.run(["git", "verify-commit", unsigned], cwd=user_repo, capture_output=True).returncode != 0
+
+
+def test_a_trailer_that_would_break_the_message_is_refused_and_nothing_is_written(user_repo: Path,
+                                                                                   tmp_path: Path) -> None:
+    wc = _make_change(user_repo, tmp_path)
+    before = user_state(user_repo)
+    with pytest.raises(ConfigError) as info:
+        accept(user_repo, wc.base_commit, wc.diff().text, "errand/10-x", "Fix add",
+               trailers=[("Co-authored-by", "x <x@example.com>\nSigned-off-by: someone")])
+    assert info.value.code == "bad_trailer" and user_state(user_repo) == before
+
+
+def test_a_key_that_cannot_sign_is_a_clear_error_and_no_branch(user_repo: Path, tmp_path: Path) -> None:
+    wc = _make_change(user_repo, tmp_path)
+    with pytest.raises(RepoError) as info:
+        accept(user_repo, wc.base_commit, wc.diff().text, "errand/11-x", "Fix add",
+               signing=Signing(str(tmp_path / "no-such-key")))
+    assert info.value.code == "signing_failed" and "no-such-key" in info.value.message
+    assert git(user_repo, "branch", "--list", "errand/11-x").strip() == ""

@@ -12,7 +12,7 @@ from errand.errors import ConfigError
 from errand.sandbox.config import Resources
 from errand.sandbox.image import Image, Step
 from errand.sandbox.network import Network
-from errand.tasks.environment import Environment, cache_key, instructions
+from errand.tasks.environment import Environment, cache_key, instructions, project_guide
 
 FULL = """
 [image]
@@ -188,6 +188,24 @@ def test_instructions_follow_the_config(tmp_path: Path) -> None:
     assert instructions(tmp_path) == "## RULES.md\n\nrules\n"
     write(tmp_path, "[agent]\ninstructions = []\n")
     assert instructions(tmp_path) == ""
+
+
+def test_the_guide_gives_rules_that_always_apply_and_says_which_files_it_holds_whole(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("a" * 2000)
+    (tmp_path / "CLAUDE.md").write_text("claude says")
+    rules = tmp_path / ".cursor" / "rules"
+    rules.mkdir(parents=True)
+    (rules / "style.mdc").write_text("---\ndescription: Style\nalwaysApply: true\n---\n\nImperative docstrings.\n")
+    (rules / "api.mdc").write_text("---\nglobs: src/api/**\n---\nValidate with pydantic.\n")
+    (rules / "money.mdc").write_text("---\ndescription: Money\n---\nUse Decimal.\n")
+    guide = project_guide(tmp_path, max_file_bytes=1000)
+    assert "## .cursor/rules/style.mdc (a rule that always applies)\n\nImperative docstrings.\n" in guide.text
+    assert "alwaysApply" not in guide.text and "pydantic" not in guide.text and "Decimal" not in guide.text
+    assert guide.whole == ("CLAUDE.md", ".cursor/rules/style.mdc")  # AGENTS.md was cut: not whole
+    write(tmp_path, "[agent]\ninstructions = ['.cursor/rules/api.mdc']\n")
+    listed = project_guide(tmp_path)
+    assert listed.text.startswith("## .cursor/rules/api.mdc\n\nValidate with pydantic.")  # named: given whole
+    assert listed.whole == (".cursor/rules/api.mdc", ".cursor/rules/style.mdc")
 
 
 def test_instructions_none_present(tmp_path: Path) -> None:

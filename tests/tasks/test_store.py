@@ -240,3 +240,21 @@ def test_a_tasks_branch_is_named_by_the_one_rule_the_repository_layer_keeps(stor
     assert accented.branch == f"errand/{accented.id}-cafe-fix-the-ano-parser"
     bare = store.create_task(title="!!!", instruction="x", repo="/r")
     assert bare.branch == f"errand/{bare.id}"
+
+
+def test_a_task_the_host_did_is_ready_for_review_in_one_step_and_never_claimed(store: TaskStore) -> None:
+    queued = store.create_task(title="Fix add", instruction="Fix add()", repo="/r")
+    done = store.create_reviewable(title="Export project memory into AGENTS.md", instruction="export", repo="/r",
+                                   base_ref="HEAD", base_commit="c" * 40, worker="host:memory-export",
+                                   result={"rank": 1, "patch": "diff --git a/x b/x\n",
+                                           "evidence": {"confidence": {"level": "high"}}},
+                                   events=[("memories_exported", {"file": "AGENTS.md", "ids": [1], "kinds": {}})])
+    assert store.get_task(done.id).state is TaskState.READY_FOR_REVIEW
+    [run] = store.runs(done.id)
+    assert (run.state, run.round, run.attempt, run.result["rank"]) == (RunState.SUCCEEDED, 1, 1, 1)
+    assert [(e.kind, e.run_id, e.seq) for e in store.events(done.id)] == [
+        ("memories_exported", run.id, 1), ("ready_for_review", None, None)]
+    assert store.events(done.id)[-1].data == {"run_id": run.id, "confidence": "high"}
+    claimed = store.claim_next("w1")
+    assert claimed is not None and claimed.id == queued.id and store.claim_next("w1") is None
+    assert store.add_review(done.id, Verdict.ACCEPTED, None).verdict is Verdict.ACCEPTED

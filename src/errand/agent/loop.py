@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import posixpath
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -44,9 +45,13 @@ from errand.models import Message, Model, Reply, ToolCall
 from errand.models.profiles import ModelProfile
 from errand.sandbox import AsyncSandbox
 
-__all__ = ["Agent", "AgentResult", "EventHandler"]
+__all__ = ["FILE_TOOLS", "Agent", "AgentResult", "EventHandler", "FileNotes"]
 
 EventHandler = Callable[[str, dict[str, Any]], Awaitable[None] | None]
+#: What the model should know about a file it opened (its path relative to the working directory): "" for nothing.
+FileNotes = Callable[[str], Awaitable[str]]
+#: The tools whose ``path`` is a file the model is looking at or changing.
+FILE_TOOLS = frozenset({"read_file", "edit_file", "write_file"})
 
 _NUDGE = ("Reply with tool calls: keep working with the tools, call ask_user if you need an answer "
           "from the person, or call finish when the task is done.")
@@ -78,10 +83,13 @@ class Agent:
     def __init__(self, model: Model, sandbox: AsyncSandbox, *, workdir: str, budgets: Budgets | None = None,
                  on_event: EventHandler | None = None, instructions: str | None = None,
                  memory: MemoryHooks | None = None, memories: str | None = None,
+                 file_notes: FileNotes | None = None,
                  context: ContextPolicy | None = None, retry: RetryPolicy | None = None,
                  clock: Clock | None = None) -> None:
         """``instructions`` are the project's instruction files; ``memories`` what errand
-        recalled for the task; ``memory`` gives the model the recall/remember tools.
+        recalled for the task; ``memory`` gives the model the recall/remember tools;
+        ``file_notes(path)`` is what the model should know about a file it opened or edited
+        (a path relative to ``workdir``), added to that tool's result.
         ``context`` and ``retry`` tune how the conversation is kept in the model's window
         (which is ``model.profile.context_window`` when the model has a profile) and how
         failed calls are retried; ``clock`` is where time is read and waited (tests pass
@@ -95,6 +103,7 @@ class Agent:
         self.instructions = instructions
         self.memory = memory
         self.memories = memories
+        self.file_notes = file_notes
         self.tools = [*TOOLS, *(MEMORY_TOOLS if memory is not None else ())]
         self.messages: list[Message] = []
         self.spent = Spent()
@@ -235,7 +244,18 @@ class Agent:
                                         on_output=lambda text: self._emit("output", {"id": call.id, "text": text}))
         except (SandboxTerminated, SandboxNotFound) as error:
             raise RunFailed(f"the sandbox is gone: {error.message}") from error
-        await self._add_result(call, result)
+        await self._add_result(call, await self._with_notes(call, result))
+
+    async def _with_notes(self, call: ToolCall, result: ToolResult) -> ToolResult:
+        """``result`` with what ``file_notes`` says about the file the call opened or changed."""
+        path = call.arguments.get("path")
+        if self.file_notes is None or not result.ok or call.name not in FILE_TOOLS or not isinstance(path, str):
+            return result
+        relative = posixpath.relpath(posixpath.normpath(posixpath.join(self.workdir, path)), self.workdir)
+        if relative == "." or relative.startswith("../"):
+            return result
+        notes = await self.file_notes(relative)
+        return replace(result, content=f"{result.content}\n\n{notes}") if notes else result
 
     async def _refuse(self, call: ToolCall, problem: str) -> None:
         """Answer a call that cannot run with what was wrong, so the model can correct it."""

@@ -1,4 +1,5 @@
-"""``errand forge``: errand on GitHub — connect a repository, open pull requests, catch up.
+"""``errand forge``: errand on GitHub, Gitea (Forgejo) and GitLab — connect a repository,
+open pull requests, catch up.
 
 ``errand run --issue owner/name#42`` and ``errand accept`` call in here too: a task
 read from a forge issue goes back to the forge as a pull request once accepted.
@@ -15,7 +16,7 @@ from rich.console import Console
 
 from errand._text import printable
 from errand.errors import ConfigError, ErrandError
-from errand.forge import IssueRef, open_github
+from errand.forge.kinds import KINDS, kind_of, open_forge, parse_issue
 from errand.forge.links import LinkStore
 from errand.forge.settings import ForgeSettings, settings_path
 from errand.tasks.api import TaskApi
@@ -28,8 +29,17 @@ if TYPE_CHECKING:
 
 __all__ = ["forge_app", "publish_if_linked", "submit_forge_issue"]
 
-forge_app = typer.Typer(help="errand on GitHub: issues in, pull requests out.", no_args_is_help=True)
-_WRITE_SCOPES = ("repo", "public_repo")
+forge_app = typer.Typer(help="errand on GitHub, Gitea and GitLab: issues in, pull requests out.",
+                        no_args_is_help=True)
+#: The token scopes of which one is needed to push and open pull requests (None: the forge does not say).
+_WRITE_SCOPES = {"github": ("repo", "public_repo"), "gitlab": ("api",)}
+_SCOPE_HINT = {"github": "the `repo` scope (or `public_repo`)", "gitlab": "the `api` scope"}
+#: What to tick where the forge's webhook is added.
+_EVENTS = {"github": "content type application/json, events: issues, issue comments, pull request reviews and "
+                     "review comments",
+           "gitea": "a Gitea (or Forgejo) webhook, POST, content type application/json, events: issues, issue "
+                    "label, issue comment, pull request comment, pull request reviewed",
+           "gitlab": "trigger: issues events, comments (the secret goes in \"Secret token\")"}
 
 
 def _say(text: str, *, style: str | None = None, stderr: bool = False) -> None:
@@ -50,17 +60,21 @@ def submit_forge_issue(service: TaskApi, text: str, *, repo: str, base: str, mod
     if not isinstance(service, TaskService):
         raise ConfigError("a forge issue is read by the errand that holds the token: run without --server, or let "
                           "the server's webhook pick the issue up", code="invalid_input")
-    forge, _settings, _token = open_github()
-    return submit_issue(service, LinkStore(service.store.engine), forge, IssueRef.parse(text), repo=repo, base=base,
-                        model=model, attempts=attempts)
+    kind, ref = parse_issue(text)
+    if ref.pull:
+        raise ConfigError(f"{text} is a merge request: errand takes an issue (on a merge request errand opened, "
+                          "comment @errand <ask>)", code="invalid_input")
+    forge, _settings, _token = open_forge(kind)
+    return submit_issue(service, LinkStore(service.store.engine), forge, ref, repo=repo, base=base, model=model,
+                        attempts=attempts)
 
 
-def _publisher(service: TaskService) -> Publisher:
+def _publisher(service: TaskService, kind: str = "github") -> Publisher:
     from errand.forge.publish import Publisher
 
-    forge, settings, token = open_github()
+    forge, settings, token = open_forge(kind)
     return Publisher(service, LinkStore(service.store.engine), forge, token, draft=settings.draft,
-                     public_url=_public_url(), ci_fix_attempts=settings.ci_fix_attempts)
+                     public_url=_public_url(), ci_fix_attempts=settings.ci_fix_attempts, pr=settings.pr)
 
 
 def _public_url() -> str | None:
@@ -71,10 +85,11 @@ def _public_url() -> str | None:
 
 def publish_if_linked(service: TaskApi, task_id: str) -> None:
     """After ``errand accept``: push the branch and open the pull request of a task from a forge."""
-    if not isinstance(service, TaskService) or LinkStore(service.store.engine).get(task_id) is None:
+    link = LinkStore(service.store.engine).get(task_id) if isinstance(service, TaskService) else None
+    if link is None or not isinstance(service, TaskService):
         return
     try:
-        published = _publisher(service).publish(task_id)
+        published = _publisher(service, link.forge).publish(task_id)
     except ErrandError as error:
         _say(f"error: the pull request was not opened: {error.message}; retry with `errand forge pr {task_id}`",
              style="red", stderr=True)
@@ -91,7 +106,7 @@ def pr(task_id: TaskId) -> None:
     """Push an accepted task's branch and open its pull request (safe to repeat: never a second one)."""
     try:
         with TaskStore.open() as store:
-            published = _publisher(TaskService(store)).publish(task_id)
+            published = _publisher(TaskService(store), _kind_of_task(store, task_id)).publish(task_id)
     except ErrandError as error:
         raise _fail(error) from None
     _say(f"pull request #{published.pull} {'opened' if published.opened else 'is there'}: {published.url}")
@@ -107,7 +122,7 @@ def status(task_id: TaskId) -> None:
             if link is None or link.pull is None:
                 raise ConfigError(f"task {task_id} has no pull request (`errand forge pr {task_id}` opens it)",
                                   code="no_pull")
-            found = _publisher(service).checks(task_id)
+            found = _publisher(service, link.forge).checks(task_id)
     except ErrandError as error:
         raise _fail(error) from None
     _say(f"pull request #{link.pull}: {link.pull_url} (branch {link.pull_branch}, pushed {(link.pushed or '')[:12]})")
@@ -126,36 +141,45 @@ def sync() -> None:
 
     try:
         with TaskStore.open() as store:
-            publisher = _publisher(TaskService(store))
-            for published in catch_up(publisher):
-                _say(f"{published.task_id}: pull request #{published.pull} at {published.commit[:12]}: "
-                     f"{published.url}")
+            links = LinkStore(store.engine)
+            kinds = {link.forge for link in links.pending() + links.pushed_pulls()} or {"github"}
+            for kind in sorted(kinds):
+                for published in catch_up(_publisher(TaskService(store), kind)):
+                    _say(f"{published.task_id}: pull request #{published.pull} at {published.commit[:12]}: "
+                         f"{published.url}")
     except ErrandError as error:
         raise _fail(error) from None
 
 
+def _kind_of_task(store: TaskStore, task_id: str) -> str:
+    link = LinkStore(store.engine).get(task_id)
+    return link.forge if link is not None else "github"
+
+
 @forge_app.command("connect")
 def connect(
-    provider: Annotated[str, typer.Argument(metavar="PROVIDER", help="github (GitHub Enterprise: set base_url).")],
-    repo: Annotated[str, typer.Option("--repo", metavar="OWNER/NAME", help="The repository.")],
+    provider: Annotated[str, typer.Argument(metavar="PROVIDER", help="github, gitea (or forgejo) or gitlab.")],
+    repo: Annotated[str, typer.Option("--repo", metavar="OWNER/NAME", help="The repository (GitLab: GROUP/PROJECT).")],
     path: Annotated[Path | None, typer.Option("--path", metavar="CLONE", help="Its local clone (tasks run on it "
                                                                                  "and accept into it).")] = None,
-    url: Annotated[str, typer.Option("--url", metavar="URL", help="Where GitHub reaches this errand serve.")] =
+    url: Annotated[str, typer.Option("--url", metavar="URL", help="Where the forge reaches this errand serve.")] =
         "https://errand.example/",
+    base_url: Annotated[str | None, typer.Option("--base-url", metavar="URL", help="The forge's own address, when "
+                                                 "self-hosted (https://git.acme.test; GitHub Enterprise too).")] = None,
 ) -> None:
     """Check the token's access to the repository, say what is missing, and print the webhook to add."""
-    if provider != "github":
-        raise _fail(ConfigError(f"unknown forge {provider!r}: github is the one errand speaks so far",
-                                code="invalid_input"))
     try:
-        forge, settings, _token = open_github()
+        kind = kind_of(provider)
+        settings = _with_base_url(kind, base_url)
+        forge, settings, _token = open_forge(kind, settings)
         scopes = forge.access(repo)
     except ErrandError as error:
         raise _fail(error) from None
     _say(f"token of @{scopes.login} on {settings.base_url}")
     missing = []
-    if scopes.scopes is not None and not set(_WRITE_SCOPES) & set(scopes.scopes):
-        missing.append("the `repo` scope (or `public_repo`), to push branches and open pull requests")
+    wanted = _WRITE_SCOPES.get(kind)
+    if wanted and scopes.scopes is not None and not set(wanted) & set(scopes.scopes):
+        missing.append(f"{_SCOPE_HINT[kind]}, to push branches and open pull requests")
     if not scopes.can_push:
         missing.append(f"write access to {repo}")
     for what in missing:
@@ -165,11 +189,37 @@ def connect(
     elif repo not in settings.repos:
         _say(f"missing: a local clone; run again with --path CLONE (it goes into {settings_path()})", style="yellow")
     secret = settings.webhook_secret() or secrets.token_urlsafe(24)
-    _say(f"webhook: payload URL {url.rstrip('/')}/api/forge/github/webhook, content type application/json, "
-         "events: issues, issue comments, pull request reviews and review comments")
+    _say(f"webhook: payload URL {url.rstrip('/')}/api/forge/{kind}/webhook, {_EVENTS[kind]}")
     if settings.webhook_secret() is None:
         _say(f"secret: {secret}  (export {settings.webhook_secret_env}={secret} where `errand serve` runs)")
     raise typer.Exit(1 if missing else 0)
+
+
+def _with_base_url(kind: str, base_url: str | None) -> ForgeSettings:
+    """The kind's settings; a ``--base-url`` the file lacks is written to it (``[gitea] base_url``)."""
+    from errand.forge.kinds import api_root
+
+    settings = ForgeSettings.load(kind=kind)
+    if base_url is None:
+        return settings
+    wanted = api_root(kind, base_url)
+    if wanted == settings.base_url:
+        return settings
+    file = settings_path()
+    if _has_table(file, kind):
+        raise ConfigError(f"{file} sets [{kind}] base_url = {settings.base_url!r}: edit it there to use {wanted}",
+                          code="invalid_input")
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with file.open("a", encoding="utf-8") as handle:
+        handle.write(f'\n[{kind}]\nbase_url = "{wanted}"\n')
+    _say(f"[{kind}] base_url = {wanted} (written to {file})")
+    return ForgeSettings.load(kind=kind)
+
+
+def _has_table(file: Path, kind: str) -> bool:
+    import tomllib
+
+    return file.exists() and kind in tomllib.loads(file.read_text(encoding="utf-8"))
 
 
 def _remember(settings: ForgeSettings, repo: str, path: Path) -> None:
@@ -182,8 +232,8 @@ def _remember(settings: ForgeSettings, repo: str, path: Path) -> None:
         return
     file.parent.mkdir(parents=True, exist_ok=True)
     with file.open("a", encoding="utf-8") as handle:
-        header = "" if file.stat().st_size else "[github]\n"
-        handle.write(f'{header}\n[github.repos."{repo}"]\npath = "{clone}"\n')
+        header = "" if file.stat().st_size else f"[{settings.kind}]\n"
+        handle.write(f'{header}\n[{settings.kind}.repos."{repo}"]\npath = "{clone}"\n')
     _say(f"{repo} → {clone} (written to {file})")
 
 
@@ -195,7 +245,8 @@ def run_batch(service: TaskApi, query: str, *, clone: str, limit: int, base: str
     if not isinstance(service, TaskService):
         raise ConfigError("a backlog is read by the errand that holds the token: run without --server",
                           code="invalid_input")
-    forge, settings, _token = open_github()
+    kind = _batch_kind(query, clone)
+    forge, settings, _token = open_forge(kind)
     repo, rest = _batch_repo(settings, query, clone)
     batch = submit_batch(service, LinkStore(service.store.engine), forge, repo, rest, clone=clone, limit=limit,
                          base=base, model=model, attempts=attempts)
@@ -203,7 +254,20 @@ def run_batch(service: TaskApi, query: str, *, clone: str, limit: int, base: str
         _say(f"{task.id} queued: #{ref.number} {task.title}")
     for ref, why in batch.skipped:
         _say(f"#{ref.number} left: {why}", style="dim")
-    _say(f"batch {batch.id}: {len(batch.started)} task(s) started; follow it with `errand forge ls --batch {batch.id}`")
+    _say(f"batch {batch.id}: {len(batch.started)} task(s) started; follow it with `errand forge ls --batch {batch.id}` "
+         f"or on errand serve's /forge/batches/{batch.id}")
+
+
+def _batch_kind(query: str, clone: str) -> str:
+    """The forge whose table lists the repository the batch searches (GitHub when none does)."""
+    named = [term[5:] for term in query.split() if term.startswith("repo:")]
+    where = Path(clone).expanduser().resolve()
+    for kind in KINDS[1:]:
+        repos = ForgeSettings.load(kind=kind).repos
+        listed = named[0] in repos if named else any(r.path.expanduser().resolve() == where for r in repos.values())
+        if listed:
+            return kind
+    return "github"
 
 
 def _batch_repo(settings: ForgeSettings, query: str, clone: str) -> tuple[str, str]:
@@ -228,28 +292,17 @@ def ls(
     batch: Annotated[str | None, typer.Option("--batch", metavar="ID", help="Only this batch.")] = None,
     limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, help="How many, newest first.")] = 50,
 ) -> None:
-    """The tasks errand took from the forge: the issue, the task's state, its pull request, CI on it."""
+    """The tasks errand took from the forge: the issue, the task's stage, its pull request, CI on it."""
     from rich.table import Table
 
+    from errand.forge.progress import counts, rows
+
     with TaskStore.open() as store:
-        links = LinkStore(store.engine).listed(repo=repo, batch=batch, limit=limit)
-        table = Table("ISSUE", "TASK", "STATE", "PR", "CI", "TITLE", box=None, pad_edge=False)
-        counts: dict[str, int] = {}
-        for link in links:
-            task = store.get_task(link.task_id)
-            stage = "pr_opened" if link.pull is not None and task.state.value == "accepted" else task.state.value
-            counts[stage] = counts.get(stage, 0) + 1
-            table.add_row(printable(f"{link.repo}#{link.issue}" if link.issue else link.repo), task.id, stage,
-                          f"#{link.pull}" if link.pull else "", _ci(store, link.task_id),
-                          printable(task.title, lines=False))
+        found = rows(store, LinkStore(store.engine).listed(repo=repo, batch=batch, limit=limit))
+    table = Table("ISSUE", "TASK", "STAGE", "PR", "CI", "TITLE", box=None, pad_edge=False)
+    for row in found:
+        link = row.link
+        table.add_row(printable(f"{link.repo}#{link.issue}" if link.issue else link.repo), row.task.id, row.stage,
+                      f"#{link.pull}" if link.pull else "", row.ci, printable(row.task.title, lines=False))
     Console(highlight=False, emoji=False).print(table)
-    _say(", ".join(f"{count} {stage}" for stage, count in sorted(counts.items())) or "no tasks from the forge yet")
-
-
-def _ci(store: TaskStore, task_id: str) -> str:
-    event = store.last_event(task_id, ["forge_checks"])
-    if event is None or not event.data.get("checks"):
-        return ""
-    states = [str(check.get("state")) for check in event.data["checks"]]
-    bad = [s for s in states if s in ("failure", "error", "timed_out", "action_required")]
-    return "red" if bad else "green" if all(s in ("success", "neutral", "skipped") for s in states) else "pending"
+    _say(", ".join(f"{count} {stage}" for stage, count in counts(found).items()) or "no tasks from the forge yet")

@@ -32,7 +32,10 @@ from errand.memory.export import export_section
 from errand.memory.ingest import sync_instructions
 from errand.memory.records import Kind, Memory, Provenance, Status, project_key
 from errand.memory.retrieve import retrieve
+from errand.memory.rules import Activation
 from errand.memory.store import MemoryStore
+from errand.tasks.memory_export import export_task
+from errand.tasks.store import TaskStore
 
 __all__ = ["memory_app"]
 
@@ -160,11 +163,18 @@ def add(
     repo: RepoOption = Path("."), db: DbOption = None,
     proposed: Annotated[bool, typer.Option("--proposed", help="Add it as proposed, not active.")] = False,
     supersedes: Annotated[int | None, typer.Option(metavar="ID", help="The id of a memory this one replaces.")] = None,
+    paths: Annotated[list[str] | None, typer.Option(
+        "--path", metavar="GLOB", help="Scope it to these files (repeatable, e.g. 'src/api/**'): given to an agent "
+        "when it opens one of them, not by similarity.")] = None,
 ) -> None:
     """Add a memory by hand (active unless --proposed); a near-duplicate is merged instead."""
     project = _project(repo)
+    if any(not path.strip() or path.startswith("/") or ".." in path.split("/") or "," in path for path in paths or ()):
+        raise typer.BadParameter("--path takes a glob relative to the repository, such as 'src/api/**' "
+                                 "(no leading /, no .., no comma)")
+    scope = Activation("globs", tuple(path.strip() for path in paths)).detail() if paths else None
     with _store(db) as store:
-        memory = store.add(project, text, kind=kind, provenance=Provenance.person(),
+        memory = store.add(project, text, kind=kind, provenance=Provenance.person(scope),
                            status=Status.PROPOSED if proposed else Status.ACTIVE, supersedes=supersedes)
     _print_record(memory, " (merged into an existing memory)" if memory.evidence > 1 else "")
 
@@ -235,12 +245,30 @@ def search(
 def export(
     repo: RepoOption = Path("."), db: DbOption = None,
     file: Annotated[str, typer.Option("--file", help="The instruction file to write the section into.")] = "AGENTS.md",
-    write: Annotated[bool, typer.Option("--write", help="Write the file (by default only the diff is printed).")]
+    base: Annotated[str, typer.Option("--base", metavar="REF", help="The commit the task's diff starts from.")]
+    = "HEAD",
+    only_print: Annotated[bool, typer.Option("--print", help="Only print the diff against the file as it is now.")]
+    = False,
+    write: Annotated[bool, typer.Option("--write", help="Write the file in place instead of making a task.")]
     = False,
 ) -> None:
-    """Write the approved memories into a marked section of AGENTS.md: print the diff, or apply it with --write."""
-    with _store(db, embedder=False) as store:
-        new, diff = export_section(store, project_key(repo), repo, file)
-    print(printable(diff) if diff else f"{file} already holds every approved memory", end="" if diff else "\n")
-    if write and diff:
-        (repo / file).write_text(new, encoding="utf-8")
+    """Write the approved memories into a marked section of AGENTS.md, as a task to review like any other
+    (`errand show`, `errand accept` lands it on a branch); --print shows the diff, --write writes the file."""
+    if only_print or write:
+        with _store(db, embedder=False) as store:
+            new, diff = export_section(store, project_key(repo), repo, file)
+        print(printable(diff) if diff else f"{file} already holds every approved memory", end="" if diff else "\n")
+        if write and diff:
+            (repo / file).write_text(new, encoding="utf-8")
+        return
+    project = Path(_project(repo))
+    with _errors(), TaskStore.open(_database_url(db)) as tasks:
+        task = export_task(tasks, MemoryStore(tasks.engine, embedder=None), project, file=file, base=base)
+        run = tasks.runs(task.id)[0] if task is not None else None
+    if task is None or run is None:
+        print(f"{file} at {base} already holds every approved memory")
+        return
+    print(printable(str(run.result["patch"])), end="")
+    Console(stderr=True).print(f"task {task.id} is ready for review: `errand show {task.id}`; `errand accept "
+                               f"{task.id}` commits it on {task.branch}", markup=False, highlight=False,
+                               soft_wrap=True)

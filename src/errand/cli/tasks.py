@@ -114,7 +114,8 @@ def run(
         "--attempts", metavar="N", help="Attempts run in parallel, ranked by evidence.")] = 1,
     issue: Annotated[str | None, typer.Option(
         "--issue", metavar="FILE|OWNER/NAME#N|URL", help="Take the task from an issue: a Markdown file, or an "
-                                                         "issue on GitHub (its thread read in full).")] = None,
+                                                         "issue on GitHub, Gitea or GitLab (its thread read in "
+                                                         "full).")] = None,
     issues: Annotated[str | None, typer.Option(
         "--issues", metavar="QUERY", help="One task per issue a GitHub search finds (\"label:bug is:open\"; "
                                           "repo:OWNER/NAME, or the repository forge.toml gives --repo).")] = None,

@@ -1,7 +1,9 @@
 """errand on the forge: issues in, pull requests out, review comments back in.
 
 The :class:`Forge` protocol is what errand needs of a forge; :class:`GitHubForge`
-implements it for GitHub and GitHub Enterprise. :func:`open_github` builds one from
+implements it for GitHub and GitHub Enterprise, :class:`~errand.forge.gitea.GiteaForge`
+for Gitea and Forgejo, :class:`~errand.forge.gitlab.GitLabForge` for GitLab;
+:func:`open_forge` opens the one a repository is on. :func:`open_github` builds one from
 ``forge.toml`` and the environment (the token never leaves this process: it is not
 given to sandboxes, written to a log or an event, or stored in git's config).
 githubkit is imported only when a forge is opened: ``errand --help`` must not pay for it.
@@ -13,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from errand.forge.errors import ForgeError
+from errand.forge.kinds import KINDS, open_forge
 from errand.forge.protocol import Forge
 from errand.forge.refs import IssueRef, looks_like_issue_ref
 from errand.forge.settings import ForgeSettings
@@ -20,7 +23,8 @@ from errand.forge.settings import ForgeSettings
 if TYPE_CHECKING:
     from errand.forge.github import GitHubForge
 
-__all__ = ["Forge", "ForgeError", "ForgeSettings", "GitHubForge", "IssueRef", "looks_like_issue_ref", "open_github"]
+__all__ = ["KINDS", "Forge", "ForgeError", "ForgeSettings", "GitHubForge", "IssueRef", "looks_like_issue_ref",
+           "open_forge", "open_github"]
 
 
 def __getattr__(name: str) -> Any:

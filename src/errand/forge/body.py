@@ -19,7 +19,7 @@ def pull_title(task: Task, summary: str | None) -> str:
 
 
 def pull_body(task: Task, evidence: Evidence | None, *, issue: int | None, qa: list[tuple[str, str]],
-              review_url: str | None, requested_by: str | None) -> str:
+              review_url: str | None, requested_by: str | None, follows: int | None = None) -> str:
     parts = ["### Summary", _quoted((evidence.summary if evidence else None) or task.title)]
     if evidence is not None:
         parts += ["### Evidence", _evidence(evidence)]
@@ -27,6 +27,9 @@ def pull_body(task: Task, evidence: Evidence | None, *, issue: int | None, qa: l
             parts += ["### Assumptions", "\n".join(f"- {_inline(a)}" for a in evidence.assumptions)]
     if qa:
         parts += ["### Question and answer", "\n\n".join(f"**Q:** {_inline(q)}\n**A:** {_inline(a)}" for q, a in qa)]
+    if follows is not None:
+        parts.append(f"Follows up #{follows}: its branch is in a fork whose author has not allowed edits by "
+                     "maintainers, so this carries its commits and errand's on top.")
     footer = [f"errand task `{task.id}`" + (f" · [review page]({review_url})" if review_url else "")]
     if requested_by:
         footer.append(f"asked by @{requested_by}")

@@ -9,22 +9,34 @@ none while a newer round of that pull request is on its way.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from errand.forge.intake import Ask, follow_pull
-from errand.forge.links import Link
+from errand.forge.links import Link, LinkStore
+from errand.forge.protocol import Forge
 from errand.forge.records import CheckState
 from errand.tasks.records import Task
+from errand.tasks.service import TaskService
 
-if TYPE_CHECKING:
-    from errand.forge.publish import Publisher
-
-__all__ = ["FAILED", "fix_red_ci"]
+__all__ = ["FAILED", "Rounds", "fix_red_ci"]
 
 FAILED = frozenset({"failure", "error", "timed_out", "action_required"})
 
 
-def fix_red_ci(publisher: Publisher, link: Link, found: list[CheckState]) -> Task | None:
+class Rounds(Protocol):
+    """What starting a round on a pull request needs: the publisher is one, and this module
+    names only the shape, so the publisher may call in here without either importing the other."""
+
+    service: TaskService
+    links: LinkStore
+    forge: Forge
+    ci_fix_attempts: int
+
+    @property
+    def token(self) -> str: ...
+
+
+def fix_red_ci(publisher: Rounds, link: Link, found: list[CheckState]) -> Task | None:
     """Start a CI-fix round for ``link``'s pushed commit if its checks failed and the budget allows."""
     failing = [check for check in found if check.state in FAILED]
     if not failing or link.pull is None or publisher.ci_fix_attempts <= 0:
@@ -44,13 +56,13 @@ def fix_red_ci(publisher: Publisher, link: Link, found: list[CheckState]) -> Tas
     return task
 
 
-def _asked(publisher: Publisher, link: Link) -> bool:
+def _asked(publisher: Rounds, link: Link) -> bool:
     """Whether a CI-fix round was started for this very commit already."""
     event = publisher.service.store.last_event(link.task_id, ["forge_ci_fix"])
     return event is not None and event.data.get("commit") == link.pushed
 
 
-def _is_ci_round(publisher: Publisher, link: Link) -> bool:
+def _is_ci_round(publisher: Rounds, link: Link) -> bool:
     event = publisher.service.store.last_event(link.task_id, ["forge_followup"])
     return event is not None and bool(event.data.get("ci"))
 

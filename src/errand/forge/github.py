@@ -183,6 +183,12 @@ def _login(data: dict[str, Any]) -> str:
     return str(user.get("login") or "") if isinstance(user, dict) else str(data.get("login") or "")
 
 
+def _user_id(data: dict[str, Any]) -> int | None:
+    user = data.get("user")
+    found = user.get("id") if isinstance(user, dict) else None
+    return found if isinstance(found, int) and not isinstance(found, bool) else None
+
+
 def _output(run: dict[str, Any]) -> str:
     output = run.get("output") or {}
     return "\n".join(str(output.get(key)) for key in ("title", "summary", "text") if output.get(key))[:4000]
@@ -191,7 +197,8 @@ def _output(run: dict[str, Any]) -> str:
 def _issue(data: dict[str, Any]) -> Issue:
     return Issue(number=int(data["number"]), title=str(data.get("title") or ""), body=str(data.get("body") or ""),
                  labels=tuple(str(label["name"]) for label in data.get("labels") or []),
-                 author=_login(data), url=str(data.get("html_url") or ""), is_pull=bool(data.get("pull_request")))
+                 author=_login(data), url=str(data.get("html_url") or ""), is_pull=bool(data.get("pull_request")),
+                 author_id=_user_id(data))
 
 
 def _comment(data: dict[str, Any]) -> Comment:
@@ -200,8 +207,12 @@ def _comment(data: dict[str, Any]) -> Comment:
 
 def _pull(data: dict[str, Any]) -> PullRequest:
     head = data.get("head") or {}
+    head_repo = str((head.get("repo") or {}).get("full_name") or "") or None
+    base_repo = str(((data.get("base") or {}).get("repo") or {}).get("full_name") or "") or None
     return PullRequest(number=int(data["number"]), url=str(data.get("html_url") or ""), head=str(head.get("ref")),
-                       head_sha=head.get("sha"), state=str(data.get("state")), draft=bool(data.get("draft")))
+                       head_sha=head.get("sha"), state=str(data.get("state")), draft=bool(data.get("draft")),
+                       head_repo=head_repo if head_repo and head_repo != base_repo else None,
+                       maintainer_can_modify=bool(data.get("maintainer_can_modify")), author=_login(data))
 
 
 def _message(response: httpx.Response) -> str:

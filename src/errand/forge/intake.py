@@ -12,9 +12,10 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from errand.forge.attribution import credit_asker
 from errand.forge.links import Link, LinkStore
 from errand.forge.protocol import Forge
-from errand.forge.push import fetch_branch
+from errand.forge.push import fetch_branch, fetch_ref
 from errand.forge.records import ReviewComment
 from errand.forge.refs import IssueRef
 from errand.forge.text import issue_instruction, visible
@@ -22,7 +23,7 @@ from errand.tasks.lifecycle import FINAL, TaskState
 from errand.tasks.records import Task
 from errand.tasks.service import TaskService
 
-__all__ = ["Ask", "Batch", "follow_pull", "submit_batch", "submit_issue"]
+__all__ = ["Ask", "Batch", "follow_pull", "followup_instruction", "short", "submit_batch", "submit_issue"]
 
 _TITLE = 60
 
@@ -34,6 +35,7 @@ class Ask:
     author: str | None = None
     text: str | None = None
     comment_id: int | None = None
+    author_id: int | None = None  # the forge's numeric id of ``author`` (its commit credit's address)
 
 
 def submit_issue(service: TaskService, links: LinkStore, forge: Forge, ref: IssueRef, *, repo: str | Path,
@@ -43,12 +45,17 @@ def submit_issue(service: TaskService, links: LinkStore, forge: Forge, ref: Issu
     ask = ask or Ask()
     issue = forge.issue(ref)
     instruction = issue_instruction(ref, issue, ask=ask.text)
-    title = f"{_short(visible(issue.title))} (#{ref.number})"
+    title = f"{short(visible(issue.title))} (#{ref.number})"
     task = service.submit(instruction, repo=repo, base=base, model=model, attempts=attempts, title=title)
     links.add(Link(task.id, forge.name, forge.base_url, ref.repo, issue=ref.number, requested_by=ask.author,
                    comment_id=ask.comment_id, batch=batch))
     service.store.append_event(task.id, None, "forge_issue", {"issue": str(ref), "url": issue.url,
                                                               "requested_by": ask.author})
+    # Who asked is credited: the person whose label or comment started it, else the issue's author.
+    if ask.author:
+        credit_asker(service, forge, task.id, ask.author, ask.author_id)
+    else:
+        credit_asker(service, forge, task.id, issue.author, issue.author_id)
     return task
 
 
@@ -91,23 +98,32 @@ def follow_pull(service: TaskService, links: LinkStore, forge: Forge, token: str
     task = service.store.get_task(parent.task_id)
     clone = Path(task.repo)
     url = forge.repository(parent.repo).clone_url
-    head = fetch_branch(clone, url, parent.pull_branch, token) or task.base_commit or task.base_ref
-    instruction = _followup_instruction(parent, ask, line_comments)
+    earlier = service.store.last_event(parent.task_id, ["forge_followup"])
+    fork = str(earlier.data.get("push_repo") or "") if earlier is not None else ""
+    if fork and fork != parent.repo:
+        # A fork's branch is read as the base repository mirrors it: the token goes to no fork to fetch.
+        head = fetch_ref(clone, url, f"refs/pull/{parent.pull}/head", token)
+    else:
+        head = fetch_branch(clone, url, parent.pull_branch, token)
+    head = head or task.base_commit or task.base_ref
+    instruction = followup_instruction(parent.repo, parent.pull, parent.pull_branch, ask, line_comments)
     new = service.submit(instruction, repo=clone, base=head, model=task.model, attempts=1,
-                         title=f"Follow-up on #{parent.pull}: {_short(visible(ask.text or 'review comments'))}",
+                         title=f"Follow-up on #{parent.pull}: {short(visible(ask.text or 'review comments'))}",
                          parent_id=task.id)
     links.add(Link(new.id, forge.name, forge.base_url, parent.repo, issue=parent.issue, requested_by=ask.author,
                    comment_id=ask.comment_id, pull=parent.pull, pull_url=parent.pull_url,
                    pull_branch=parent.pull_branch))
+    credit_asker(service, forge, new.id, ask.author, ask.author_id)
     threads = [c.id for c in line_comments if c.in_reply_to is None and visible(c.body)]
     service.store.append_event(new.id, None, "forge_followup", {"pull": parent.pull, "branch": parent.pull_branch,
                                                                 "head": head, "requested_by": ask.author,
-                                                                "threads": threads, "ci": ci})
+                                                                "threads": threads, "ci": ci,
+                                                                "push_repo": fork or None})
     return new
 
 
-def _followup_instruction(parent: Link, ask: Ask, line_comments: list[ReviewComment]) -> str:
-    parts = [f"Review feedback on pull request #{parent.pull} of {parent.repo} (branch {parent.pull_branch}); "
+def followup_instruction(repo: str, pull: int, branch: str, ask: Ask, line_comments: list[ReviewComment]) -> str:
+    parts = [f"Review feedback on pull request #{pull} of {repo} (branch {branch}); "
              "your working copy starts from that branch's current head."]
     if ask.text:
         parts.append(f"@{ask.author} asked: {visible(ask.text)}" if ask.author else visible(ask.text))
@@ -118,6 +134,6 @@ def _followup_instruction(parent: Link, ask: Ask, line_comments: list[ReviewComm
     return "\n\n".join(parts)
 
 
-def _short(text: str) -> str:
+def short(text: str) -> str:
     line = " ".join(text.split())
     return line if len(line) <= _TITLE else line[:_TITLE - 1].rstrip() + "…"

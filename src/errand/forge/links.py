@@ -70,6 +70,14 @@ class LinkStore(SqlStore):
         with self._read() as connection:
             return [_link(row) for row in connection.execute(query).mappings()]
 
+    def batches(self, limit: int = 100) -> list[tuple[str, int, float]]:
+        """Backlog batches newest first: each one's id, how many tasks it started, and when."""
+        query = (sa.select(links.c.batch, sa.func.count(), sa.func.min(links.c.created_at).label("started"))
+                 .where(links.c.batch.is_not(None)).group_by(links.c.batch)
+                 .order_by(sa.desc("started")).limit(limit))
+        with self._read() as connection:
+            return [(str(batch), int(count), float(started)) for batch, count, started in connection.execute(query)]
+
     def pending(self) -> list[Link]:
         """Links whose pull request is not open yet, or whose round is not pushed yet."""
         query = sa.select(links).where(sa.or_(links.c.pull.is_(None), links.c.pushed.is_(None)))

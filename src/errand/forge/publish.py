@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from errand.forge.body import pull_body, pull_title
 from errand.forge.cifix import fix_red_ci
@@ -42,8 +43,13 @@ class Published:
 
 
 class Publisher:
+    """``pr`` is the policy: ``on-accept`` opens the pull request once a person accepted the task
+    (in errand or with ``@errand accept`` on the issue); ``draft-when-ready`` opens a draft as soon
+    as the task is ready, holding the very commit an accept will land, and ``@errand accept`` on it
+    accepts the task. Either way errand merges nothing."""
+
     def __init__(self, service: TaskService, links: LinkStore, forge: Forge, token: str, *, draft: bool = True,
-                 public_url: str | None = None, ci_fix_attempts: int = 0) -> None:
+                 public_url: str | None = None, ci_fix_attempts: int = 0, pr: str = "on-accept") -> None:
         self.service = service
         self.links = links
         self.forge = forge
@@ -51,6 +57,7 @@ class Publisher:
         self.draft = draft
         self.public_url = public_url.rstrip("/") if public_url else None
         self.ci_fix_attempts = ci_fix_attempts
+        self.pr = pr
 
     @property
     def token(self) -> str:
@@ -60,7 +67,8 @@ class Publisher:
         """Whether ``link``'s task has work for the forge that is not there yet."""
         state = self.service.store.get_task(link.task_id).state
         if link.pull is None:
-            return state is TaskState.ACCEPTED
+            return state is TaskState.ACCEPTED or (state is TaskState.READY_FOR_REVIEW and (
+                self.pr == "draft-when-ready" or self._round(link.task_id) is not None))
         return link.pushed is None and state in (TaskState.READY_FOR_REVIEW, TaskState.ACCEPTED)
 
     def publish(self, task_id: str) -> Published:
@@ -69,33 +77,70 @@ class Publisher:
             raise ForgeError(f"task {task_id} did not come from a forge; push its branch yourself",
                              code="not_linked")
         task = self.service.store.get_task(task_id)
-        if link.pull is not None and task.state is TaskState.READY_FOR_REVIEW:
+        round_ = self._round(task_id)
+        if task.state is TaskState.READY_FOR_REVIEW and round_ is not None:
+            # A round the forge asked for (a review comment, a fork's pull request): the pull request is its review.
             self.service.accept(task_id)
             task = self.service.store.get_task(task_id)
-        if task.state is not TaskState.ACCEPTED:
-            raise ForgeError(f"task {task_id} is {task.state.value}: accept it first (`errand accept {task_id}`)",
-                             code="not_accepted")
-        commit = self._accepted_commit(task)
+        commit, draft = self._commit(task, link)
         branch = link.pull_branch or task.branch or ""
         if link.pushed != commit:
-            push(Path(task.repo), self.forge.repository(link.repo).clone_url, commit, branch, self._token)
+            push(Path(task.repo), self._push_url(link, round_), commit, branch, self._token)
             link = self.links.update(task_id, pushed=commit, pull_branch=branch)
             self.service.store.append_event(task_id, None, "forge_pushed", {"branch": branch, "commit": commit})
             if link.pull is not None:
                 self._say_pushed(task, link, commit)
         if link.pull is not None:
             return Published(task_id, link.pull, link.pull_url or "", branch, commit, opened=False)
-        pull, opened = self._pull(task, link, branch)
+        follows = int(str(round_["fork_pull"])) if round_ and round_.get("fork_pull") else None
+        pull, opened = self._pull(task, link, branch, draft=draft, follows=follows)
         self.links.update(task_id, pull=pull.number, pull_url=pull.url)
         if opened:
             self.service.store.append_event(task_id, None, "pull_opened", {"number": pull.number, "url": pull.url,
                                                                            "branch": branch})
-            if link.issue is not None:
-                self.forge.comment(IssueRef.of(link.repo, link.issue),
-                                   f"errand opened {pull.url} for this issue (task `{task.id}`).")
+            self._say_opened(task, link, pull, round_)
         return Published(task_id, pull.number, pull.url, branch, commit, opened=opened)
 
-    def _pull(self, task: Task, link: Link, branch: str) -> tuple[PullRequest, bool]:
+    def _commit(self, task: Task, link: Link) -> tuple[str, bool]:
+        """The commit to put on the forge, and whether its pull request opens as a draft."""
+        if task.state is TaskState.READY_FOR_REVIEW and link.pull is None and self.pr == "draft-when-ready":
+            return self.service.prepare(task.id).commit, True
+        if task.state is not TaskState.ACCEPTED:
+            raise ForgeError(f"task {task.id} is {task.state.value}: accept it first (`errand accept {task.id}`)",
+                             code="not_accepted")
+        return self._accepted_commit(task), self.draft
+
+    def _round(self, task_id: str) -> dict[str, object] | None:
+        """What the forge asked of a round it started (a follow-up on a pull request), if it did."""
+        event = self.service.store.last_event(task_id, ["forge_followup"])
+        return event.data if event is not None and isinstance(event.data, dict) else None
+
+    def _push_url(self, link: Link, round_: dict[str, object] | None) -> str:
+        """Where the round's commit goes: the repository, or the fork whose pull request lets the
+        base's writers push to its branch. The token goes to the forge's own host and no other."""
+        base = self.forge.repository(link.repo).clone_url
+        fork = str(round_.get("push_repo") or "") if round_ else ""
+        if not fork or fork == link.repo:
+            return base
+        url = self.forge.repository(fork).clone_url
+        if urlsplit(url).netloc != urlsplit(base).netloc or urlsplit(url).scheme != urlsplit(base).scheme:
+            raise ForgeError(f"the fork {fork} is served from {urlsplit(url).netloc}, not the forge's own "
+                             f"{urlsplit(base).netloc}: errand sends its token nowhere else", code="forge_refused")
+        return url
+
+    def _say_opened(self, task: Task, link: Link, pull: PullRequest, round_: dict[str, object] | None) -> None:
+        if link.issue is not None:
+            self.forge.comment(IssueRef.of(link.repo, link.issue),
+                               f"errand opened {pull.url} for this issue (task `{task.id}`).")
+        if round_ and round_.get("fork_pull"):
+            who = f"@{link.requested_by}: " if link.requested_by else ""
+            self.forge.comment(IssueRef.of(link.repo, int(str(round_["fork_pull"]))),
+                               f"{who}errand may not push to `{round_.get('fork')}:{round_.get('branch')}` (its author "
+                               f"has not allowed edits by maintainers), so its commit is on `{pull.head}` in "
+                               f"{link.repo} instead: {pull.url} (task `{task.id}`).")
+
+    def _pull(self, task: Task, link: Link, branch: str, *, draft: bool,
+              follows: int | None) -> tuple[PullRequest, bool]:
         found = self.forge.find_pull(link.repo, branch)
         if found is not None:
             return found, False
@@ -105,10 +150,10 @@ class Publisher:
             self.forge.repository(link.repo).default_branch
         body = pull_body(task, evidence, issue=link.issue, qa=self._questions(task.id),
                          review_url=f"{self.public_url}/tasks/{task.id}" if self.public_url else None,
-                         requested_by=link.requested_by)
+                         requested_by=link.requested_by, follows=follows)
         try:
             return self.forge.open_pull(link.repo, branch=branch, base=base, title=pull_title(task, run.result.get(
-                "summary")), body=body, draft=self.draft), True
+                "summary")), body=body, draft=draft), True
         except ForgeError as error:
             again = self.forge.find_pull(link.repo, branch) if error.code == "forge_refused" else None
             if again is None:
@@ -136,7 +181,7 @@ class Publisher:
         summary = " ".join(str(self.service.chosen_run(task.id).result.get("summary") or "").split())
         said = f"errand pushed {commit[:12]} to `{link.pull_branch}` (task `{task.id}`)" + (
             f": {summary}" if summary else ".")
-        self.forge.comment(IssueRef.of(link.repo, link.pull), said)
+        self.forge.comment(IssueRef.of(link.repo, link.pull, pull=True), said)
         # Every line comment the round was given hears back on its own thread, not only the one that asked.
         asked = self.service.store.last_event(task.id, ["forge_followup"])
         for thread in (asked.data.get("threads") or []) if asked is not None else []:
@@ -165,7 +210,10 @@ def catch_up(publisher: Publisher) -> list[Published]:
     """Post the questions of waiting tasks and publish every linked task whose work the forge does
     not have yet; a failure is an event on its task (``forge_error``) and does not stop the rest."""
     done: list[Published] = []
+    mine = publisher.forge.name  # one publisher per forge: another forge's links are its own publisher's
     for link in publisher.links.pending():
+        if link.forge != mine:
+            continue
         try:
             post_question(publisher.service, publisher.forge, link)
             if publisher.due(link):
@@ -174,7 +222,7 @@ def catch_up(publisher: Publisher) -> list[Published]:
             publisher.service.store.append_event(link.task_id, None, "forge_error", {"code": error.code,
                                                                                      "message": error.message})
     for link in publisher.links.pushed_pulls():
-        if _unsettled(publisher, link) and link.pushed is not None:
+        if link.forge == mine and _unsettled(publisher, link) and link.pushed is not None:
             try:
                 found = publisher.forge.checks(link.repo, link.pushed)
                 fix_red_ci(publisher, link, found)  # before the record: a reader who sees it sees the decision

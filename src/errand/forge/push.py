@@ -17,7 +17,7 @@ from errand.forge.errors import ForgeError
 from errand.repo.errors import RepoError
 from errand.repo.git import run_git
 
-__all__ = ["fetch_branch", "push", "remote_head"]
+__all__ = ["fetch_branch", "fetch_ref", "push", "remote_head"]
 
 _NO_HOOKS = ["-c", "core.hooksPath=/dev/null"]
 
@@ -56,4 +56,14 @@ def fetch_branch(repo: Path, url: str, branch: str, token: str) -> str | None:
     if head is not None:
         _git(repo, ["fetch", "--no-tags", "--no-write-fetch-head", url, f"refs/heads/{branch}"], token,
              f"fetching {branch}")
+    return head
+
+
+def fetch_ref(repo: Path, url: str, ref: str, token: str) -> str | None:
+    """Fetch any ``ref`` of ``url`` (``refs/pull/7/head``) into ``repo``'s object store, as
+    :func:`fetch_branch` does a branch; its head, or None when ``url`` has no such ref."""
+    out = _git(repo, ["ls-remote", url, ref], token, f"reading {ref}")
+    head = out.split()[0] if out.strip() else None
+    if head is not None:
+        _git(repo, ["fetch", "--no-tags", "--no-write-fetch-head", url, ref], token, f"fetching {ref}")
     return head

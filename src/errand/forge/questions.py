@@ -15,7 +15,7 @@ from errand.forge.text import visible
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
 
-__all__ = ["post_question", "waiting_task"]
+__all__ = ["asked_on", "is_the_question", "post_question", "waiting_task"]
 
 
 def post_question(service: TaskService, forge: Forge, link: Link) -> bool:
@@ -27,24 +27,50 @@ def post_question(service: TaskService, forge: Forge, link: Link) -> bool:
     posted = store.last_event(link.task_id, ["forge_question_posted"])
     if question is None or (posted is not None and posted.data.get("question") == question.id):
         return False
-    number = link.pull or link.issue
+    number = link.pull or link.issue or asked_on(service, link)
     if number is None:
         return False
     who = f"@{link.requested_by} " if link.requested_by else ""
     text = visible(str(question.data.get("text") or "")).replace("@", "@\u2060")  # quoted, pinging nobody
-    forge.comment(IssueRef.of(link.repo, number), f"{who}errand's task `{link.task_id}` has a question:\n\n"
-                  + "\n".join(f"> {line}" for line in text.splitlines()) + "\n\nReply here to answer it.")
-    store.append_event(link.task_id, None, "forge_question_posted", {"question": question.id, "on": number})
+    where = IssueRef.of(link.repo, number, pull=link.pull is not None)
+    said = forge.comment(where, f"{who}errand's task `{link.task_id}` has a question:\n\n"
+                         + "\n".join(f"> {line}" for line in text.splitlines()) + "\n\nReply here to answer it.")
+    # The comment's id: the forge's webhook tells errand of its own comment too, and that is no answer.
+    store.append_event(link.task_id, None, "forge_question_posted", {"question": question.id, "on": number,
+                                                                     "comment": said.id})
     return True
 
 
-def waiting_task(service: TaskService, links: LinkStore, repo: str, number: int) -> Link | None:
-    """The task linked to issue or pull request ``number`` that waits for an answer, if one does."""
-    candidates = links.for_issue(repo, number)
-    pull = links.for_pull(repo, number)
-    if pull is not None:
-        candidates.append(pull)
+def waiting_task(service: TaskService, links: LinkStore, repo: str, number: int, *,
+                 pull: bool | None = None) -> Link | None:
+    """The task linked to issue or pull request ``number`` that waits for an answer, if one does;
+    ``pull`` says which the number is, where issues and pull requests are numbered apart (GitLab)."""
+    candidates = links.for_issue(repo, number) if pull is not True else []
+    newest = links.for_pull(repo, number) if pull is not False else None
+    if newest is not None:
+        candidates.append(newest)
     for link in reversed(candidates):
         if service.store.get_task(link.task_id).state is TaskState.NEEDS_INPUT:
             return link
+    # A round for a fork's pull request errand may not push to has no pull request of its own yet:
+    # it asked on the fork's (the waiting tasks are few, so looking at each is cheap).
+    for task in service.store.list_tasks(state=TaskState.NEEDS_INPUT, limit=200):
+        found = links.get(task.id)
+        if found is not None and found.repo == repo and asked_on(service, found) == number:
+            return found
     return None
+
+
+def asked_on(service: TaskService, link: Link) -> int | None:
+    """The fork's pull request a round was asked for on, when it has no pull request or issue of its own."""
+    if link.pull is not None or link.issue is not None:
+        return None
+    event = service.store.last_event(link.task_id, ["forge_followup"])
+    number = event.data.get("fork_pull") if event is not None else None
+    return number if isinstance(number, int) else None
+
+
+def is_the_question(service: TaskService, link: Link, comment_id: object) -> bool:
+    """Whether ``comment_id`` is the comment errand posted to ask ``link``'s question."""
+    posted = service.store.last_event(link.task_id, ["forge_question_posted"])
+    return posted is not None and comment_id is not None and posted.data.get("comment") == comment_id

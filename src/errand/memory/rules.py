@@ -28,15 +28,18 @@ import fnmatch
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from errand.memory.records import Kind, Memory, Source, Status
 from errand.memory.store import MemoryStore
 
-__all__ = ["Activation", "parse_rule", "rules_for", "scoped_activation"]
+__all__ = ["RULES_DIR", "Activation", "parse_rule", "rule_files", "rules_for", "scoped_activation"]
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n((?:.*?\n)?)---[ \t]*(?:\n|\Z)", re.DOTALL)
 _PREFIX = "rule: "
+#: Where Cursor keeps a project's rule files (``*.mdc``, and plain ``*.md``), at any depth below.
+RULES_DIR = ".cursor/rules/"
+MAX_RULE_FILES = 500
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,17 @@ def parse_rule(text: str) -> tuple[Activation | None, str]:
     if fields.get("description"):
         return Activation("requested", description=fields["description"]), body
     return Activation("manual"), body
+
+
+def rule_files(repo: Path) -> list[str]:
+    """The rule files below ``.cursor/rules/`` (not followed if that folder is a symlink), as sorted
+    relative POSIX paths; at most :data:`MAX_RULE_FILES`."""
+    folder = repo / RULES_DIR
+    if not folder.is_dir() or folder.is_symlink():
+        return []
+    found = sorted(path.relative_to(repo).as_posix() for path in folder.rglob("*")
+                   if path.suffix in (".md", ".mdc") and path.is_file())
+    return found[:MAX_RULE_FILES]
 
 
 def scoped_activation(relative: str) -> Activation | None:

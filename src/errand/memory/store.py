@@ -50,11 +50,6 @@ class MemoryStore(SqlStore):
         self._bm25: dict[str, ProjectIndex] = {}
         self._fts5: bool | None = None
 
-    def close(self) -> None:
-        if self._vectors is not None:
-            self._vectors.close()
-        super().close()
-
     @classmethod
     def open(cls, url: str | None = None, *, embedder: Embedder | None = _UNSET) -> Self:
         """Open (creating and migrating) the database at ``url``; by default errand's own ``errand.db``."""
@@ -292,9 +287,10 @@ class MemoryStore(SqlStore):
         """BM25 over the project's memories, with the project's own statistics (:class:`ProjectIndex`)."""
         return self.lexical_index(connection, project).search(query, statuses, limit)
 
-    def lexical_index(self, connection: sa.Connection, project: str) -> ProjectIndex:
-        """The project's BM25 index, rebuilt (reusing unchanged memories' terms) when its generation moved."""
-        generation = self.generation(connection, project)
+    def lexical_index(self, connection: sa.Connection, project: str, generation: int | None = None) -> ProjectIndex:
+        """The project's BM25 index, rebuilt (reusing unchanged memories' terms) when its generation
+        (read here unless the caller has it) moved."""
+        generation = self.generation(connection, project) if generation is None else generation
         index = self._bm25.get(project)
         if index is None or index.generation != generation:
             index = self._bm25[project] = ProjectIndex.build(connection, project, generation, index)

@@ -5,15 +5,14 @@ embedder); a text already embedded (the same fingerprint) reuses its vector.
 Searching reads them once per project into one numpy matrix, kept until the
 project's generation moves (a write to its texts or statuses moves it),
 so a search is one matrix-vector product (~0.7 ms for 10,000 memories), made
-on a worker thread while the caller runs the BM25 half. Only imported when an
-embedder is configured (it needs numpy).
+on the caller's thread. Only imported when an embedder is configured (it needs
+numpy).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -47,17 +46,18 @@ class VectorIndex:
         self.embedder = embedder
         self._cache: dict[str, _Matrix] = {}
         self._lock = threading.Lock()
-        self._worker: ThreadPoolExecutor | None = None
 
     def write(self, connection: sa.Connection, project: str, items: Sequence[tuple[int, str]]) -> None:
         """Embed and store (replacing) the vectors of ``(memory id, text)`` pairs."""
         if not items:
             return
-        known = self._known(connection, sorted({fingerprint(text) for _, text in items}))
+        ids = [memory_id for memory_id, _ in items]
+        # The vectors these memories hold now are not reused: an edited memory's row already carries
+        # its new text's fingerprint beside its old text's vector.
+        known = self._known(connection, sorted({fingerprint(text) for _, text in items}), set(ids))
         fresh = list({fingerprint(text): text for _, text in items if fingerprint(text) not in known}.values())
         for text, vector in zip(fresh, self.embedder.embed(fresh), strict=True):
             known[fingerprint(text)] = np.ascontiguousarray(vector, dtype="<f4").tobytes()
-        ids = [memory_id for memory_id, _ in items]
         for chunk in _chunks(ids):
             connection.execute(memory_vectors.delete().where(memory_vectors.c.model == self.embedder.name,
                                                              memory_vectors.c.memory_id.in_(chunk)))
@@ -67,36 +67,29 @@ class VectorIndex:
             for memory_id, text in items
         ])
 
-    def _known(self, connection: sa.Connection, fingerprints: list[str]) -> dict[str, bytes]:
-        """Vectors this embedder already made for texts with these fingerprints (in any project)."""
+    def _known(self, connection: sa.Connection, fingerprints: list[str], rewritten: set[int]) -> dict[str, bytes]:
+        """Vectors this embedder already made for texts with these fingerprints (in any project), but
+        not those of the ``rewritten`` memories."""
         known: dict[str, bytes] = {}
         for chunk in _chunks(fingerprints):
-            query = (sa.select(memories.c.fingerprint, memory_vectors.c.vector)
+            query = (sa.select(memories.c.fingerprint, memory_vectors.c.memory_id, memory_vectors.c.vector)
                      .join(memories, memories.c.id == memory_vectors.c.memory_id)
                      .where(memory_vectors.c.model == self.embedder.name, memories.c.fingerprint.in_(chunk)))
-            known.update((str(row[0]), bytes(row[1])) for row in connection.execute(query))
+            known.update((str(row[0]), bytes(row[2])) for row in connection.execute(query)
+                         if int(row[1]) not in rewritten)
         return known
 
     def search(
         self, connection: sa.Connection, project: str, generation: int, query: NDArray[np.float32],
         statuses: Sequence[str], limit: int,
-    ) -> Future[list[tuple[int, float]]]:
+    ) -> list[tuple[int, float]]:
         """``(memory id, cosine)`` best first among memories in ``statuses``, for a query's vector.
 
-        The vectors are read (if not cached) here; the scoring runs on the index's worker thread,
-        so the caller can run its BM25 search meanwhile (both leave the interpreter free).
+        The vectors are read (if not cached) and scored here, on the caller's thread: handing the
+        ~1 ms product to a worker so BM25 could run beside it cost more than it saved (waking the
+        worker and waiting for it took 7 ms a query when the two cores were busy).
         """
-        matrix = self._matrix(connection, project, generation)
-        with self._lock:
-            if self._worker is None:
-                self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="errand-vectors")
-            return self._worker.submit(_nearest, matrix, query, statuses, limit)
-
-    def close(self) -> None:
-        with self._lock:
-            worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.shutdown(wait=True)
+        return _nearest(self._matrix(connection, project, generation), query, statuses, limit)
 
     def missing(self, connection: sa.Connection, project: str) -> list[tuple[int, str]]:
         """Memories of the project with no vector from this embedder (stored before it was configured)."""

@@ -1,11 +1,12 @@
-"""The forge's face on ``errand serve``: GitHub's webhook, and the loop that catches up.
+"""The forge's face on ``errand serve``: each forge's webhook, and the loops that catch up.
 
-``POST /api/forge/github/webhook`` is authenticated by the delivery's HMAC signature
-over the raw body, not by errand's bearer token (GitHub cannot send one); the guard
-lets that one path through to here, and nothing happens before the signature holds.
-While the server runs, accepted tasks from the forge get their pull requests and
-review rounds are pushed, every ``ERRAND_FORGE_SYNC`` seconds (default 5), so an
-accept in the web page ends on the forge as one from ``errand accept`` does.
+``POST /api/forge/{github,gitea,gitlab}/webhook`` is authenticated by the delivery's own
+proof (GitHub's and Gitea's HMAC signature over the raw body, GitLab's secret token), not
+by errand's bearer token (a forge cannot send one); the guard lets those paths through
+to here, and nothing happens before the proof holds. While the server runs, accepted
+tasks from each configured forge get their pull requests and review rounds are pushed,
+every ``ERRAND_FORGE_SYNC`` seconds (default 5), so an accept in the web page ends on the
+forge as one from ``errand accept`` does. A forge is configured when its token is set.
 """
 
 from __future__ import annotations
@@ -23,18 +24,22 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 from errand.errors import ErrandError
-from errand.forge import ForgeError, open_github
+from errand.forge import ForgeError
+from errand.forge.kinds import KINDS, open_forge
 from errand.forge.links import LinkStore
 from errand.forge.publish import Publisher, catch_up
-from errand.forge.webhooks import WebhookHandler, verify_signature
+from errand.forge.receivers import Receiver, receiver_for
+from errand.forge.settings import DISPLAY
+from errand.forge.webhooks import WebhookHandler
 from errand.server.problems import problem
 from errand.tasks.service import TaskService
 
-__all__ = ["WEBHOOK_PATH", "router"]
+__all__ = ["WEBHOOK_PATH", "WEBHOOK_PATHS", "router"]
 
 log = logging.getLogger("errand.server.forge")
-WEBHOOK_PATH = "/api/forge/github/webhook"
-MAX_BODY = 25 * 1024 * 1024  # GitHub caps a delivery's payload at 25 MB
+WEBHOOK_PATHS = {kind: f"/api/forge/{kind}/webhook" for kind in KINDS}
+WEBHOOK_PATH = WEBHOOK_PATHS["github"]
+MAX_BODY = 25 * 1024 * 1024  # GitHub caps a delivery's payload at 25 MB; Gitea and GitLab send less
 
 
 @dataclass(frozen=True)
@@ -42,35 +47,40 @@ class _Forge:
     handler: WebhookHandler
     publisher: Publisher
     secret: str | None
+    receiver: Receiver
+    secret_env: str
 
 
-def _open(app: FastAPI) -> _Forge | None:
-    """The forge from ``forge.toml`` and the environment, or None when no token is set."""
+def _open(app: FastAPI, kind: str = "github") -> _Forge | None:
+    """The ``kind`` forge from ``forge.toml`` and the environment, or None when its token is not set."""
     service: TaskService = app.state.service
     try:
-        forge, settings, token = open_github()
+        forge, settings, token = open_forge(kind)
     except ForgeError as error:
-        log.info("no forge: %s", error.message)
+        log.info("no %s forge: %s", kind, error.message)
         return None
     links = LinkStore(service.store.engine)
     public = os.environ.get("ERRAND_PUBLIC_URL") or None
-    return _Forge(WebhookHandler(service, links, forge, settings, token, public_url=public),
+    return _Forge(WebhookHandler(service, links, forge, settings, token, public_url=public,
+                                 separate_numbers=kind == "gitlab"),
                   Publisher(service, links, forge, token, draft=settings.draft, public_url=public,
-                            ci_fix_attempts=settings.ci_fix_attempts),
-                  settings.webhook_secret())
+                            ci_fix_attempts=settings.ci_fix_attempts, pr=settings.pr),
+                  settings.webhook_secret(), receiver_for(kind, settings.label), settings.webhook_secret_env)
 
 
 @contextlib.asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    app.state.forge = _open(app)
+    forges = {kind: _open(app, kind) for kind in KINDS}
+    app.state.forges = {kind: forge for kind, forge in forges.items() if forge is not None}
+    app.state.forge = app.state.forges.get("github")
     stop = asyncio.Event()
-    syncing = asyncio.create_task(_sync(app.state.forge, stop)) if app.state.forge is not None else None
+    syncing = [asyncio.create_task(_sync(forge, stop)) for forge in app.state.forges.values()]
     try:
         yield
     finally:
         stop.set()
-        if syncing is not None:
-            await syncing
+        for task in syncing:
+            await task
 
 
 async def _sync(forge: _Forge, stop: asyncio.Event) -> None:
@@ -87,28 +97,41 @@ async def _sync(forge: _Forge, stop: asyncio.Event) -> None:
 router = APIRouter(tags=["forge"], lifespan=_lifespan)
 
 
-@router.post(WEBHOOK_PATH, status_code=202)
+@router.post(WEBHOOK_PATHS["github"], status_code=202)
 async def github_webhook(request: Request) -> Response:
     """A GitHub delivery: verified, de-duplicated by its delivery id, then acted on."""
-    forge: _Forge | None = request.app.state.forge
+    return await _receive(request, "github")
+
+
+@router.post(WEBHOOK_PATHS["gitea"], status_code=202)
+async def gitea_webhook(request: Request) -> Response:
+    """A Gitea or Forgejo delivery: verified, de-duplicated by its delivery id, then acted on."""
+    return await _receive(request, "gitea")
+
+
+@router.post(WEBHOOK_PATHS["gitlab"], status_code=202)
+async def gitlab_webhook(request: Request) -> Response:
+    """A GitLab delivery: its secret token checked, de-duplicated by its event id, then acted on."""
+    return await _receive(request, "gitlab")
+
+
+async def _receive(request: Request, kind: str) -> Response:
+    forge: _Forge | None = request.app.state.forges.get(kind)
+    name = DISPLAY[kind]
     if forge is None:
-        # 404, not 503: nothing here listens for GitHub until a token is set; the server is fine.
-        return problem(404, "no forge is configured here: set GITHUB_TOKEN (see `errand forge connect`)",
+        # 404, not 503: nothing here listens for this forge until its token is set; the server is fine.
+        return problem(404, f"no {name} forge is configured here: set its token (see `errand forge connect {kind}`)",
                        "forge_not_configured")
     if forge.secret is None:
-        return problem(404, "no webhook secret is set: export ERRAND_WEBHOOK_SECRET (or [github] "
-                            "webhook_secret_env) where errand serve runs", "forge_not_configured")
+        return problem(404, f"no webhook secret is set: export {forge.secret_env} where errand serve runs",
+                       "forge_not_configured")
     body = await request.body()
     if len(body) > MAX_BODY:
-        return problem(413, "the delivery is larger than GitHub sends", "too_large")
+        return problem(413, f"the delivery is larger than {name} sends", "too_large")
     try:
-        verify_signature(forge.secret, body, request.headers.get("x-hub-signature-256"))
+        forge.receiver.verify(forge.secret, request.headers, body)
     except ForgeError as error:
         return problem(401, error.message, error.code)
-    delivery = request.headers.get("x-github-delivery", "").strip()
-    event = request.headers.get("x-github-event", "").strip()
-    if not delivery or not event:
-        return problem(400, "a delivery needs X-GitHub-Event and X-GitHub-Delivery", "bad_delivery")
     try:
         payload: Any = json.loads(body)
     except ValueError:
@@ -116,10 +139,20 @@ async def github_webhook(request: Request) -> Response:
     if not isinstance(payload, dict):
         return problem(400, "the delivery's body is not a JSON object", "bad_delivery")
     try:
-        outcome = await asyncio.to_thread(forge.handler.handle, event, delivery[:80], payload)
+        delivery = forge.receiver.read(request.headers, body, payload)
+    except ForgeError as error:
+        return problem(400, error.message, error.code)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:  # proved, yet not the shape the forge sends
+        return problem(400, f"the delivery lacks what a {name} event carries ({error!r})", "bad_delivery")
+    return await _handle(forge, delivery.event, delivery.id, delivery.payload)
+
+
+async def _handle(forge: _Forge, event: str, delivery: str, payload: dict[str, Any]) -> Response:
+    try:
+        outcome = await asyncio.to_thread(forge.handler.handle, event, delivery, payload)
     except ErrandError as error:
         return problem(422, error.message, error.code)
-    except (KeyError, TypeError, ValueError, AttributeError) as error:  # signed, yet not the shape GitHub sends
+    except (KeyError, TypeError, ValueError, AttributeError) as error:  # signed, yet not the shape the forge sends
         return problem(400, f"the delivery lacks what a {event} event carries ({error!r})", "bad_delivery")
     return JSONResponse({"action": outcome.action, "detail": outcome.detail, "task_id": outcome.task_id},
                         status_code=202 if outcome.task_id else 200)

@@ -21,7 +21,18 @@ from fastapi.staticfiles import StaticFiles
 
 from errand import __version__
 from errand.memory import MemoryStore
-from errand.server import api_forge, api_memory, api_sandboxes, api_tasks, diffview, problems, ui, ui_eval, ui_memory
+from errand.server import (
+    api_forge,
+    api_memory,
+    api_sandboxes,
+    api_tasks,
+    diffview,
+    problems,
+    ui,
+    ui_eval,
+    ui_forge,
+    ui_memory,
+)
 from errand.server.config import ServerConfig
 from errand.server.live import Hub
 from errand.server.security import Guard, Keys
@@ -75,6 +86,7 @@ def create_app(config: ServerConfig | None = None, *, database_url: str | None =
     app.include_router(ui.router)
     app.include_router(ui_memory.router)
     app.include_router(ui_eval.router)
+    app.include_router(ui_forge.router)
     app.mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static")
     app.add_middleware(Guard, config=config, keys=keys)
     return app

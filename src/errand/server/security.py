@@ -45,7 +45,7 @@ UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 OPEN_PREFIXES = ("/login", "/static/", "/favicon.ico")
 #: Paths whose requests carry their own proof instead of errand's token: a forge's webhook,
 #: signed over its body with the shared secret, which the route checks before anything else.
-SIGNED_PATHS = frozenset({"/api/forge/github/webhook"})
+SIGNED_PATHS = frozenset({"/api/forge/github/webhook", "/api/forge/gitea/webhook", "/api/forge/gitlab/webhook"})
 
 #: Sent with every response: no framing, no sniffing, scripts and styles from this server only.
 HEADERS = (

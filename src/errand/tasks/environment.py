@@ -24,6 +24,7 @@ from typing import Any
 from errand._files import read_inside
 from errand.agent.budgets import Budgets
 from errand.errors import ConfigError
+from errand.memory.rules import parse_rule, rule_files
 from errand.sandbox.config import Resources
 from errand.sandbox.image import Image
 from errand.sandbox.network import Network
@@ -35,9 +36,11 @@ __all__ = [
     "LOCKFILE_PATTERNS",
     "MANIFEST_PATTERNS",
     "Environment",
+    "Guide",
     "cache_key",
     "egress_summary",
     "instructions",
+    "project_guide",
 ]
 
 CONFIG_FILE = "errand.toml"
@@ -185,20 +188,39 @@ def _parse(document: dict[str, Any], repo: Path, path: Path) -> Environment:
     return Environment(**values)
 
 
+@dataclass(frozen=True)
+class Guide:
+    """The project's instructions as the agent's prompt gives them (``text``), and the files
+    it gives whole (``whole``): what memory need not give the agent again."""
+
+    text: str
+    whole: tuple[str, ...] = ()
+
+
 def instructions(repo_dir: Path, environment: Environment | None = None, *,
                  max_file_bytes: int = MAX_INSTRUCTION_FILE_BYTES,
                  max_total_bytes: int = MAX_INSTRUCTIONS_BYTES) -> str:
-    """The project's instruction files that exist, in order, each under a heading with its path.
+    """The text of :func:`project_guide`."""
+    return project_guide(repo_dir, environment, max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes).text
 
-    Each file is cut at ``max_file_bytes`` and the whole at ``max_total_bytes``.
-    A file that is a symlink resolving outside the repository (or is not a
-    regular file) is skipped, never read.
+
+def project_guide(repo_dir: Path, environment: Environment | None = None, *,
+                  max_file_bytes: int = MAX_INSTRUCTION_FILE_BYTES,
+                  max_total_bytes: int = MAX_INSTRUCTIONS_BYTES) -> Guide:
+    """The project's instruction files that exist, in order, each under a heading with its path,
+    then the rules that always apply (``.cursor/rules/*.mdc`` with ``alwaysApply: true``).
+
+    A rule file is given without its front matter. Each file is cut at
+    ``max_file_bytes`` and the whole at ``max_total_bytes``. A file that is a
+    symlink resolving outside the repository (or is not a regular file) is
+    skipped, never read.
     """
     repo = Path(repo_dir).resolve()
     files = (environment or Environment.load(repo)).instruction_files
     sections: list[str] = []
+    whole: list[str] = []
     used = 0
-    for name in files:
+    for name in [*files, *(rule for rule in rule_files(repo) if rule not in files)]:
         budget = min(max_file_bytes, max_total_bytes - used)
         if budget <= 0:
             break
@@ -206,12 +228,17 @@ def instructions(repo_dir: Path, environment: Environment | None = None, *,
         if read is None:
             continue
         data, truncated = read
-        text = data.decode("utf-8", errors="replace").rstrip()
+        activation, body = parse_rule(data.decode("utf-8", errors="replace"))
+        if name not in files and (activation is None or activation.mode != "always"):
+            continue  # a rule that applies to some files, or on request: memory gives it then
+        text = body.strip("\n").rstrip()
         if truncated:
             text += f"\n\n[… {name} truncated at {budget} bytes]"
+        else:
+            whole.append(name)
         used += len(data)
-        sections.append(f"## {name}\n\n{text}\n")
-    return "\n".join(sections)
+        sections.append(f"## {name}{' (a rule that always applies)' if name not in files else ''}\n\n{text}\n")
+    return Guide("\n".join(sections), tuple(whole))
 
 
 def cache_key(repo_dir: Path, environment: Environment | None = None, *, source: str = "",

@@ -50,6 +50,9 @@ KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
     _kind("setup_finished", "key", "setup ended and its layer is cached"),
     _kind("tests_before", "cached command exit_code failed passed", "the tests on the base commit"),
     _kind("memories_given", "ids lines stale", "the project memories the agent was given", shown=False),
+    _kind("memories_surfaced", "ids lines path", "rules and memories scoped to a file the agent opened",
+          shown=False),
+    _kind("memories_exported", "file ids kinds", "errand memory export wrote the approved memories into a file"),
     _kind("memory_unavailable", "reason", "project memory could not be read; the round goes on without it"),
     _kind("memory_proposed", "id text", "the agent proposed a memory", shown=False),
     _kind("memories_proposed", "ids refused", "distilling proposed memories for a person to approve", shown=False),
@@ -85,6 +88,8 @@ KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
     _kind("followed_up", "task_id text", "the follow-up continues as a new task"),
     _kind("rejected", "reason", "a person rejected the result"),
     _kind("accepted", "branch commit run_id", "a person accepted the result onto its branch"),
+    _kind("credited", "email name", "the accepted commit credits this person (Co-authored-by): who asked"),
+    _kind("prepared", "branch commit run_id", "the result was committed for a draft pull request, not yet accepted"),
 )}
 
 #: Streamed text: printed as it came, not as a sentence.

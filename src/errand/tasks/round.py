@@ -43,7 +43,7 @@ from errand.models import Catalog, Model, ModelEndpoint, ModelError, ScriptedMod
 from errand.repo import WorkingCopy, checkouts
 from errand.sandbox import AsyncSandbox
 from errand.tasks import steps
-from errand.tasks.environment import Environment, instructions
+from errand.tasks.environment import Environment, project_guide
 from errand.tasks.errors import IllegalTransition, StateConflict
 from errand.tasks.evidence import Evidence, TestRun
 from errand.tasks.lifecycle import TaskState
@@ -244,10 +244,10 @@ async def prepare(bench: Bench, begun: Begun) -> Prepared:
                                                  for copy, run in zip(copies, runs, strict=True))))
     await asyncio.to_thread(store.set_state, task.id, TaskState.RUNNING, expected=TaskState.PREPARING)
     prompt = await asyncio.to_thread(task_prompt, store, task, begun.round, environment)
-    guide = await asyncio.to_thread(instructions, base_tree, environment)
-    given = await link.given() if link is not None else ""
+    guide = await asyncio.to_thread(project_guide, base_tree, environment)
+    given = await link.given(guide.whole) if link is not None else ""
     return Prepared(task.id, begun.round, begun.run_ids, begun.model, bench.worker, setup.key,
-                    tuple(_copy_fields(copy) for copy in copies), prompt, guide, given)
+                    tuple(_copy_fields(copy) for copy in copies), prompt, guide.text, given)
 
 
 def followed_patch(store: TaskStore, task_id: str, number: int) -> str | None:
@@ -342,9 +342,10 @@ async def _new_agent(bench: Bench, live: _Live, prepared: Prepared, index: int) 
     journal = live.journals[index]
     sandbox = await _sandbox(bench, live, prepared, index)
     budgets = live.environment.budgets or bench.budgets
+    hooks = live.link.attempt(journal) if live.link is not None else None
     agent = Agent(bench.models(live.model, index), sandbox, workdir=steps.WORKSPACE, budgets=budgets,
-                  on_event=journal, instructions=prepared.guide or None, memory=live.link,
-                  memories=prepared.given or None)
+                  on_event=journal, instructions=prepared.guide or None, memory=hooks,
+                  memories=prepared.given or None, file_notes=hooks.opened if hooks is not None else None)
     for text, ref in live.messages:
         if ref not in journal.delivered:
             agent.send_message(text, ref=ref)

@@ -20,7 +20,7 @@ from typing import Any
 from errand.errors import ConfigError
 from errand.memory import MemoryStore
 from errand.models import Catalog, ModelEndpoint, ModelError, open_model
-from errand.repo import accept as commit_patch
+from errand.repo.accept import Signing, branch_at, write_commit
 from errand.repo.git import run_git
 from errand.repo.workcopy import is_url, resolve_base, source_name
 from errand.tasks.environment import CONFIG_FILE, Environment
@@ -184,19 +184,60 @@ class TaskService(StoreReads[TaskStore]):
 
     def accept(self, task_id: str, *, attempt: int | None = None, into: str | Path | None = None) -> Accepted:
         """Commit the chosen run's diff on the task's branch in the repository (``into`` for a
-        task made from a URL). The current branch, index and worktree are left untouched."""
+        task made from a URL). The current branch, index and worktree are left untouched. The
+        commit credits whoever :meth:`credit` named, and is signed when ``ERRAND_SIGNING_KEY``
+        names a key; a commit :meth:`prepare` wrote for the same run is the one the branch gets."""
         task = self._settled(task_id, "accept", _REVIEWABLE)
         run = self.chosen_run(task_id, attempt)
         repo = Path(into) if into is not None else _local_repo(task)
-        result = run.outcome
-        assert task.branch is not None and result is not None  # chosen_run picks ranked runs only
-        commit = commit_patch(repo, task.base_commit or task.base_ref, result.patch, task.branch,
-                              _commit_message(task, result.summary), author=_author(repo))
+        assert task.branch is not None
+        prepared = self._prepared(task, run, repo)
+        commit = prepared or self._write_commit(task, run, repo)
+        branch_at(repo, task.branch, commit)
         self.store.add_review(task_id, Verdict.ACCEPTED, None)
         self.store.append_event(task_id, None, "accepted", {"run_id": run.id, "branch": task.branch,
                                                             "commit": commit})
         observe_verdict(self.memory, task, "accepted", None)
         return Accepted(task_id, run.id, task.branch, commit)
+
+    def prepare(self, task_id: str) -> Accepted:
+        """The commit :meth:`accept` would make of the chosen run, written now without a branch and
+        without accepting (a draft pull request shows it); a later accept of that run lands this
+        very commit, so what was pushed and what was accepted are one."""
+        task = self._settled(task_id, "prepare", _REVIEWABLE)
+        run = self.chosen_run(task_id)
+        repo = _local_repo(task)
+        assert task.branch is not None
+        commit = self._prepared(task, run, repo) or self._write_commit(task, run, repo)
+        # A ref keeps the commit from git's garbage collection while the draft waits for its review.
+        run_git(["update-ref", f"refs/errand/prepared/{task.id}", commit], repo)
+        self.store.append_event(task_id, None, "prepared", {"run_id": run.id, "branch": task.branch,
+                                                            "commit": commit})
+        return Accepted(task_id, run.id, task.branch, commit)
+
+    def credit(self, task_id: str, name: str, email: str) -> None:
+        """Name a person the accepted commit credits (``Co-authored-by: name <email>``): who asked."""
+        trailer = _co_author(name, email)
+        self.store.get_task(task_id)
+        self.store.append_event(task_id, None, "credited", {"name": trailer[0], "email": trailer[1]})
+
+    def _write_commit(self, task: Task, run: Run, repo: Path) -> str:
+        result = run.outcome
+        assert result is not None  # chosen_run picks ranked runs only
+        co_authors = [_co_author(str(e.data.get("name")), str(e.data.get("email")))
+                   for e in self.store.events(task.id, kinds=["credited"])]
+        return write_commit(repo, task.base_commit or task.base_ref, result.patch,
+                            _commit_message(task, result.summary), author=_author(repo),
+                            trailers=[("Co-authored-by", f"{name} <{email}>") for name, email in co_authors],
+                            signing=Signing.from_environment())
+
+    def _prepared(self, task: Task, run: Run, repo: Path) -> str | None:
+        event = self.store.last_event(task.id, ["prepared"])
+        if event is None or event.data.get("run_id") != run.id:
+            return None
+        commit = str(event.data.get("commit") or "")
+        found = run_git(["rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], repo, check=False).strip()
+        return found or None
 
     def _settled(self, task_id: str, action: str, allowed: frozenset[TaskState]) -> Task:
         """The task, if ``action`` fits its state and no run of it is still stopping; else why not."""
@@ -351,6 +392,13 @@ def _commit_message(task: Task, summary: str | None) -> str:
     subject = first if len(first) <= MAX_TITLE else first[:MAX_TITLE - 1].rstrip() + "…"
     body = "\n\n".join(part for part in (summary if subject != first or rest else "", f"Task: {task.title}") if part)
     return f"{subject}\n\n{body}\n\nerrand-task: {task.id}\n"
+
+
+def _co_author(name: str, email: str) -> tuple[str, str]:
+    name, email = " ".join(name.split()), email.strip()
+    if not name or any(c in name for c in "<>") or not re.fullmatch(r"[^<>\s@]+@[^<>\s@]+", email):
+        raise ConfigError(f"a co-author is 'Name <email>': got {name!r} <{email!r}>", code="invalid_input")
+    return name, email
 
 
 def _author(repo: Path) -> str | None:

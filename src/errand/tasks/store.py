@@ -68,6 +68,33 @@ class TaskStore(SqlStore):
             notify(connection, task_id)
         return _task(row)
 
+    def create_reviewable(self, *, title: str, instruction: str, repo: str, base_ref: str, base_commit: str,
+                          worker: str, result: dict[str, Any], events: Sequence[tuple[str, Any]] = ()) -> Task:
+        """Record a task the host did itself, without an agent (``errand memory export``): the task,
+        its one run (succeeded, with ``result``), the run's ``events`` and ``ready_for_review``,
+        in one transaction. It is never ``queued``, so no worker claims it; from here it is
+        reviewed like any task."""
+        now = time.time()
+        with self._write() as connection:
+            task_id = _new_task_id(connection)
+            row = {
+                "id": task_id, "title": title, "instruction": instruction, "repo": repo, "base_ref": base_ref,
+                "base_commit": base_commit, "model": None, "attempts": 1, "state": TaskState.READY_FOR_REVIEW.value,
+                "model_endpoint": None, "branch": branch_name(task_id, title), "parent_id": None,
+                "claimed_by": worker, "created_at": now, "updated_at": now,
+            }
+            connection.execute(tasks.insert().values(row))
+            run_id = f"{task_id}-r1"
+            connection.execute(runs.insert().values(
+                id=run_id, task_id=task_id, attempt=1, round=1, state=RunState.SUCCEEDED.value, worker=worker,
+                started_at=now, ended_at=now, result=result))
+            for kind, data in events:
+                _insert_event(connection, task_id, run_id, kind, data)
+            _insert_event(connection, task_id, None, "ready_for_review", {
+                "run_id": run_id, "confidence": result.get("evidence", {}).get("confidence", {}).get("level")})
+            notify(connection, task_id)
+        return _task(row)
+
     def get_task(self, task_id: str) -> Task:
         with self._read() as connection:
             return _task(_task_row(connection, task_id))

@@ -114,6 +114,12 @@ def _failed(d: Mapping[str, Any]) -> Sentence:
     return _said("failed", Value(d.get("reason"), lines=True), *log, tone="bad", lead="failed:")
 
 
+def _memories_exported(d: Mapping[str, Any]) -> Sentence:
+    count = len(d.get("ids", []))
+    return _said("memory", f"{count} approved {'memory' if count == 1 else 'memories'} written into ",
+                 Value(d.get("file"), code=True), " by errand memory export (no model)", tone="step")
+
+
 SENTENCES: Mapping[str, Say] = {
     "round_started": _round_started,
     "environment": _environment,
@@ -149,6 +155,7 @@ SENTENCES: Mapping[str, Say] = {
                                         tone="good"),
     "failed": _failed,
     "cancelled": lambda d: _said("cancelled", "cancelled", tone="quiet"),
+    "memories_exported": _memories_exported,
     "memory_unavailable": lambda d: _said("memory", "project memory unavailable (", Value(d.get("reason")),
                                           "); the round goes on without it", tone="warn"),
     "recovered": lambda d: _said("recovered", "worker restarted: run ", Value(d.get("run_id")),
@@ -162,4 +169,8 @@ SENTENCES: Mapping[str, Say] = {
     "rejected": _text("rejected", "reason", "rejected:", tone="bad"),
     "accepted": lambda d: _said("accepted", "accepted as ", Value(str(d.get("commit", ""))[:12], code=True), " on ",
                                 Value(d.get("branch"), code=True), tone="good"),
+    "credited": lambda d: _said("credited", "the commit will credit ", Value(d.get("name")), " <",
+                                Value(d.get("email")), ">", tone="quiet"),
+    "prepared": lambda d: _said("prepared", "committed as ", Value(str(d.get("commit", ""))[:12], code=True),
+                                " for a draft pull request (not accepted yet)", tone="note"),
 }
