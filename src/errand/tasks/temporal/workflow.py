@@ -156,21 +156,24 @@ class TaskWorkflow:
                                  heartbeat=patient, cancellable=False)
             return  # concluding closed the round too
         except _RoundEnded as ended:
-            if begun is not None:
-                await self._settle(given, SettleInput(given.task_id, begun.run_ids, ended.how, ended.reason))
+            if begun is None:
+                return
+            settled = SettleInput(given.task_id, begun.run_ids, ended.how, ended.reason)
             if ended.how == "interrupted":
+                await self._settle(given, settled)
                 # Its worker is likelier gone than slow; if only slow, it ends the round's sandboxes
                 # and copies now. If gone, it removes them when it comes back.
-                if begun is not None:
-                    self.leftovers.append(self._close_handle(begun, max(heartbeat * 2, timedelta(seconds=30))))
+                self.leftovers.append(self._close_handle(begun, max(heartbeat * 2, timedelta(seconds=30))))
                 return
+            # Its sandboxes end before its runs are marked: a follow-up or retry waits for the marks.
+            with contextlib.suppress(ActivityError):  # a worker gone meanwhile tidies up when it is back
+                await self._close(begun, timedelta(hours=1))
+            await self._settle(given, settled)
         finally:
             await self._delivered()
-        await self._close(begun, timedelta(hours=1))
 
-    async def _close(self, begun: Begun | None, within: timedelta) -> None:
-        if begun is not None:
-            await self._close_handle(begun, within)
+    async def _close(self, begun: Begun, within: timedelta) -> None:
+        await self._close_handle(begun, within)
 
     def _close_handle(self, begun: Begun, within: timedelta) -> Any:
         return workflow.start_activity("errand.close", args=[begun.key, list(begun.run_ids)], task_queue=begun.holder,
