@@ -81,7 +81,11 @@ class TemporalServer:
                  "--http-port", str(self.http_port), "--metrics-port", str(self.metrics_port),
                  "--db-filename", str(self.directory / "temporal.db"), "--log-level", "warn", *TUNING],
                 stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
-        self._wait_until_serving()
+        try:
+            self._wait_until_serving()
+        except BaseException:
+            self.kill()  # a server that did not come up is not left behind
+            raise
 
     def _wait_until_serving(self) -> None:
         import asyncio
