@@ -286,8 +286,8 @@ class TaskService(StoreReads[TaskStore]):
         return progress(self.store, self.store.get_task(task_id)).to_json()
 
     def evidence(self, run: Run) -> Evidence | None:
-        data = run.result.get("evidence") if isinstance(run.result, dict) else None
-        return Evidence.from_json(data) if data else None
+        outcome = run.outcome
+        return Evidence.from_json(outcome.evidence) if outcome and outcome.evidence else None
 
 
 def issue_instruction(path: Path) -> tuple[str, str]:
