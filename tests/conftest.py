@@ -29,6 +29,7 @@ def errand_dirs() -> Iterator[None]:
 
 
 from postgres import postgres_cluster, postgres_url  # noqa: E402, F401 - fixtures for every test directory
+from temporal import temporal_queue, temporal_server  # noqa: E402, F401
 
 # The escape battery, wherever its tests sit beside what they test: `pytest -m security`.
 SECURITY = ("security/", "server/test_security.py", "cli/test_escapes.py", "engine/test_host_trust.py",

@@ -25,6 +25,20 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]
         yield opened
 
 
+#: The engines the conformance tests run on (the Temporal engine against a dev server of the session's).
+ENGINES = ["local", "temporal"]
+
+
+@pytest.fixture(params=ENGINES)
+def engine_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which engine runs the test's tasks; for Temporal, its service and a task queue of the test's own."""
+    if request.param == "temporal":
+        server = request.getfixturevalue("temporal_server")
+        request.getfixturevalue("temporal_queue")
+        monkeypatch.setenv("ERRAND_TEMPORAL", server.address)
+    return str(request.param)
+
+
 @pytest.fixture
 def service(store: TaskStore) -> TaskService:
     return TaskService(store)

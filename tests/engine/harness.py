@@ -122,7 +122,14 @@ def anthropic_turn(turn: Turn, n: int) -> dict[str, Any]:
 @contextlib.asynccontextmanager
 async def running_engine(store: TaskStore, models: ModelFactory | None = None, *, concurrency: int = 2,
                          budgets: Budgets | None = None, default_model: str = "scripted:unused",
-                         isolation: str | None = None) -> AsyncIterator[LocalEngine]:
+                         isolation: str | None = None, kind: str = "local") -> AsyncIterator[Any]:
+    """An engine running tasks from ``store`` in this test's loop: the local engine, or (``kind``
+    temporal) the Temporal dispatcher and one Temporal worker against the test's dev server."""
+    if kind == "temporal":
+        async with _temporal_engine(store, models, concurrency=concurrency, budgets=budgets,
+                                    default_model=default_model, isolation=isolation) as worker:
+            yield worker
+        return
     options: dict[str, Any] = {"concurrency": concurrency, "poll_interval": 0.02, "budgets": budgets,
                                "default_model": default_model}
     if isolation is not None:
@@ -137,6 +144,28 @@ async def running_engine(store: TaskStore, models: ModelFactory | None = None, *
     finally:
         stop.set()
         await asyncio.wait_for(serving, 60)
+
+
+@contextlib.asynccontextmanager
+async def _temporal_engine(store: TaskStore, models: ModelFactory | None, *, concurrency: int,
+                           budgets: Budgets | None, default_model: str, isolation: str | None) -> AsyncIterator[Any]:
+    from errand.tasks.temporal import TemporalSettings
+    from errand.tasks.temporal.dispatch import Dispatcher
+    from errand.tasks.temporal.worker import TemporalWorker
+
+    settings = TemporalSettings.from_environment()
+    worker = TemporalWorker(store, settings, concurrency=concurrency, budgets=budgets, isolation=isolation,
+                            **({"models": models} if models is not None else {}))
+    worker.bench.default_model = default_model
+    stop, ready = asyncio.Event(), asyncio.Event()
+    serving = [asyncio.create_task(worker.serve(stop=stop, ready=ready.set)),
+               asyncio.create_task(Dispatcher(store, settings, poll_interval=0.02).serve(stop=stop))]
+    try:
+        await asyncio.wait_for(ready.wait(), 60)
+        yield worker
+    finally:
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*serving), 60)
 
 
 async def wait_for_state(store: TaskStore, task_id: str, *states: TaskState, seconds: float = 120) -> Task:

@@ -37,11 +37,11 @@ def submit(service: TaskService, repo: Path, script_file: Path, text: str = "Mak
 
 
 async def test_a_task_fixes_the_failing_test_and_is_accepted_on_its_branch(
-        store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
+        engine_kind: str, store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
     before = worktree_state(repo)
     task_id = submit(service, repo, script_file)
     model = scripted(FIX_SCRIPT)
-    async with running_engine(store, lambda _s, _i: model):
+    async with running_engine(store, lambda _s, _i: model, kind=engine_kind):
         task = await wait_for_state(store, task_id, S.READY_FOR_REVIEW, S.FAILED)
     assert task.state is S.READY_FOR_REVIEW, store.events(task_id)[-3:]
     run = service.chosen_run(task_id)
@@ -69,13 +69,16 @@ async def test_a_task_fixes_the_failing_test_and_is_accepted_on_its_branch(
 
 
 async def test_ask_user_pauses_the_sandbox_and_an_answer_resumes_the_same_run(
-        store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
+        engine_kind: str, store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
     model = scripted([[READ], [("ask_user", {"question": "Should add() accept strings?"})], [FIX], [FINISH]])
     task_id = submit(service, repo, script_file)
-    async with running_engine(store, lambda _s, _i: model) as engine:
+    async with running_engine(store, lambda _s, _i: model, kind=engine_kind) as engine:
         await wait_for_state(store, task_id, S.NEEDS_INPUT)
-        [attempt] = engine._rounds[task_id].attempts
-        assert attempt.sandbox is not None and attempt.sandbox.paused
+        [sandbox] = engine.sandboxes(task_id)
+        if engine_kind == "local":
+            assert sandbox is not None and sandbox.paused  # frozen in this process until the answer
+        else:
+            assert sandbox is None  # ended: a durable wait holds nothing but the saved conversation
         question = await wait_for_event(store, task_id, lambda e: e.kind == "question")
         assert question.data["text"] == "Should add() accept strings?"
         service.answer(task_id, "No, numbers only.")
@@ -89,13 +92,13 @@ async def test_ask_user_pauses_the_sandbox_and_an_answer_resumes_the_same_run(
 
 
 async def test_a_message_mid_run_is_delivered_at_the_next_step(
-        store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
+        engine_kind: str, store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
     model = GatedModel([[READ], [FIX], [TEST], [FINISH]], gate_at=2)
     task_id = submit(service, repo, script_file)
-    async with running_engine(store, lambda _s, _i: model) as engine:
+    async with running_engine(store, lambda _s, _i: model, kind=engine_kind) as engine:
         await asyncio.wait_for(model.waiting.wait(), 60)
         ref = service.message(task_id, "Keep double() as it is.")
-        while not engine._rounds[task_id].messages:
+        while not any(live.messages for live in engine.bench.rounds.values()):  # the engine has it
             await asyncio.sleep(0.01)
         model.gate.set()
         await wait_for_state(store, task_id, S.READY_FOR_REVIEW)
@@ -106,10 +109,10 @@ async def test_a_message_mid_run_is_delivered_at_the_next_step(
 
 
 async def test_cancel_stops_the_run_and_leaves_nothing_behind(
-        store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
+        engine_kind: str, store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
     model = scripted([[("shell", {"command": "sleep 600"})], [FINISH]])
     task_id = submit(service, repo, script_file)
-    async with running_engine(store, lambda _s, _i: model):
+    async with running_engine(store, lambda _s, _i: model, kind=engine_kind):
         await wait_for_event(store, task_id, lambda e: e.kind == "tool_call")
         ids_before = {info.id for info in await AsyncSandbox.list()}
         assert ids_before
@@ -123,13 +126,13 @@ async def test_cancel_stops_the_run_and_leaves_nothing_behind(
 
 
 async def test_a_follow_up_continues_the_work_and_lands_on_the_same_branch(
-        store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
+        engine_kind: str, store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
     first = scripted(FIX_SCRIPT)
     second = scripted([[("edit_file", {"path": "calc.py", "old": "return x + x + 1", "new": "return x * 2"})],
                        [TEST], [FINISH]])
     models = iter([first, second])
     task_id = submit(service, repo, script_file)
-    async with running_engine(store, lambda _s, _i: next(models)):
+    async with running_engine(store, lambda _s, _i: next(models), kind=engine_kind):
         await wait_for_state(store, task_id, S.READY_FOR_REVIEW)
         service.followup(task_id, "double() is off by one too; fix it")
         await wait_for_state(store, task_id, S.QUEUED, S.PREPARING, S.RUNNING, S.READY_FOR_REVIEW)
@@ -145,7 +148,7 @@ async def test_a_follow_up_continues_the_work_and_lands_on_the_same_branch(
 
 
 async def test_best_of_three_ranks_attempts_by_evidence(
-        store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
+        engine_kind: str, store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
     noisy_fix = ("write_file", {"path": "calc.py", "content": "def add(a, b):\n    # add two numbers\n"
                                 "    result = a + b\n    return result\n\n\ndef double(x):\n    return x + x + 1\n"})
     factory, models = per_attempt(
@@ -154,7 +157,7 @@ async def test_best_of_three_ranks_attempts_by_evidence(
         [[FIX], [FINISH]],  # passes, smallest diff
     )
     task_id = submit(service, repo, script_file, attempts=3)
-    async with running_engine(store, factory):
+    async with running_engine(store, factory, kind=engine_kind):
         await wait_for_state(store, task_id, S.READY_FOR_REVIEW, S.FAILED)
     ranked = service.round_runs(task_id)
     assert [r.attempt for r in ranked] == [3, 2, 1]
@@ -168,10 +171,10 @@ async def test_best_of_three_ranks_attempts_by_evidence(
 
 
 async def test_the_step_budget_ends_a_run_that_goes_nowhere(
-        store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
+        engine_kind: str, store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
     model = scripted([[("shell", {"command": f"echo {n}"})] for n in range(10)])
     task_id = submit(service, repo, script_file)
-    async with running_engine(store, lambda _s, _i: model, budgets=Budgets(max_steps=3)):
+    async with running_engine(store, lambda _s, _i: model, budgets=Budgets(max_steps=3), kind=engine_kind):
         task = await wait_for_state(store, task_id, S.READY_FOR_REVIEW, S.FAILED)
     assert task.state is S.FAILED
     assert len(model.calls) == 3
@@ -182,10 +185,10 @@ async def test_the_step_budget_ends_a_run_that_goes_nowhere(
 
 
 async def test_the_stuck_detector_ends_a_run_repeating_itself(
-        store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
+        engine_kind: str, store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
     model = scripted([[FIX], [READ], [READ], [READ], [READ], [FINISH]])
     task_id = submit(service, repo, script_file)
-    async with running_engine(store, lambda _s, _i: model):
+    async with running_engine(store, lambda _s, _i: model, kind=engine_kind):
         task = await wait_for_state(store, task_id, S.READY_FOR_REVIEW, S.FAILED)
     [run] = store.runs(task_id)
     assert run.result["status"] == "stuck"
@@ -197,14 +200,14 @@ async def test_the_stuck_detector_ends_a_run_repeating_itself(
 
 
 async def test_git_works_in_the_working_copy_and_the_pristine_checkout_stays_pristine(
-        store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
+        engine_kind: str, store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
     look = "git status --short && git diff --stat && git log -1 --format=%s"
     commit = "git add -A && git -c user.email=a@b -c user.name=a commit -qm wip"
     model = scripted([[FIX], [("shell", {"command": look})], [("shell", {"command": commit})], [FINISH]])
     first = submit(service, repo, script_file)
     second = submit(service, repo, script_file)
     models = iter([model, scripted(FIX_SCRIPT)])
-    async with running_engine(store, lambda _s, _i: next(models), concurrency=1):
+    async with running_engine(store, lambda _s, _i: next(models), concurrency=1, kind=engine_kind):
         for task_id in (first, second):
             await wait_for_state(store, task_id, S.READY_FOR_REVIEW, S.FAILED)
     results = [e.data for e in store.events(first, kinds=["tool_result"]) if e.data["name"] == "shell"]
@@ -220,12 +223,13 @@ async def test_git_works_in_the_working_copy_and_the_pristine_checkout_stays_pri
 
 
 async def test_a_task_from_a_git_url_is_accepted_into_a_local_clone(
-        store: TaskStore, service: TaskService, repo: Path, script_file: Path, tmp_path: Path) -> None:
+        engine_kind: str, store: TaskStore, service: TaskService, repo: Path, script_file: Path,
+        tmp_path: Path) -> None:
     url = f"file://{repo}"
     task = service.submit("Make test_calc.py pass", repo=url, model=f"scripted:{script_file}")
     assert task.repo == url and task.base_commit == git(repo, "rev-parse", "HEAD").strip()
     model = scripted(FIX_SCRIPT)
-    async with running_engine(store, lambda _s, _i: model):
+    async with running_engine(store, lambda _s, _i: model, kind=engine_kind):
         await wait_for_state(store, task.id, S.READY_FOR_REVIEW)
     from errand.errors import ConfigError
 

@@ -72,7 +72,7 @@ async def test_a_finished_task_is_distilled_into_proposed_memories(
     factory, _ = per_attempt(FIX_SCRIPT)
     task = service.submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
     async with running_engine(store, factory) as engine:
-        engine._distiller = lambda _spec: distiller
+        engine.bench.distiller = lambda _spec: distiller
         await wait_for_state(store, task.id, TaskState.READY_FOR_REVIEW)
         while not store.events(task.id, kinds=["memories_proposed"]):
             await __import__("asyncio").sleep(0.02)

@@ -5,13 +5,6 @@ finds its lease expired, requeues the round and finishes it."""
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,45 +18,11 @@ from models.wire import WireServer
 
 from .cli import script
 from .harness import FINISH, FIX, FIX_SCRIPT, READ, TEST, openai_turn
+from .machines import Machine, wait_until
 
 pytestmark = pytest.mark.slow
 S = TaskState
 LEASE = "3"  # seconds: how long the survivor waits for a dead worker's lease to run out
-
-
-class Machine:
-    """One worker's errand home and runtime directory, and its process while it runs."""
-
-    def __init__(self, root: Path, name: str, database: str, env: dict[str, str]) -> None:
-        self.home = root / name
-        self.runtime = Path(tempfile.mkdtemp(prefix=f"ert-{name}-", dir="/run" if os.access("/run", os.W_OK)
-                                             else None))
-        self.log = root / f"{name}.log"
-        self.env = {**os.environ, "ERRAND_WORKER_LEASE": LEASE, **env, "ERRAND_HOME": str(self.home),
-                    "ERRAND_RUNTIME_DIR": str(self.runtime), "ERRAND_DATABASE_URL": database}
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def errand(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "errand", *args], env=self.env, capture_output=True,
-                              text=True, timeout=300)
-
-    def start(self) -> None:
-        with open(self.log, "ab") as output:
-            self.process = subprocess.Popen([sys.executable, "-m", "errand", "worker", "--concurrency", "1"],
-                                            env=self.env, stdout=output, stderr=output)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            assert self.process.wait(60) == 0, self.log.read_text()
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(30)
-
-    def sandboxes(self) -> set[str]:
-        return {info["id"] for info in json.loads(self.errand("sandbox", "ls", "--json").stdout)}
 
 
 @pytest.fixture
@@ -71,21 +30,13 @@ def machines(tmp_path: Path, postgres_url: str) -> Iterator[Callable[..., Machin
     made: list[Machine] = []
 
     def make(name: str, **env: str) -> Machine:
-        made.append(Machine(tmp_path, name, postgres_url, env))
+        made.append(Machine(tmp_path, name, postgres_url, env, LEASE))
         return made[-1]
 
     yield make
     for machine in made:
         machine.kill()
         machine.errand("sandbox", "gc")  # a killed worker's sandboxes, which no other machine can end
-
-
-def wait_until(condition: Callable[[], object], what: str, seconds: float = 180) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def test_queued_tasks_spread_over_two_workers(tmp_path: Path, repo: Path, postgres_url: str,

@@ -247,6 +247,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("POST", r"/repos/([^/]+)/([^/]+)/issues/(\d+)/comments", "create_comment"),
         ("POST", r"/repos/([^/]+)/([^/]+)/issues/(\d+)/reactions", "react_issue"),
         ("POST", r"/repos/([^/]+)/([^/]+)/issues/comments/(\d+)/reactions", "react_comment"),
+        ("POST", r"/repos/([^/]+)/([^/]+)/pulls/comments/(\d+)/reactions", "react_review_comment"),
         ("GET", r"/repos/([^/]+)/([^/]+)/pulls", "list_pulls"),
         ("POST", r"/repos/([^/]+)/([^/]+)/pulls", "create_pull"),
         ("GET", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)", "get_pull"),
@@ -383,7 +384,17 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
 
         def _react_comment(self, owner: str, name: str, comment: str, *, body: Any,
                            **_: Any) -> tuple[int, Any, dict[str, str]]:
-            return self._react(self._repo(owner, name), f"comment:{comment}", body)
+            repo = self._repo(owner, name)
+            if not any(c["id"] == int(comment) for thread in repo.comments.values() for c in thread):
+                return 404, {"message": "Not Found"}, {}  # a line comment's id is not an issue comment's
+            return self._react(repo, f"comment:{comment}", body)
+
+        def _react_review_comment(self, owner: str, name: str, comment: str, *, body: Any,
+                                  **_: Any) -> tuple[int, Any, dict[str, str]]:
+            repo = self._repo(owner, name)
+            if not any(c["id"] == int(comment) for thread in repo.review_comments.values() for c in thread):
+                return 404, {"message": "Not Found"}, {}
+            return self._react(repo, f"review_comment:{comment}", body)
 
         def _list_pulls(self, owner: str, name: str, *, query: dict[str, list[str]],
                         **_: Any) -> tuple[int, Any, dict[str, str]]:

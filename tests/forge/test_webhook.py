@@ -75,6 +75,8 @@ def test_label_to_pull_request_to_review_round_on_the_same_branch(forged: Forged
         "repository": {"full_name": REPO}})
     assert followed.status_code == 202, followed.text
     round_id = followed.json()["task_id"]
+    assert ("eyes", f"review_comment:{line['id']}") in [(r["content"], r["target"])
+                                                       for r in fake.repos[REPO].reactions]
     detail = httpx.get(f"{served.url}/api/tasks/{round_id}").json()
     assert "calc.py:2" in detail["instruction"] and "say why in CHANGES.md" in detail["instruction"]
     assert "calc.py:1 — @reviewer: a - b was intended?" in detail["instruction"]  # the whole review, not one comment

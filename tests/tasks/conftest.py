@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.conftest import repo, service  # noqa: F401 - the service over this directory's store
 from errand.tasks.store import TaskStore
 from postgres import DATABASES, database_url
 

@@ -26,7 +26,7 @@ import inspect
 import json
 import posixpath
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from errand.agent.asking import Asker
@@ -39,6 +39,7 @@ from errand.agent.memory_tools import NAMES as MEMORY_TOOL_NAMES
 from errand.agent.prompt import system_prompt
 from errand.agent.retry import Clock, RetryPolicy, SystemClock
 from errand.agent.tools import TOOLS, ToolResult, run_tool
+from errand.agent.transcript import message_from_json, message_to_json
 from errand.errors import ConfigError, SandboxNotFound, SandboxTerminated
 from errand.models import Message, Model, Reply, ToolCall
 from errand.models.profiles import ModelProfile
@@ -148,6 +149,27 @@ class Agent:
         if not isinstance(text, str) or not text.strip():
             raise ConfigError("a message needs some text", code="empty_message")
         self._inbox.append((text, ref))
+
+    def suspended(self) -> dict[str, Any]:
+        """The run paused on a question, as plain values another process can :meth:`restore`
+        (messages not yet delivered are not in it: whoever sent them sends them again)."""
+        if self._waiting is None:
+            raise ConfigError("only a run paused on a question can be suspended", code="not_waiting")
+        return {"messages": [message_to_json(m) for m in self.messages], "spent": asdict(self.spent),
+                "question": self._waiting.question, "call_id": self._waiting.call_id,
+                "seconds": self._seconds_before, "last_call": list(self._last_call)}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Continue, in this agent, a run another agent :meth:`suspended`: :meth:`resume` is next."""
+        if self.messages:
+            raise ConfigError("this agent has already run; restore into a new one", code="already_run")
+        self.messages = [message_from_json(m) for m in saved["messages"]]
+        for name, value in saved["spent"].items():  # in place: the asker counts into this very object
+            setattr(self.spent, name, value)
+        self._waiting = NeedsInput(str(saved["question"]), str(saved["call_id"]))
+        self._seconds_before = float(saved.get("seconds") or 0.0)
+        signature, count = saved.get("last_call") or ("", 0)
+        self._last_call = (str(signature), int(count))
 
     @property
     def waiting(self) -> bool:

@@ -487,7 +487,11 @@ def serve(
     token: Annotated[str | None, typer.Option(metavar="TOKEN", envvar="ERRAND_TOKEN", show_envvar=True,
                                               help="The token API calls and the web login need.")] = None,
     concurrency: Annotated[int, typer.Option(metavar="N", min=1, help="Tasks the built-in engine runs at once.")] = 2,
-    engine: Annotated[bool, typer.Option("--engine/--no-engine", help="Run queued tasks in this process.")] = True,
+    engine: Annotated[str, typer.Option("--engine", metavar="ENGINE", envvar="ERRAND_ENGINE", help=(
+        "What runs queued tasks: local (in this process) or temporal (workers of a Temporal service)."))] = "local",
+    no_engine: Annotated[bool, typer.Option("--no-engine", help="Run no tasks here (another process does).")] = False,
+    temporal: Annotated[str | None, typer.Option("--temporal", metavar="ADDRESS", envvar="ERRAND_TEMPORAL",
+                                                 help="The Temporal service, host:port (--engine temporal).")] = None,
     repo_root: Annotated[list[Path] | None, typer.Option(
         "--repo-root", metavar="DIR", help="Only serve repositories inside this directory (repeatable).")] = None,
     allow_scripted_models: Annotated[bool, typer.Option(
@@ -501,7 +505,8 @@ def serve(
     from errand.server.serve import serve as serve_forever
 
     try:
-        config = ServerConfig(host=host, port=port, token=token or None, concurrency=concurrency, run_engine=engine,
+        config = ServerConfig(host=host, port=port, token=token or None, concurrency=concurrency,
+                              run_engine=not no_engine, engine=engine, temporal=temporal,
                               repo_roots=tuple(repo_root or ()), allow_scripted_models=allow_scripted_models,
                               eval_runs=eval_runs)
     except ErrandError as error:

@@ -150,7 +150,7 @@ def _review(console: Console, service: TaskService, task_id: str, sample: Path) 
     if evidence is not None:
         cli_tasks.print_evidence(console, run_, 1, evidence)
     console.print("\n[bold]4. the diff[/] (`errand diff " + task_id + "`):")
-    cli_tasks.print_patch(console, str(run_.result.get("patch") or ""))
+    cli_tasks.print_patch(console, run_.outcome.patch if run_.outcome else "")
     status_before = _git(sample, "status", "--porcelain")
     accepted = service.accept(task_id)
     console.print(f"[bold]5. accepted[/] (`errand accept {task_id}`): commit {accepted.commit[:12]} on branch "

@@ -268,7 +268,7 @@ def export(
     if task is None or run is None:
         print(f"{file} at {base} already holds every approved memory")
         return
-    print(printable(str(run.result["patch"])), end="")
+    print(printable(run.outcome.patch if run.outcome else ""), end="")
     Console(stderr=True).print(f"task {task.id} is ready for review: `errand show {task.id}`; `errand accept "
                                f"{task.id}` commits it on {task.branch}", markup=False, highlight=False,
                                soft_wrap=True)

@@ -275,7 +275,7 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
             evidence = service.evidence(r)
             if evidence is not None:
                 print_evidence(out, r, len(ranked), evidence)
-            patch = (r.result or {}).get("patch") if isinstance(r.result, dict) else None
+            patch = r.outcome.patch if r.outcome else None
             if patch and patch in seen:
                 out.print(f"  [dim]the same diff as attempt {seen[patch]}[/]")
             elif patch:
@@ -329,15 +329,15 @@ def _print_next_steps(out: Console, service: TaskApi, task: Task) -> None:
 def print_evidence(out: Console, run: Run, of: int, evidence: Evidence) -> None:
     """One finished attempt's evidence. Its heading names the round (a follow-up or retry opens
     a new one) and, in a best-of-N round, the attempt by the number ``--attempt`` takes."""
-    result = run.result if isinstance(run.result, dict) else {}
+    outcome = run.outcome
     level = evidence.confidence.level
     colour = {"high": "green", "medium": "yellow", "low": "red"}.get(level, "red")
     heading = f"round {run.round}"
     if of > 1:
-        heading += f", attempt {run.attempt}[/]  rank {shown(result.get('rank'))} of {of}"
+        heading += f", attempt {run.attempt}[/]  rank {shown(outcome.rank if outcome else '?')} of {of}"
     else:
         heading += "[/]"
-    out.print(f"\n[bold]{heading}: {shown(result.get('status'), lines=False)} — confidence "
+    out.print(f"\n[bold]{heading}: {shown(outcome.status if outcome else None, lines=False)} — confidence "
               f"[{colour}]{shown(level)}[/]")
     for reason in evidence.confidence.reasons:
         out.print(f"  • {shown(reason, lines=False)}")
@@ -350,7 +350,7 @@ def print_evidence(out: Console, run: Run, of: int, evidence: Evidence) -> None:
             cached = ", from the cache" if check.cached else ""
             out.print(f"  {label}: {shown(check.describe(), lines=False)}  "
                       f"[dim]({shown(check.command, lines=False)}{cached})[/]")
-    environment = (result.get("caches") or {}).get("environment")
+    environment = outcome.caches.get("environment") if outcome else None
     if environment:
         state = "from the cache" if environment.get("cached") else "set up for this round"
         out.print(f"  environment: {state} [dim]({shown(environment.get('key'), lines=False)})[/]")
@@ -377,7 +377,7 @@ def diff(
     """The task's diff (the best attempt's, unless --attempt), coloured on a terminal; exact when piped."""
     with task_service(server, token) as service:
         run_ = service.chosen_run(task_id, attempt)
-        patch = str(run_.result.get("patch") or "")
+        patch = run_.outcome.patch if run_.outcome else ""
         out = console()
         if not patch.strip():
             # Said on stderr and in the exit code, so `errand diff ID > fix.patch && git apply fix.patch`

@@ -16,7 +16,7 @@ from rich.console import Console
 from errand import _settings
 from errand.cli.events import shown
 from errand.cli.tasks import age, console, task_service
-from errand.tasks.engine import LocalEngine
+from errand.tasks.engines import Served, worker_engine
 from errand.tasks.lifecycle import ACTIVE
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
@@ -36,17 +36,21 @@ def worker(
     concurrency: Annotated[int, typer.Option("--concurrency", metavar="N", min=1, help="Tasks run at once.")] = 2,
     exit_when_idle: Annotated[float | None, typer.Option("--exit-when-idle", metavar="SECONDS",
                                                          help="Exit after this long with nothing to do.")] = None,
+    engine_kind: Annotated[str, typer.Option("--engine", metavar="ENGINE", envvar="ERRAND_ENGINE", help=(
+        "local (claim tasks from the store) or temporal (take rounds from a Temporal service)."))] = "local",
+    temporal: Annotated[str | None, typer.Option("--temporal", metavar="ADDRESS", envvar="ERRAND_TEMPORAL",
+                                                 help="The Temporal service, host:port (--engine temporal).")] = None,
 ) -> None:
     """Run queued tasks in this process until interrupted (one worker per errand home)."""
     if context.invoked_subcommand is not None:
         return
     with task_service() as service:
         assert isinstance(service, TaskService)  # a worker runs on this machine's store
-        engine = LocalEngine(service.store, concurrency=concurrency)
+        engine = worker_engine(engine_kind, service.store, concurrency=concurrency, temporal=temporal)
 
         def banner() -> None:  # once the home is ours: a second worker refuses without one
-            Console(stderr=True).print(f"errand worker {engine.worker}: {concurrency} at a time, store "
-                                       f"{service.store.engine.url}", highlight=False)
+            Console(stderr=True).print(f"errand worker {engine.worker} ({engine_kind} engine): {concurrency} at a "
+                                       f"time, store {service.store.engine.url}", highlight=False)
 
         asyncio.run(_serve_until_signalled(engine, exit_when_idle, banner))
 
@@ -108,7 +112,7 @@ def _held_tasks(store: TaskStore, info: WorkerInfo) -> list[str]:
             if any(r.state is RunState.RUNNING and r.worker == info.worker for r in store.runs(task.id))]
 
 
-async def _serve_until_signalled(engine: LocalEngine, exit_when_idle: float | None,
+async def _serve_until_signalled(engine: Served, exit_when_idle: float | None,
                                  ready: Callable[[], None] | None = None) -> None:
     """SIGINT or SIGTERM stops the worker cleanly: its sandboxes end and its runs are requeued."""
     stop = asyncio.Event()

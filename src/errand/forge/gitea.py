@@ -96,7 +96,8 @@ class GiteaForge:
         return _comment(self._rest.json(f"commenting on {ref}", "POST",
                                         f"/repos/{ref.repo}/issues/{ref.number}/comments", body={"body": body}))
 
-    def react(self, ref: IssueRef, content: str, *, comment_id: int | None = None) -> None:
+    def react(self, ref: IssueRef, content: str, *, comment_id: int | None = None, on_line: bool = False) -> None:
+        # A line comment of a pull request is a comment of its issue on Gitea: one endpoint.
         path = (f"/repos/{ref.repo}/issues/comments/{comment_id}/reactions" if comment_id is not None
                 else f"/repos/{ref.repo}/issues/{ref.number}/reactions")
         self._rest.json(f"reacting on {ref}", "POST", path, body={"content": content})

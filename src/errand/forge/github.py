@@ -138,8 +138,9 @@ class GitHubForge:
         return _comment(self._json(f"commenting on {ref}", "POST", f"/repos/{ref.repo}/issues/{ref.number}/comments",
                                    json={"body": body}))
 
-    def react(self, ref: IssueRef, content: str, *, comment_id: int | None = None) -> None:
-        path = (f"/repos/{ref.repo}/issues/comments/{comment_id}/reactions" if comment_id is not None
+    def react(self, ref: IssueRef, content: str, *, comment_id: int | None = None, on_line: bool = False) -> None:
+        kind = "pulls" if on_line else "issues"
+        path = (f"/repos/{ref.repo}/{kind}/comments/{comment_id}/reactions" if comment_id is not None
                 else f"/repos/{ref.repo}/issues/{ref.number}/reactions")
         self._json(f"reacting on {ref}", "POST", path, json={"content": content})
 

@@ -82,7 +82,8 @@ class GitLabForge:
         return _comment(self._rest.json(f"commenting on {ref}", "POST",
                                         f"{_project(ref.repo)}/{_kind(ref)}/{ref.number}/notes", body={"body": body}))
 
-    def react(self, ref: IssueRef, content: str, *, comment_id: int | None = None) -> None:
+    def react(self, ref: IssueRef, content: str, *, comment_id: int | None = None, on_line: bool = False) -> None:
+        # A discussion's line note is a note of its merge request: one endpoint.
         where = f"{_project(ref.repo)}/{_kind(ref)}/{ref.number}"
         if comment_id is not None:
             where += f"/notes/{comment_id}"

@@ -36,6 +36,7 @@ class Ask:
     text: str | None = None
     comment_id: int | None = None
     author_id: int | None = None  # the forge's numeric id of ``author`` (its commit credit's address)
+    on_line: bool = False  # the comment is a line comment of a pull request's diff
 
 
 def submit_issue(service: TaskService, links: LinkStore, forge: Forge, ref: IssueRef, *, repo: str | Path,

@@ -40,8 +40,9 @@ class Forge(Protocol):
     def comment(self, ref: IssueRef, body: str) -> Comment:
         ...
 
-    def react(self, ref: IssueRef, content: str, *, comment_id: int | None = None) -> None:
-        """React to the issue (or to one of its comments) with ``content`` (``eyes``, ``rocket``…)."""
+    def react(self, ref: IssueRef, content: str, *, comment_id: int | None = None, on_line: bool = False) -> None:
+        """React to the issue (or to one of its comments) with ``content`` (``eyes``, ``rocket``…);
+        ``on_line``: the comment is a line comment of a pull request's diff (GitHub keeps those apart)."""
         ...
 
     def find_pull(self, repo: str, branch: str) -> PullRequest | None:

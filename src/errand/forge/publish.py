@@ -151,9 +151,9 @@ class Publisher:
         body = pull_body(task, evidence, issue=link.issue, qa=self._questions(task.id),
                          review_url=f"{self.public_url}/tasks/{task.id}" if self.public_url else None,
                          requested_by=link.requested_by, follows=follows)
+        title = pull_title(task, run.outcome.summary if run.outcome else None)
         try:
-            return self.forge.open_pull(link.repo, branch=branch, base=base, title=pull_title(task, run.result.get(
-                "summary")), body=body, draft=draft), True
+            return self.forge.open_pull(link.repo, branch=branch, base=base, title=title, body=body, draft=draft), True
         except ForgeError as error:
             again = self.forge.find_pull(link.repo, branch) if error.code == "forge_refused" else None
             if again is None:
@@ -178,7 +178,8 @@ class Publisher:
 
     def _say_pushed(self, task: Task, link: Link, commit: str) -> None:
         assert link.pull is not None
-        summary = " ".join(str(self.service.chosen_run(task.id).result.get("summary") or "").split())
+        outcome = self.service.chosen_run(task.id).outcome
+        summary = " ".join(str(outcome.summary if outcome else "").split())
         said = f"errand pushed {commit[:12]} to `{link.pull_branch}` (task `{task.id}`)" + (
             f": {summary}" if summary else ".")
         self.forge.comment(IssueRef.of(link.repo, link.pull, pull=True), said)

@@ -105,24 +105,28 @@ class WebhookHandler:
         if event == "issue_comment" and action == "created":
             return self._comment(repo, payload["issue"], payload["comment"])
         if event == "pull_request_review_comment" and action == "created":
-            return self._comment(repo, {**payload["pull_request"], "pull_request": {}}, payload["comment"])
+            return self._comment(repo, {**payload["pull_request"], "pull_request": {}}, payload["comment"],
+                                 on_line=True)
         if event == "pull_request_review" and action == "submitted":
             review = payload["review"]
             return self._comment(repo, {**payload["pull_request"], "pull_request": {}}, review, review=True)
         return Outcome("ignored", f"{event}.{action} is not something errand acts on")
 
-    def _comment(self, repo: str, issue: dict[str, Any], comment: dict[str, Any], *, review: bool = False) -> Outcome:
+    def _comment(self, repo: str, issue: dict[str, Any], comment: dict[str, Any], *, review: bool = False,
+                 on_line: bool = False) -> Outcome:
         body = str(comment.get("body") or "").strip()
         mention = self.settings.mention
         is_pull = issue.get("pull_request") is not None
         waiting = waiting_task(self.service, self.links, repo, int(issue["number"]),
                                pull=is_pull if self.separate_numbers else None)
         if waiting is not None and body:
-            return self._answer(IssueRef.of(repo, int(issue["number"]), pull=is_pull), waiting, comment, body)
+            return self._answer(IssueRef.of(repo, int(issue["number"]), pull=is_pull), waiting, comment, body,
+                                on_line=on_line)
         if not body.lower().startswith(mention.lower()):
             return Outcome("ignored", f"no {mention}")
         ask = Ask(author=_login(comment.get("user")), text=body[len(mention):].strip() or None,
-                  comment_id=None if review else comment.get("id"), author_id=_user_id(comment.get("user")))
+                  comment_id=None if review else comment.get("id"), author_id=_user_id(comment.get("user")),
+                  on_line=on_line)
         if (ask.text or "").strip().lower() in ACCEPT_WORDS:
             return self._accept(repo, int(issue["number"]), ask, pull=is_pull)
         if is_pull:
@@ -182,13 +186,14 @@ class WebhookHandler:
             self.service.store.append_event(link.task_id, None, "forge_accepted", {"by": ask.author,
                                                                                    "comment_id": ask.comment_id})
         if ask.comment_id is not None:
-            self.forge.react(ref, "+1", comment_id=ask.comment_id)
+            self.forge.react(ref, "+1", comment_id=ask.comment_id, on_line=ask.on_line)
         done = ", ".join(f"`{link.task_id}`" for link in ready)
         self.forge.comment(ref, f"Accepted in errand by @{ask.author}: task {done}. errand merges nothing: "
                                 "marking the pull request ready and merging it are yours.")
         return Outcome("accepted", f"task {done} accepted by @{ask.author}", ready[0].task_id)
 
-    def _answer(self, where: IssueRef, waiting: Link, comment: dict[str, Any], body: str) -> Outcome:
+    def _answer(self, where: IssueRef, waiting: Link, comment: dict[str, Any], body: str, *,
+                on_line: bool = False) -> Outcome:
         """A reply where a task asked: the answer, from the person who asked or a writer."""
         repo = where.repo
         if is_the_question(self.service, waiting, comment.get("id")):
@@ -200,7 +205,7 @@ class WebhookHandler:
             self.settings.mention.lower()) else body
         self.service.answer(waiting.task_id, visible(text) or text)
         if comment.get("id") is not None:
-            self.forge.react(where, "+1", comment_id=comment["id"])
+            self.forge.react(where, "+1", comment_id=comment["id"], on_line=on_line)
         return Outcome("answered", f"task {waiting.task_id} resumes", waiting.task_id)
 
     def _pinned(self, repo: str, clone: Path) -> str:
@@ -212,7 +217,7 @@ class WebhookHandler:
         return head
 
     def _picked_up(self, ref: IssueRef, ask: Ask, task: Task) -> None:
-        self.forge.react(ref, "eyes", comment_id=ask.comment_id)
+        self.forge.react(ref, "eyes", comment_id=ask.comment_id, on_line=ask.on_line)
         link = f"{self.public_url}/tasks/{task.id}" if self.public_url else f"`errand show {task.id}`"
         self.forge.comment(ref, f"errand is on it: task `{task.id}` ({link}).")
 

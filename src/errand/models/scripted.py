@@ -57,6 +57,11 @@ class ScriptedModel:
                 raise ConfigError(f"a model script holds assistant turns, not {message.role} messages")
             self._script.append(message)
 
+    def skip(self, turns: int) -> None:
+        """Go on from turn ``turns`` of the script (unless this copy is past it): a run continued
+        in another process, after a question, made those replies already with another copy."""
+        self._next = max(self._next, min(len(self._script), turns))
+
     @property
     def remaining(self) -> int:
         return len(self._script) - self._next

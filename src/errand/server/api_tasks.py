@@ -166,13 +166,13 @@ def resume_point(last_event_id: str | None, after: int) -> int:
 def task_diff(request: Request, task_id: TaskId, attempt: Attempt = None) -> PlainTextResponse:
     """The patch of the best-ranked attempt of the last finished round (or of ``attempt``)."""
     run = task_service(request).chosen_run(task_id, attempt)
-    patch = str(run.result.get("patch") or "") if isinstance(run.result, dict) else ""
-    return PlainTextResponse(patch, media_type="text/x-diff")
+    outcome = run.outcome
+    return PlainTextResponse(outcome.patch if outcome else "", media_type="text/x-diff")
 
 
 def _attempt(service: TaskService, run: Run) -> AttemptOut:
     evidence = service.evidence(run)
-    return AttemptOut(run=without_patch(run), rank=int(run.result.get("rank", 0)),
+    return AttemptOut(run=without_patch(run), rank=run.outcome.rank if run.outcome else 0,
                       evidence=evidence.to_json() if evidence else None)
 
 

@@ -1,8 +1,9 @@
 """The server as one ASGI application: API, live events, web UI, and the local engine.
 
 ``create_app`` wires the parts; its lifespan opens the task store and, unless
-told not to, runs :class:`~errand.tasks.engine.LocalEngine` in the same event
-loop, so ``errand serve`` alone runs tasks as ``errand worker`` does. When
+told not to, runs the engine it names (:mod:`errand.tasks.engines`) in the same
+event loop: the local engine, so ``errand serve`` alone runs tasks as ``errand
+worker`` does, or the part of another engine that hands tasks to its workers. When
 another worker already serves this errand home, the server says so and keeps
 asking, taking over when that worker exits.
 """
@@ -35,9 +36,10 @@ from errand.server import (
 from errand.server.config import ServerConfig
 from errand.server.live import Hub
 from errand.server.security import Guard, Keys
-from errand.tasks.engine import EngineBusy, LocalEngine
+from errand.tasks.engines import server_engine
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
+from errand.tasks.workers import EngineBusy
 
 __all__ = ["create_app"]
 
@@ -91,7 +93,7 @@ def create_app(config: ServerConfig | None = None, *, database_url: str | None =
 
 
 async def _run_engine(store: TaskStore, memories: MemoryStore, config: ServerConfig, stop: asyncio.Event) -> None:
-    engine = LocalEngine(store, concurrency=config.concurrency, memory=memories)
+    engine = server_engine(config.engine, store, memories, concurrency=config.concurrency, temporal=config.temporal)
     warned = False
     while not stop.is_set():
         try:

@@ -208,8 +208,8 @@ class ErrandClient(StoreReads[RemoteStore]):
         return figures
 
     def evidence(self, run: Run) -> Evidence | None:
-        data = run.result.get("evidence") if isinstance(run.result, dict) else None
-        return Evidence.from_json(data) if data else None
+        outcome = run.outcome
+        return Evidence.from_json(outcome.evidence) if outcome and outcome.evidence else None
 
     def follow(self, task_id: str, *, settled: Collection[TaskState], after: int = 0) -> Iterator[Event]:
         """The task's events from ``after`` on, live, until the task is in a ``settled`` state;

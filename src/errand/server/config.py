@@ -14,6 +14,7 @@ from pathlib import Path
 
 from errand import _settings
 from errand.errors import ConfigError
+from errand.tasks import engines
 
 __all__ = ["LOOPBACK_NAMES", "ServerConfig", "is_loopback"]
 
@@ -48,6 +49,8 @@ class ServerConfig:
     token: str | None = None
     concurrency: int = 2
     run_engine: bool = True
+    engine: str = "local"  # which engine runs tasks (errand.tasks.engines.ENGINES)
+    temporal: str | None = None  # the Temporal service's address, for the temporal engine
     allow_scripted_models: bool = False
     repo_roots: tuple[Path, ...] = field(default_factory=tuple)
     poll_interval: float = 0.1
@@ -66,6 +69,8 @@ class ServerConfig:
         if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise ConfigError(f"concurrency must be a positive integer, not {self.concurrency!r}",
                               code="invalid_concurrency")
+        if self.run_engine:
+            engines.check(self.engine, self.temporal)
         object.__setattr__(self, "eval_runs", Path(self.eval_runs or _settings.eval_runs_dir()).expanduser())
         object.__setattr__(self, "repo_roots", tuple(Path(root).expanduser().resolve() for root in self.repo_roots))
 

@@ -187,19 +187,22 @@ def compare(runs: list[Run], evidences: list[Evidence | None]) -> list[Attempt]:
     """The round's attempts best first, each saying whose diff it repeats and why it ranks so."""
     attempts: list[Attempt] = []
     for run, evidence in zip(runs, evidences, strict=True):
-        patch = str(run.result.get("patch") or "")
+        outcome = run.outcome
+        patch = outcome.patch if outcome else ""
         same = next((a.run.attempt for a in attempts if a.patch == patch), None)
-        attempts.append(Attempt(run, int(run.result.get("rank", 0)), evidence, patch, same, _why(run, evidence)))
+        attempts.append(Attempt(run, outcome.rank if outcome else 0, evidence, patch, same, _why(run, evidence)))
     return attempts
 
 
 def _why(run: Run, evidence: Evidence | None) -> list[str]:
-    if evidence is None:
-        return [str(run.result.get("detail") or run.result.get("status") or "no evidence")]
+    outcome = run.outcome
+    if evidence is None or outcome is None:
+        reason = outcome.detail or outcome.status if outcome else (run.result or {}).get("reason")
+        return [str(reason or "no evidence")]
     tests = evidence.tests_after
     return [
-        f"finished with a change to {len(evidence.files)} file(s)" if evidence.files and run.result.get(
-            "status") == "finished" else f"{run.result.get('status')}: {run.result.get('detail') or 'no change'}",
+        f"finished with a change to {len(evidence.files)} file(s)" if evidence.files and outcome.status == "finished"
+        else f"{outcome.status}: {outcome.detail or 'no change'}",
         "tests not run" if tests is None else f"tests after: {tests.describe()}",
         f"confidence {evidence.confidence.level}",
         f"{evidence.additions + evidence.deletions} changed lines",

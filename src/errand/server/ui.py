@@ -162,8 +162,8 @@ async def _task_context(request: Request, task_id: str) -> dict[str, Any]:
 
 def _panel(task: Any) -> dict[str, Any]:
     state = TaskState(task.state)
-    finished = [r for r in task.runs if r.result and "rank" in r.result]
-    changed = [r for r in finished if (r.result.get("evidence") or {}).get("files")]
+    finished = [outcome for r in task.runs if (outcome := r.outcome) is not None]
+    changed = [outcome for outcome in finished if outcome.changed]
     return {"needs_input": state is TaskState.NEEDS_INPUT, "can_message": state in ACTIVE or state is TaskState.QUEUED,
             "can_cancel": state in ACTIVE or state is TaskState.QUEUED,
             "has_result": bool(changed) and state in (TaskState.READY_FOR_REVIEW, TaskState.REJECTED,
@@ -312,7 +312,7 @@ def _review_page_now(request: Request, task_id: str, attempt: int | None, hide_w
     except ErrandError as missing:
         return page(request, "review.html", status_of(missing), **shared, files=[], attempts=[], chosen=None,
                     evidence=None, error=error or missing.message)
-    patch = str(chosen.result.get("patch") or "")
+    patch = chosen.outcome.patch if chosen.outcome else ""
     files = diffview.parse(patch)
     files = diffview.highlight(diffview.hide_whitespace(files) if hide_ws else files)
     attempts = taskview.compare(ranked, [service.evidence(r) for r in ranked])

@@ -27,27 +27,22 @@ import socket
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from errand import _settings
-from errand.agent import Agent, AgentResult, Budgets
-from errand.errors import ConfigError, ErrandError
+from errand.agent import Budgets
+from errand.errors import ConfigError
 from errand.memory import MemoryStore
-from errand.models import Catalog, Model, ModelEndpoint, ModelError, open_model
-from errand.repo import WorkingCopy, checkouts
+from errand.models import Model, ModelEndpoint
+from errand.repo import checkouts
 from errand.sandbox import AsyncSandbox
 from errand.sandbox.backend import get_backend
+from errand.tasks import round as rounds
 from errand.tasks import steps
-from errand.tasks.environment import Environment, project_guide
-from errand.tasks.errors import IllegalTransition, RunNotFound, StateConflict
+from errand.tasks.errors import RunNotFound
 from errand.tasks.events import CONTROL_KINDS
-from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.memory_link import TaskMemory
-from errand.tasks.progress import BUDGET_NAMES
-from errand.tasks.prompt import task_prompt
-from errand.tasks.records import Run, RunState, Task
+from errand.tasks.records import RunState, Task
 from errand.tasks.store import TaskStore
 from errand.tasks.workers import EngineBusy, WorkerInfo, hold, worker_running
 
@@ -55,8 +50,7 @@ __all__ = ["EngineBusy", "LocalEngine", "ModelFactory", "worker_running"]
 
 log = logging.getLogger("errand.engine")
 
-#: Makes the model for one attempt from the task's endpoint: ``(endpoint, attempt index) -> Model``.
-ModelFactory = Callable[[ModelEndpoint, int], Model]
+ModelFactory = rounds.ModelFactory
 #: How long a worker's lease lasts unless renewed (``ERRAND_WORKER_LEASE``, seconds): how long
 #: a dead worker's tasks wait before another machine takes them over.
 DEFAULT_LEASE = 30.0
@@ -64,34 +58,37 @@ DEFAULT_LEASE = 30.0
 _OWN = object()
 
 
-def _default_models(endpoint: ModelEndpoint, _index: int) -> Model:
-    return open_model(endpoint, os.environ)
-
-
-def _default_distiller(endpoint: ModelEndpoint) -> Model | None:
-    return None if endpoint.provider == "scripted" else open_model(endpoint, os.environ)
-
-
-@dataclass
-class _Attempt:
-    index: int
-    run: Run
-    journal: steps.Journal
-    copy: WorkingCopy | None = None
-    sandbox: AsyncSandbox | None = None
-    agent: Agent | None = None
-    answer: asyncio.Future[tuple[str, int]] | None = None
-
-
 @dataclass
 class _Round:
     task: Task
-    attempts: list[_Attempt]
     handle: asyncio.Task[None] | None = None
     control_after: int = 0
+    begun: rounds.Begun | None = None
+    prepared: rounds.Prepared | None = None
+    answers: dict[int, asyncio.Future[tuple[str, int]]] = field(default_factory=dict)
     messages: list[tuple[str, int]] = field(default_factory=list)
     settling: bool = False  # finishing or cancelled: no more cancellation
-    model: ModelEndpoint | None = None  # the task's, checked against this worker's environment
+
+    @property
+    def key(self) -> str:
+        return f"{self.task.id}/{self.begun.round}" if self.begun is not None else self.task.id
+
+
+@dataclass
+class _HeldHere:
+    """The local engine's controls: an attempt that asks waits in this process for the answer
+    the store brings (its sandbox paused meanwhile)."""
+
+    round: _Round
+    hold: bool = True
+
+    async def wait_for_answer(self, index: int) -> tuple[str, int]:
+        future: asyncio.Future[tuple[str, int]] = asyncio.get_running_loop().create_future()
+        self.round.answers[index] = future
+        try:
+            return await future
+        finally:
+            self.round.answers.pop(index, None)
 
 
 class LocalEngine:
@@ -99,8 +96,8 @@ class LocalEngine:
 
     def __init__(self, store: TaskStore, *, concurrency: int = 2, worker: str | None = None,
                  poll_interval: float = 0.1, default_model: str | None = None, budgets: Budgets | None = None,
-                 models: ModelFactory = _default_models, memory: MemoryStore | object | None = _OWN,
-                 distiller: Callable[[ModelEndpoint], Model | None] = _default_distiller,
+                 models: ModelFactory = rounds.default_models, memory: MemoryStore | object | None = _OWN,
+                 distiller: Callable[[ModelEndpoint], Model | None] = rounds.default_distiller,
                  isolation: str | None = None, lease: float | None = None) -> None:
         """``memory`` is the project memory tasks are given and teach (default: one on the
         store's own database; ``None`` runs without memory). ``distiller(endpoint)`` gives the
@@ -122,9 +119,16 @@ class LocalEngine:
         self.memory: MemoryStore | None = MemoryStore(store.engine) if memory is _OWN else memory  # type: ignore[assignment]
         self._rounds: dict[str, _Round] = {}
         self.isolation = isolation or os.environ.get("ERRAND_ISOLATION") or "namespace"
-        self.lease = lease if lease is not None else _lease_from_environment()
+        self.lease = lease if lease is not None else lease_from_environment()
         self._renewed = 0.0
         get_backend(self.isolation)  # an unknown tier is refused here, not at the first task
+        self.bench = rounds.Bench(store, self.worker, isolation=self.isolation, budgets=self.budgets, models=models,
+                                  distiller=distiller, memory=self.memory, default_model=self.default_model)
+
+    def sandboxes(self, task_id: str) -> list[AsyncSandbox | None]:
+        """The sandboxes of the task's round running here, one per attempt (None: not started)."""
+        held = self._rounds.get(task_id)
+        return self.bench.sandboxes(held.key) if held is not None else []
 
     # ------------------------------------------------------------ serving
 
@@ -180,7 +184,7 @@ class LocalEngine:
         for recovery in recoveries:
             if recovery.run_id is not None:
                 steps.remove_work(await asyncio.to_thread(self.store.get_run, recovery.run_id))
-            await self._event(recovery.task_id, None, "recovered", {
+            await self.bench.event(recovery.task_id, None, "recovered", {
                 "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
                 "rule": "requeued after a first interruption, failed after a second in a row"})
 
@@ -212,9 +216,9 @@ class LocalEngine:
                 return
             # Controls sent before this round began were for an earlier one (or are in its prompt);
             # known before the round is polled at all, or an old message reaches the new attempts.
-            round_ = _Round(task, [], control_after=await self._last_control_id(task.id))
-            self._rounds[task.id] = round_
-            round_.handle = asyncio.create_task(self._run_round(round_), name=f"errand-task-{task.id}")
+            held = _Round(task, control_after=await self._last_control_id(task.id))
+            self._rounds[task.id] = held
+            held.handle = asyncio.create_task(self._run_round(held), name=f"errand-task-{task.id}")
 
     async def _shutdown(self) -> None:
         """Stop every round; their runs are left to recovery, which requeues them."""
@@ -225,256 +229,75 @@ class LocalEngine:
     # ------------------------------------------------------------ control
 
     async def _poll_controls(self) -> None:
-        for round_ in list(self._rounds.values()):
+        for held in list(self._rounds.values()):
             try:
-                await self._poll_round(round_)
+                await self._poll_round(held)
             except Exception:  # one task's trouble must not stop the engine
-                log.exception("reading controls of task %s failed", round_.task.id)
+                log.exception("reading controls of task %s failed", held.task.id)
 
-    async def _poll_round(self, round_: _Round) -> None:
-        task = await asyncio.to_thread(self.store.get_task, round_.task.id)
+    async def _poll_round(self, held: _Round) -> None:
+        task = await asyncio.to_thread(self.store.get_task, held.task.id)
         if task.state is TaskState.CANCELLED:
-            if round_.handle is not None and not round_.handle.done() and not round_.settling:
-                round_.settling = True
-                round_.handle.cancel()  # a person cancelled it
+            if held.handle is not None and not held.handle.done() and not held.settling:
+                held.settling = True
+                held.handle.cancel()  # a person cancelled it
             return
         if task.state not in (TaskState.PREPARING, TaskState.RUNNING, TaskState.NEEDS_INPUT):
             return  # the round is ending it
-        controls = await asyncio.to_thread(self.store.events, task.id, round_.control_after, kinds=CONTROL_KINDS)
+        controls = await asyncio.to_thread(self.store.events, task.id, held.control_after, kinds=CONTROL_KINDS)
         for event in controls:
-            round_.control_after = event.id
+            held.control_after = event.id
             text = str(event.data.get("text", ""))
             if event.kind == "message_sent":
-                self._deliver_message(round_, text, event.id)
+                self._deliver_message(held, text, event.id)
             else:
-                self._deliver_answer(round_, text, event.id)
+                self._deliver_answer(held, text, event.id)
 
-    def _deliver_message(self, round_: _Round, text: str, ref: int) -> None:
-        round_.messages.append((text, ref))
-        for attempt in round_.attempts:
-            if attempt.agent is not None:
-                attempt.agent.send_message(text, ref=ref)
+    def _deliver_message(self, held: _Round, text: str, ref: int) -> None:
+        held.messages.append((text, ref))  # for attempts not started yet
+        rounds.deliver_message(self.bench, held.key, text, ref)
 
-    def _deliver_answer(self, round_: _Round, text: str, ref: int) -> None:
-        for attempt in round_.attempts:
-            if attempt.answer is not None and not attempt.answer.done():
-                attempt.answer.set_result((text, ref))
+    def _deliver_answer(self, held: _Round, text: str, ref: int) -> None:
+        for answer in held.answers.values():
+            if not answer.done():
+                answer.set_result((text, ref))
 
     # ------------------------------------------------------------ a round
 
-    async def _run_round(self, round_: _Round) -> None:
-        task = round_.task
+    async def _run_round(self, held: _Round) -> None:
+        task = held.task
         try:
-            round_.model, said = self._model_of(task)  # before any run: a task it cannot serve fails whole
-            number = await asyncio.to_thread(self.store.next_round, task.id)
-            for index in range(task.attempts):
-                run = await asyncio.to_thread(self.store.start_run, task.id, self.worker, round=number)
-                round_.attempts.append(_Attempt(index, run, steps.Journal(self._sink(task.id, run.id))))
-            await self._event(task.id, None, "round_started", {
-                "round": number, "runs": [a.run.id for a in round_.attempts], "worker": self.worker})
-            await self._event(task.id, None, "model_endpoint", said)
-            await self._execute(round_, number)
+            held.begun = await rounds.begin(self.bench, task)
+            held.prepared = prepared = await rounds.prepare(self.bench, held.begun)
+            controls = _HeldHere(held)
+            await asyncio.gather(*(rounds.attempt(self.bench, prepared, index, controls, messages=held.messages)
+                                   for index in range(len(prepared.run_ids))))
+
+            def settled() -> None:
+                held.settling = True  # from here a cancel comes too late: the result is being written
+            await rounds.conclude(self.bench, prepared, settled=settled)
         except asyncio.CancelledError:
-            await self._end_cancelled(round_)
+            if held.begun is not None:
+                await asyncio.to_thread(rounds.cancel_runs, self.store, task.id, held.begun.run_ids)
         except Exception as error:  # noqa: BLE001 - any failure ends the task as failed, with its reason
-            round_.settling = True
-            await self._end_failed(round_, error)
+            held.settling = True
+            run_ids = held.begun.run_ids if held.begun is not None else ()
+            await asyncio.to_thread(rounds.fail, self.store, task.id, run_ids, error)
         finally:
-            round_.settling = True
+            held.settling = True
             try:
-                await _uncancellable(self._clean_up(round_))
+                if held.begun is not None:
+                    await _uncancellable(rounds.close(self.bench, held.begun.key, held.begun.run_ids))
             finally:
                 # A retry may have queued, and this engine claimed, the task's next round already.
-                if self._rounds.get(task.id) is round_:
+                if self._rounds.get(task.id) is held:
                     del self._rounds[task.id]
 
-    async def _execute(self, round_: _Round, number: int) -> None:
-        task, attempts = round_.task, round_.attempts
-        first = attempts[0]
-        # Everything that shapes the round comes from the base commit, never from the work a
-        # follow-up continues (an agent could rewrite errand.toml or AGENTS.md in it).
-        base_tree = await asyncio.to_thread(steps.base_checkout, task)
-        environment = await asyncio.to_thread(Environment.load, base_tree)
-        await self._event(task.id, None, "environment",
-                          _environment_event(environment, task, self.isolation, self.budgets))
-        setup = await steps.set_up(environment, task, first.run, base_tree, first.journal,
-                                   isolation=self.isolation)
-        patch = await asyncio.to_thread(self._followed_patch, task.id, number)
-        copies = await asyncio.gather(*(asyncio.to_thread(steps.prepare_copy, task, a.run, patch, setup=setup)
-                                        for a in attempts))
-        for attempt, copy in zip(attempts, copies, strict=True):
-            attempt.copy = copy
-        baseline = asyncio.ensure_future(steps.tests_on_base(environment, setup, copies[0], first.journal,
-                                                             labels=_labels(first, "baseline")))
-        try:
-            sandboxes = await asyncio.gather(*(steps.start_sandbox(environment, setup, a.copy, labels=_labels(a))
-                                               for a in attempts if a.copy is not None))
-            for attempt, sandbox in zip(attempts, sandboxes, strict=True):
-                attempt.sandbox = sandbox
-            await asyncio.to_thread(self.store.set_state, task.id, TaskState.RUNNING, expected=TaskState.PREPARING)
-            prompt = await asyncio.to_thread(task_prompt, self.store, task, number, environment)
-            guide = await asyncio.to_thread(project_guide, base_tree, environment)
-            link = self._memory_link(task, base_tree, first.journal)
-            given = await link.given(guide.whole) if link is not None else ""
-            budgets = environment.budgets or self.budgets
-            results = await asyncio.gather(*(self._attempt(round_, a, prompt, guide.text, budgets, link, given)
-                                             for a in attempts))
-            tests_before = await baseline
-        finally:
-            if not baseline.done():
-                baseline.cancel()
-        evidence = await asyncio.gather(*(self._evidence(a, r, environment, setup, tests_before)
-                                          for a, r in zip(attempts, results, strict=True)))
-        best = steps.rank([item for item, _ in evidence])[0]
-        if link is not None:
-            await link.observe(environment, evidence[best][0], setup_ran=bool(environment.setup))
-        round_.settling = True  # from here a cancel comes too late: the result is being written
-        caches = {"environment": {"key": setup.key, "cached": setup.cached} if environment.setup else None,
-                  "baseline": None if tests_before is None else {"cached": tests_before.cached}}
-        await asyncio.to_thread(steps.finalize, self.store, task.id, [a.run for a in attempts], results, evidence,
-                                caches=caches)
-        if link is not None:
-            await self._distill(round_, link, results[best])
-
-    def _model_of(self, task: Task) -> tuple[ModelEndpoint, dict[str, Any]]:
-        """The task's model as its submission recorded it, and what the log says of it.
-
-        A task from before endpoints were recorded is resolved here, in this worker's
-        environment, and the log says so. The key is read from this environment by the
-        recorded variable's name: missing, the task fails before any run starts; not the
-        submitter's, the log says that too.
-        """
-        endpoint, resolved_by = task.model_endpoint, "submission"
-        if endpoint is None:
-            spec = task.model or self.default_model
-            if spec is None:
-                raise ConfigError("no model is configured: pass --model or set ERRAND_MODEL", code="no_model")
-            endpoint, resolved_by = Catalog.load().resolve(spec, os.environ), "worker"
-        key = endpoint.key_status(os.environ)
-        if key == "missing":
-            raise ModelError(f"this worker's environment has no ${endpoint.api_key_env}, the key variable of "
-                             f"{endpoint.describe()}; nothing was run. Start the worker where it is set "
-                             "(`errand worker stop`, then `errand run` or `errand worker` from a shell that "
-                             "has it)", provider=endpoint.provider, code="model_key_missing")
-        shown = {k: v for k, v in endpoint.to_json().items() if k != "key_fingerprint"}
-        return endpoint, {"model": shown, "describe": endpoint.describe(), "resolved_by": resolved_by, "key": key}
-
-    async def _distill(self, round_: _Round, link: TaskMemory, result: AgentResult) -> None:
-        """Let a model propose what the finished task taught; a person approves each."""
-        try:
-            model = self._distiller(round_.model) if round_.model is not None else None
-            if model is None:
-                return
-            await link.distill(result.messages, model)
-        except ErrandError as error:
-            await self._event(round_.task.id, None, "distill_failed", {"reason": error.message})
-
-    def _memory_link(self, task: Task, base_tree: Path, journal: steps.Journal) -> TaskMemory | None:
-        if self.memory is None:
-            return None
-        return TaskMemory(self.memory, task, base_tree, journal)
-
-    async def _attempt(self, round_: _Round, attempt: _Attempt, prompt: str, guide: str, budgets: Budgets,
-                       link: TaskMemory | None, given: str) -> AgentResult:
-        assert attempt.sandbox is not None and round_.model is not None
-        hooks = link.attempt(attempt.journal) if link is not None else None
-        agent = Agent(self._models(round_.model, attempt.index), attempt.sandbox, workdir=steps.WORKSPACE,
-                      budgets=budgets, on_event=attempt.journal, instructions=guide or None, memory=hooks,
-                      memories=given or None, file_notes=hooks.opened if hooks is not None else None)
-        for text, ref in round_.messages:
-            agent.send_message(text, ref=ref)
-        attempt.agent = agent
-        return await steps.run_agent(agent, prompt, attempt.journal,
-                                     lambda _question: self._wait_for_answer(round_, attempt))
-
-    async def _wait_for_answer(self, round_: _Round, attempt: _Attempt) -> tuple[str, int]:
-        """Pause the attempt's sandbox and the task until a person answers (a store event)."""
-        assert attempt.sandbox is not None
-        attempt.answer = asyncio.get_running_loop().create_future()
-        await attempt.sandbox.pause()
-        await self._move(round_.task.id, TaskState.NEEDS_INPUT, TaskState.RUNNING)
-        try:
-            answer = await attempt.answer
-        finally:
-            attempt.answer = None
-        await attempt.sandbox.resume()
-        if not any(a.answer is not None for a in round_.attempts):
-            await self._move(round_.task.id, TaskState.RUNNING, TaskState.NEEDS_INPUT)
-        return answer
-
-    async def _evidence(self, attempt: _Attempt, result: AgentResult, environment: Environment,
-                        setup: steps.SetUp, tests_before: Any) -> tuple[Evidence, str]:
-        """The attempt's diff and the checks on it. Its sandbox ends first: a process the agent
-        left running could otherwise change the tree while the host reads it (swap a directory
-        for a symlink to a host path mid-walk). The checks run in a fresh sandbox of the
-        set-up environment over the same tree, as the accepted branch will be tested."""
-        assert attempt.copy is not None and attempt.sandbox is not None
-        await attempt.sandbox.terminate()
-        diff = await asyncio.to_thread(attempt.copy.diff)
-        checks = await steps.start_sandbox(environment, setup, attempt.copy, labels=_labels(attempt, "checks"))
-        try:
-            evidence = await steps.collect_evidence(result, diff, attempt.journal, environment=environment,
-                                                    sandbox=checks, tests_before=tests_before)
-        finally:
-            await checks.terminate()
-        return evidence, diff.text
-
-    # ------------------------------------------------------------ endings
-
-    async def _end_cancelled(self, round_: _Round) -> None:
-        task = await asyncio.to_thread(self.store.get_task, round_.task.id)
-        if task.state is not TaskState.CANCELLED:
-            return  # a shutdown: the runs stay running for recovery to requeue
-        for attempt in round_.attempts:
-            with contextlib.suppress(ErrandError):
-                await asyncio.to_thread(self.store.finish_run, attempt.run.id, RunState.CANCELLED, None)
-
-    async def _end_failed(self, round_: _Round, error: Exception) -> None:
-        reason = error.message if isinstance(error, ErrandError) else f"{type(error).__name__}: {error}"
-        if not isinstance(error, ErrandError):
-            log.exception("task %s failed", round_.task.id)
-        data: dict[str, Any] = {"reason": reason, "code": getattr(error, "code", "internal_error")}
-        if isinstance(error, steps.SetupFailed):
-            data.update(command=error.command, exit_code=error.exit_code, log=error.log[-steps.OUTPUT_TAIL:])
-        for attempt in round_.attempts:
-            with contextlib.suppress(ErrandError):
-                await asyncio.to_thread(self.store.finish_run, attempt.run.id, RunState.FAILED, data)
-        with contextlib.suppress(IllegalTransition, StateConflict):
-            await asyncio.to_thread(self.store.set_state, round_.task.id, TaskState.FAILED, event=("failed", data))
-
-    async def _clean_up(self, round_: _Round) -> None:
-        for attempt in round_.attempts:
-            if attempt.sandbox is not None:
-                with contextlib.suppress(ErrandError):
-                    if attempt.sandbox.paused:
-                        await attempt.sandbox.resume()
-                await attempt.sandbox.terminate()
-            await asyncio.to_thread(steps.remove_work, attempt.run)
-
     # ------------------------------------------------------------ helpers
-
-    def _sink(self, task_id: str, run_id: str) -> steps.EventSink:
-        async def sink(kind: str, data: dict[str, Any]) -> None:
-            await self._event(task_id, run_id, kind, data)
-        return sink
-
-    async def _event(self, task_id: str, run_id: str | None, kind: str, data: dict[str, Any]) -> None:
-        await asyncio.to_thread(self.store.append_event, task_id, run_id, kind, data)
-
-    async def _move(self, task_id: str, target: TaskState, expected: TaskState) -> None:
-        with contextlib.suppress(StateConflict):
-            await asyncio.to_thread(self.store.set_state, task_id, target, expected=expected)
 
     async def _last_control_id(self, task_id: str) -> int:
         last = await asyncio.to_thread(self.store.last_event, task_id, CONTROL_KINDS)
         return last.id if last is not None else 0
-
-    def _followed_patch(self, task_id: str, number: int) -> str | None:
-        """A round continues the best attempt of the last round that finished (a follow-up
-        builds on the work it follows); a task's first round starts from the base."""
-        finished = [r for r in self.store.runs(task_id) if r.round < number
-                    and isinstance(r.result, dict) and r.result.get("rank") == 1]
-        return str(finished[-1].result.get("patch") or "") or None if finished else None
 
 
 def _home() -> str:
@@ -482,7 +305,7 @@ def _home() -> str:
     return f"{socket.gethostname()}:{_settings.home().resolve()}"
 
 
-def _lease_from_environment() -> float:
+def lease_from_environment() -> float:
     text = os.environ.get("ERRAND_WORKER_LEASE", "").strip()
     if not text:
         return DEFAULT_LEASE
@@ -494,22 +317,6 @@ def _lease_from_environment() -> float:
         raise ConfigError(f"ERRAND_WORKER_LEASE must be a positive number of seconds, not {text!r}",
                           code="bad_worker_lease")
     return lease
-
-
-def _labels(attempt: _Attempt, role: str = "agent") -> dict[str, str]:
-    return {"task": attempt.run.task_id, "run": attempt.run.id, "role": role}
-
-
-def _environment_event(environment: Environment, task: Task, isolation: str, budgets: Budgets) -> dict[str, Any]:
-    """What shapes the round, and where it came from: the base commit's errand.toml (or the defaults)."""
-    return {"config": "errand.toml" if environment.source is not None else None, "commit": task.base_commit,
-            "test": environment.test, "lint": environment.lint, "network": environment.network.to_dict(),
-            "setup_network": environment.setup_egress.to_dict() if environment.setup else None,
-            "isolation": isolation, "budgets": _budgets(environment.budgets or budgets)}
-
-
-def _budgets(budgets: Budgets) -> dict[str, float | int | None]:
-    return {name: getattr(budgets, name) for name in BUDGET_NAMES}
 
 
 async def _uncancellable(work: Coroutine[Any, Any, None]) -> None:

@@ -222,11 +222,12 @@ class TaskService(StoreReads[TaskStore]):
         self.store.append_event(task_id, None, "credited", {"name": trailer[0], "email": trailer[1]})
 
     def _write_commit(self, task: Task, run: Run, repo: Path) -> str:
-        result = run.result if isinstance(run.result, dict) else {}
+        result = run.outcome
+        assert result is not None  # chosen_run picks ranked runs only
         co_authors = [_co_author(str(e.data.get("name")), str(e.data.get("email")))
                    for e in self.store.events(task.id, kinds=["credited"])]
-        return write_commit(repo, task.base_commit or task.base_ref, str(result.get("patch") or ""),
-                            _commit_message(task, result), author=_author(repo),
+        return write_commit(repo, task.base_commit or task.base_ref, result.patch,
+                            _commit_message(task, result.summary), author=_author(repo),
                             trailers=[("Co-authored-by", f"{name} <{email}>") for name, email in co_authors],
                             signing=Signing.from_environment())
 
@@ -261,7 +262,7 @@ class TaskService(StoreReads[TaskStore]):
         """The run a review is about: the best-ranked of the last finished round, or the
         run whose ``attempt`` number is given."""
         self.store.get_task(task_id)  # an unknown id is TaskNotFound, not "no result yet"
-        runs = [r for r in self.store.runs(task_id) if isinstance(r.result, dict) and "rank" in r.result]
+        runs = [r for r in self.store.runs(task_id) if r.outcome is not None]
         if attempt is not None:
             for run in runs:
                 if run.attempt == attempt:
@@ -272,14 +273,12 @@ class TaskService(StoreReads[TaskStore]):
         if not runs:
             raise TaskError(f"task {task_id} has no finished run yet", task_id=task_id, code="no_result")
         last_round = max(r.round for r in runs)
-        return min((r for r in runs if r.round == last_round), key=lambda r: int(r.result["rank"]))
+        return min((r for r in runs if r.round == last_round), key=_rank)
 
     def round_runs(self, task_id: str) -> list[Run]:
         """The runs of the last round that finished, best first."""
         best = self.chosen_run(task_id)
-        runs = [r for r in self.store.runs(task_id, round=best.round) if isinstance(r.result, dict)
-                and "rank" in r.result]
-        return sorted(runs, key=lambda r: int(r.result["rank"]))
+        return sorted((r for r in self.store.runs(task_id, round=best.round) if r.outcome is not None), key=_rank)
 
     def progress(self, task_id: str) -> dict[str, Any]:
         """Elapsed time, steps, tokens and cost, and each attempt of the latest round against
@@ -287,8 +286,8 @@ class TaskService(StoreReads[TaskStore]):
         return progress(self.store, self.store.get_task(task_id)).to_json()
 
     def evidence(self, run: Run) -> Evidence | None:
-        data = run.result.get("evidence") if isinstance(run.result, dict) else None
-        return Evidence.from_json(data) if data else None
+        outcome = run.outcome
+        return Evidence.from_json(outcome.evidence) if outcome and outcome.evidence else None
 
 
 def issue_instruction(path: Path) -> tuple[str, str]:
@@ -378,9 +377,15 @@ def _local_repo(task: Task) -> Path:
     return Path(task.repo)
 
 
-def _commit_message(task: Task, result: dict[str, Any]) -> str:
+def _rank(run: Run) -> int:
+    outcome = run.outcome
+    assert outcome is not None
+    return outcome.rank
+
+
+def _commit_message(task: Task, summary: str | None) -> str:
     """The agent's summary (its first line as the subject), then the task it did."""
-    summary = str(result.get("summary") or "").strip()
+    summary = (summary or "").strip()
     if not summary:
         return f"{task.title}\n\nerrand-task: {task.id}\n"
     first, _, rest = summary.partition("\n")

@@ -33,11 +33,12 @@ from errand.tasks.environment import Environment, cache_key
 from errand.tasks.errors import SetupFailed
 from errand.tasks.evidence import Evidence, TestRun, assess, is_test_file, parse_counts
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.records import Run, RunState, Task
+from errand.tasks.records import Run, RunResult, RunState, Task
 from errand.tasks.store import TaskStore
 
 __all__ = [
-    "WORKSPACE", "Journal", "SetUp", "SetupFailed", "base_checkout", "check", "collect_evidence", "finalize",
+    "WORKSPACE", "Journal", "SetUp", "SetupFailed", "base_checkout", "cached_set_up", "check", "collect_evidence",
+    "finalize",
     "prepare_copy", "rank", "remove_work", "run_agent", "set_up", "start_sandbox", "tests_on_base",
 ]
 
@@ -61,9 +62,12 @@ class Journal:
 
     sink: EventSink
     commands: list[dict[str, Any]] = field(default_factory=list)
+    delivered: set[int] = field(default_factory=set)  # the refs of the messages the agent was given
     _pending: dict[str, str] = field(default_factory=dict)
 
     async def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "message_delivered" and isinstance(data.get("ref"), int):
+            self.delivered.add(data["ref"])
         if kind == "tool_call" and data.get("name") == "shell":
             self._pending[data["id"]] = str(data.get("arguments", {}).get("command", ""))
         elif kind == "tool_result" and data.get("id") in self._pending:
@@ -76,7 +80,11 @@ class Journal:
 
 
 def work_dir(run: Run) -> Path:
-    return _settings.home() / "work" / run.id
+    return work_dir_of(run.id)
+
+
+def work_dir_of(run_id: str) -> Path:
+    return _settings.home() / "work" / run_id
 
 
 @dataclass(frozen=True)
@@ -207,6 +215,17 @@ _UNTRACKED_LABEL = "errand.setup.untracked"
 # Setup gets the host's pip and npm settings (where to find packages); which registries
 # it may reach is its egress policy's business ([setup] network).
 _SETUP_REGISTRY_SETTINGS = ("pip", "npm")
+
+
+def cached_set_up(environment: Environment, key: str, isolation: str) -> SetUp:
+    """The set-up environment ``key`` that :func:`set_up` made on this worker earlier (another
+    process of the same errand home continuing a round), without running anything."""
+    if not environment.setup:
+        return SetUp(environment.image, key, isolation=isolation)
+    cached = _cached_setup(key, isolation)
+    if cached is None:
+        raise ErrandError(f"the set-up environment {key} is not in this worker's cache", code="setup_missing")
+    return cached
 
 
 def _cached_setup(key: str, isolation: str) -> SetUp | None:
@@ -401,22 +420,24 @@ async def run_agent(agent: Agent, prompt: str, journal: Journal,
 
 
 def finalize(store: TaskStore, task_id: str, runs: list[Run], results: list[AgentResult],
-             collected: list[tuple[Evidence, str]], *, caches: dict[str, Any] | None = None) -> None:
-    """Rank the round's attempts, store each run's result (its patch, evidence, rank, the
-    caches it used) and move the task on: ready for review when the best attempt changed
-    something, else failed. A run succeeded when it finished with a change to review."""
-    order = rank([evidence for evidence, _ in collected])
+             collected: list[tuple[Evidence, str]], *, caches: dict[str, Any] | None = None,
+             order: list[int] | None = None) -> list[RunResult]:
+    """Store each run's result (its patch, evidence, place in ``order`` — the round's
+    ranking, :func:`rank` of the evidence unless given — and the caches it used) and move the
+    task on: ready for review when the best attempt changed something, else failed. A run
+    succeeded when it finished with a change to review. Returns the results, in run order."""
+    order = rank([evidence for evidence, _ in collected]) if order is None else order
+    stored: dict[int, RunResult] = {}
     for place, index in enumerate(order, start=1):
         result, (evidence, patch) = results[index], collected[index]
         usable = result.status == "finished" and bool(evidence.files)
         detail = result.detail if usable or result.status != "finished" else "finished without changing anything"
-        outcome = {
-            "status": result.status, "detail": detail, "summary": result.summary,
-            "assumptions": result.assumptions, "budget": result.budget, "rank": place, "patch": patch,
-            "evidence": evidence.to_json(),
-            "spent": result.spent.to_json(), "caches": caches or {}}
+        outcome = RunResult(status=result.status, detail=detail, summary=result.summary,
+                            assumptions=list(result.assumptions), budget=result.budget, rank=place, patch=patch,
+                            evidence=evidence.to_json(), spent=result.spent.to_json(), caches=caches or {})
         state = RunState.SUCCEEDED if usable else RunState.FAILED
-        store.finish_run(runs[index].id, state, outcome)
+        store.finish_run(runs[index].id, state, outcome.to_json())
+        stored[index] = outcome
     if len(order) > 1:
         store.append_event(task_id, None, "ranking", {
             "runs": [runs[i].id for i in order], "rule": "finished with a change, tests passing, confidence, "
@@ -428,6 +449,7 @@ def finalize(store: TaskStore, task_id: str, runs: list[Run], results: list[Agen
     else:
         reason = f"no attempt changed anything ({best.exit_status}: {best.exit_detail})"
         store.set_state(task_id, TaskState.FAILED, expected=TaskState.RUNNING, event=("failed", {"reason": reason}))
+    return [stored[index] for index in range(len(results))]
 
 
 def rank(evidence: list[Evidence]) -> list[int]:

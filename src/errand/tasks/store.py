@@ -243,6 +243,19 @@ class TaskStore(SqlStore):
         with self._read() as connection:
             return [Event(**row) for row in connection.execute(query).mappings()]
 
+    def events_since(self, after_id: int, kinds: Sequence[str], limit: int = 1000) -> list[Event]:
+        """Every task's events of ``kinds`` with id greater than ``after_id``, oldest first: how
+        an engine that serves many tasks reads what people sent them in one query."""
+        query = (sa.select(events).where(events.c.id > after_id, events.c.kind.in_(list(kinds)))
+                 .order_by(events.c.id).limit(limit))
+        with self._read() as connection:
+            return [Event(**row) for row in connection.execute(query).mappings()]
+
+    def last_event_id(self) -> int:
+        """The id of the newest event of any task (0: none yet)."""
+        with self._read() as connection:
+            return int(connection.execute(sa.select(sa.func.max(events.c.id))).scalar() or 0)
+
     def last_event(self, task_id: str, kinds: Sequence[str]) -> Event | None:
         """The task's newest event of one of ``kinds`` (an index walk, not a read of them all)."""
         query = (sa.select(events).where(events.c.task_id == task_id, events.c.kind.in_(list(kinds)))
@@ -308,6 +321,12 @@ class TaskStore(SqlStore):
         if worker is None:
             recoveries += self._requeue_runless()
         return recoveries
+
+    def interrupt_runs(self, run_ids: Sequence[str], *, max_interruptions: int = 1) -> list[Recovery]:
+        """Settle, by the rule of :meth:`recover_interrupted`, the runs of one round whose worker
+        an engine found dead (a durable engine, by its heartbeats)."""
+        query = sa.select(runs.c.id).where(runs.c.id.in_(list(run_ids)), runs.c.state == RunState.RUNNING.value)
+        return self._recover_runs(query.order_by(runs.c.started_at), max_interruptions)
 
     # -- workers' leases ------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Intake refuses bad input with a clear error and creates nothing."""
+"""The task service: intake refuses bad input with a clear error and creates nothing."""
 
 from __future__ import annotations
 
@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.harness import git, make_repo
 from errand.errors import ConfigError
 from errand.tasks.service import TaskService, issue_instruction
 from errand.tasks.store import TaskStore
-
-from .harness import git, make_repo
 
 
 def refused(service: TaskService, code: str, **options: object) -> ConfigError:

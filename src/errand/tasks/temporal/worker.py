@@ -1,0 +1,236 @@
+"""``errand worker --engine temporal``: the activities of :mod:`.workflow`, on this machine.
+
+One worker serves one errand home (its lock, as the local engine's). It polls
+``errand-begin`` only while it holds fewer rounds than its concurrency, so new
+rounds go to workers with room; every later activity of a round it began comes
+to its own queue, where its working copies and sandboxes are. Each activity
+calls one function of :mod:`errand.tasks.round` and heartbeats meanwhile; an
+activity that fails ends the round as failed itself (the same reasons in the
+log as the local engine's) and tells the workflow so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+
+from errand.agent import Budgets
+from errand.memory import MemoryStore
+from errand.sandbox import AsyncSandbox
+from errand.tasks import round as rounds
+from errand.tasks import steps
+from errand.tasks.errors import RunNotFound
+from errand.tasks.records import RunState
+from errand.tasks.store import TaskStore
+from errand.tasks.temporal import TemporalSettings
+from errand.tasks.temporal.workflow import (
+    ROUND_FAILED,
+    WORKER_STOPPED,
+    AttemptInput,
+    SettleInput,
+    TaskWorkflow,
+)
+from errand.tasks.workers import WorkerInfo, hold
+
+__all__ = ["TemporalWorker", "connect"]
+
+log = logging.getLogger("errand.engine")
+T = TypeVar("T")
+
+
+async def connect(settings: TemporalSettings) -> Client:
+    return await Client.connect(settings.address, namespace=settings.namespace)
+
+
+class _Immediately:
+    """An attempt that asks ends here; the workflow waits for the answer (see :mod:`.workflow`)."""
+
+    hold = False
+
+    async def wait_for_answer(self, index: int) -> tuple[str, int]:
+        raise AssertionError("a durable engine does not wait in the activity")
+
+
+class TemporalWorker:
+    """Runs rounds of tasks for the Temporal service at ``settings``, ``concurrency`` at a time."""
+
+    def __init__(self, store: TaskStore, settings: TemporalSettings, *, concurrency: int = 2,
+                 models: rounds.ModelFactory = rounds.default_models, memory: MemoryStore | object | None = ...,
+                 budgets: Budgets | None = None, isolation: str | None = None) -> None:
+        self.store = store
+        self.settings = settings
+        self.concurrency = concurrency
+        self.queue = self.worker = settings.worker_queue()
+        self.bench = rounds.Bench(
+            store, self.queue, isolation=isolation or os.environ.get("ERRAND_ISOLATION") or "namespace",
+            budgets=budgets or Budgets(), models=models, default_model=os.environ.get("ERRAND_MODEL") or None,
+            memory=MemoryStore(store.engine) if memory is ... else memory)  # type: ignore[arg-type]
+        self._held: set[str] = set()
+        self._stopping = False
+        self._room = asyncio.Condition()
+
+    async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None,
+                    ready: Callable[[], None] | None = None) -> None:
+        """Work until ``stop`` is set, or (``exit_when_idle``) until no round was held for that long."""
+        stop = stop or asyncio.Event()
+        with hold(WorkerInfo.of_this_process(self.queue, self.concurrency, os.environ)):
+            await asyncio.to_thread(self._remove_stale_work)
+            client = await connect(self.settings)
+            settings = self.settings
+            beginning = Worker(client, task_queue=settings.begin_queue, activities=[self.begin],
+                               max_concurrent_activities=1)
+            tasks = Worker(client, task_queue=settings.tasks_queue, workflows=[TaskWorkflow], activities=[self.settle])
+            own = Worker(client, task_queue=self.queue, max_concurrent_activities=max(100, 4 * self.concurrency),
+                         activities=[self.prepare, self.attempt, self.deliver, self.conclude, self.close])
+            workers = [beginning, tasks, own]
+            running = [asyncio.create_task(w.run()) for w in workers]
+            if ready is not None:
+                ready()
+            idle = asyncio.ensure_future(self._idle(exit_when_idle)) if exit_when_idle is not None else None
+            try:
+                await asyncio.wait([asyncio.ensure_future(stop.wait()), *running, *([idle] if idle else [])],
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                self._stopping = True
+                # Stopping cleanly, its rounds are left to the workflow: a worker that does not
+                # come back is found by its heartbeats, and the round begins again elsewhere.
+                await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+                await self._end_sandboxes()
+            for done in running:
+                if done.done() and not done.cancelled() and done.exception() is not None:
+                    raise done.exception()  # type: ignore[misc]
+
+    def sandboxes(self, task_id: str) -> list[AsyncSandbox | None]:
+        """The sandboxes of the task's round held here, one per attempt (None: not running now)."""
+        keys = [key for key in self.bench.rounds if key.split("/")[0] == task_id]
+        return self.bench.sandboxes(keys[-1]) if keys else []
+
+    async def _idle(self, seconds: float) -> None:
+        idle_since = loop_time = asyncio.get_running_loop().time
+        since = idle_since()
+        while True:
+            await asyncio.sleep(min(0.1, seconds / 3 or 0.05))
+            if self._held:
+                since = loop_time()
+            elif loop_time() - since >= seconds:
+                return
+
+    # ------------------------------------------------------------ activities
+
+    @activity.defn(name="errand.begin")
+    async def begin(self, task_id: str) -> rounds.Begun:
+        async with self._heartbeating(), self._room:
+            await self._room.wait_for(lambda: len(self._held) < self.concurrency)
+            task = await asyncio.to_thread(self.store.get_task, task_id)
+            begun = await self._guarded(task_id, (), lambda: rounds.begin(self.bench, task))
+            self._held.add(begun.key)
+            return begun
+
+    @activity.defn(name="errand.prepare")
+    async def prepare(self, begun: rounds.Begun) -> rounds.Prepared:
+        async with self._heartbeating():
+            return await self._guarded(begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun))
+
+    @activity.defn(name="errand.attempt")
+    async def attempt(self, given: AttemptInput) -> rounds.Attempt:
+        prepared = given.prepared
+        async with self._heartbeating():
+            self._held.add(prepared.key)  # a worker restarted while the task waited: the round is its again
+            return await self._guarded(prepared.task_id, prepared.run_ids, lambda: rounds.attempt(
+                self.bench, prepared, given.index, _Immediately(),
+                messages=[(text, ref) for text, ref in given.messages],
+                answer=(given.answer[0], given.answer[1]) if given.answer is not None else None))
+
+    @activity.defn(name="errand.deliver")
+    async def deliver(self, key: str, text: str, ref: int) -> None:
+        rounds.deliver_message(self.bench, key, text, ref)
+
+    @activity.defn(name="errand.conclude")
+    async def conclude(self, prepared: rounds.Prepared) -> str:
+        """Conclude the round and close it here (one step less to wait for between rounds)."""
+        async with self._heartbeating():
+            result = await self._guarded(prepared.task_id, prepared.run_ids,
+                                         lambda: rounds.conclude(self.bench, prepared))
+            await self.close(prepared.key, list(prepared.run_ids))
+            return result.state.value
+
+    @activity.defn(name="errand.close")
+    async def close(self, key: str, run_ids: list[str]) -> None:
+        try:
+            await rounds.close(self.bench, key, run_ids)
+        finally:
+            async with self._room:
+                self._held.discard(key)
+                self._room.notify_all()
+
+    @activity.defn(name="errand.settle")
+    async def settle(self, settled: SettleInput) -> None:
+        """End a round that did not conclude, in the store; any worker can (none of it is on a disk)."""
+        if settled.how == "cancelled":
+            await asyncio.to_thread(rounds.cancel_runs, self.store, settled.task_id, settled.run_ids)
+        elif settled.how == "interrupted":
+            for recovery in await asyncio.to_thread(self.store.interrupt_runs, settled.run_ids):
+                await self.bench.event(recovery.task_id, None, "recovered", {
+                    "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
+                    "reason": settled.reason,
+                    "rule": "requeued after a first interruption, failed after a second in a row"})
+        elif settled.how == "failed":
+            await asyncio.to_thread(rounds.fail, self.store, settled.task_id, settled.run_ids,
+                                    RuntimeError(settled.reason))
+
+    # ------------------------------------------------------------ helpers
+
+    async def _guarded(self, task_id: str, run_ids: tuple[str, ...], work: Callable[[], Awaitable[T]]) -> T:
+        """Run a step; if it fails, fail the round here and tell the workflow (no retry)."""
+        try:
+            return await work()
+        except asyncio.CancelledError:
+            if self._stopping:  # not the workflow's cancel: this worker stops, and its rounds move on
+                raise ApplicationError("the worker stopped", type=WORKER_STOPPED, non_retryable=True) from None
+            raise
+        except Exception as error:
+            await asyncio.to_thread(rounds.fail, self.store, task_id, run_ids, error)
+            raise ApplicationError(str(error), type=ROUND_FAILED, non_retryable=True) from error
+
+    @contextlib.asynccontextmanager
+    async def _heartbeating(self) -> AsyncIterator[None]:
+        """Heartbeat every third of the timeout while the block runs: the service knows this worker lives."""
+        async def beat() -> None:
+            while True:
+                activity.heartbeat()
+                await asyncio.sleep(self.settings.heartbeat / 3)
+
+        beating = asyncio.create_task(beat())
+        try:
+            yield
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+
+    def _remove_stale_work(self) -> None:
+        """The work of runs no longer running (recovered while this home's worker was away)."""
+        for run_id in steps.work_runs():
+            try:
+                run = self.store.get_run(run_id)
+            except RunNotFound:
+                continue
+            if run.state is not RunState.RUNNING:
+                steps.remove_work(run)
+
+    async def _end_sandboxes(self) -> None:
+        for key in list(self.bench.rounds):
+            for sandbox in self.bench.sandboxes(key):
+                if sandbox is not None:
+                    with contextlib.suppress(Exception):
+                        await sandbox.terminate()
+

@@ -1,0 +1,263 @@
+"""A task as a Temporal workflow: it orders a round's activities and waits for people.
+
+Each ``round`` signal (the dispatcher claimed the task: a first round, a follow-up,
+a retry, a requeue after a lost worker) runs one round; the workflow ends when no
+round is wanted. A question is an attempt activity that ended with the agent's
+conversation saved: the workflow waits for the ``answer`` signal — for nothing, a
+timer-free wait, however many days it lasts — and then starts the attempt again
+with the answer, on the worker that holds its working copy. ``message`` signals
+reach live agents through a small activity on that worker, and later attempts get
+them as input; ``cancel`` cancels the activities under way. A worker that dies is
+found by its activities' heartbeats running out: the round's runs are interrupted
+(requeued after a first interruption, failed after a second in a row, every event
+kept) and the next round begins wherever a worker has room.
+
+Workflow code must be deterministic: it reads no clock, file or store here; every
+effect is an activity's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
+
+with workflow.unsafe.imports_passed_through():
+    from errand.tasks.round import Attempt, Begun, Prepared
+    from errand.tasks.temporal import WORKFLOW
+
+__all__ = ["AttemptInput", "RoundInput", "SettleInput", "TaskWorkflow"]
+
+_ONCE = RetryPolicy(maximum_attempts=1)  # a lost worker is the round's business, not a retry's
+_STORE_RETRIES = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=0.5))
+_LONG = timedelta(days=30)
+_QUICK = timedelta(minutes=2)
+_PATIENT = timedelta(seconds=60)
+ROUND_FAILED = "RoundFailed"  # an activity's ApplicationError type: it failed the round itself
+WORKER_STOPPED = "WorkerStopped"  # its worker was stopped mid-activity: the round is interrupted
+
+
+@dataclass(frozen=True)
+class RoundInput:
+    task_id: str
+    heartbeat: float  # seconds a worker may stay silent before its activities count as lost
+    begin_queue: str
+    tasks_queue: str
+
+
+@dataclass(frozen=True)
+class AttemptInput:
+    prepared: Prepared
+    index: int
+    messages: list[tuple[str, int]] = field(default_factory=list)
+    answer: tuple[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class SettleInput:
+    """Settle a round that did not conclude: ``how`` is ``cancelled``, ``interrupted`` or ``failed``."""
+
+    task_id: str
+    run_ids: tuple[str, ...]
+    how: str
+    reason: str = ""
+
+
+class _RoundEnded(Exception):
+    """The round ended early (cancelled, failed by an activity, its worker lost)."""
+
+    def __init__(self, how: str, reason: str = "") -> None:
+        super().__init__(how)
+        self.how = how
+        self.reason = reason
+
+
+@workflow.defn(name=WORKFLOW)
+class TaskWorkflow:
+    def __init__(self) -> None:
+        self.wanted = 0
+        self.messages: list[tuple[str, int]] = []
+        self.answers: list[tuple[str, int]] = []
+        self.seen: set[int] = set()
+        self.cancelled = False
+        self.stopping = False  # one attempt ended the round: the others stop too
+        self.holder: str | None = None
+        self.key: str | None = None
+        self.deliveries: list[Any] = []
+        self.leftovers: list[Any] = []
+
+    # ------------------------------------------------------------ signals
+
+    @workflow.signal(name="round")
+    def round_wanted(self) -> None:
+        self.wanted += 1
+
+    @workflow.signal(name="message")
+    def message(self, text: str, ref: int) -> None:
+        if ref in self.seen:
+            return  # the dispatcher says again what it may not have said (after its restart)
+        self.seen.add(ref)
+        self.messages.append((text, ref))
+        if self.holder is not None and self.key is not None:
+            self.deliveries.append(workflow.start_activity(
+                "errand.deliver", args=[self.key, text, ref], task_queue=self.holder,
+                start_to_close_timeout=_QUICK, retry_policy=_ONCE))
+
+    @workflow.signal(name="answer")
+    def answer(self, text: str, ref: int) -> None:
+        if ref not in self.seen:
+            self.seen.add(ref)
+            self.answers.append((text, ref))
+
+    @workflow.signal(name="cancel")
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    # ------------------------------------------------------------ the task
+
+    @workflow.run
+    async def run(self, given: RoundInput) -> None:
+        done = 0
+        await workflow.wait_condition(lambda: self.wanted > 0)
+        while True:
+            while self.wanted > done:
+                done += 1
+                await self._round(given)
+            if not self.leftovers:
+                return  # no await between the test above and here: a late signal is never lost
+            leftovers, self.leftovers = self.leftovers, []
+            for leftover in leftovers:  # what an interrupted round's worker may still have to close
+                with contextlib.suppress(ActivityError):
+                    await leftover
+
+    async def _round(self, given: RoundInput) -> None:
+        self.cancelled, self.stopping, self.messages, self.holder, self.key = False, False, [], None, None
+        heartbeat = timedelta(seconds=given.heartbeat)
+        # Preparing and concluding make sandboxes and working copies, which on a worker's first task
+        # (images, checkouts) can hold its event loop, heartbeats and all, for seconds: a floor.
+        patient = max(heartbeat, _PATIENT)
+        begun: Begun | None = None
+        prepared: Prepared | None = None
+        try:
+            begun = await self._activity("errand.begin", given.task_id, result_type=Begun, task_queue=given.begin_queue,
+                                         heartbeat=heartbeat)
+            self.holder, self.key = begun.holder, begun.key
+            prepared = await self._activity("errand.prepare", begun, result_type=Prepared, task_queue=begun.holder,
+                                            heartbeat=patient)
+            await self._attempts(prepared, heartbeat)
+            await self._activity("errand.conclude", prepared, result_type=str, task_queue=prepared.holder,
+                                 heartbeat=patient, cancellable=False)
+            return  # concluding closed the round too
+        except _RoundEnded as ended:
+            if begun is None:
+                return
+            settled = SettleInput(given.task_id, begun.run_ids, ended.how, ended.reason)
+            if ended.how == "interrupted":
+                await self._settle(given, settled)
+                # Its worker is likelier gone than slow; if only slow, it ends the round's sandboxes
+                # and copies now. If gone, it removes them when it comes back.
+                self.leftovers.append(self._close_handle(begun, max(heartbeat * 2, timedelta(seconds=30))))
+                return
+            # Its sandboxes end before its runs are marked: a follow-up or retry waits for the marks.
+            with contextlib.suppress(ActivityError):  # a worker gone meanwhile tidies up when it is back
+                await self._close(begun, timedelta(hours=1))
+            await self._settle(given, settled)
+        finally:
+            await self._delivered()
+
+    async def _close(self, begun: Begun, within: timedelta) -> None:
+        await self._close_handle(begun, within)
+
+    def _close_handle(self, begun: Begun, within: timedelta) -> Any:
+        return workflow.start_activity("errand.close", args=[begun.key, list(begun.run_ids)], task_queue=begun.holder,
+                                       start_to_close_timeout=_QUICK, schedule_to_close_timeout=within,
+                                       retry_policy=_STORE_RETRIES)
+
+    async def _attempts(self, prepared: Prepared, heartbeat: timedelta) -> None:
+        """The round's attempts side by side; the first that ends the round stops the others."""
+        running = [asyncio.ensure_future(self._attempt(prepared, index, heartbeat))
+                   for index in range(len(prepared.run_ids))]
+        await workflow.wait(running, return_when=asyncio.FIRST_EXCEPTION)
+        if any(attempt.done() and attempt.exception() is not None for attempt in running):
+            self.stopping = True
+            await workflow.wait(running)
+        errors = [error for error in (attempt.exception() for attempt in running) if error is not None]
+        if errors:  # the one that ended the round, not the others it stopped
+            raise next((e for e in errors if not (isinstance(e, _RoundEnded) and e.how == "cancelled")), errors[0])
+
+    async def _attempt(self, prepared: Prepared, index: int, heartbeat: timedelta) -> None:
+        answer: tuple[str, int] | None = None
+        consumed = 0
+        while True:
+            given = AttemptInput(prepared, index, list(self.messages), answer)
+            # A resumed attempt waits for its worker to come back, but not for ever: then the round
+            # is taken for interrupted and begins again elsewhere.
+            ended = await self._activity("errand.attempt", given, result_type=Attempt, task_queue=prepared.holder,
+                                         heartbeat=heartbeat,
+                                         schedule_to_start=None if answer is None else max(heartbeat * 20,
+                                                                                          timedelta(minutes=10)))
+            if ended.status == "ended":
+                return
+            await workflow.wait_condition(lambda seen=consumed: len(self.answers) > seen or self.cancelled  # type: ignore[misc]
+                                          or self.stopping)
+            if self.cancelled or self.stopping:
+                raise _RoundEnded("cancelled")
+            answer, consumed = self.answers[consumed], consumed + 1
+
+    async def _activity(self, name: str, argument: Any, *, result_type: type[Any], task_queue: str,
+                        heartbeat: timedelta, cancellable: bool = True,
+                        schedule_to_start: timedelta | None = None) -> Any:
+        """Run one of the round's activities; a cancel (while ``cancellable``) stops it."""
+        if (self.cancelled or self.stopping) and cancellable:
+            raise _RoundEnded("cancelled")
+        handle = workflow.start_activity(name, argument, result_type=result_type, task_queue=task_queue,
+                                         start_to_close_timeout=_LONG, heartbeat_timeout=heartbeat,
+                                         schedule_to_start_timeout=schedule_to_start, retry_policy=_ONCE,
+                                         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
+        waiting = asyncio.ensure_future(workflow.wait_condition(
+            lambda: (self.cancelled or self.stopping) and cancellable))
+        try:
+            await workflow.wait([handle, waiting], return_when=asyncio.FIRST_COMPLETED)
+            if not handle.done():
+                handle.cancel()
+            try:
+                return await handle
+            except ActivityError as error:
+                raise _ended(error, self.cancelled) from error
+            except asyncio.CancelledError:
+                raise _RoundEnded("cancelled") from None
+        finally:
+            waiting.cancel()
+
+    async def _settle(self, given: RoundInput, settled: SettleInput) -> None:
+        await workflow.execute_activity("errand.settle", settled, task_queue=given.tasks_queue,
+                                        start_to_close_timeout=_QUICK, retry_policy=_STORE_RETRIES)
+
+    async def _delivered(self) -> None:
+        for delivery in self.deliveries:
+            try:
+                await delivery
+            except ActivityError:
+                pass  # a message a dead worker never delivered is in the next attempt's input
+        self.deliveries = []
+
+
+def _ended(error: ActivityError, cancelled: bool) -> _RoundEnded:
+    cause = error.cause
+    if isinstance(cause, CancelledError) or cancelled:
+        return _RoundEnded("cancelled")
+    if isinstance(cause, ActivityTimeout):
+        return _RoundEnded("interrupted", f"the worker running {error.activity_type} stopped answering "
+                                          f"({cause.type.name.lower() if cause.type else 'timeout'})")
+    if isinstance(cause, ApplicationError) and cause.type == WORKER_STOPPED:
+        return _RoundEnded("interrupted", f"the worker running {error.activity_type} was stopped")
+    if isinstance(cause, ApplicationError) and cause.type == ROUND_FAILED:
+        return _RoundEnded("failed_already", cause.message)
+    return _RoundEnded("failed", str(cause or error))

@@ -1,0 +1,61 @@
+"""Machines for tests of several workers: each an errand home and runtime directory of its own,
+sharing one store, and its ``errand`` process while it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+WORKER = ("worker", "--concurrency", "1")
+
+
+class Machine:
+    """One worker's errand home and runtime directory, and its process while it runs."""
+
+    def __init__(self, root: Path, name: str, database: str, env: dict[str, str], lease: str = "3") -> None:
+        self.home = root / name
+        self.runtime = Path(tempfile.mkdtemp(prefix=f"ert-{name}-", dir="/run" if os.access("/run", os.W_OK)
+                                             else None))
+        self.log = root / f"{name}.log"
+        self.env = {**os.environ, "ERRAND_WORKER_LEASE": lease, **env, "ERRAND_HOME": str(self.home),
+                    "ERRAND_RUNTIME_DIR": str(self.runtime), "ERRAND_DATABASE_URL": database}
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def errand(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "errand", *args], env=self.env, capture_output=True,
+                              text=True, timeout=300)
+
+    def start(self, *command: str) -> None:
+        """Start ``errand COMMAND`` (by default a worker taking one task at a time) in the background."""
+        with open(self.log, "ab") as output:
+            self.process = subprocess.Popen([sys.executable, "-m", "errand", *(command or WORKER)],
+                                            env=self.env, stdout=output, stderr=output)
+
+    def stop(self) -> None:
+        """SIGTERM, and a clean exit (uvicorn's, for ``errand serve``, re-raises the signal)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            assert self.process.wait(60) in (0, -signal.SIGTERM), self.log.read_text()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(30)
+
+    def sandboxes(self) -> set[str]:
+        return {info["id"] for info in json.loads(self.errand("sandbox", "ls", "--json").stdout)}
+
+
+def wait_until(condition: Callable[[], object], what: str, seconds: float = 180) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
