@@ -19,7 +19,8 @@ real :func:`~errand.memory.retrieve`, scoped to its project. Beside them runs
 Reported per dataset: recall@10, NDCG@10 and MRR (within the top 10) of each
 retriever with bootstrap SEs, the default retriever's paired NDCG@10
 difference against ``fts5`` and against errand's BM25 with paired-bootstrap
-SEs, and p50/p95 latency of one ``retrieve()`` call (query embedding included)
+SEs, and p50/p95 latency of one ``retrieve()`` call (the query's vector made
+from stored word vectors, or embedded by e5 when they cover too little of it)
 in a project of 10,000 memories in a store of 20,000 or more.
 """
 
@@ -172,8 +173,11 @@ def open_stores(url: str, lexical_only: bool) -> dict[str, MemoryStore]:
     store = MemoryStore(database.connect(url), embedder=CachedQueries(embedder))
     started = time.perf_counter()
     for project in store.projects():
-        store.backfill_vectors(project)
-    print(f"embedded what had no vector in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        store.backfill_vectors(project, progress=lambda done, total, project=project: print(
+            f"\r  {project}: {done:,} of {total:,} new words embedded", end="\n" if done == total else "",
+            file=sys.stderr, flush=True))
+    print(f"embedded what had no vector (memories and words) in {time.perf_counter() - started:.1f} s",
+          file=sys.stderr)
     stores["errand-default"] = store
     return stores
 

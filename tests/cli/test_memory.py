@@ -26,7 +26,7 @@ def memory(repo: Path, *args: str) -> Result:
     return runner.invoke(app, ["memory", *args, *(["--repo", str(repo)] if args[0] in REPO_COMMANDS else [])])
 
 
-REPO_COMMANDS = {"ls", "add", "sync", "search", "export"}
+REPO_COMMANDS = {"ls", "add", "sync", "search", "export", "backfill"}
 
 
 def test_add_list_show_edit_and_remove(repo: Path) -> None:
@@ -161,3 +161,15 @@ def test_the_old_database_variable_still_works_and_says_it_is_going(tmp_path: Pa
     monkeypatch.setenv("ERRAND_DATABASE_URL", f"sqlite:///{tmp_path / 'old.db'}")
     listed = memory(repo, "ls", "--json")
     assert "deprecated" not in listed.output and json.loads(listed.output)[0]["text"] == "Use ruff, not black"
+
+
+def test_backfill_embeds_the_words_of_memories_stored_without_an_embedder(repo: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERRAND_EMBEDDER", "none")
+    assert memory(repo, "add", "Releases are cut from the main branch.").exit_code == 0
+    monkeypatch.delenv("ERRAND_EMBEDDER")
+    filled = memory(repo, "backfill")
+    assert filled.exit_code == 0, filled.output
+    assert "repo: 1 memory embedded" in filled.output and "7 of 7 new words embedded" in filled.output
+    again = memory(repo, "backfill")
+    assert "0 memories embedded" in again.output and "new words" not in again.output

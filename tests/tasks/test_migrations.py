@@ -101,3 +101,43 @@ def test_the_database_url_can_come_from_the_environment(tmp_path: Path, monkeypa
     with TaskStore.open() as store:
         store.create_task(title="t", instruction="i", repo="/r")
     assert (tmp_path / "elsewhere.db").is_file()
+
+
+def test_the_word_vector_table_migrates_up_and_down_keeping_the_memories(url: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from errand import database
+
+    store_at_revision(url, "0006",
+                      "INSERT INTO memories (project, kind, text, status, source, confidence, created_at, updated_at, "
+                      "use_count, evidence, fingerprint, citations) VALUES ('/r', 'fact', 'Deploys run on Fridays.', "
+                      "'active', 'person', 1, 1, 1, 0, 1, 'f', '[]')")
+    engine = database.connect(url)
+    config = Config()
+    config.set_main_option("script_location", str(database.MIGRATIONS))
+
+    def tables() -> set[str]:
+        with engine.connect() as connection:
+            return set(sa.inspect(connection).get_table_names())
+
+    def move(to: str) -> None:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            (command.upgrade if to == "0007" else command.downgrade)(config, to)
+
+    assert "memory_words" not in tables()
+    move("0007")
+    assert "memory_words" in tables()
+    with engine.begin() as connection:
+        insert = "INSERT INTO memory_words (model, word, vector) VALUES ('m', 'deploys', 'x')"
+        connection.exec_driver_sql(insert)
+        with pytest.raises(sqlalchemy.exc.IntegrityError), connection.begin_nested():  # one row a model and word
+            connection.exec_driver_sql(insert)
+    move("0006")
+    assert "memory_words" not in tables()
+    move("0007")
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("SELECT text FROM memories").scalars().all() == ["Deploys run on Fridays."]
+        assert connection.exec_driver_sql("SELECT count(*) FROM memory_words").scalar() == 0
+    engine.dispose()

@@ -223,6 +223,23 @@ def sync(repo: RepoOption = Path("."), db: DbOption = None) -> None:
           f"{len(report.superseded)} superseded, {len(report.archived)} archived, {report.refused} refused")
 
 
+@memory_app.command("backfill")
+def backfill(repo: RepoOption = Path("."), db: DbOption = None,
+             every: Annotated[bool, typer.Option("--all", help="Every project in the database.")] = False) -> None:
+    """Embed what has no vector yet: memories stored before the embedder was configured, and the words
+    of memories stored before word vectors existed (the fast query encoder needs them; minutes for a
+    large store, with progress on stderr)."""
+    with _store(db) as store:
+        projects = store.projects() if every else [_project(repo)]
+        for project in projects:
+            def told(done: int, total: int, project: str = project) -> None:
+                Console(stderr=True).print(f"{_line(project)}: {done:,} of {total:,} new words embedded",
+                                           markup=False, highlight=False, soft_wrap=True)
+            with _errors():
+                count = store.backfill_vectors(project, progress=told)
+            print(f"{_line(project)}: {count} {'memory' if count == 1 else 'memories'} embedded")
+
+
 @memory_app.command("search")
 def search(
     query: Annotated[str, typer.Argument(metavar="QUERY", help="What to recall.")], repo: RepoOption = Path("."),

@@ -31,16 +31,22 @@ import time
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
 from errand.memory.citations import TreeIndex, check
+from errand.memory.lexical import ProjectIndex
 from errand.memory.records import Kind, Memory, Recalled, Status
 from errand.memory.schema import memories
 from errand.memory.store import DUPLICATE_LIKENESS, MemoryStore, memory_from_row
 from errand.memory.text import jaccard, terms, without_lone_surrogates
 
-__all__ = ["Weights", "fuse", "fuse_scores", "retrieve"]
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+__all__ = ["DEFAULT_WEIGHTS", "WORD_WEIGHTS", "Weights", "fuse", "fuse_scores", "retrieve"]
 
 _DAY = 86_400.0
 
@@ -75,7 +81,13 @@ class Weights:
             raise ValueError("retrieval weights: fusion is 'scores' or 'rrf', 0 ≤ dense_center < 1, floor ≥ 0")
 
 
+#: The weights when the query's vector is e5's own (the fallback; see :func:`retrieve`).
 DEFAULT_WEIGHTS = Weights()
+#: The weights when the query's vector is made from stored word vectors (:mod:`errand.memory.words`),
+#: chosen on the tuning split of ``benchmarks/memory_static.py``: such a vector's cosines with the
+#: memories' passage vectors sit lower and spread wider than e5's query vector's, so the centre is
+#: lower and the dense side weighs more.
+WORD_WEIGHTS = Weights(dense=3.0, dense_center=0.3, floor=0.05)
 
 
 def fuse(rankings: Sequence[tuple[float, Sequence[int]]], rrf_k: float) -> dict[int, tuple[float, dict[int, int]]]:
@@ -107,25 +119,31 @@ def fuse_scores(lexical: Sequence[tuple[int, float]], dense: Sequence[tuple[int,
 def retrieve(
     store: MemoryStore, project: str, query: str, k: int = 8, *, repo_dir: str | Path | None = None,
     include_proposed: bool = False, kinds: Iterable[Kind | str] | None = None, candidates: int = 50,
-    weights: Weights = DEFAULT_WEIGHTS, now: float | None = None, exclude: Collection[int] = (),
+    weights: Weights | None = None, now: float | None = None, exclude: Collection[int] = (),
 ) -> list[Recalled]:
     """The ``k`` memories of ``project`` that best answer ``query``, best first (see the module docstring).
 
     Only active memories are considered, and proposed ones too with
     ``include_proposed``. Reading is all it does: record what a task was given
     with :meth:`MemoryStore.record_use`.
+
+    The query's dense vector is made from the stored vectors of its words
+    (:mod:`errand.memory.words`, no model call) when the store holds vectors
+    for at least half of them, and ``weights`` default to :data:`WORD_WEIGHTS`;
+    otherwise (a query of words no memory uses, such as ``Jinja`` beside
+    memories that say ``Jinja2``, or a task in a young store) the query is
+    embedded by the model, with :data:`DEFAULT_WEIGHTS`: that is where the
+    dense side finds what shares no word, and what it costs is paid only there.
     """
     query = without_lone_surrogates(query)
     if k <= 0 or not query.strip():
         return []
     statuses = [Status.ACTIVE.value] + ([Status.PROPOSED.value] if include_proposed else [])
     wanted = {Kind(kind).value for kind in kinds} if kinds is not None else None
-    # The query is embedded first, not beside the BM25 search: the encoder takes every idle
-    # core, and overlapping the two made the whole slower (benchmarks/memory.py).
-    vector = store.embedder.embed([query], query=True)[0] if store.embedder and weights.dense > 0 else None
     with store.engine.begin() as connection:
         generation = store.generation(connection, project)
         index = store.lexical_index(connection, project, generation)
+        vector, weights = _query_vector(store, connection, query, index, weights)
         lexical = index.search(query, statuses, candidates) if weights.lexical > 0 else []
         dense = store.vectors().search(connection, project, generation, vector, statuses,
                                        candidates) if vector is not None else []
@@ -147,6 +165,19 @@ def retrieve(
     if repo_dir is not None:
         picked = _flag_stale(picked, Path(repo_dir), weights)
     return picked[:k]
+
+
+def _query_vector(store: MemoryStore, connection: sa.Connection, query: str, index: ProjectIndex,
+                  weights: Weights | None) -> tuple[NDArray[np.float32] | None, Weights]:
+    """The query's dense vector (None for BM25 alone) and the weights that go with how it was made."""
+    if store.embedder is None or (weights is not None and weights.dense == 0):
+        return None, weights or DEFAULT_WEIGHTS
+    vector = store.words().query_vector(connection, query, index)
+    if vector is not None:
+        return vector, weights or WORD_WEIGHTS
+    # Not beside the BM25 search: the encoder takes every idle core, and overlapping the two
+    # made the whole slower (benchmarks/memory.py).
+    return store.embedder.embed([query], query=True)[0], weights or DEFAULT_WEIGHTS
 
 
 def _ranks(lists: dict[str, Sequence[tuple[int, float]]]) -> dict[int, dict[str, int]]:

@@ -19,7 +19,8 @@ import sqlalchemy as sa
 
 from errand.database import NAMING_CONVENTION
 
-__all__ = ["FTS_TABLE", "memories", "memory_projects", "memory_uses", "memory_vectors", "metadata"]
+__all__ = ["FTS_TABLE", "MAX_WORD_CHARS", "memories", "memory_projects", "memory_uses", "memory_vectors",
+           "memory_words", "metadata"]
 
 FTS_TABLE = "memories_fts"
 
@@ -83,6 +84,24 @@ memory_vectors = sa.Table(
     sa.Column("project", sa.Text, nullable=False),
     sa.Column("vector", sa.LargeBinary, nullable=False),  # little-endian float32, L2-normalized
     sa.Index(None, "project", "model"),
+)
+
+#: Longer "words" (hashes, base64, URLs run together) get no vector: no index holds any length of text,
+#: and e5 reads a query word's first tokens only.
+MAX_WORD_CHARS = 64
+
+# The query vector of every word the store's memories hold, one row per embedder and word, for the
+# static query encoder (errand.memory.words). A word's vector depends on nothing but the word, so
+# the table is shared by every project; ``id`` orders rows as they were written, so a process reads
+# only the rows it has not seen. Rows are never removed: a word no memory holds any more costs a row.
+memory_words = sa.Table(
+    "memory_words",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("model", sa.String(64), nullable=False),  # the Embedder's name
+    sa.Column("word", sa.String(MAX_WORD_CHARS), nullable=False),
+    sa.Column("vector", sa.LargeBinary, nullable=False),  # little-endian float32, L2-normalized
+    sa.UniqueConstraint("model", "word"),
 )
 
 # Which memories a task was given, recalled or said it used.

@@ -11,7 +11,7 @@ memory may name one it supersedes, which is archived and linked both ways.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Self
 
 import sqlalchemy as sa
@@ -34,6 +34,7 @@ __all__ = ["DUPLICATE_LIKENESS", "MemoryStore", "memory_from_row"]
 DUPLICATE_LIKENESS = 0.75
 _UNSET: Any = object()
 _USE_KINDS = ("given", "recalled", "used")
+_WORD_BATCH = 200
 
 
 class MemoryStore(SqlStore):
@@ -47,6 +48,7 @@ class MemoryStore(SqlStore):
         super().__init__(engine)
         self.embedder: Embedder | None = default_embedder() if embedder is _UNSET else embedder
         self._vectors: Any = None
+        self._words: Any = None
         self._bm25: dict[str, ProjectIndex] = {}
         self._fts5: bool | None = None
 
@@ -70,7 +72,10 @@ class MemoryStore(SqlStore):
         by ingestion, which tracks its passages itself).
         """
         text, kind, status = _checked(text, kind, status, confidence)
+        embedded = self._new_word_vectors([text])
         with self._write() as connection:
+            if embedded:
+                self.words().write(connection, embedded)
             if merge and supersedes is None:
                 duplicate = self._duplicate(connection, project, text)
                 if duplicate is not None:
@@ -172,6 +177,7 @@ class MemoryStore(SqlStore):
              confidence: float | None = None, note: str | None = None) -> Memory:
         """Change a memory's text, kind or confidence (a person's correction); its provenance stays,
         with ``note`` (why it changed, such as a model's consolidation reason) added to its detail."""
+        embedded = self._new_word_vectors([text]) if text is not None else []
         with self._write() as connection:
             row = _row(connection, memory_id)
             new_text, new_kind, _ = _checked(text if text is not None else row["text"],
@@ -185,6 +191,7 @@ class MemoryStore(SqlStore):
             ))
             if self.embedder is not None and new_text != row["text"]:
                 self.vectors().write(connection, row["project"], [(memory_id, new_text)])
+                self.words().write(connection, embedded)
             self._bump(connection, row["project"])
             return memory_from_row(_row(connection, memory_id))
 
@@ -316,8 +323,20 @@ class MemoryStore(SqlStore):
             self._vectors = VectorIndex(self.embedder)
         return self._vectors
 
-    def backfill_vectors(self, project: str) -> int:
-        """Embed the project's memories that have no vector from the current embedder; returns how many."""
+    def words(self) -> Any:
+        """The :class:`~errand.memory.words.WordVectors` of this store's embedder (imported on first use)."""
+        if self.embedder is None:
+            raise InvalidMemory("this memory store has no embedder", code="no_embedder")
+        if self._words is None:
+            from errand.memory.words import WordVectors
+
+            self._words = WordVectors(self.embedder)
+        return self._words
+
+    def backfill_vectors(self, project: str, progress: Callable[[int, int], object] | None = None) -> int:
+        """Embed the project's memories that have no vector from the current embedder, and the words of
+        its memories that have none; returns how many memories. ``progress(done, total)`` is told after
+        each batch of words (a word takes e5 about as long as a short query: 12,000 take minutes)."""
         if self.embedder is None:
             return 0
         with self._write() as connection:
@@ -325,7 +344,30 @@ class MemoryStore(SqlStore):
             self.vectors().write(connection, project, missing)
             if missing:
                 self._bump(connection, project)
-            return len(missing)
+        self._backfill_words(project, progress)
+        return len(missing)
+
+    def _backfill_words(self, project: str, progress: Callable[[int, int], object] | None) -> None:
+        with self._read() as connection:
+            texts = list(connection.execute(sa.select(memories.c.text).where(memories.c.project == project))
+                         .scalars())
+            new = self.words().new_words(connection, texts)
+        # In batches, each its own transaction: an interrupted backfill keeps what it made.
+        for start in range(0, len(new), _WORD_BATCH):
+            embedded = self.words().embed(new[start:start + _WORD_BATCH])
+            with self._write() as connection:
+                self.words().write(connection, embedded)
+            if progress is not None:
+                progress(min(start + _WORD_BATCH, len(new)), len(new))
+
+    def _new_word_vectors(self, texts: Sequence[str]) -> list[tuple[str, bytes]]:
+        """The vectors of the words of ``texts`` the store has none for, made before the write
+        transaction (the model takes ~20 ms a word; the write lock is held for none of it)."""
+        if self.embedder is None:
+            return []
+        with self._read() as connection:
+            new = self.words().new_words(connection, texts)
+        return list(self.words().embed(new))
 
     # -- plumbing ------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import re
 import unicodedata
 
 __all__ = ["MAX_TEXT_CHARS", "fingerprint", "has_lone_surrogate", "jaccard", "likeness", "normalize", "query_terms",
-           "search_terms", "terms", "without_lone_surrogates"]
+           "query_words", "search_terms", "terms", "without_lone_surrogates", "words"]
 
 MAX_TEXT_CHARS = 4000  # a memory is a statement, not a document
 
@@ -73,6 +73,19 @@ def query_terms(text: str) -> list[str]:
     nothing else is left)."""
     words = [word for word in _WORD.findall(normalize(text)) if word not in _QUERY_STOP]
     return list(dict.fromkeys(search_terms(" ".join(words)) or search_terms(text) or _WORD.findall(normalize(text))))
+
+
+def words(text: str) -> list[str]:
+    """A text's distinct words as the index splits them, before stemming, stop words kept: what the
+    static query encoder holds a vector for (a word's vector is the model's, not its stem's)."""
+    return list(dict.fromkeys(_WORD.findall(normalize(text))))
+
+
+def query_words(text: str) -> list[str]:
+    """The distinct words of a question or task description, unstemmed, its framing words dropped
+    (unless nothing else is left), as :func:`query_terms` drops them."""
+    every = words(text)
+    return [word for word in every if word not in _QUERY_STOP] or every
 
 
 def likeness(first: str, second: str) -> float:
