@@ -159,3 +159,21 @@ def test_a_query_of_mostly_unknown_words_is_embedded_by_the_model(store: MemoryS
     counting.queries.clear()
     retrieve(store, PROJECT, "Fix the flaky database migrations", k=3)  # two of four words known: enough
     assert counting.queries == []
+
+
+@pytest.mark.slow
+def test_on_postgresql_a_word_committed_out_of_id_order_is_found(postgres_url: str, counting: Counting) -> None:
+    with MemoryStore.open(postgres_url, embedder=counting) as store:  # type: ignore[arg-type]
+        add(store, "Deploys run on Fridays.")
+        with store.engine.connect() as connection:
+            assert store.words().query_vector(connection, "fridays", store.lexical_index(connection, PROJECT)) \
+                is not None  # the table is held now, read up to its newest id
+            lowest = connection.execute(sa.select(sa.func.min(memory_words.c.id))).scalar_one()
+        with store.engine.begin() as connection:  # as a writer whose transaction took an id early and committed late
+            vector = connection.execute(sa.select(memory_words.c.vector).where(memory_words.c.word == "fridays")
+                                        ).scalar_one()
+            connection.execute(memory_words.insert().values(id=lowest - 1, model=counting.name, word="saturdays",
+                                                            vector=vector))
+        with store.engine.connect() as connection:
+            index = store.lexical_index(connection, PROJECT)
+            assert store.words().query_vector(connection, "saturdays", index) is not None
