@@ -101,7 +101,7 @@ class WordVectors:
 
     def query_vector(self, connection: sa.Connection, query: str, index: ProjectIndex,
                      share: float = COMMON_SHARE) -> NDArray[np.float32] | None:
-        """The query's unit vector from its known words (see the module docstring); None when none is known."""
+        """The query's unit vector from its known words (see the module docstring); None when too few are known."""
         self.refresh(connection)
         asked = [word for word in query_words(query) if len(word) <= MAX_WORD_CHARS]
         with self._lock:
@@ -125,9 +125,14 @@ class WordVectors:
             count = connection.execute(sa.select(sa.func.count()).select_from(memory_words)
                                        .where(memory_words.c.model == self.embedder.name)).scalar_one()
             if count != len(self._rows):
-                every = sa.select(memory_words.c.id, memory_words.c.word, memory_words.c.vector).where(
-                    memory_words.c.model == self.embedder.name)
-                self._add([row for row in _plain(connection.execute(every)) if row[1] not in self._rows])
+                mine = memory_words.c.model == self.embedder.name
+                every = connection.execute(sa.select(memory_words.c.word).where(mine)).scalars()
+                with self._lock:
+                    unseen = [str(word) for word in every if word not in self._rows]
+                for start in range(0, len(unseen), 500):  # under every database's bound-parameter limit
+                    self._add(_plain(connection.execute(
+                        sa.select(memory_words.c.id, memory_words.c.word, memory_words.c.vector)
+                        .where(mine, memory_words.c.word.in_(unseen[start:start + 500])))))
 
     def _add(self, rows: Sequence[tuple[int, str, bytes]]) -> None:
         if not rows:
