@@ -93,7 +93,7 @@ def test_gc_ends_a_detached_sandbox_past_its_lifetime(backend: str) -> None:
     sandbox = Sandbox.from_id(created.stdout.strip())
     try:
         sandbox.exec("kill", "-STOP", AGENT_PID[backend])
-        time.sleep(1 + gc._DEADLINE_GRACE + 0.5)
+        time.sleep(1 + gc.ORPHAN_GRACE + 0.5)
         assert sandbox.id in gc.collect().sandboxes
         assert sandbox.id not in {info.id for info in Sandbox.list()}
     finally:

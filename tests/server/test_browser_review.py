@@ -119,7 +119,7 @@ def test_best_of_three_with_a_message_compared_rejected_followed_up_and_accepted
     page.get_by_label("Follow-up instruction").fill("Fix double() as well.")
     page.get_by_role("button", name="Send follow-up").click()
     expect(page.get_by_role("heading", name="Make test_calc.py pass")).to_be_visible()
-    expect(log.locator(".ev-round_started").nth(1)).to_contain_text("Round 2", timeout=60_000)
+    expect(log.locator(".ev-round_started").nth(1)).to_contain_text("round 2 started", timeout=60_000)
     expect(review).to_be_visible(timeout=120_000)
     review.click()
     expect(page.locator("details.file", has_text="calc.py").locator("tr.add", has_text="return 2 * x")).to_be_visible()
