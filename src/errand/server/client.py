@@ -24,7 +24,6 @@ from errand.models import ModelEndpoint
 from errand.repo.workcopy import is_url
 from errand.server.codes import error_from
 from errand.server.errors import ServerError
-from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.reading import StoreReads
 from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict
@@ -206,10 +205,6 @@ class ErrandClient(StoreReads[RemoteStore]):
     def progress(self, task_id: str) -> dict[str, Any]:
         figures: dict[str, Any] = self._http.json("GET", f"/api/tasks/{_id(task_id)}")["progress"]
         return figures
-
-    def evidence(self, run: Run) -> Evidence | None:
-        outcome = run.outcome
-        return Evidence.from_json(outcome.evidence) if outcome and outcome.evidence else None
 
     def follow(self, task_id: str, *, settled: Collection[TaskState], after: int = 0) -> Iterator[Event]:
         """The task's events from ``after`` on, live, until the task is in a ``settled`` state;

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
+from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Review, Run, Task
 
@@ -57,3 +58,8 @@ class StoreReads(Generic[S]):
     def events(self, task_id: str, after_id: int = 0, limit: int = 1000, *,
                kinds: Sequence[str] | None = None) -> list[Event]:
         return self.store.events(task_id, after_id, limit, kinds=kinds)
+
+    def evidence(self, run: Run) -> Evidence | None:
+        """The evidence of a run that reached the end of its round; None for any other."""
+        outcome = run.outcome
+        return Evidence.from_json(outcome.evidence) if outcome and outcome.evidence else None

@@ -25,7 +25,6 @@ from errand.repo.git import run_git
 from errand.repo.workcopy import is_url, resolve_base, source_name
 from errand.tasks.environment import CONFIG_FILE, Environment
 from errand.tasks.errors import TaskError, WrongState
-from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import ACTIVE, FINAL, TaskState
 from errand.tasks.memory_link import observe_verdict
 from errand.tasks.progress import progress
@@ -284,10 +283,6 @@ class TaskService(StoreReads[TaskStore]):
         """Elapsed time, steps, tokens and cost, and each attempt of the latest round against
         its budgets (:meth:`errand.tasks.progress.Progress.to_json`)."""
         return progress(self.store, self.store.get_task(task_id)).to_json()
-
-    def evidence(self, run: Run) -> Evidence | None:
-        outcome = run.outcome
-        return Evidence.from_json(outcome.evidence) if outcome and outcome.evidence else None
 
 
 def issue_instruction(path: Path) -> tuple[str, str]:
