@@ -27,11 +27,16 @@ import pytest
 _counter = itertools.count(1)
 START_TIMEOUT = 90.0
 # One partition per task queue: with a few pollers, a task in a partition nobody polls waits to be
-# forwarded; errand's queues are small, one partition serves them. The state file in WAL mode without
-# a sync per commit: each step of a workflow is several commits, and a sync each cost ~300 ms a hop
-# here. A killed server loses nothing that way (only a crash of the machine could).
+# forwarded; errand's queues are small, one partition serves them. The history service reads each new
+# activity or workflow task from its transfer queue at most 20 times a second per shard by default, and
+# the dev server has one shard: past a burst of about a dozen steps, each hop of a workflow waited ~50 ms
+# a read (two reads a hop), and the whole server did about 10 steps a second. The state file in WAL mode
+# without a sync per commit: each step of a workflow is several commits, and a sync each cost ~300 ms a
+# hop here. A killed server loses nothing that way (only a crash of the machine could).
 TUNING = ("--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
           "--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+          "--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
+          "--dynamic-config-value", "history.timerProcessorMaxPollRPS=1000",
           "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=off")
 
 

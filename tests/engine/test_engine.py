@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from errand.agent import Budgets
 from errand.sandbox import AsyncSandbox
+from errand.tasks import steps
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
@@ -20,6 +22,7 @@ from .harness import (
     TEST,
     GatedModel,
     git,
+    make_repo,
     per_attempt,
     running_engine,
     scripted,
@@ -123,6 +126,28 @@ async def test_cancel_stops_the_run_and_leaves_nothing_behind(
     assert store.get_task(task_id).state is S.CANCELLED
     assert store.get_run(run.id).state is RunState.CANCELLED
     assert not ids_before & {info.id for info in await AsyncSandbox.list()}
+
+
+async def test_cancel_while_the_round_sets_up_ends_it_and_leaves_nothing_behind(
+        engine_kind: str, store: TaskStore, service: TaskService, tmp_path: Path, script_file: Path) -> None:
+    # The round is still starting (setting up, before any agent): on Temporal, one activity begins
+    # and prepares it, and a cancel there must still end its runs, sandboxes and working copies.
+    toml = f'[setup]\ncommands = ["echo {tmp_path.name}; sleep 600"]\n'
+    repo = make_repo(tmp_path / "slow-setup", toml=toml)
+    task_id = submit(service, repo, script_file)
+    async with running_engine(store, lambda _s, _i: scripted(FIX_SCRIPT), kind=engine_kind):
+        await wait_for_event(store, task_id, lambda e: e.kind == "setup_output")
+        ids_before = {info.id for info in await AsyncSandbox.list()}
+        service.cancel(task_id)
+        [run] = store.runs(task_id)
+        deadline = time.monotonic() + 120
+        while store.get_run(run.id).state is RunState.RUNNING or steps.work_dir(run).exists():
+            assert time.monotonic() < deadline, (store.get_run(run.id).state, steps.work_dir(run).exists())
+            await asyncio.sleep(0.02)
+    assert store.get_task(task_id).state is S.CANCELLED
+    assert store.get_run(run.id).state is RunState.CANCELLED
+    assert not ids_before & {info.id for info in await AsyncSandbox.list()}
+    assert not {"model", "tool_call"} & {e.kind for e in store.events(task_id)}  # no agent began
 
 
 async def test_a_follow_up_continues_the_work_and_lands_on_the_same_branch(

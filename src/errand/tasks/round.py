@@ -53,8 +53,8 @@ from errand.tasks.prompt import task_prompt
 from errand.tasks.records import Run, RunResult, RunState, Task
 from errand.tasks.store import TaskStore
 
-__all__ = ["Attempt", "Begun", "Bench", "Controls", "ModelFactory", "Prepared", "RoundResult", "attempt", "begin",
-           "cancel_runs", "close", "conclude", "deliver_message", "fail", "prepare"]
+__all__ = ["Attempt", "Begun", "Bench", "Controls", "ModelFactory", "Prepared", "RoundResult", "all_ended", "attempt",
+           "begin", "cancel_runs", "close", "conclude", "deliver_message", "fail", "prepare"]
 
 log = logging.getLogger("errand.engine")
 
@@ -319,6 +319,12 @@ async def attempt(bench: Bench, prepared: Prepared, index: int, controls: Contro
     await asyncio.to_thread(_save, prepared, index, _ENDED, {"result": _result_json(result),
                                                            "commands": journal.commands})
     return Attempt(index, run_id, "ended")
+
+
+def all_ended(bench: Bench, key: str) -> bool:
+    """Whether every attempt of the round ``key`` ended in this process (so it can conclude here)."""
+    live = bench.rounds.get(key)
+    return live is not None and all(result is not None for result in live.results)
 
 
 def deliver_message(bench: Bench, key: str, text: str, ref: int) -> None:

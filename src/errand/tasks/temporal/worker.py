@@ -1,12 +1,14 @@
 """``errand worker --engine temporal``: the activities of :mod:`.workflow`, on this machine.
 
-One worker serves one errand home (its lock, as the local engine's). It polls
-``errand-begin`` only while it holds fewer rounds than its concurrency, so new
-rounds go to workers with room; every later activity of a round it began comes
-to its own queue, where its working copies and sandboxes are. Each activity
-calls one function of :mod:`errand.tasks.round` and heartbeats meanwhile; an
-activity that fails ends the round as failed itself (the same reasons in the
-log as the local engine's) and tells the workflow so.
+One worker serves one errand home (its lock, as the local engine's). It takes a
+round's ``start`` from ``errand-begin`` only while it holds fewer rounds than its
+concurrency, so new rounds go to workers with room; every later activity of a
+round it began comes to its own queue, where its working copies and sandboxes
+are. Each activity calls the functions of :mod:`errand.tasks.round` and
+heartbeats meanwhile (``start`` says in its heartbeats which runs it began, so a
+workflow that loses it still knows them); an activity that fails ends the round as
+failed itself (the same reasons in the log as the local engine's) and tells the
+workflow so.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from errand.agent import Budgets
 from errand.memory import MemoryStore
@@ -33,6 +38,8 @@ from errand.tasks.records import RunState
 from errand.tasks.store import TaskStore
 from errand.tasks.temporal import TemporalSettings
 from errand.tasks.temporal.workflow import (
+    CONCLUDED,
+    ROUND_CANCELLED,
     ROUND_FAILED,
     WORKER_STOPPED,
     AttemptInput,
@@ -45,6 +52,12 @@ __all__ = ["TemporalWorker", "connect"]
 
 log = logging.getLogger("errand.engine")
 T = TypeVar("T")
+# Each workflow runs in a sandbox that imports its module afresh, with the packages above it: the
+# ``errand`` package imports the whole sandbox layer, ~50 ms of CPU a task (a third of what the engine
+# cost a task here). What those packages import comes from the worker's own modules instead; the
+# workflow's module itself is still imported into the sandbox and held to its rules.
+WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(
+    "errand.errors", "errand.sandbox", "errand._settings"))
 
 
 async def connect(settings: TemporalSettings) -> Client:
@@ -75,6 +88,7 @@ class TemporalWorker:
             budgets=budgets or Budgets(), models=models, default_model=os.environ.get("ERRAND_MODEL") or None,
             memory=MemoryStore(store.engine) if memory is ... else memory)  # type: ignore[arg-type]
         self._held: set[str] = set()
+        self._concluding: set[str] = set()
         self._stopping = False
         self._room = asyncio.Condition()
 
@@ -86,11 +100,14 @@ class TemporalWorker:
             await asyncio.to_thread(self._remove_stale_work)
             client = await connect(self.settings)
             settings = self.settings
-            beginning = Worker(client, task_queue=settings.begin_queue, activities=[self.begin],
-                               max_concurrent_activities=1)
-            tasks = Worker(client, task_queue=settings.tasks_queue, workflows=[TaskWorkflow], activities=[self.settle])
+            # What ``start`` says in a heartbeat reaches the service within a second (not throttled
+            # for most of a minute): a workflow that loses the worker still learns the runs it began.
+            beginning = Worker(client, task_queue=settings.begin_queue, activities=[self.start],
+                               max_concurrent_activities=1, max_heartbeat_throttle_interval=timedelta(seconds=1))
+            tasks = Worker(client, task_queue=settings.tasks_queue, workflows=[TaskWorkflow], activities=[self.settle],
+                           workflow_runner=WORKFLOW_RUNNER)
             own = Worker(client, task_queue=self.queue, max_concurrent_activities=max(100, 4 * self.concurrency),
-                         activities=[self.prepare, self.attempt, self.deliver, self.conclude, self.close])
+                         activities=[self.attempt, self.deliver, self.conclude, self.close])
             workers = [beginning, tasks, own]
             running = [asyncio.create_task(w.run()) for w in workers]
             if ready is not None:
@@ -126,29 +143,40 @@ class TemporalWorker:
 
     # ------------------------------------------------------------ activities
 
-    @activity.defn(name="errand.begin")
-    async def begin(self, task_id: str) -> rounds.Begun:
-        async with self._heartbeating(), self._room:
-            await self._room.wait_for(lambda: len(self._held) < self.concurrency)
-            task = await asyncio.to_thread(self.store.get_task, task_id)
-            begun = await self._guarded(task_id, (), lambda: rounds.begin(self.bench, task))
-            self._held.add(begun.key)
-            return begun
-
-    @activity.defn(name="errand.prepare")
-    async def prepare(self, begun: rounds.Begun) -> rounds.Prepared:
-        async with self._heartbeating():
-            return await self._guarded(begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun))
+    @activity.defn(name="errand.start")
+    async def start(self, task_id: str) -> rounds.Prepared:
+        """Begin a round here once there is room, and prepare it: what its attempts start from."""
+        said: list[Any] = []
+        async with self._heartbeating(said):
+            async with self._room:
+                await self._room.wait_for(lambda: len(self._held) < self.concurrency)
+                task = await asyncio.to_thread(self.store.get_task, task_id)
+                begun = await self._guarded(task_id, (), lambda: self._past_cancelling(rounds.begin(self.bench, task)))
+                self._held.add(begun.key)
+            said.append(begun)
+            activity.heartbeat(begun)
+            return await self._guarded(begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun),
+                                       said=begun)
 
     @activity.defn(name="errand.attempt")
     async def attempt(self, given: AttemptInput) -> rounds.Attempt:
+        """An attempt until it ends or asks; the last of the round's to end here concludes the round."""
         prepared = given.prepared
         async with self._heartbeating():
             self._held.add(prepared.key)  # a worker restarted while the task waited: the round is its again
-            return await self._guarded(prepared.task_id, prepared.run_ids, lambda: rounds.attempt(
+            ended = await self._guarded(prepared.task_id, prepared.run_ids, lambda: rounds.attempt(
                 self.bench, prepared, given.index, _Immediately(),
                 messages=[(text, ref) for text, ref in given.messages],
                 answer=(given.answer[0], given.answer[1]) if given.answer is not None else None))
+            if ended.status != "ended" or prepared.key in self._concluding \
+                    or not rounds.all_ended(self.bench, prepared.key):
+                return ended
+            self._concluding.add(prepared.key)  # no await since the test: one attempt concludes
+            try:
+                await self._past_cancelling(self._conclude(prepared))
+            finally:
+                self._concluding.discard(prepared.key)
+            return replace(ended, status=CONCLUDED)
 
     @activity.defn(name="errand.deliver")
     async def deliver(self, key: str, text: str, ref: int) -> None:
@@ -156,12 +184,15 @@ class TemporalWorker:
 
     @activity.defn(name="errand.conclude")
     async def conclude(self, prepared: rounds.Prepared) -> str:
-        """Conclude the round and close it here (one step less to wait for between rounds)."""
+        """Conclude a round whose attempts ended here before this worker restarted, and close it."""
         async with self._heartbeating():
-            result = await self._guarded(prepared.task_id, prepared.run_ids,
-                                         lambda: rounds.conclude(self.bench, prepared))
-            await self.close(prepared.key, list(prepared.run_ids))
-            return result.state.value
+            return await self._conclude(prepared)
+
+    async def _conclude(self, prepared: rounds.Prepared) -> str:
+        """Conclude the round and close it here (one step less to wait for between rounds)."""
+        result = await self._guarded(prepared.task_id, prepared.run_ids, lambda: rounds.conclude(self.bench, prepared))
+        await self.close(prepared.key, list(prepared.run_ids))
+        return result.state.value
 
     @activity.defn(name="errand.close")
     async def close(self, key: str, run_ids: list[str]) -> None:
@@ -178,7 +209,8 @@ class TemporalWorker:
         if settled.how == "cancelled":
             await asyncio.to_thread(rounds.cancel_runs, self.store, settled.task_id, settled.run_ids)
         elif settled.how == "interrupted":
-            for recovery in await asyncio.to_thread(self.store.interrupt_runs, settled.run_ids):
+            run_ids = settled.run_ids or await asyncio.to_thread(self._running_runs, settled.task_id)
+            for recovery in await asyncio.to_thread(self.store.interrupt_runs, run_ids):
                 await self.bench.event(recovery.task_id, None, "recovered", {
                     "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
                     "reason": settled.reason,
@@ -189,24 +221,47 @@ class TemporalWorker:
 
     # ------------------------------------------------------------ helpers
 
-    async def _guarded(self, task_id: str, run_ids: tuple[str, ...], work: Callable[[], Awaitable[T]]) -> T:
-        """Run a step; if it fails, fail the round here and tell the workflow (no retry)."""
+    def _running_runs(self, task_id: str) -> tuple[str, ...]:
+        """The task's runs still running: those of the round a lost ``start`` began (one round at a time)."""
+        return tuple(run.id for run in self.store.runs(task_id) if run.state is RunState.RUNNING)
+
+    async def _guarded(self, task_id: str, run_ids: tuple[str, ...], work: Callable[[], Awaitable[T]], *,
+                       said: rounds.Begun | None = None) -> T:
+        """Run a step; if it fails, fail the round here and tell the workflow (no retry). With
+        ``said``, every way it ends tells the workflow what began (its details)."""
+        details = [said] if said is not None else []
         try:
             return await work()
         except asyncio.CancelledError:
             if self._stopping:  # not the workflow's cancel: this worker stops, and its rounds move on
-                raise ApplicationError("the worker stopped", type=WORKER_STOPPED, non_retryable=True) from None
+                raise ApplicationError("the worker stopped", *details, type=WORKER_STOPPED,
+                                       non_retryable=True) from None
+            if said is not None:  # a cancel's own report carries nothing: a failure that says it
+                raise ApplicationError("cancelled", said, type=ROUND_CANCELLED, non_retryable=True) from None
             raise
         except Exception as error:
             await asyncio.to_thread(rounds.fail, self.store, task_id, run_ids, error)
-            raise ApplicationError(str(error), type=ROUND_FAILED, non_retryable=True) from error
+            raise ApplicationError(str(error), *details, type=ROUND_FAILED, non_retryable=True) from error
+
+    async def _past_cancelling(self, work: Awaitable[T]) -> T:
+        """``work`` to its end although the workflow cancels (a round that concludes is past a
+        cancel, as the local engine's); a stopping worker still stops it."""
+        running = asyncio.ensure_future(work)
+        while True:
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                if self._stopping:
+                    running.cancel()
+                    return await running  # it ends in the stopping worker's error
 
     @contextlib.asynccontextmanager
-    async def _heartbeating(self) -> AsyncIterator[None]:
-        """Heartbeat every third of the timeout while the block runs: the service knows this worker lives."""
+    async def _heartbeating(self, said: list[Any] | None = None) -> AsyncIterator[None]:
+        """Heartbeat every third of the timeout while the block runs: the service knows this worker
+        lives (and, with ``said``, what it says of its work)."""
         async def beat() -> None:
             while True:
-                activity.heartbeat()
+                activity.heartbeat(*(said or ()))
                 await asyncio.sleep(self.settings.heartbeat / 3)
 
         beating = asyncio.create_task(beat())

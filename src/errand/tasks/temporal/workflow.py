@@ -2,7 +2,11 @@
 
 Each ``round`` signal (the dispatcher claimed the task: a first round, a follow-up,
 a retry, a requeue after a lost worker) runs one round; the workflow ends when no
-round is wanted. A question is an attempt activity that ended with the agent's
+round is wanted. A round is as few activities as its steps allow, since each hop
+between two costs it tens of milliseconds: ``start`` (begin and prepare, on a worker
+with room), the attempts on that worker, the last of which to end also concludes
+the round there (``conclude`` runs on its own only when that worker restarted
+meanwhile). A question is an attempt activity that ended with the agent's
 conversation saved: the workflow waits for the ``answer`` signal — for nothing, a
 timer-free wait, however many days it lasts — and then starts the attempt again
 with the answer, on the worker that holds its working copy. ``message`` signals
@@ -33,7 +37,8 @@ with workflow.unsafe.imports_passed_through():
     from errand.tasks.round import Attempt, Begun, Prepared
     from errand.tasks.temporal import WORKFLOW
 
-__all__ = ["AttemptInput", "RoundInput", "SettleInput", "TaskWorkflow"]
+__all__ = ["CONCLUDED", "ROUND_CANCELLED", "ROUND_FAILED", "WORKER_STOPPED", "AttemptInput", "RoundInput",
+           "SettleInput", "TaskWorkflow"]
 
 _ONCE = RetryPolicy(maximum_attempts=1)  # a lost worker is the round's business, not a retry's
 _STORE_RETRIES = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=0.5))
@@ -41,6 +46,8 @@ _LONG = timedelta(days=30)
 _QUICK = timedelta(minutes=2)
 _PATIENT = timedelta(seconds=60)
 ROUND_FAILED = "RoundFailed"  # an activity's ApplicationError type: it failed the round itself
+ROUND_CANCELLED = "RoundCancelled"  # the starting activity, cancelled: it says what it began
+CONCLUDED = "concluded"  # an attempt's status: it ended last, and its worker concluded the round too
 WORKER_STOPPED = "WorkerStopped"  # its worker was stopped mid-activity: the round is interrupted
 
 
@@ -71,12 +78,14 @@ class SettleInput:
 
 
 class _RoundEnded(Exception):
-    """The round ended early (cancelled, failed by an activity, its worker lost)."""
+    """The round ended early (cancelled, failed by an activity, its worker lost); ``begun``, what
+    the starting activity said it began, when the round ended while it started."""
 
-    def __init__(self, how: str, reason: str = "") -> None:
+    def __init__(self, how: str, reason: str = "", begun: Begun | None = None) -> None:
         super().__init__(how)
         self.how = how
         self.reason = reason
+        self.begun = begun
 
 
 @workflow.defn(name=WORKFLOW)
@@ -140,23 +149,26 @@ class TaskWorkflow:
     async def _round(self, given: RoundInput) -> None:
         self.cancelled, self.stopping, self.messages, self.holder, self.key = False, False, [], None, None
         heartbeat = timedelta(seconds=given.heartbeat)
-        # Preparing and concluding make sandboxes and working copies, which on a worker's first task
+        # Starting and concluding make sandboxes and working copies, which on a worker's first task
         # (images, checkouts) can hold its event loop, heartbeats and all, for seconds: a floor.
         patient = max(heartbeat, _PATIENT)
         begun: Begun | None = None
-        prepared: Prepared | None = None
         try:
-            begun = await self._activity("errand.begin", given.task_id, result_type=Begun, task_queue=given.begin_queue,
-                                         heartbeat=heartbeat)
-            self.holder, self.key = begun.holder, begun.key
-            prepared = await self._activity("errand.prepare", begun, result_type=Prepared, task_queue=begun.holder,
-                                            heartbeat=patient)
-            await self._attempts(prepared, heartbeat)
-            await self._activity("errand.conclude", prepared, result_type=str, task_queue=prepared.holder,
-                                 heartbeat=patient, cancellable=False)
+            # Beginning and preparing are one activity, on whichever worker has room: each hop between
+            # activities costs a round tens of milliseconds, so a round has as few as its steps allow.
+            prepared = await self._activity("errand.start", given.task_id, result_type=Prepared,
+                                            task_queue=given.begin_queue, heartbeat=patient)
+            begun = Begun(prepared.task_id, prepared.round, prepared.run_ids, prepared.model, prepared.holder)
+            self.holder, self.key = prepared.holder, prepared.key
+            if not await self._attempts(prepared, heartbeat):  # else the last attempt to end concluded it there
+                await self._activity("errand.conclude", prepared, result_type=str, task_queue=prepared.holder,
+                                     heartbeat=patient, cancellable=False)
             return  # concluding closed the round too
         except _RoundEnded as ended:
+            begun = begun or ended.begun
             if begun is None:
+                if ended.how == "interrupted":  # lost before it said which runs it began: the task's running ones
+                    await self._settle(given, SettleInput(given.task_id, (), ended.how, ended.reason))
                 return
             settled = SettleInput(given.task_id, begun.run_ids, ended.how, ended.reason)
             if ended.how == "interrupted":
@@ -180,8 +192,9 @@ class TaskWorkflow:
                                        start_to_close_timeout=_QUICK, schedule_to_close_timeout=within,
                                        retry_policy=_STORE_RETRIES)
 
-    async def _attempts(self, prepared: Prepared, heartbeat: timedelta) -> None:
-        """The round's attempts side by side; the first that ends the round stops the others."""
+    async def _attempts(self, prepared: Prepared, heartbeat: timedelta) -> bool:
+        """The round's attempts side by side; the first that ends the round stops the others.
+        True when the last to end concluded the round on its worker."""
         running = [asyncio.ensure_future(self._attempt(prepared, index, heartbeat))
                    for index in range(len(prepared.run_ids))]
         await workflow.wait(running, return_when=asyncio.FIRST_EXCEPTION)
@@ -191,20 +204,20 @@ class TaskWorkflow:
         errors = [error for error in (attempt.exception() for attempt in running) if error is not None]
         if errors:  # the one that ended the round, not the others it stopped
             raise next((e for e in errors if not (isinstance(e, _RoundEnded) and e.how == "cancelled")), errors[0])
+        return any(attempt.result() for attempt in running)
 
-    async def _attempt(self, prepared: Prepared, index: int, heartbeat: timedelta) -> None:
+    async def _attempt(self, prepared: Prepared, index: int, heartbeat: timedelta) -> bool:
         answer: tuple[str, int] | None = None
         consumed = 0
         while True:
             given = AttemptInput(prepared, index, list(self.messages), answer)
             # A resumed attempt waits for its worker to come back, but not for ever: then the round
             # is taken for interrupted and begins again elsewhere.
-            ended = await self._activity("errand.attempt", given, result_type=Attempt, task_queue=prepared.holder,
-                                         heartbeat=heartbeat,
-                                         schedule_to_start=None if answer is None else max(heartbeat * 20,
-                                                                                          timedelta(minutes=10)))
-            if ended.status == "ended":
-                return
+            ended: Attempt = await self._activity(
+                "errand.attempt", given, result_type=Attempt, task_queue=prepared.holder, heartbeat=heartbeat,
+                schedule_to_start=None if answer is None else max(heartbeat * 20, timedelta(minutes=10)))
+            if ended.status != "waiting":
+                return ended.status == CONCLUDED
             await workflow.wait_condition(lambda seen=consumed: len(self.answers) > seen or self.cancelled  # type: ignore[misc]
                                           or self.stopping)
             if self.cancelled or self.stopping:
@@ -251,13 +264,25 @@ class TaskWorkflow:
 
 def _ended(error: ActivityError, cancelled: bool) -> _RoundEnded:
     cause = error.cause
-    if isinstance(cause, CancelledError) or cancelled:
-        return _RoundEnded("cancelled")
+    begun = _begun_in(cause)
+    if isinstance(cause, CancelledError) or cancelled or (isinstance(cause, ApplicationError)
+                                                          and cause.type == ROUND_CANCELLED):
+        return _RoundEnded("cancelled", begun=begun)
     if isinstance(cause, ActivityTimeout):
         return _RoundEnded("interrupted", f"the worker running {error.activity_type} stopped answering "
-                                          f"({cause.type.name.lower() if cause.type else 'timeout'})")
+                                          f"({cause.type.name.lower() if cause.type else 'timeout'})", begun)
     if isinstance(cause, ApplicationError) and cause.type == WORKER_STOPPED:
-        return _RoundEnded("interrupted", f"the worker running {error.activity_type} was stopped")
+        return _RoundEnded("interrupted", f"the worker running {error.activity_type} was stopped", begun)
     if isinstance(cause, ApplicationError) and cause.type == ROUND_FAILED:
-        return _RoundEnded("failed_already", cause.message)
-    return _RoundEnded("failed", str(cause or error))
+        return _RoundEnded("failed_already", cause.message, begun)
+    return _RoundEnded("failed", str(cause or error), begun)
+
+
+def _begun_in(cause: BaseException | None) -> Begun | None:
+    """What the starting activity began, from its last heartbeat or its error's details."""
+    details = (cause.last_heartbeat_details if isinstance(cause, ActivityTimeout)
+               else cause.details if isinstance(cause, ApplicationError) else ())
+    said = details[0] if details else None
+    if not isinstance(said, dict) or "run_ids" not in said:
+        return None
+    return Begun(said["task_id"], said["round"], tuple(said["run_ids"]), said["model"], said["holder"])
