@@ -32,6 +32,7 @@ tree is drawn here (a test holds the drawing to the classes)::
     │   └── RunNotRunning        the run has already ended
     ├── SetupFailed              a setup command of errand.toml failed          (tasks.errors)
     ├── EngineBusy               another worker already serves this home        (tasks.errors)
+    │   └── EnginesMixed         the store is served by the other engine
     ├── ForgeError               a forge (GitHub...) refused or failed a call   (forge.errors)
     ├── ServerError              the server is unreachable or not errand's API  (server.errors)
     └── CsrfError                a form post without its CSRF token was refused (server.errors)

@@ -39,6 +39,7 @@ from errand.sandbox import AsyncSandbox
 from errand.sandbox.backend import get_backend
 from errand.tasks import round as rounds
 from errand.tasks import steps
+from errand.tasks.engine_lease import refuse_other_engine
 from errand.tasks.errors import RunNotFound
 from errand.tasks.events import CONTROL_KINDS
 from errand.tasks.lifecycle import TaskState
@@ -143,6 +144,8 @@ class LocalEngine:
                 ready()
             await asyncio.to_thread(self.store.register_worker, self.worker, home=_home(), lease=self.lease)
             self._renewed = time.monotonic()
+            # Before recovering: the Temporal engine's runs have no lease here and would look abandoned.
+            await asyncio.to_thread(refuse_other_engine, self.store, "local", self.worker)
             await self._recover()
             await self._remove_stale_work()
             await self._prune()

@@ -10,6 +10,7 @@
         └── RunNotRunning        the run has already ended
     SetupFailed                  a setup command of the repository's errand.toml failed
     EngineBusy                   another worker already serves this errand home
+    └── EnginesMixed             the store is served by the other engine (local or Temporal)
 
 Branch on the class or on ``.code``, never on the message.
 """
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 from errand.errors import ErrandError
 
-__all__ = ["EngineBusy", "IllegalTransition", "RunNotFound", "RunNotRunning", "SetupFailed", "StateConflict",
-           "TaskError", "TaskNotFound", "WrongState"]
+__all__ = ["EngineBusy", "EnginesMixed", "IllegalTransition", "RunNotFound", "RunNotRunning", "SetupFailed",
+           "StateConflict", "TaskError", "TaskNotFound", "WrongState"]
 
 
 class TaskError(ErrandError):
@@ -97,3 +98,9 @@ class EngineBusy(ErrandError):
     """Another engine already holds this errand home's worker lock."""
 
     code = "engine_busy"
+
+
+class EnginesMixed(EngineBusy):
+    """The store is served by the other engine: one store, one engine at a time."""
+
+    code = "engines_mixed"

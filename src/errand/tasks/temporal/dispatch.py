@@ -25,6 +25,7 @@ from collections.abc import Callable
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
+from errand.tasks.engine_lease import TEMPORAL_PREFIX, temporal_lease
 from errand.tasks.events import CONTROL_KINDS
 from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.records import Event
@@ -45,7 +46,7 @@ class Dispatcher:
         self.store = store
         self.settings = settings
         self.poll_interval = poll_interval
-        self.worker = f"temporal:{socket.gethostname()}:{os.getpid()}"
+        self.worker = f"{TEMPORAL_PREFIX}{socket.gethostname()}:{os.getpid()}"
         self._after = 0
         self._unsent: list[Event] = []
         self._client: Client | None = None
@@ -54,20 +55,21 @@ class Dispatcher:
                     ready: Callable[[], None] | None = None) -> None:
         """Dispatch until ``stop`` is set (``exit_when_idle`` is not for a dispatcher: it waits for work)."""
         stop = stop or asyncio.Event()
-        self._client = await Client.connect(self.settings.address, namespace=self.settings.namespace)
-        if ready is not None:
-            ready()
-        self._after = await asyncio.to_thread(self.store.last_event_id)
-        await self._catch_up()
-        while not stop.is_set():
-            try:
-                await self._claim()
-                await self._forward()
-            except RPCError as error:  # the service is away: try again, nothing is lost from the store
-                log.warning("the Temporal service did not answer (%s); trying again", error)
-                await asyncio.sleep(1.0)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.poll_interval)
+        async with temporal_lease(self.store, self.worker, self.settings.heartbeat):
+            self._client = await Client.connect(self.settings.address, namespace=self.settings.namespace)
+            if ready is not None:
+                ready()
+            self._after = await asyncio.to_thread(self.store.last_event_id)
+            await self._catch_up()
+            while not stop.is_set():
+                try:
+                    await self._claim()
+                    await self._forward()
+                except RPCError as error:  # the service is away: try again, nothing is lost from the store
+                    log.warning("the Temporal service did not answer (%s); trying again", error)
+                    await asyncio.sleep(1.0)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.poll_interval)
 
     async def _claim(self) -> None:
         while (task := await asyncio.to_thread(self.store.claim_next, self.worker)) is not None:

@@ -33,6 +33,7 @@ from errand.memory import MemoryStore
 from errand.sandbox import AsyncSandbox
 from errand.tasks import round as rounds
 from errand.tasks import steps
+from errand.tasks.engine_lease import TEMPORAL_PREFIX, temporal_lease
 from errand.tasks.errors import RunNotFound
 from errand.tasks.records import RunState
 from errand.tasks.store import TaskStore
@@ -97,34 +98,39 @@ class TemporalWorker:
         """Work until ``stop`` is set, or (``exit_when_idle``) until no round was held for that long."""
         stop = stop or asyncio.Event()
         with hold(WorkerInfo.of_this_process(self.queue, self.concurrency, os.environ)):
-            await asyncio.to_thread(self._remove_stale_work)
-            client = await connect(self.settings)
-            settings = self.settings
-            # What ``start`` says in a heartbeat reaches the service within a second (not throttled
-            # for most of a minute): a workflow that loses the worker still learns the runs it began.
-            beginning = Worker(client, task_queue=settings.begin_queue, activities=[self.start],
-                               max_concurrent_activities=1, max_heartbeat_throttle_interval=timedelta(seconds=1))
-            tasks = Worker(client, task_queue=settings.tasks_queue, workflows=[TaskWorkflow], activities=[self.settle],
-                           workflow_runner=WORKFLOW_RUNNER)
-            own = Worker(client, task_queue=self.queue, max_concurrent_activities=max(100, 4 * self.concurrency),
-                         activities=[self.attempt, self.deliver, self.conclude, self.close])
-            workers = [beginning, tasks, own]
-            running = [asyncio.create_task(w.run()) for w in workers]
-            if ready is not None:
-                ready()
-            idle = asyncio.ensure_future(self._idle(exit_when_idle)) if exit_when_idle is not None else None
-            try:
-                await asyncio.wait([asyncio.ensure_future(stop.wait()), *running, *([idle] if idle else [])],
-                                   return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                self._stopping = True
-                # Stopping cleanly, its rounds are left to the workflow: a worker that does not
-                # come back is found by its heartbeats, and the round begins again elsewhere.
-                await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
-                await self._end_sandboxes()
-            for done in running:
-                if done.done() and not done.cancelled() and done.exception() is not None:
-                    raise done.exception()  # type: ignore[misc]
+            async with temporal_lease(self.store, f"{TEMPORAL_PREFIX}{self.queue}", self.settings.heartbeat):
+                await self._serve(stop, exit_when_idle, ready)
+
+    async def _serve(self, stop: asyncio.Event, exit_when_idle: float | None,
+                     ready: Callable[[], None] | None) -> None:
+        await asyncio.to_thread(self._remove_stale_work)
+        client = await connect(self.settings)
+        settings = self.settings
+        # What ``start`` says in a heartbeat reaches the service within a second (not throttled
+        # for most of a minute): a workflow that loses the worker still learns the runs it began.
+        beginning = Worker(client, task_queue=settings.begin_queue, activities=[self.start],
+                           max_concurrent_activities=1, max_heartbeat_throttle_interval=timedelta(seconds=1))
+        tasks = Worker(client, task_queue=settings.tasks_queue, workflows=[TaskWorkflow], activities=[self.settle],
+                       workflow_runner=WORKFLOW_RUNNER)
+        own = Worker(client, task_queue=self.queue, max_concurrent_activities=max(100, 4 * self.concurrency),
+                     activities=[self.attempt, self.deliver, self.conclude, self.close])
+        workers = [beginning, tasks, own]
+        running = [asyncio.create_task(w.run()) for w in workers]
+        if ready is not None:
+            ready()
+        idle = asyncio.ensure_future(self._idle(exit_when_idle)) if exit_when_idle is not None else None
+        try:
+            await asyncio.wait([asyncio.ensure_future(stop.wait()), *running, *([idle] if idle else [])],
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._stopping = True
+            # Stopping cleanly, its rounds are left to the workflow: a worker that does not
+            # come back is found by its heartbeats, and the round begins again elsewhere.
+            await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+            await self._end_sandboxes()
+        for done in running:
+            if done.done() and not done.cancelled() and done.exception() is not None:
+                raise done.exception()  # type: ignore[misc]
 
     def sandboxes(self, task_id: str) -> list[AsyncSandbox | None]:
         """The sandboxes of the task's round held here, one per attempt (None: not running now)."""

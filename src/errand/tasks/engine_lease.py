@@ -1,0 +1,68 @@
+"""One store, one engine at a time: the local engine and the Temporal dispatcher refuse to
+serve a store the other serves.
+
+Mixed, each would undo the other's work: a local engine takes every run whose worker
+holds no lease in the store for dead, and Temporal's workers hold none (their
+heartbeats go to the Temporal service), so it would requeue each round they hold; the
+dispatcher would start workflows for tasks a local engine claimed. Each engine's lease
+in the store says which engine it is: the dispatcher's id begins ``temporal:``, any
+other is a local engine's. An engine records its lease first and looks second, so two
+starting at once cannot both miss the other (both may refuse; the first to retry wins).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from errand.tasks.errors import EnginesMixed
+
+if TYPE_CHECKING:
+    from errand.tasks.store import TaskStore
+
+__all__ = ["TEMPORAL_PREFIX", "refuse_other_engine", "temporal_lease"]
+
+TEMPORAL_PREFIX = "temporal:"
+
+
+def engine_of(worker: str) -> str:
+    return "temporal" if worker.startswith(TEMPORAL_PREFIX) else "local"
+
+
+def refuse_other_engine(store: TaskStore, engine: str, worker: str) -> None:
+    """Raise :class:`EnginesMixed` (and forget ``worker``'s own lease) if another engine than
+    ``engine`` holds a live lease on ``store``; ``worker``'s lease is recorded already."""
+    others = [other for other in store.live_workers() if other != worker and engine_of(other) != engine]
+    if not others:
+        return
+    store.release_worker(worker)
+    raise EnginesMixed(
+        f"the store {store.engine.url} is served by the {engine_of(others[0])} engine ({others[0]}): one store, "
+        f"one engine at a time (the {engine} engine would take the other's rounds for abandoned). Stop it first, "
+        "or give this one a database of its own (ERRAND_DATABASE_URL)")
+
+
+@contextlib.asynccontextmanager
+async def temporal_lease(store: TaskStore, worker: str, lease: float) -> AsyncIterator[None]:
+    """A Temporal process's lease in the store while the block runs (renewed every third of
+    ``lease``), once no local engine serves it."""
+    assert worker.startswith(TEMPORAL_PREFIX)
+    await asyncio.to_thread(store.register_worker, worker, home="temporal", lease=lease)
+    await asyncio.to_thread(refuse_other_engine, store, "temporal", worker)
+
+    async def renew() -> None:
+        while True:
+            await asyncio.sleep(lease / 3)
+            if not await asyncio.to_thread(store.renew_lease, worker, lease):  # it lapsed (a stall): again
+                await asyncio.to_thread(store.register_worker, worker, home="temporal", lease=lease)
+
+    renewing = asyncio.create_task(renew())
+    try:
+        yield
+    finally:
+        renewing.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await renewing
+        await asyncio.to_thread(store.release_worker, worker)

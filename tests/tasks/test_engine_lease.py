@@ -1,0 +1,72 @@
+"""One store, one engine at a time: a local engine refuses a store the Temporal engine serves
+(it would take the runs Temporal's workers hold for abandoned and requeue them), and the
+Temporal dispatcher refuses a store a local engine serves; either serves once the other left."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from engine.cli import errand
+from errand.tasks.engine import LocalEngine
+from errand.tasks.engine_lease import TEMPORAL_PREFIX
+from errand.tasks.errors import EnginesMixed
+from errand.tasks.records import RunState
+from errand.tasks.service import TaskService
+from errand.tasks.store import TaskStore
+from errand.tasks.temporal import TemporalSettings
+from errand.tasks.temporal.dispatch import Dispatcher
+
+TEMPORAL_WORKER = f"{TEMPORAL_PREFIX}errand-worker-elsewhere-0123456789"
+
+
+def _running_on_temporal(store: TaskStore, service: TaskService, repo: Path) -> str:
+    """A task whose run a Temporal worker holds (its run's worker is the worker's queue)."""
+    script = repo.parent / "script.json"
+    script.write_text("[]")
+    task = service.submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script}")
+    assert store.claim_next("temporal:dispatcher") is not None
+    run = store.start_run(task.id, "errand-worker-elsewhere-0123456789")
+    store.register_worker(TEMPORAL_WORKER, home="temporal", lease=600)
+    return run.id
+
+
+async def test_a_local_engine_refuses_a_store_the_temporal_engine_serves_and_leaves_its_runs_alone(
+        store: TaskStore, service: TaskService, repo: Path) -> None:
+    run_id = _running_on_temporal(store, service, repo)
+    with pytest.raises(EnginesMixed, match="served by the temporal engine") as refused:
+        await LocalEngine(store, memory=None).serve(exit_when_idle=0.1)
+    assert refused.value.code == "engines_mixed" and "ERRAND_DATABASE_URL" in refused.value.message
+    assert store.get_run(run_id).state is RunState.RUNNING  # not taken for a dead worker's
+    assert store.live_workers() == [TEMPORAL_WORKER]  # the refused engine left no lease behind
+
+
+async def test_a_local_engine_serves_once_the_temporal_engine_left(store: TaskStore, service: TaskService,
+                                                                   repo: Path) -> None:
+    _running_on_temporal(store, service, repo)
+    store.release_worker(TEMPORAL_WORKER)
+    await asyncio.wait_for(LocalEngine(store, memory=None).serve(exit_when_idle=0.1), 60)
+
+
+async def test_the_temporal_dispatcher_refuses_a_store_a_local_engine_serves(store: TaskStore) -> None:
+    store.register_worker("build-host:4242", home="build-host:/var/lib/errand", lease=600)
+    dispatcher = Dispatcher(store, TemporalSettings("127.0.0.1:9"))  # refused before it connects anywhere
+    with pytest.raises(EnginesMixed, match="served by the local engine"):
+        await dispatcher.serve()
+    assert store.live_workers() == ["build-host:4242"]
+
+
+def test_errand_worker_says_the_store_is_the_temporal_engines_and_exits(
+        tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("ERRAND_HOME", str(home))
+    monkeypatch.delenv("ERRAND_DATABASE_URL", raising=False)
+    with TaskStore.open() as store:  # the home's own store, the one `errand worker` opens
+        run_id = _running_on_temporal(store, TaskService(store, memory=None), repo)
+    refused = errand(home, "worker", "--exit-when-idle", "1", timeout=120)
+    assert refused.returncode == 1, refused.stderr
+    assert "error: the store" in refused.stderr and "served by the temporal engine" in refused.stderr
+    with TaskStore.open() as store:
+        assert store.get_run(run_id).state is RunState.RUNNING
