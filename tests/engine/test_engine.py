@@ -185,6 +185,8 @@ async def test_best_of_three_ranks_attempts_by_evidence(
     async with running_engine(store, factory, kind=engine_kind):
         await wait_for_state(store, task_id, S.READY_FOR_REVIEW, S.FAILED)
     ranked = service.round_runs(task_id)
+    # The engine stopped at once: the round's working copies are gone all the same, none left mounted.
+    assert not [run.id for run in ranked if steps.work_dir(run).exists()]
     assert [r.attempt for r in ranked] == [3, 2, 1]
     assert [r.result["rank"] for r in ranked] == [1, 2, 3]
     assert all(len(m.calls) == 2 for m in models)

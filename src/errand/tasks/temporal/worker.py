@@ -128,6 +128,9 @@ class TemporalWorker:
             # come back is found by its heartbeats, and the round begins again elsewhere.
             await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
             await self._end_sandboxes()
+            # A round whose result is in but whose closing was cut short by the stop: its copies go
+            # now (those of rounds still running, or waiting for an answer, stay for a restart).
+            await asyncio.to_thread(self._remove_stale_work)
         for done in running:
             if done.done() and not done.cancelled() and done.exception() is not None:
                 raise done.exception()  # type: ignore[misc]
