@@ -157,15 +157,31 @@ class TemporalWorker:
         """Begin a round here once there is room, and prepare it: what its attempts start from."""
         said: list[Any] = []
         async with self._heartbeating(said):
-            async with self._room:
-                await self._room.wait_for(lambda: len(self._held) < self.concurrency)
-                task = await asyncio.to_thread(self.store.get_task, task_id)
-                begun = await self._guarded(task_id, (), lambda: self._past_cancelling(rounds.begin(self.bench, task)))
-                self._held.add(begun.key)
+            begun = await self._begin(task_id)
             said.append(begun)
             activity.heartbeat(begun)
             return await self._guarded(begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun),
                                        said=begun)
+
+    @activity.defn(name="errand.begin")
+    async def begin(self, task_id: str) -> rounds.Begun:
+        """A round's beginning alone, for workflows begun under the first shape of the round."""
+        async with self._heartbeating():
+            return await self._begin(task_id)
+
+    @activity.defn(name="errand.prepare")
+    async def prepare(self, begun: rounds.Begun) -> rounds.Prepared:
+        """A round's preparing alone, for workflows begun under the first shape of the round."""
+        async with self._heartbeating():
+            return await self._guarded(begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun))
+
+    async def _begin(self, task_id: str) -> rounds.Begun:
+        async with self._room:
+            await self._room.wait_for(lambda: len(self._held) < self.concurrency)
+            task = await asyncio.to_thread(self.store.get_task, task_id)
+            begun = await self._guarded(task_id, (), lambda: self._past_cancelling(rounds.begin(self.bench, task)))
+            self._held.add(begun.key)
+            return begun
 
     @activity.defn(name="errand.attempt")
     async def attempt(self, given: AttemptInput) -> rounds.Attempt:

@@ -6,7 +6,8 @@ round is wanted. A round is as few activities as its steps allow, since each hop
 between two costs it tens of milliseconds: ``start`` (begin and prepare, on a worker
 with room), the attempts on that worker, the last of which to end also concludes
 the round there (``conclude`` runs on its own only when that worker restarted
-meanwhile). A question is an attempt activity that ended with the agent's
+meanwhile). Workflows begun under an earlier shape of the round replay it as they
+began it (``workflow.patched``). A question is an attempt activity that ended with the agent's
 conversation saved: the workflow waits for the ``answer`` signal — for nothing, a
 timer-free wait, however many days it lasts — and then starts the attempt again
 with the answer, on the worker that holds its working copy. ``message`` signals
@@ -48,6 +49,10 @@ _PATIENT = timedelta(seconds=60)
 ROUND_FAILED = "RoundFailed"  # an activity's ApplicationError type: it failed the round itself
 ROUND_CANCELLED = "RoundCancelled"  # the starting activity, cancelled: it says what it began
 CONCLUDED = "concluded"  # an attempt's status: it ended last, and its worker concluded the round too
+# A change to what a round's activities are marks where it starts (``workflow.patched``), so a workflow
+# that began a round before it replays that round the old way; tests/engine/test_replay.py replays
+# recorded histories of each shape.
+START_IN_ONE = "round-starts-in-one-activity"
 WORKER_STOPPED = "WorkerStopped"  # its worker was stopped mid-activity: the round is interrupted
 
 
@@ -154,11 +159,18 @@ class TaskWorkflow:
         patient = max(heartbeat, _PATIENT)
         begun: Begun | None = None
         try:
-            # Beginning and preparing are one activity, on whichever worker has room: each hop between
-            # activities costs a round tens of milliseconds, so a round has as few as its steps allow.
-            prepared = await self._activity("errand.start", given.task_id, result_type=Prepared,
-                                            task_queue=given.begin_queue, heartbeat=patient)
-            begun = Begun(prepared.task_id, prepared.round, prepared.run_ids, prepared.model, prepared.holder)
+            if workflow.patched(START_IN_ONE):
+                # Beginning and preparing are one activity, on whichever worker has room: each hop between
+                # activities costs a round tens of milliseconds, so a round has as few as its steps allow.
+                prepared = await self._activity("errand.start", given.task_id, result_type=Prepared,
+                                                task_queue=given.begin_queue, heartbeat=patient)
+                begun = Begun(prepared.task_id, prepared.round, prepared.run_ids, prepared.model, prepared.holder)
+            else:  # a workflow whose history began this round under errand's first shape: begin, then prepare
+                begun = await self._activity("errand.begin", given.task_id, result_type=Begun,
+                                             task_queue=given.begin_queue, heartbeat=heartbeat)
+                self.holder, self.key = begun.holder, begun.key
+                prepared = await self._activity("errand.prepare", begun, result_type=Prepared,
+                                                task_queue=begun.holder, heartbeat=patient)
             self.holder, self.key = prepared.holder, prepared.key
             if not await self._attempts(prepared, heartbeat):  # else the last attempt to end concluded it there
                 await self._activity("errand.conclude", prepared, result_type=str, task_queue=prepared.holder,
