@@ -2,7 +2,7 @@
 """errand engine benchmark: a queue of tasks through the local engine on SQLite and on PostgreSQL,
 and through the Temporal engine with two workers — in one run.
 
-    .venv/bin/python benchmarks/engines.py [--tasks N] [--concurrency N] [--json PATH]
+    .venv/bin/python benchmarks/engines.py [--tasks N] [--concurrency N] [--repeat N] [--json PATH]
 
 A tiny repository with a failing test and an ``errand.toml`` whose setup step is cached by a
 warm-up task; then ``--tasks`` tasks (100 by default) are submitted at once through the task
@@ -220,18 +220,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="run the rows N times, interleaved, and print each figure's median and range")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.worker:
         return serve_temporal_worker(options.concurrency)
+    if options.repeat < 1 or options.tasks < 1:
+        parser.error("--repeat and --tasks take a number of at least 1")
     work = Path(tempfile.mkdtemp(prefix="errand-bench-engines-"))
     os.environ["ERRAND_HOME"] = str(work / "home")
     os.environ.pop("ERRAND_DATABASE_URL", None)
     import postgres
 
     cluster = None
-    results: dict[str, Any] = {}
+    results: dict[str, list[dict[str, Any]]] = {}
     try:
         repo = work / "repo"
         make_repo(repo, 10)
@@ -240,46 +244,62 @@ def main() -> int:
             {"tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old": "return a - b",
                                                                 "new": "return a + b"}}]},
             {"tool_calls": [{"name": "finish", "arguments": {"summary": "add adds", "assumptions": []}}]}]))
-        for name, url, why in rows(work):
-            if url is None:
-                print(f"{name}: skipped ({why})", flush=True)
-                continue
-            if url == "postgresql":
-                cluster = cluster or postgres.start()
-                url = cluster.url(cluster.create_database())
-            print(f"{name}: {options.tasks} tasks ...", flush=True)
-            if name.startswith("Temporal"):
-                results[name] = run_temporal(url, work, repo, script, options.tasks, options.concurrency)
-            else:
-                results[name] = asyncio.run(bench(url, repo, script, options.tasks, options.concurrency))
+        for repeat in range(options.repeat):  # interleaved: the machine's drift falls on every row alike
+            (work / f"run{repeat}").mkdir()
+            for name, url, why in rows(work / f"run{repeat}"):
+                if url is None:
+                    if repeat == 0:
+                        print(f"{name}: skipped ({why})", flush=True)
+                    continue
+                if url == "postgresql":
+                    cluster = cluster or postgres.start()
+                    url = cluster.url(cluster.create_database())
+                print(f"{name}: {options.tasks} tasks (run {repeat + 1} of {options.repeat}) ...", flush=True)
+                if name.startswith("Temporal"):
+                    figures = run_temporal(url, work, repo, script, options.tasks, options.concurrency)
+                else:
+                    figures = asyncio.run(bench(url, repo, script, options.tasks, options.concurrency))
+                results.setdefault(name, []).append(figures)
     except KeyboardInterrupt:
         return 130
     finally:
         if cluster is not None:
             postgres.stop(cluster)
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\nerrand engine benchmark: {options.tasks} queued tasks, concurrency {options.concurrency}, "
-          f"{os.cpu_count()} cores, Python {sys.version.split()[0]}")
-    print(f"{'engine, store':28} {'tasks/s':>8} {'p50 ms':>9} {'p95 ms':>9} {'max ms':>9} {'round p50':>10} "
-          f"{'CPU s/task':>10}   (submit → ready; the round alone; the whole machine's CPU)")
-    for name, figures in results.items():
-        p50, p95, top = percentiles(figures["submit_to_ready_ms"])
-        round_p50 = statistics.median(figures["round_ms"])
-        print(f"{name:28} {figures['throughput']:8.2f} {p50:9.0f} {p95:9.0f} {top:9.0f} {round_p50:10.0f} "
-              f"{figures['cpu_seconds_per_task']:10.3f}")
-    local, durable = results.get("local engine, PostgreSQL"), results.get("Temporal, two workers")
-    if local and durable:
-        added = statistics.median(durable["round_ms"]) - statistics.median(local["round_ms"])
-        # A task's share of the queue's time: each of the `concurrency` places serves one task in
-        # concurrency / throughput seconds, on either engine.
-        share = options.concurrency * (1 / durable["throughput"] - 1 / local["throughput"]) * 1000
-        cpu = (durable["cpu_seconds_per_task"] - local["cpu_seconds_per_task"]) * 1000
-        print(f"Temporal over the local engine on the same store, per task (goal: at most 150 ms): "
-              f"{added:.0f} ms p50 to its round, {share:.0f} ms to its place in the queue, {cpu:.0f} ms of CPU; "
-              f"its tasks ran on {len(durable['workers'])} workers")
+    report(results, options)
     if options.json:
         options.json.write_text(json.dumps(results, indent=2))
     return 0
+
+
+def spread(values: list[float], digits: int = 0) -> str:
+    """A figure's median, and its range when there are several runs."""
+    middle = f"{statistics.median(values):.{digits}f}"
+    return middle if len(values) == 1 else f"{middle} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+
+
+def report(results: dict[str, list[dict[str, Any]]], options: argparse.Namespace) -> None:
+    print(f"\nerrand engine benchmark: {options.tasks} queued tasks, concurrency {options.concurrency}, "
+          f"{options.repeat} run(s) of each row, {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    print("submit → ready for review; the round alone (its start → ready); the whole machine's CPU per task"
+          + ("; each a median over the runs, their range beside it" if options.repeat > 1 else ""))
+    for name, runs in results.items():
+        tails = [percentiles(figures["submit_to_ready_ms"]) for figures in runs]
+        print(f"  {name}: {spread([f['throughput'] for f in runs], 2)} tasks/s, "
+              f"p50 {spread([t[0] for t in tails])} ms, p95 {spread([t[1] for t in tails])} ms, "
+              f"round p50 {spread([statistics.median(f['round_ms']) for f in runs])} ms, "
+              f"CPU {spread([f['cpu_seconds_per_task'] for f in runs], 3)} s")
+    local, durable = results.get("local engine, PostgreSQL"), results.get("Temporal, two workers")
+    if local and durable:
+        pairs = list(zip(local, durable, strict=False))  # each run's Temporal row beside its own local row
+        added = [statistics.median(d["round_ms"]) - statistics.median(b["round_ms"]) for b, d in pairs]
+        # A task's share of the queue's time: each of the `concurrency` places serves one task in
+        # concurrency / throughput seconds, on either engine.
+        share = [options.concurrency * (1 / d["throughput"] - 1 / b["throughput"]) * 1000 for b, d in pairs]
+        cpu = [(d["cpu_seconds_per_task"] - b["cpu_seconds_per_task"]) * 1000 for b, d in pairs]
+        print(f"Temporal over the local engine on the same store, per task (goal: at most 150 ms): "
+              f"{spread(added)} ms p50 to its round, {spread(share)} ms to its place in the queue, "
+              f"{spread(cpu)} ms of CPU; its tasks ran on {len(durable[-1]['workers'])} workers")
 
 
 if __name__ == "__main__":

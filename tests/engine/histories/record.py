@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -120,6 +121,7 @@ def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped recording removes its server too
     work = Path(tempfile.mkdtemp(prefix="errand-record-"))
     os.environ.update({"ERRAND_HOME": str(work / "home"), "ERRAND_TEMPORAL_QUEUE": "errand-record"})
     server = TemporalServer()
