@@ -137,15 +137,16 @@ class LocalEngine:
                     ready: Callable[[], None] | None = None) -> None:
         """Work until ``stop`` is set (or, with ``exit_when_idle``, until nothing was
         queued or running for that many seconds). ``ready`` is called once this engine is the
-        home's worker (it raises :class:`EngineBusy` before then if another one is)."""
+        home's worker and the store's engine (it raises :class:`EngineBusy` before then if another
+        worker serves the home, :class:`EnginesMixed` if the other engine serves the store)."""
         stop = stop or asyncio.Event()
         with hold(WorkerInfo.of_this_process(self.worker, self.concurrency, os.environ)):
-            if ready is not None:
-                ready()
             await asyncio.to_thread(self.store.register_worker, self.worker, home=_home(), lease=self.lease)
             self._renewed = time.monotonic()
             # Before recovering: the Temporal engine's runs have no lease here and would look abandoned.
             await asyncio.to_thread(refuse_other_engine, self.store, "local", self.worker)
+            if ready is not None:
+                ready()
             await self._recover()
             await self._remove_stale_work()
             await self._prune()
