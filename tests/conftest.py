@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 
@@ -26,6 +28,14 @@ def errand_dirs() -> Iterator[None]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    # The session leaves nothing behind: a working copy a failed test left mounted is unmounted
+    # first (its overlay's lower layer is never written through), then both directories go.
+    with open("/proc/self/mounts") as mounts:
+        mounted = [line.split()[1] for line in mounts if line.split()[1].startswith((home + "/", runtime + "/"))]
+    for point in sorted(mounted, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+    shutil.rmtree(runtime, ignore_errors=True)
+    shutil.rmtree(home, ignore_errors=True)
 
 
 from postgres import postgres_cluster, postgres_url  # noqa: E402, F401 - fixtures for every test directory
