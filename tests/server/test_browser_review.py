@@ -168,6 +168,17 @@ def test_a_failed_task_says_why_offers_no_diff_and_is_retried(served: Served, ag
     assert person.errors == [], "\n".join(person.errors)
 
 
+def _boxes(*locators: playwright.Locator) -> list[dict[str, float]]:
+    """Each element's box, read again while one is between two drawings (the live log is drawn
+    anew as events arrive, and an element being replaced has no box for that moment)."""
+    for _ in range(100):
+        boxes = [locator.bounding_box() for locator in locators]
+        if all(box is not None for box in boxes):
+            return [dict(box) for box in boxes if box is not None]
+        playwright.expect(locators[0]).to_be_visible()
+    raise AssertionError(f"no box for {[str(locator) for locator in locators]}")
+
+
 def test_a_question_answered_on_a_phone(served: Served, agents: Agents, repo: Path,
                                         browser: playwright.Browser, artifacts: Path) -> None:
     agents.add([[READ], [ASK], [FIX], [TEST], [FINISH]])
@@ -181,7 +192,8 @@ def test_a_question_answered_on_a_phone(served: Served, agents: Agents, repo: Pa
     asks = phone.get_by_text("The agent asks: Should add() accept strings too?")
     expect(asks).to_be_visible(timeout=60_000)
     log = phone.get_by_role("list", name="Agent steps and commands")
-    assert asks.bounding_box()["y"] < log.bounding_box()["y"], "the answer form is below the log on a phone"
+    asked_at, log_at = _boxes(asks, log)
+    assert asked_at["y"] < log_at["y"], "the answer form is below the log on a phone"
     expect(log.get_by_text("Should add() accept strings too?")).to_have_count(1)  # asked once in the log
     width = phone.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the task page scrolls sideways at 390 px ({width} px)"
