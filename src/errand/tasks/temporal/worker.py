@@ -108,12 +108,13 @@ class TemporalWorker:
         settings = self.settings
         # What ``start`` says in a heartbeat reaches the service within a second (not throttled
         # for most of a minute): a workflow that loses the worker still learns the runs it began.
-        beginning = Worker(client, task_queue=settings.begin_queue, activities=[self.start],
+        served = self.activities()
+        beginning = Worker(client, task_queue=settings.begin_queue, activities=served[settings.begin_queue],
                            max_concurrent_activities=1, max_heartbeat_throttle_interval=timedelta(seconds=1))
-        tasks = Worker(client, task_queue=settings.tasks_queue, workflows=[TaskWorkflow], activities=[self.settle],
-                       workflow_runner=WORKFLOW_RUNNER)
+        tasks = Worker(client, task_queue=settings.tasks_queue, workflows=[TaskWorkflow],
+                       activities=served[settings.tasks_queue], workflow_runner=WORKFLOW_RUNNER)
         own = Worker(client, task_queue=self.queue, max_concurrent_activities=max(100, 4 * self.concurrency),
-                     activities=[self.attempt, self.deliver, self.conclude, self.close])
+                     activities=served[self.queue])
         workers = [beginning, tasks, own]
         running = [asyncio.create_task(w.run()) for w in workers]
         if ready is not None:
@@ -134,6 +135,13 @@ class TemporalWorker:
         for done in running:
             if done.done() and not done.cancelled() and done.exception() is not None:
                 raise done.exception()  # type: ignore[misc]
+
+    def activities(self) -> dict[str, list[Callable[..., Any]]]:
+        """The activities this worker serves, by task queue: a round's start (and the first shape's
+        begin) where workers with room take them, the store-only ones beside the workflows, the
+        rest of a round (the first shape's prepare too) on this worker's own queue."""
+        return {self.settings.begin_queue: [self.start, self.begin], self.settings.tasks_queue: [self.settle],
+                self.queue: [self.prepare, self.attempt, self.deliver, self.conclude, self.close]}
 
     def sandboxes(self, task_id: str) -> list[AsyncSandbox | None]:
         """The sandboxes of the task's round held here, one per attempt (None: not running now)."""
