@@ -2,20 +2,24 @@
 serve a store the other serves.
 
 Mixed, each would undo the other's work: a local engine takes every run whose worker
-holds no lease in the store for dead, and Temporal's workers hold none (their
-heartbeats go to the Temporal service), so it would requeue each round they hold; the
-dispatcher would start workflows for tasks a local engine claimed. Each engine's lease
-in the store says which engine it is: the dispatcher's id begins ``temporal:``, any
-other is a local engine's. An engine records its lease first and looks second, so two
-starting at once cannot both miss the other (both may refuse; the first to retry wins).
+holds no lease in the store for dead, and Temporal's workers hold none of their own
+(their heartbeats go to the Temporal service), so it would requeue each round they
+hold; the dispatcher would start workflows for tasks a local engine claimed. Each
+engine's lease in the store says which engine it is: the Temporal dispatcher's and
+workers' ids begin ``temporal:`` (they hold a lease for this alone), any other is a
+local engine's. An engine records its lease first and looks second, so two starting
+at once cannot both miss the other (both may refuse; the first to retry wins).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from errand.tasks.errors import EnginesMixed
 
@@ -25,21 +29,22 @@ if TYPE_CHECKING:
 __all__ = ["TEMPORAL_PREFIX", "refuse_other_engine", "temporal_lease"]
 
 TEMPORAL_PREFIX = "temporal:"
+log = logging.getLogger("errand.engine")
 
 
-def engine_of(worker: str) -> str:
+def _engine_of(worker: str) -> str:
     return "temporal" if worker.startswith(TEMPORAL_PREFIX) else "local"
 
 
 def refuse_other_engine(store: TaskStore, engine: str, worker: str) -> None:
     """Raise :class:`EnginesMixed` (and forget ``worker``'s own lease) if another engine than
     ``engine`` holds a live lease on ``store``; ``worker``'s lease is recorded already."""
-    others = [other for other in store.live_workers() if other != worker and engine_of(other) != engine]
+    others = [other for other in store.live_workers() if other != worker and _engine_of(other) != engine]
     if not others:
         return
     store.release_worker(worker)
     raise EnginesMixed(
-        f"the store {store.engine.url} is served by the {engine_of(others[0])} engine ({others[0]}): one store, "
+        f"the store {store.engine.url} is served by the {_engine_of(others[0])} engine ({others[0]}): one store, "
         f"one engine at a time (the {engine} engine would take the other's rounds for abandoned). Stop it first, "
         "or give this one a database of its own (ERRAND_DATABASE_URL)")
 
@@ -55,14 +60,17 @@ async def temporal_lease(store: TaskStore, worker: str, lease: float) -> AsyncIt
     async def renew() -> None:
         while True:
             await asyncio.sleep(lease / 3)
-            if not await asyncio.to_thread(store.renew_lease, worker, lease):  # it lapsed (a stall): again
-                await asyncio.to_thread(store.register_worker, worker, home="temporal", lease=lease)
+            try:
+                if not await asyncio.to_thread(store.renew_lease, worker, lease):  # it lapsed (a stall): again
+                    await asyncio.to_thread(store.register_worker, worker, home="temporal", lease=lease)
+            except SQLAlchemyError as error:  # the database away for a while: keep trying, the work goes on
+                log.warning("could not renew %s's lease in the store (%s); trying again", worker, error)
 
     renewing = asyncio.create_task(renew())
     try:
         yield
     finally:
         renewing.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
+        with contextlib.suppress(asyncio.CancelledError):
             await renewing
         await asyncio.to_thread(store.release_worker, worker)
