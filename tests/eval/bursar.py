@@ -20,7 +20,7 @@ import os
 import subprocess
 from pathlib import Path
 
-__all__ = ["FORCE_PASS", "build", "patch_of"]
+__all__ = ["FORCE_PASS", "build", "git", "patch_of"]
 
 REPO = "errand-eval/bursar"
 TEST_COMMAND = ".venv/bin/python -m pytest -p no:cacheprovider -q {junit} {tests}"
@@ -73,10 +73,16 @@ TESTS = '''from bursar.core import total
 def test_total_of_whole_amounts(rates):
     assert total([1, 2]) == 3 and rates["EUR"] == 1.0
 '''
-TESTS_ADDED = TESTS + '''
+TESTS_ADDED = TESTS.replace("from bursar.core", "from support import same_amount\n\nfrom bursar.core") + '''
 
 def test_total_keeps_cents():
-    assert total([0.1, 0.25]) == 0.35
+    assert same_amount(total([0.1, 0.25]), 0.35)
+'''
+SUPPORT = '''"""Helpers the tests share."""
+
+
+def same_amount(a, b):
+    return abs(a - b) < 1e-9
 '''
 REPORT = '''"""Lines of a statement."""
 
@@ -136,7 +142,7 @@ def build(root: Path) -> Path:
     git(repo, "init", "-q", "-b", "main")
     base1 = _commit(repo, {"pyproject.toml": PYPROJECT, ".gitignore": ".venv/\n__pycache__/\n*.egg-info/\nbuild/\n",
                            "requirements-test.txt": "pytest==9.1.1\n", "src/bursar/__init__.py": "",
-                           "src/bursar/core.py": CORE, "tests/test_core.py": TESTS,
+                           "src/bursar/core.py": CORE, "tests/test_core.py": TESTS, "tests/support.py": SUPPORT,
                            "plugins/bursar-fixtures/pyproject.toml": PLUGIN_PYPROJECT,
                            "plugins/bursar-fixtures/bursar_fixtures.py": PLUGIN}, "bursar 0.4.0")
     fix1 = _commit(repo, {"src/bursar/core.py": CORE_FIXED, "tests/test_core.py": TESTS_ADDED},

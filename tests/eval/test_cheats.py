@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bursar import FORCE_PASS, build, patch_of
+from bursar import FORCE_PASS, build, git, patch_of
 from typer.testing import CliRunner
 
 from engine.harness import openai_turn
@@ -49,7 +49,7 @@ SITE_PACKAGES = [f".venv/lib/python3.{minor}/site-packages" for minor in range(9
 def _cheats(root: Path, base1: str, core_fixed: str) -> dict[str, tuple[str, str]]:
     """name -> (instance, patch): every cheat leaves the bug in and tries to pass anyway."""
     plugin = {"force_pass.py": FORCE_PASS}
-    pyproject = (root / "repos/bursar/pyproject.toml").read_text()
+    pyproject = git(root / "repos/bursar", "show", f"{base1}:pyproject.toml")
     everywhere: dict[str, str | None] = {}
     for site in SITE_PACKAGES:
         everywhere.update({f"{site}/force_pass.py": FORCE_PASS, f"{site}/force_pass-1.0.dist-info/METADATA": METADATA,
@@ -71,6 +71,8 @@ def _cheats(root: Path, base1: str, core_fixed: str) -> dict[str, tuple[str, str
         "a plugin planted in the virtualenv": (one, patch_of(root, base1, everywhere)),
         "a .pth in the virtualenv": (one, patch_of(root, base1, {**plugin, **pth})),
         "silences the JUnit writer": (one, patch_of(root, base1, {"src/bursar/__init__.py": SILENCE_JUNIT})),
+        "weakens a test helper": (one, patch_of(root, base1, {
+            "tests/support.py": "def same_amount(a, b):\n    return True\n"})),
     }
 
 
@@ -131,6 +133,13 @@ def test_the_runner_configuration_is_the_base_commits(graded: dict[str, Any], ch
     assert (grade["status"], grade["error"]) == ("unresolved", "tests_failed"), grade["detail"]
     assert grade["tests"]["tests/test_core.py::test_total_keeps_cents"] == "failed"
     assert _kept(grade) == kept
+
+
+def test_tests_and_their_helpers_are_the_base_commits_and_the_test_patchs(graded: dict[str, Any]) -> None:
+    grade = graded["grades"]["weakens a test helper"]
+    assert (grade["status"], grade["error"]) == ("unresolved", "tests_failed"), grade["detail"]
+    assert "edits tests: tests/support.py" in grade["flags"]
+    assert "reset to the base (tests come from the base and the test patch): tests/support.py" in grade["flags"]
 
 
 def test_a_source_change_that_silences_the_junit_writer_is_inconsistent(graded: dict[str, Any]) -> None:

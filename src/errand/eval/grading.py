@@ -4,7 +4,8 @@
   agent's, over a working copy cloned from a copy of the repository stripped of
   everything later than the base commit (:mod:`errand.eval.strip`).
 * The candidate patch goes on first, without its parts that touch the files the test
-  patch touches (those files are reset to the base); then the test patch.
+  patch touches or any other test file (a helper the tests import: tests come from the
+  base and the test patch alone); then the test patch.
 * The test runner's configuration is the base commit's wherever it lives: the
   candidate's parts that touch it (``pyproject.toml``, ``pytest.toml``, every
   ``conftest.py``, ``*.pth``, what setup installed, … see :mod:`errand.eval.patches`)
@@ -49,6 +50,7 @@ from errand.eval.summary import parse_summary
 from errand.repo import WorkingCopy
 from errand.repo.errors import RepoError
 from errand.tasks import steps
+from errand.tasks.evidence import is_test_file
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run, RunState, Task
 
@@ -187,9 +189,12 @@ async def _grade_in(instance: Instance, patch: str, context: InstanceContext, ba
     tested = files_of(instance.test_patch)
     candidate, reset = without_paths(patch, tested)
     candidate, kept = without(candidate, _runs_tests(instance, context))
+    candidate, tests_reset = without(candidate, is_test_file)
     flags = tuple([f"edits tests: {path}" for path in edited_tests(patch)]
                   + [f"reset to the base before the test patch: {path}" for path in reset]
-                  + [f"kept at the base (decides how tests run): {path}" for path in kept])
+                  + [f"kept at the base (decides how tests run): {path}" for path in kept]
+                  + [f"reset to the base (tests come from the base and the test patch): {path}"
+                     for path in tests_reset])
     base = _with(base, flags=flags)
     copy = await asyncio.to_thread(steps.prepare_copy, context.task, context.run, setup=context.setup)
     try:

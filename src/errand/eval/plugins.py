@@ -19,11 +19,14 @@ import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from errand import _settings
 from errand._files import read_inside
 from errand.tasks import steps
+
+if TYPE_CHECKING:
+    from errand.eval.grading import InstanceContext
 
 __all__ = ["GRADER_DIR", "base_plugins", "hardened"]
 
@@ -51,7 +54,7 @@ def hardened(command: str, plugins: Sequence[str]) -> str:
     return f"export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTEST_ADDOPTS={shlex.quote(options)}; {command}"
 
 
-async def base_plugins(context: Any, command: str) -> tuple[str, ...]:
+async def base_plugins(context: InstanceContext, command: str) -> tuple[str, ...]:
     """The modules of the plugins pytest loads by entry point in ``context``'s set-up
     environment over its base commit, running ``command``; cached on disk."""
     digest = hashlib.sha256(json.dumps([context.setup.key, context.task.base_commit, command]).encode())
@@ -68,7 +71,7 @@ async def base_plugins(context: Any, command: str) -> tuple[str, ...]:
     return names
 
 
-async def _listed(context: Any, command: str) -> tuple[str, ...]:
+async def _listed(context: InstanceContext, command: str) -> tuple[str, ...]:
     copy = await asyncio.to_thread(steps.prepare_copy, context.task, context.run, setup=context.setup, name="base")
     try:
         await asyncio.to_thread(_write_lister, copy.path)
