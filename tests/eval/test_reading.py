@@ -94,7 +94,8 @@ def test_the_three_accounts_must_agree() -> None:
     ("usercustomize.py", True), ("anything.pth", True), ("x-1.0.dist-info/entry_points.txt", True),
     ("src/x.egg-info/entry_points.txt", True), ("__editable___x_finder.py", True), ("pytest/__main__.py", True),
     ("pytest/__init__.py", True), ("_pytest/__init__.py", True), ("pluggy.py", True), ("json.py", True),
-    ("xml/__init__.py", True), ("../outside.py", True),
+    ("xml/__init__.py", True), ("../outside.py", True), ("src/pkg/__pycache__/core.cpython-311.pyc", True),
+    ("src/pkg/core.pyc", True),
     ("src/pkg/core.py", False), ("tests/test_json.py", False), ("docs/types.txt", False), ("README.md", False),
     ("src/pkg/json.py", False), ("test/__init__.py", False),
 ])

@@ -9,7 +9,8 @@ candidate's part that touches any of these is not applied (:func:`runner_path`):
   (pytest 9 reads it first), ``pytest.ini``, ``tox.ini``, ``setup.cfg``, every
   ``conftest.py``, ``sitecustomize``/``usercustomize``, ``*.pth``, package metadata
   (``*.dist-info``, ``*.egg-info``: entry points load plugins), editable-install hooks
-  (``__editable__*``);
+  (``__editable__*``), compiled bytecode (an unchecked-hash ``.pyc`` runs in place of
+  the source beside it, which the diff shows);
 * a module at the tree's top that would shadow the runner or the standard library
   (``python -m pytest`` puts the working directory first on ``sys.path``: a
   ``pytest/__main__.py`` there *is* the runner);
@@ -39,7 +40,7 @@ _PATH_LINES = (("--- a/", 6), ("+++ b/", 6), ("rename from ", 12), ("rename to "
 _RUNNER_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml",
                            "pyproject.toml", "tox.ini", "setup.cfg", "noxfile.py", "sitecustomize.py",
                            "usercustomize.py"})
-_RUNNER_SUFFIXES = (".pth", ".egg-link")
+_RUNNER_SUFFIXES = (".pth", ".egg-link", ".pyc", ".pyo")
 _METADATA_DIRS = (".dist-info", ".egg-info")
 # The runner's own modules; with the standard library's, what a top-level module must not shadow.
 _RUNNER_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "exceptiongroup",
@@ -115,8 +116,8 @@ def runner_path(path: str) -> bool:
     name = pure.name
     if name in _RUNNER_NAMES or name.endswith(_RUNNER_SUFFIXES) or name.startswith("__editable__"):
         return True
-    if any(part.endswith(_METADATA_DIRS) for part in pure.parts[:-1]):
-        return True
+    if any(part.endswith(_METADATA_DIRS) or part == "__pycache__" for part in pure.parts[:-1]):
+        return True  # metadata declares entry points; an unchecked-hash .pyc runs instead of its source
     return _shadows(pure)
 
 
