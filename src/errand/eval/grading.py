@@ -35,12 +35,13 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from errand._files import read_inside
 from errand.errors import ErrandError
 from errand.eval.agreement import NO_TESTS, disagreement
+from errand.eval.context import InstanceContext
 from errand.eval.dataset import Instance
 from errand.eval.junit import Outcome, outcomes, parse_junit
 from errand.eval.patches import command_paths, edited_tests, files_of, runner_path, without, without_paths
@@ -116,19 +117,6 @@ class Grade:
                              "PASS_TO_FAIL": {"success": [], "failure": []}},
             "errand": {key: value for key, value in self.to_json().items() if key not in ("instance_id", "output")},
         }}
-
-
-@dataclass(frozen=True)
-class InstanceContext:
-    """An instance as the task layer sees it: its task and run records, its environment, its
-    stripped source, and the set-up environment every sandbox of it starts from."""
-
-    task: Task
-    run: Run
-    environment: Any
-    setup: steps.SetUp
-    setup_seconds: float
-    base_tree: Path | None = None
 
 
 def _records(instance: Instance, source: str, role: str) -> tuple[Task, Run]:

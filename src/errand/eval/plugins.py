@@ -26,7 +26,7 @@ from errand._files import read_inside
 from errand.tasks import steps
 
 if TYPE_CHECKING:
-    from errand.eval.grading import InstanceContext
+    from errand.eval.context import InstanceContext
 
 __all__ = ["GRADER_DIR", "base_plugins", "hardened"]
 
