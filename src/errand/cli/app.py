@@ -511,10 +511,10 @@ def serve(
                               run_engine=not no_engine, engine=engine, temporal=temporal,
                               repo_roots=tuple(repo_root or ()), allow_scripted_models=allow_scripted_models,
                               eval_runs=eval_runs)
+        serve_forever(config, log_level=log_level)
     except ErrandError as error:
         _report(error)
         raise typer.Exit(_exit_code(error)) from None
-    serve_forever(config, log_level=log_level)
 
 
 @app.command("tour")

@@ -104,9 +104,8 @@ async def _run_engine(app: FastAPI, store: TaskStore, memories: MemoryStore, con
     engine = server_engine(config.engine, store, memories, concurrency=config.concurrency, temporal=config.temporal)
     warned = False
     while not stop.is_set():
-        _engine_is(app, operator.EngineStatus.RUNNING)
         try:
-            await engine.serve(stop=stop)
+            await engine.serve(stop=stop, ready=lambda: _engine_ready(app, config))
             return
         except EngineBusy as busy:
             _engine_is(app, operator.EngineStatus.REFUSED, busy.message)
@@ -118,6 +117,12 @@ async def _run_engine(app: FastAPI, store: TaskStore, memories: MemoryStore, con
             log.exception("the task engine stopped; restarting it")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), ENGINE_RETRY)
+
+
+def _engine_ready(app: FastAPI, config: ServerConfig) -> None:
+    _engine_is(app, operator.EngineStatus.RUNNING)
+    what = f"runs tasks {config.concurrency} at a time" if config.engine == "local" else "hands tasks to its workers"
+    log.info("the %s engine %s", config.engine, what)
 
 
 def _engine_is(app: FastAPI, status: operator.EngineStatus, reason: str = "") -> None:
