@@ -76,3 +76,21 @@ async def test_setup_and_run_egress_logs_are_shown_in_logs_show_and_the_page(
         page = client.get(f"/tasks/{task.id}")
     assert page.status_code == 200
     assert "egress of the setup sandbox" in page.text and "not-listed.test:80: domain not in the allowlist" in page.text
+
+
+@pytest.mark.faults
+async def test_a_setup_that_failed_on_a_refusal_says_so(tmp_path: Path, egress_hosts: nethosts.EgressHosts) -> None:
+    toml = ('[setup]\ncommands = ["python3 fetch.py http://not-listed.test/ | grep reached"]\n'
+            f'network = {{ domains = ["{nethosts.ALLOWED}"] }}\n')
+    repo = make_repo(tmp_path / "project", toml=toml, files={"fetch.py": FETCH})
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
+        service = TaskService(store)
+        task = service.submit("try", repo=repo, model="scripted:/dev/null")
+        async with running_engine(store, lambda _s, _i: scripted([])):
+            done = await wait_for_state(store, task.id, TaskState.READY_FOR_REVIEW, TaskState.FAILED)
+        [failed] = store.events(task.id, kinds=["failed"])
+        [logged] = store.events(task.id, kinds=["egress"])
+    assert done.state is TaskState.FAILED
+    assert "the egress proxy refused 1 connection of it" in failed.data["reason"], failed.data
+    assert [r["reason"] for r in logged.data["refused"]] == ["domain not in the allowlist"]
+    assert logged.id < failed.id  # the log is there to read when the failure is reported

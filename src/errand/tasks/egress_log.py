@@ -20,7 +20,7 @@ from typing import Any
 from errand.errors import ErrandError
 from errand.sandbox import AsyncSandbox, EgressEvent
 
-__all__ = ["MAX_HOSTS", "MAX_REFUSALS", "egress_record", "end_sandbox"]
+__all__ = ["MAX_HOSTS", "MAX_REFUSALS", "egress_record", "end_sandbox", "refusals_note"]
 
 MAX_REFUSALS = 50
 MAX_HOSTS = 50
@@ -65,3 +65,14 @@ async def end_sandbox(sandbox: AsyncSandbox, journal: Callable[[str, dict[str, A
         log.warning("sandbox %s: its egress log was not kept: %s", sandbox.id, error)
     finally:
         await sandbox.terminate()
+
+
+async def refusals_note(sandbox: AsyncSandbox) -> str:
+    """For a failure's message: how many connections the sandbox's proxy refused so far, if any
+    (a failed install is often a refused one), and where to read why."""
+    with contextlib.suppress(ErrandError, OSError, ValueError, TypeError):
+        refused = sum(1 for event in await sandbox.egress_log() if event.verdict == "denied")
+        if refused:
+            return (f"; the egress proxy refused {refused} connection{'' if refused == 1 else 's'} of it "
+                    "(`errand logs` says which and why)")
+    return ""
