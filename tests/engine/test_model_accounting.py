@@ -69,9 +69,10 @@ def wire(monkeypatch: pytest.MonkeyPatch) -> Iterator[TallyingWire]:
     server.stop()
 
 
-async def _run(store: TaskStore, service: TaskService, repo: Path, budgets: Budgets) -> tuple[str, Any]:
+async def _run(store: TaskStore, service: TaskService, repo: Path, budgets: Budgets,
+               kind: str = "local") -> tuple[str, Any]:
     task = service.submit("Make test_calc.py pass", repo=repo, model=f"openai:{MODEL}")
-    async with running_engine(store, budgets=budgets, default_model="unused:x"):
+    async with running_engine(store, budgets=budgets, default_model="unused:x", kind=kind):
         done = await wait_for_state(store, task.id, TaskState.READY_FOR_REVIEW, TaskState.FAILED)
         ended = await wait_for_event(store, task.id, lambda e: e.kind in (
             "memories_proposed", "distill_failed", "distill_skipped"))
@@ -81,8 +82,8 @@ async def _run(store: TaskStore, service: TaskService, repo: Path, budgets: Budg
 
 @pytest.mark.faults
 async def test_the_distilling_call_is_in_the_task_figures(wire: TallyingWire, store: TaskStore,
-                                                          service: TaskService, repo: Path) -> None:
-    task_id, ended = await _run(store, service, repo, Budgets(max_cost=1.0))  # room for it
+                                                          service: TaskService, repo: Path, engine_kind: str) -> None:
+    task_id, ended = await _run(store, service, repo, Budgets(max_cost=1.0), engine_kind)  # room for it
     assert ended.kind == "memories_proposed", ended.data
     assert [kind for kind, _ in wire.billed] == ["agent"] * 4 + ["distill"]
 
