@@ -245,8 +245,11 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
                                                                given[-1].data.get("lines", []), strict=False)] \
             if given else []
         figures = service.progress(task_id)
+        egress = service.events(task_id, kinds=["egress"], limit=1_000_000)
         if as_json:
-            _print_json({**_record_json(task), "memories": memories, "progress": figures, "runs": [
+            _print_json({**_record_json(task), "memories": memories, "progress": figures,
+                         "egress": [{"run_id": e.run_id, **e.data} for e in egress if isinstance(e.data, dict)],
+                         "runs": [
                 {"id": r.id, "attempt": r.attempt, "round": r.round, "state": r.state.value,
                  "result": {k: v for k, v in (r.result or {}).items() if k != "patch"}} for r in runs]})
             return
@@ -261,6 +264,11 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
             if questions:
                 out.print(f"[bold yellow]? {shown(questions[-1].data.get('text'))}[/]")
                 out.print(f"[dim]answer with `errand answer {task.id} \"...\"`[/]")
+        if egress:
+            out.print("\n[bold]egress[/] (what each sandbox reached through its proxy; `errand logs` has it in order):")
+            show_event = _tagged(service, task_id, out)
+            for event in egress:
+                show_event(event)
         if memories:
             out.print(f"\n[bold]memories given[/] ({len(memories)}; `errand memory show ID` for one):")
             for memory in memories:

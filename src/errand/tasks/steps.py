@@ -29,6 +29,7 @@ from errand.repo.generated import Harvest, harvest
 from errand.sandbox import AsyncSandbox, Image, Mount
 from errand.sandbox.cache import find_image, find_layer, keep_image, keep_layer
 from errand.sandbox.registries import RegistryAccess, host_registries
+from errand.tasks.egress_log import end_sandbox, refusals_note
 from errand.tasks.environment import Environment, cache_key
 from errand.tasks.errors import SetupFailed
 from errand.tasks.evidence import Evidence, TestRun, assess, is_test_file, parse_counts
@@ -272,11 +273,12 @@ async def _run_setup(environment: Environment, copy: WorkingCopy, registries: Re
             await log(f"$ {command}\n")
             result = await _stream(sandbox, command, SETUP_TIMEOUT, log, env=dict(registries.env))
             if not result.ok:
-                raise SetupFailed(f"setup command `{command}` {_ended(result)}; its output is in the task's log",
+                raise SetupFailed(f"setup command `{command}` {_ended(result)}; its output is in the task's log"
+                                  f"{await refusals_note(sandbox)}",
                                   command=command, exit_code=result.exit_code, log=result.output)
         return await sandbox.snapshot()
     finally:
-        await sandbox.terminate()
+        await end_sandbox(sandbox, journal, "setup")
 
 
 def _object_mounts(copy: WorkingCopy) -> list[Mount]:
@@ -354,7 +356,7 @@ async def tests_on_base(environment: Environment, setup: SetUp, copy: WorkingCop
         try:
             result = await check(sandbox, environment.test)
         finally:
-            await sandbox.terminate()
+            await end_sandbox(sandbox, journal, "baseline")
     finally:
         await asyncio.to_thread(base.remove)
     await _journal_baseline(journal, result, cached=False)
