@@ -81,6 +81,9 @@ class GiteaForge:
         # Gitea's API does not say a token's scopes; what it may do shows in the repository's permissions.
         return Scopes(login=str(user.get("login") or ""), scopes=None, can_push=self.repository(repo).can_push)
 
+    def me(self) -> str:
+        return str(self._rest.json("reading the token's user", "GET", "/user").get("login") or "")
+
     def permission(self, repo: str, login: str) -> str:
         try:
             data = self._rest.json(f"reading {login}'s permission on {repo}", "GET",

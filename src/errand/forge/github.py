@@ -129,6 +129,9 @@ class GitHubForge:
                       scopes=None if header is None else tuple(s.strip() for s in header.split(",") if s.strip()),
                       can_push=self.repository(repo).can_push)
 
+    def me(self) -> str:
+        return _login({"user": self._json("reading the token's user", "GET", "/user")})
+
     def permission(self, repo: str, login: str) -> str:
         data = self._json(f"reading {login}'s permission on {repo}", "GET",
                           f"/repos/{repo}/collaborators/{login}/permission")

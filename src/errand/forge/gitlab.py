@@ -117,6 +117,9 @@ class GitLabForge:
             scopes = None
         return Scopes(login=str(user.get("username") or ""), scopes=scopes, can_push=self.repository(repo).can_push)
 
+    def me(self) -> str:
+        return str(self._rest.json("reading the token's user", "GET", "/user").get("username") or "")
+
     def permission(self, repo: str, login: str) -> str:
         users = self._rest.json(f"finding @{login}", "GET", "/users", params={"username": login}) or []
         if not users:

@@ -33,6 +33,10 @@ class Forge(Protocol):
     def access(self, repo: str) -> Scopes:
         ...
 
+    def me(self) -> str:
+        """The login of the account the token acts as: whatever it writes is errand's own."""
+        ...
+
     def permission(self, repo: str, login: str) -> str:
         """``admin``, ``maintain``, ``write``, ``triage``, ``read`` or ``none``."""
         ...
