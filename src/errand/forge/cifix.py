@@ -57,13 +57,13 @@ def fix_red_ci(publisher: Rounds, link: Link, found: list[CheckState]) -> Task |
 
 
 def fix_owed(publisher: Rounds, link: Link) -> bool:
-    """Whether a red check read on ``link``'s pushed commit still waits for its fix: held back by
-    a newer round in progress, so the checks must be read (and the fix decided) again later."""
+    """Whether a red check read on ``link``'s pushed commit still waits for its fix (a newer round
+    in progress held it back): its checks are read, and the fix decided, again on the next pass."""
     last = publisher.service.store.last_event(link.task_id, ["forge_checks"])
     if last is None or last.data.get("commit") != link.pushed or not _may_fix(publisher, link):
         return False
     red = any(check.get("state") in FAILED for check in last.data.get("checks") or [])
-    return red and _held(publisher, link) == "in progress"
+    return red and _held(publisher, link) != "superseded"
 
 
 def _may_fix(publisher: Rounds, link: Link) -> bool:
