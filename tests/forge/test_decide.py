@@ -26,6 +26,7 @@ from errand.forge.events import ForgeEvent, normalise
 
 KNOWN = State(me="errand-bot", mention="@errand", label="errand", may_write=True)
 REPO = "acme/calc"
+OWN, TOKENS = "errand's own writing", "is the account errand's token acts as"
 
 
 def said(kind: str = "comment", body: str = "@errand fix it", *, author: str = "acme", pull: bool = False,
@@ -41,13 +42,13 @@ ROWS: list[tuple[str, ForgeEvent, State, Action]] = [
     # errand's own account: never input, whatever it says and whatever is stored
     ("errand's own question, its id not stored yet",
      said(body="@acme errand's task has a question", author="errand-bot"),
-     replace(KNOWN, waiting_task="t-1", asked_by="acme"), Ignore("errand's own writing (@errand-bot)")),
+     replace(KNOWN, waiting_task="t-1", asked_by="acme"), Ignore(f"{OWN} (@errand-bot {TOKENS})")),
     ("errand's own push notice while a question waits", said(body="errand pushed 0123abcd to `b`", author="Errand-Bot",
                                                             pull=True),
-     replace(KNOWN, waiting_task="t-1", asked_by="acme"), Ignore("errand's own writing (@Errand-Bot)")),
-    ("errand's own @errand ask", said(author="errand-bot"), KNOWN, Ignore("errand's own writing (@errand-bot)")),
+     replace(KNOWN, waiting_task="t-1", asked_by="acme"), Ignore(f"{OWN} (@Errand-Bot {TOKENS})")),
+    ("errand's own @errand ask", said(author="errand-bot"), KNOWN, Ignore(f"{OWN} (@errand-bot {TOKENS})")),
     ("errand's own label", said("labeled", "", author="errand-bot", label="errand"), KNOWN,
-     Ignore("errand's own writing (@errand-bot)")),
+     Ignore(f"{OWN} (@errand-bot {TOKENS})")),
     # one review, one instruction
     ("a review's other part after its round", said("line_comment", pull=True, review_id=5),
      replace(KNOWN, review_done=True), Duplicate("review 5 was acted on already")),

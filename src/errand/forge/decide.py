@@ -94,7 +94,7 @@ def decide(event: ForgeEvent, state: State) -> Action:
     if event.kind == "other":
         return Ignore(f"{event.name} is not something errand acts on")
     if is_mine(event, state):
-        return Ignore(f"errand's own writing (@{event.author})")
+        return Ignore(f"errand's own writing (@{event.author} is the account errand's token acts as)")
     if event.review_id is not None and state.review_done:
         return Duplicate(f"review {event.review_id} was acted on already")
     if event.kind == "labeled":

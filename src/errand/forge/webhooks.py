@@ -2,7 +2,11 @@
 
 A delivery counts only when its ``X-Hub-Signature-256`` is the HMAC-SHA256 of the
 raw body under the shared secret (compared in constant time); then only once per
-``X-GitHub-Delivery`` id, since GitHub redelivers. What starts work:
+``X-GitHub-Delivery`` id, since GitHub redelivers. Decide, then act: the delivery is
+read into a :class:`~errand.forge.events.ForgeEvent`, :func:`~errand.forge.decide.decide`
+says what to do (its docstring is the decision table), and :meth:`WebhookHandler.act`
+does it. Nothing the token's own account wrote is input; one review (its body and its
+line comments, however many deliveries carry them) is at most one round. What starts work:
 
 * an issue labelled with the configured label (``errand``);
 * a comment starting with the mention (``@errand <ask>``) on an issue;
@@ -13,7 +17,8 @@ raw body under the shared secret (compared in constant time); then only once per
   task is accepted in errand (and, by the ``pr`` policy, its pull request opens or its
   draft holds what was accepted); errand never approves or merges;
 * a reply where a waiting task asked its question (see :mod:`errand.forge.questions`):
-  the answer, and the same run resumes.
+  the answer, and the same run resumes; ``@errand accept`` there stays a command, and
+  errand says the question is still open.
 
 Only a person with write access (admin, maintain, write) starts anything: on a
 public repository anyone may comment. errand reacts with 👀 on what it picked up
