@@ -271,6 +271,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)", "get_pull"),
         ("GET", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)/comments", "list_review_comments"),
         ("POST", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)/reviews", "create_review"),
+        ("GET", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)/reviews/(\d+)", "get_review"),
         ("POST", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)/comments/(\d+)/replies", "reply_review_comment"),
         ("GET", r"/repos/([^/]+)/([^/]+)/commits/([^/]+)/check-runs", "check_runs"),
         ("GET", r"/repos/([^/]+)/([^/]+)/commits/([^/]+)/status", "combined_status"),
@@ -473,6 +474,12 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                           str(body.get("event")), "COMMENTED"), "event": body.get("event")}
             self._repo(owner, name).reviews.setdefault(int(number), []).append(review)
             return 200, review, {}
+
+        def _get_review(self, owner: str, name: str, number: str, review: str,
+                        **_: Any) -> tuple[int, Any, dict[str, str]]:
+            found = next((r for r in self._repo(owner, name).reviews.get(int(number), []) if r["id"] == int(review)),
+                         None)
+            return (200, found, {}) if found else (404, {"message": "Not Found"}, {})
 
         def _check_runs(self, owner: str, name: str, ref: str, **_: Any) -> tuple[int, Any, dict[str, str]]:
             runs = self._repo(owner, name).check_runs.get(ref, [])

@@ -97,7 +97,8 @@ def test_one_review_is_one_round_however_its_deliveries_come(forged: Forged, ser
                                      user="acme") for line, name in ((1, "a"), (2, "b"))]
     for line in lines:
         line["pull_request_review_id"] = review_id  # the review's own line comments
-    review = {"id": review_id, "body": "@errand tidy the names", "user": fake.user("acme"), "state": "commented"}
+    review = {"id": review_id, "body": "@errand tidy the names", "user": fake.user("acme"), "state": "COMMENTED"}
+    fake.repos[REPO].reviews.setdefault(pull["number"], []).append(review)
     base = {"pull_request": pull, "repository": {"full_name": REPO}, "sender": fake.user("acme")}
     sent = [("pull_request_review_comment", {**base, "action": "created", "comment": line}, str(uuid.uuid4()))
             for line in lines]
@@ -122,6 +123,7 @@ def test_one_review_is_one_round_however_its_deliveries_come(forged: Forged, ser
     assert len(tasks) == 1, tasks
     assert sorted(o["action"] for o in outcomes) == ["duplicate"] * 5 + ["followed_up"], outcomes
     detail = httpx.get(f"{served.url}/api/tasks/{tasks[0]['id']}", timeout=30).json()
+    assert "@acme asked: tidy the names" in detail["instruction"]  # whichever part came first
     assert "calc.py:1 — @acme: @errand rename a" in detail["instruction"]
     assert "calc.py:2 — @acme: @errand rename b" in detail["instruction"]
     picked = [c for c in fake.repos[REPO].comments[pull["number"]] if c["body"].startswith("errand is on it")]

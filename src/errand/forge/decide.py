@@ -15,7 +15,8 @@ from the forge and the store just before) and returns one action; only
    person who asked or a writer;
 6. otherwise only ``@errand …`` by a writer counts: ``@errand accept`` accepts what is ready
    (and, while a question waits, says it is still open), on a pull request the rest is a
-   round there, on an issue a new task.
+   round there (a line comment's round asks what its review's body asks, if that says
+   anything), on an issue a new task.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class State:
     is_question: bool = False  # the comment is the one errand posted to ask (its id is stored)
     busy_task: str | None = None  # an open task that has this issue already
     review_done: bool = False  # the event's review was acted on already
+    review_body: str = ""  # the body of the review a line comment belongs to (read only for a round)
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,12 @@ def decide(event: ForgeEvent, state: State) -> Action:
     text = event.body[len(state.mention):].strip() or None
     if command == "accept":
         return Accept(still_open=state.waiting_task)
-    return Follow(text) if event.pull else Start(text)
+    if not event.pull:
+        return Start(text)
+    # One review, one instruction: a line comment's round asks what its review's body asks
+    # (the line comments are all in the round's instruction, with file and line).
+    body = state.review_body.strip() if event.kind == "line_comment" else ""
+    return Follow((body[len(state.mention):].strip() if _mentions(body, state.mention) else body) or text)
 
 
 def is_mine(event: ForgeEvent, state: State) -> bool:

@@ -134,6 +134,11 @@ class GiteaForge:
             first.setdefault(place, int(raw["id"]))
         return found
 
+    def review_body(self, repo: str, number: int, review_id: int) -> str:
+        data = self._rest.json(f"reading review {review_id} of {repo}#{number}", "GET",
+                               f"/repos/{repo}/pulls/{number}/reviews/{review_id}")
+        return str((data or {}).get("body") or "")
+
     def reply_review(self, repo: str, number: int, comment_id: int, body: str) -> None:
         raw = next((c for c in self._line_comments(repo, number) if int(c["id"]) == comment_id), None)
         if raw is None:

@@ -168,6 +168,11 @@ class GitHubForge:
                 for c in self._pages(f"reading {repo}#{number}'s review comments",
                                      f"/repos/{repo}/pulls/{number}/comments")]
 
+    def review_body(self, repo: str, number: int, review_id: int) -> str:
+        data = self._json(f"reading review {review_id} of {repo}#{number}", "GET",
+                          f"/repos/{repo}/pulls/{number}/reviews/{review_id}")
+        return str((data or {}).get("body") or "")
+
     def reply_review(self, repo: str, number: int, comment_id: int, body: str) -> None:
         self._json(f"replying on {repo}#{number}", "POST",
                    f"/repos/{repo}/pulls/{number}/comments/{comment_id}/replies", json={"body": body})

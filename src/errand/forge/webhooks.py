@@ -144,6 +144,9 @@ class WebhookHandler:
         if could_act(event, state):
             state = replace(state, may_write=bool(event.author) and self.forge.permission(
                 event.repo, event.author or "") in WRITERS)
+        if state.may_write and event.kind == "line_comment" and event.review_id is not None and not (
+                state.review_done or state.waiting_task):
+            state = replace(state, review_body=self.forge.review_body(event.repo, event.number, event.review_id))
         return state
 
     def _review_done(self, event: ForgeEvent) -> bool:
