@@ -146,8 +146,17 @@ class WebhookHandler:
                 event.repo, event.author or "") in WRITERS)
         if state.may_write and event.kind == "line_comment" and event.review_id is not None and not (
                 state.review_done or state.waiting_task):
-            state = replace(state, review_body=self.forge.review_body(event.repo, event.number, event.review_id))
+            state = replace(state, review_body=self._review_body(event.repo, event.number, event.review_id))
         return state
+
+    def _review_body(self, repo: str, number: int, review_id: int) -> str:
+        """The review's body, or "" when the forge no longer has it: the line comment still asks."""
+        try:
+            return self.forge.review_body(repo, number, review_id)
+        except ForgeError as error:
+            if error.code != "forge_not_found":
+                raise
+            return ""
 
     def _review_done(self, event: ForgeEvent) -> bool:
         return event.review_id is not None and self.links.outcome(self._review_key(event)) is not None
