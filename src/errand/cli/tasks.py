@@ -266,9 +266,10 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
                 out.print(f"[dim]answer with `errand answer {task.id} \"...\"`[/]")
         if egress:
             out.print("\n[bold]egress[/] (what each sandbox reached through its proxy; `errand logs` has it in order):")
-            show_event = _tagged(service, task_id, out)
+            printer = _printer(service, task_id, out)
             for event in egress:
-                show_event(event)
+                printer.show(event)
+            printer.close()
         if memories:
             out.print(f"\n[bold]memories given[/] ({len(memories)}; `errand memory show ID` for one):")
             for memory in memories:
