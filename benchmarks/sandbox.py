@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """errand sandbox benchmarks, measured side by side in one run.
 
-    .venv/bin/python benchmarks/sandbox.py [--runs N] [--density K] [--json PATH]
+    .venv/bin/python benchmarks/sandbox.py [--runs N] [--density K] [--json PATH] [--quick]
 
 Sections (each printed in one table, with the issue's targets beside the figures):
 
@@ -52,7 +52,8 @@ from typing import Any
 
 from errand import _settings
 from errand.errors import SandboxError
-from errand.sandbox import AsyncSandbox, Image, Sandbox, _gc
+from errand.sandbox import AsyncSandbox, Image, Sandbox
+from errand.sandbox._backends import gc as _gc
 from errand.sandbox._backends.cgroups import Cgroup
 from errand.sandbox._images.layers import LayerStore
 
@@ -836,7 +837,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write every figure here")
     parser.add_argument("--no-gc", action="store_true",
                         help="skip errand's once-per-process orphan gc (it runs before the first warm-up)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a run of seconds: 5 runs after 1 warm-up, 20 idle sandboxes, one 5 MB snapshot")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.warmups, args.density, args.density_attempts = 5, 1, 20, 1
+        args.snapshots, args.snapshot_mb, args.settle = 1, 5, 0.5
     if (args.runs < 1 or args.warmups < 0 or args.density < 0 or args.chunk < 1 or args.snapshots < 1
             or args.density_attempts < 1):
         parser.error("--runs, --chunk, --snapshots and --density-attempts must be ≥ 1; --warmups and --density ≥ 0")
