@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import select
 import shutil
 import signal
 import time
@@ -50,10 +51,23 @@ class NamespaceBackend(LaunchedBackend):
         process in it, and none can leave it or fork past it) and the bwrap outside it; the
         cgroup's freeze-and-kill rounds (``LaunchedBackend.kill``) take whatever is left."""
         targets = _pidfds(record)
-        for pidfd in targets:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            os.close(pidfd)
+        try:
+            for pidfd in targets:
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            # A pidfd turns readable when its process has exited: no polling on a timer.
+            waiting = select.poll()
+            for pidfd in targets:
+                waiting.register(pidfd, select.POLLIN)
+            deadline = time.monotonic() + _DIRECT_KILL_WAIT
+            left = set(targets)
+            while left and (remaining := deadline - time.monotonic()) > 0:
+                for pidfd, _ in waiting.poll(remaining * 1000):
+                    waiting.unregister(pidfd)
+                    left.discard(pidfd)
+        finally:
+            for pidfd in targets:
+                os.close(pidfd)
         if targets:
             with contextlib.suppress(Exception):  # the group may be gone: the rounds below decide
                 group = Cgroup.open(record.cgroup)
