@@ -15,8 +15,7 @@ from errand.tasks.reuse import BUILD_DEPS, prime, refresh
      f"PYTHONPATH={BUILD_DEPS} .venv/bin/pip install --quiet --disable-pip-version-check --no-deps --no-index "
      "--no-build-isolation -e ."),
     ("python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-build-isolation --no-deps -e '.[dev]'",
-     f"PYTHONPATH={BUILD_DEPS} /opt/venv/bin/pip install --quiet --disable-pip-version-check --no-deps --no-index "
-     "--no-build-isolation -e ."),
+     "/opt/venv/bin/pip install --quiet --disable-pip-version-check --no-deps --no-index --no-build-isolation -e ."),
     ("python3 -m pip install --user .",
      f"PYTHONPATH={BUILD_DEPS} python3 -m pip install --quiet --disable-pip-version-check --no-deps --no-index "
      "--no-build-isolation ."),
@@ -30,6 +29,7 @@ def test_unprimed_the_reinstall_builds_in_isolation_and_uv_is_never_primed(tmp_p
     [command] = refresh(tmp_path, ["pip install -e ."], primed=False).commands
     assert command == "pip install --quiet --disable-pip-version-check --no-deps -e ."
     assert prime(tmp_path, ["uv pip install -e ."]) == ()
+    assert prime(tmp_path, ["pip install --no-build-isolation -e ."]) == ()  # its backend is installed already
     assert refresh(tmp_path, ["uv pip install -e ."], primed=True).commands == (
         "uv pip install --quiet --disable-pip-version-check --no-deps -e .",)
 

@@ -118,6 +118,7 @@ class _Installer:
 
     pip: tuple[str, ...]
     editable: bool
+    isolated: bool = True  # False: setup built it with --no-build-isolation (its backend is installed)
 
     @property
     def python(self) -> tuple[str, ...] | None:
@@ -143,13 +144,14 @@ def _installer(setup: Iterable[str]) -> _Installer | None:
             if found is None:
                 continue
             pip, rest = found
+            isolated = "--no-build-isolation" not in rest
             for index, word in enumerate(rest):
                 if word in ("-e", "--editable") and index + 1 < len(rest) and _PROJECT.fullmatch(rest[index + 1]):
-                    return _Installer(pip, True)
+                    return _Installer(pip, True, isolated)
                 if word.startswith("-e") and _PROJECT.fullmatch(word[2:]):
-                    return _Installer(pip, True)
+                    return _Installer(pip, True, isolated)
                 if _PROJECT.fullmatch(word) and (index == 0 or rest[index - 1] not in ("-r", "-c", "-t", "--target")):
-                    return _Installer(pip, False)
+                    return _Installer(pip, False, isolated)
     return None
 
 
@@ -178,7 +180,7 @@ def prime(repo: Path, setup: Sequence[str]) -> tuple[str, ...]:
     """Commands setup runs last, so that :func:`refresh`'s reinstall needs no network: the
     build backend's requirements (and those of an editable build) into :data:`BUILD_DEPS`."""
     installer = _installer(setup)
-    if installer is None or installer.python is None:
+    if installer is None or installer.python is None or not installer.isolated:
         return ()
     pip, python = _shell(installer.pip), _shell(installer.python)
     requires = _build_requires(repo)
@@ -198,10 +200,11 @@ def refresh(repo: Path, setup: Sequence[str], *, primed: bool) -> Refresh:
     installer = _installer(setup)
     if installer is not None:
         words = [*installer.pip, "install", "--quiet", "--disable-pip-version-check", "--no-deps"]
-        if primed and installer.python is not None:
+        primed = primed and installer.python is not None and installer.isolated
+        if primed or not installer.isolated:  # the backend is at hand: no index, no isolated build
             words += ["--no-index", "--no-build-isolation"]
         words += ["-e", "."] if installer.editable else ["."]
-        prefix = f"PYTHONPATH={BUILD_DEPS} " if primed and installer.python is not None else ""
+        prefix = f"PYTHONPATH={BUILD_DEPS} " if primed else ""
         commands.append(prefix + _shell(words))
         why.append("python: " + ("an editable reinstall" if installer.editable else "a reinstall")
                    + " without dependencies")
