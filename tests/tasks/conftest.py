@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.conftest import repo, service  # noqa: F401 - the service over this directory's store
+from engine.conftest import errand_home, repo, script_file, service  # noqa: F401 - shared with the engine tests
 from errand.tasks.store import TaskStore
 from postgres import DATABASES, database_url
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from engine.conftest import script_file  # noqa: F401 - a model script for submissions
 from engine.harness import FINISH, READ, make_repo, running_engine, scripted, wait_for_state
 from errand.tasks import steps
 from errand.tasks.environment import Environment
