@@ -22,6 +22,13 @@ def store(url: str) -> Iterator[TaskStore]:
         yield opened
 
 
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[TaskStore]:
+    """A store in SQLite only: for tests whose subject is the sandbox and the environment, not the database."""
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as opened:
+        yield opened
+
+
 def store_at_revision(url: str, revision: str, *statements: str) -> None:
     """Make the database at ``url`` as an older errand left it: migrated only to ``revision``,
     with rows ``statements`` insert."""

@@ -75,14 +75,9 @@ def _setups(events: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     return [data for kind, data in events if kind == "setup_started"]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Any:
-    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as opened:
-        yield opened
-
-
 async def test_a_python_projects_new_commit_is_refreshed_and_a_changed_lockfile_rebuilds(
-        tmp_path: Path, store: TaskStore, script_file: Path) -> None:
+        tmp_path: Path, sqlite_store: TaskStore, script_file: Path) -> None:
+    store = sqlite_store
     repo = python_project(tmp_path / "tally")
     rounds = Round(store, repo, script_file)
     _task, first, events = await rounds.set_up()
@@ -119,7 +114,8 @@ async def test_a_python_projects_new_commit_is_refreshed_and_a_changed_lockfile_
 
 
 async def test_an_npm_projects_new_commit_gets_its_build_and_a_changed_lockfile_rebuilds(
-        tmp_path: Path, store: TaskStore, script_file: Path) -> None:
+        tmp_path: Path, sqlite_store: TaskStore, script_file: Path) -> None:
+    store = sqlite_store
     repo = npm_project(tmp_path / "pricing")
     rounds = Round(store, repo, script_file)
     _task, first, events = await rounds.set_up()
@@ -147,7 +143,8 @@ async def test_an_npm_projects_new_commit_gets_its_build_and_a_changed_lockfile_
 
 
 async def test_a_layer_holding_a_path_the_new_commit_tracks_is_not_reused(
-        tmp_path: Path, store: TaskStore, script_file: Path) -> None:
+        tmp_path: Path, sqlite_store: TaskStore, script_file: Path) -> None:
+    store = sqlite_store
     toml = '[setup]\ncommands = ["mkdir -p build && echo generated > build/out.txt"]\n'
     repo = tmp_path / "shadow"
     repo.mkdir()

@@ -7,8 +7,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from engine.harness import FINISH, READ, make_repo, running_engine, scripted, wait_for_state
 from errand.tasks import steps
 from errand.tasks.environment import Environment
@@ -20,14 +18,9 @@ from errand.tasks.store import TaskStore
 SLOW_TEST = '[test]\ncommand = "sleep 2; python3 test_calc.py"\n'
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Any:
-    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as opened:
-        yield opened
-
-
 async def test_two_tasks_on_one_base_share_one_base_test_run(
-        tmp_path: Path, store: TaskStore, script_file: Path) -> None:
+        tmp_path: Path, sqlite_store: TaskStore, script_file: Path) -> None:
+    store = sqlite_store
     repo = make_repo(tmp_path / "project", toml=SLOW_TEST)
     service = TaskService(store)
     journals: list[list[tuple[str, dict[str, Any]]]] = []
@@ -58,7 +51,8 @@ async def test_two_tasks_on_one_base_share_one_base_test_run(
 
 
 async def test_a_result_that_changed_nothing_is_not_tested_again(
-        tmp_path: Path, store: TaskStore, script_file: Path) -> None:
+        tmp_path: Path, sqlite_store: TaskStore, script_file: Path) -> None:
+    store = sqlite_store
     repo = make_repo(tmp_path / "project")
     task = TaskService(store).submit("look only", repo=repo, model=f"scripted:{script_file}")
     model = scripted([[READ], [FINISH]])
