@@ -531,11 +531,12 @@ async def _run_baseline(environment: Environment, setup: SetUp, copy: WorkingCop
 @contextlib.asynccontextmanager
 async def _baseline_turn(cached_at: Path) -> AsyncIterator[None]:
     """One baseline run at a time per cache entry: an asyncio lock within this process, and an
-    exclusive lock on a file beside the entry across processes (polled, so a wait can be
-    cancelled; the kernel drops it if its holder dies)."""
+    exclusive lock on a file of its name across processes (polled, so a wait can be cancelled;
+    the kernel drops it if its holder dies). The lock files live apart from the cache's entries."""
     async with setup_lock(f"baseline-{cached_at.stem}"):
-        cached_at.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(cached_at.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        locks = cached_at.parent.with_name("baseline-locks")
+        locks.mkdir(parents=True, exist_ok=True)
+        fd = os.open(locks / f"{cached_at.stem}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             while True:
                 try:
