@@ -330,6 +330,8 @@ def report_environments(results: dict[str, dict[str, list[float]]]) -> None:
     for name, figures in results.items():
         print(seconds_row(f"{name}: new commit → environment ready", figures["refresh"], "p50 ≤ 2 s"))
         print(seconds_row(f"{name}:   (the refresh command itself)", figures["refresh_command"]))
+        own = [ready - ran for ready, ran in zip(figures["refresh"], figures["refresh_command"], strict=True)]
+        print(seconds_row(f"{name}:   (errand's own part: the rest)", own))
         print(seconds_row(f"{name}:   rebuild (first, changed lockfile)", figures["rebuild"]))
         ratio = statistics.median(figures["rebuild"]) / statistics.median(figures["refresh"])
         print(f"{name + ':   rebuild / refresh, p50':44} {ratio:8.1f}×")
