@@ -299,8 +299,8 @@ async def bench_environment(name: str, work: Path, *, quick: bool, commits: int,
                 raise SystemExit(f"{name}: commit {n} was not refreshed over the cached environment: {setup}")
             refreshes.append(seconds)
             commands.append(ran)
-            print(f"  new commit {n + 1}/{commits}: ready in {seconds:.2f}s (its refresh command {ran:.2f}s)",
-                  flush=True)
+            print(f"  new commit {n + 1}/{commits}: ready in {seconds:.2f}s (refresh command, snapshot and "
+                  f"layer {ran:.2f}s)", flush=True)
         for n in range(rebuilds - 1):
             with (repo / lockfile).open("a") as file:
                 file.write("\n" if npm else f"\n# relock {n}\n")
@@ -329,9 +329,9 @@ def report_environments(results: dict[str, dict[str, list[float]]]) -> None:
     print(f"\n{'environment (s)':44} {'p50':>8} {'p95':>8} {'max':>8} {'n':>4}   target")
     for name, figures in results.items():
         print(seconds_row(f"{name}: new commit → environment ready", figures["refresh"], "p50 ≤ 2 s"))
-        print(seconds_row(f"{name}:   (the refresh command itself)", figures["refresh_command"]))
+        print(seconds_row(f"{name}:   (refresh command, snapshot, layer kept)", figures["refresh_command"]))
         own = [ready - ran for ready, ran in zip(figures["refresh"], figures["refresh_command"], strict=True)]
-        print(seconds_row(f"{name}:   (errand's own part: the rest)", own))
+        print(seconds_row(f"{name}:   (checkout, key, copy, sandbox start)", own))
         print(seconds_row(f"{name}:   rebuild (first, changed lockfile)", figures["rebuild"]))
         ratio = statistics.median(figures["rebuild"]) / statistics.median(figures["refresh"])
         print(f"{name + ':   rebuild / refresh, p50':44} {ratio:8.1f}×")
