@@ -44,7 +44,7 @@ async def test_setup_runs_once_and_is_cached_for_the_next_task(
     assert "$ echo setup done\nsetup done\n" in output
     shown = subprocess.run([sys.executable, "-m", "errand", "show", second.id], capture_output=True, text=True,
                            env={**os.environ, "ERRAND_DATABASE_URL": str(store.engine.url), "COLUMNS": "200"})
-    assert "environment: from the cache" in shown.stdout and "from the cache)" in shown.stdout, shown.stdout
+    assert "reused (set up for this commit before)" in shown.stdout and "from the cache)" in shown.stdout, shown.stdout
     for task in (first, second):  # the tests ran in the set-up environment, before and after
         evidence = service.evidence(service.chosen_run(task.id))
         assert evidence is not None and evidence.tests_after is not None and evidence.tests_after.ok

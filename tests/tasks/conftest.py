@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.conftest import repo, service  # noqa: F401 - the service over this directory's store
+from engine.conftest import errand_home, repo, script_file, service  # noqa: F401 - shared with the engine tests
 from errand.tasks.store import TaskStore
 from postgres import DATABASES, database_url
 
@@ -19,6 +19,13 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 def store(url: str) -> Iterator[TaskStore]:
     with TaskStore.open(url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[TaskStore]:
+    """A store in SQLite only: for tests whose subject is the sandbox and the environment, not the database."""
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as opened:
         yield opened
 
 

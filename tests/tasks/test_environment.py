@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -12,7 +13,7 @@ from errand.errors import ConfigError
 from errand.sandbox.config import Resources
 from errand.sandbox.image import Image, Step
 from errand.sandbox.network import Network
-from errand.tasks.environment import Environment, cache_key, instructions, project_guide
+from errand.tasks.environment import Environment, cache_key, instructions, keyed_on, project_guide
 
 FULL = """
 [image]
@@ -351,12 +352,83 @@ def test_bad_setup_tables_are_refused(tmp_path: Path, toml: str, message: str) -
     assert message in caught.value.message
 
 
-def test_cache_key_covers_the_repository_and_the_tree(tmp_path: Path) -> None:
-    write(tmp_path, "[setup]\ncommands = ['pip install -e .']\n")
+def test_cache_key_covers_the_repository_and_with_key_tree_the_whole_tree(tmp_path: Path) -> None:
+    write(tmp_path, "[setup]\ncommands = ['pip install -e .']\nkey = 'tree'\n")
     first = cache_key(tmp_path, source="/src/alpha", tree="a" * 40)
     assert cache_key(tmp_path, source="/src/beta", tree="a" * 40) != first  # two repositories, one setup
     assert cache_key(tmp_path, source="/src/alpha", tree="b" * 40) != first  # another commit's tree
     assert cache_key(tmp_path, source="/src/alpha", tree="a" * 40) == first
+    assert keyed_on(tmp_path, Environment.load(tmp_path)) == ["the whole tree"]
+
+
+def test_by_default_another_commit_with_the_same_dependencies_shares_the_key(tmp_path: Path) -> None:
+    write(tmp_path, "[setup]\ncommands = ['pip install -e .']\n")
+    first = cache_key(tmp_path, source="/src/alpha", tree="a" * 40)
+    assert cache_key(tmp_path, source="/src/alpha", tree="b" * 40) == first
+    assert cache_key(tmp_path, source="/src/beta", tree="b" * 40) != first
+
+
+PYPROJECT = """\
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "tally"
+version = "1.4.0"
+dependencies = ["attrs>=23"]
+
+[tool.ruff]
+line-length = 100
+"""
+
+
+def test_only_a_pyprojects_dependency_tables_key_the_environment(tmp_path: Path) -> None:
+    write(tmp_path, "[setup]\ncommands = ['pip install -e .']\n")
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    first = cache_key(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT.replace('"1.4.0"', '"1.5.0"').replace("100", "120")
+                                             + "\n# a comment\n")
+    assert cache_key(tmp_path) == first  # a version bump, a tool table: same environment
+    for changed in (PYPROJECT.replace("attrs>=23", "attrs>=24"), PYPROJECT.replace('["hatchling"]', '["flit"]'),
+                    PYPROJECT + '\n[project.optional-dependencies]\ndev = ["pytest"]\n',
+                    PYPROJECT + '\n[dependency-groups]\ntest = ["pytest"]\n'):
+        (tmp_path / "pyproject.toml").write_text(changed)
+        assert cache_key(tmp_path) != first, changed
+    (tmp_path / "pyproject.toml").write_text("not [ toml")  # unreadable: any change counts
+    broken = cache_key(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("not [ toml either")
+    assert cache_key(tmp_path) != broken
+    assert keyed_on(tmp_path, Environment.load(tmp_path)) == ["pyproject.toml's dependency tables"]
+
+
+def test_a_package_jsons_version_and_build_script_do_not_key_it_but_its_dependencies_do(tmp_path: Path) -> None:
+    write(tmp_path, "[setup]\ncommands = ['npm ci']\n")
+    manifest = {"name": "pricing", "version": "2.1.0", "scripts": {"build": "tsc", "test": "mocha"},
+                "devDependencies": {"mocha": "11.8.0"}}
+    (tmp_path / "package.json").write_text(json.dumps(manifest))
+    (tmp_path / "package-lock.json").write_text('{"lockfileVersion": 3}')
+    first = cache_key(tmp_path)
+    (tmp_path / "package.json").write_text(json.dumps({**manifest, "version": "2.2.0",
+                                                       "scripts": {"build": "tsc -p .", "test": "mocha -r x"}}))
+    assert cache_key(tmp_path) == first
+    (tmp_path / "package.json").write_text(json.dumps({**manifest, "devDependencies": {"mocha": "11.9.0"}}))
+    assert cache_key(tmp_path) != first
+    (tmp_path / "package.json").write_text(json.dumps(manifest))
+    (tmp_path / "package-lock.json").write_text('{"lockfileVersion": 3, "packages": {}}')
+    assert cache_key(tmp_path) != first
+    assert keyed_on(tmp_path, Environment.load(tmp_path)) == ["package-lock.json", "package.json's dependency tables"]
+
+
+def test_the_refresh_and_the_key_setting_are_read_and_checked(tmp_path: Path) -> None:
+    write(tmp_path, "[setup]\ncommands = ['make']\nrefresh = ['make version']\nkey = 'tree'\n")
+    env = Environment.load(tmp_path)
+    assert env.setup_refresh == ("make version",) and env.setup_whole_tree and env.setup_key is None
+    for bad, message in (("key = 'lockfiles'", "setup.key must be \"tree\" or a non-empty list"),
+                         ("refresh = 'make'", "setup.refresh must be a list")):
+        write(tmp_path, f"[setup]\n{bad}\n")
+        with pytest.raises(ConfigError, match=message):
+            Environment.load(tmp_path)
 
 
 def test_cache_key_on_named_files_ignores_the_rest_of_the_tree(tmp_path: Path) -> None:

@@ -360,8 +360,8 @@ def print_evidence(out: Console, run: Run, of: int, evidence: Evidence) -> None:
                       f"[dim]({shown(check.command, lines=False)}{cached})[/]")
     environment = outcome.caches.get("environment") if outcome else None
     if environment:
-        state = "from the cache" if environment.get("cached") else "set up for this round"
-        out.print(f"  environment: {state} [dim]({shown(environment.get('key'), lines=False)})[/]")
+        for line in environment_lines(environment):
+            out.print(f"  {line}")
     out.print(f"  diff: {len(evidence.files)} file(s), +{evidence.additions} −{evidence.deletions}: "
               + shown(", ".join(f["path"] for f in evidence.files), lines=False))
     if evidence.test_files:
@@ -372,6 +372,29 @@ def print_evidence(out: Console, run: Run, of: int, evidence: Evidence) -> None:
         out.print(f"  commands that failed ({len(evidence.failed_commands)} of {evidence.commands_run} run):")
         for failed in evidence.failed_commands[-5:]:
             out.print(f"    [dim]exit {shown(failed['exit_code'])}[/] {shown(failed['command'], lines=False)}")
+
+
+def environment_lines(environment: dict[str, Any]) -> list[str]:
+    """What ``errand show`` says of the environment a run used: which, what it was keyed on,
+    and whether it was reused (from the cache, or from another commit and refreshed)."""
+    key = shown(environment.get("key"), lines=False)
+    reused = environment.get("reused")
+    if reused:
+        state = f"reused from {shown(reused, lines=False)} (another commit, same dependencies)"
+    elif environment.get("cached"):
+        state = "reused (set up for this commit before)"
+    else:
+        state = "built for this round"
+    lines = [f"environment: {key}, {state}"]
+    keyed = [shown(item, lines=False) for item in environment.get("keyed_on") or []]
+    lines.append("  keyed on: " + ", ".join([*keyed, "errand.toml's setup", "the image"]))
+    refreshed = [shown(command, lines=False) for command in environment.get("refreshed") or []]
+    if refreshed:
+        lines.append("  refreshed for the commit with: " + "; ".join(refreshed))
+    if environment.get("refresh_failed"):
+        lines.append(f"  [yellow]the refresh {shown(environment['refresh_failed'], lines=False)} failed[/]: "
+                     "the environment was used as it was")
+    return lines
 
 
 def diff(

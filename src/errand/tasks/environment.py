@@ -7,7 +7,9 @@ naming the key and the file: a misspelt key must never be silently ignored.
 
 ``instructions(repo)`` collects the project instruction files (AGENTS.md and
 kin) for the model; ``cache_key(repo)`` is the key a set-up environment's image
-layer is cached under, from the setup-relevant config and the lockfiles.
+layer is cached under, from the setup-relevant config and the lockfiles and
+manifests' dependency tables (:mod:`errand.tasks.reuse`), or with ``[setup] key =
+"tree"`` the whole tree.
 """
 
 from __future__ import annotations
@@ -29,31 +31,25 @@ from errand.sandbox.config import Resources
 from errand.sandbox.image import Image
 from errand.sandbox.network import Network
 from errand.sandbox.registries import REGISTRY_KINDS, RegistryAccess, host_registries
+from errand.tasks.reuse import DEPENDENCY_TABLES, KEY_PATTERNS, key_files, key_material
 
 __all__ = [
     "CONFIG_FILE",
     "DEFAULT_INSTRUCTIONS",
-    "LOCKFILE_PATTERNS",
-    "MANIFEST_PATTERNS",
+    "KEY_PATTERNS",
+    "WHOLE_TREE",
     "Environment",
     "Guide",
     "cache_key",
     "egress_summary",
     "instructions",
+    "keyed_on",
     "project_guide",
 ]
 
 CONFIG_FILE = "errand.toml"
 DEFAULT_INSTRUCTIONS: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md", ".cursorrules", ".github/copilot-instructions.md")
-# Looked for at the repository root only (globs, matched by Path.glob).
-LOCKFILE_PATTERNS: tuple[str, ...] = (
-    "requirements*.txt", "poetry.lock", "uv.lock", "Pipfile.lock", "package-lock.json",
-    "pnpm-lock.yaml", "yarn.lock", "Cargo.lock", "go.sum",
-)
-# Build manifests: what an install of the project itself reads first.
-MANIFEST_PATTERNS: tuple[str, ...] = (
-    "pyproject.toml", "setup.py", "setup.cfg", "package.json", "Cargo.toml", "go.mod", "Gemfile",
-)
+WHOLE_TREE = "tree"  # [setup] key = "tree": every file of the tree keys the environment (no reuse across commits)
 MAX_CONFIG_BYTES = 1024**2
 MAX_INSTRUCTION_FILE_BYTES = 32 * 1024
 MAX_INSTRUCTIONS_BYTES = 64 * 1024
@@ -61,14 +57,14 @@ MAX_INSTRUCTIONS_BYTES = 64 * 1024
 # table -> its known keys
 _SCHEMA: dict[str, tuple[str, ...]] = {
     "image": ("steps",),
-    "setup": ("commands", "network", "key"),
+    "setup": ("commands", "network", "key", "refresh"),
     "test": ("command",),
     "lint": ("command",),
     "network": ("mode", "domains", "cidrs"),
     "resources": ("cpus", "memory", "pids", "disk", "disk_medium"),
     "agent": ("instructions", "max_steps", "max_tokens", "max_cost", "max_minutes"),
 }
-_CACHE_VERSION = "errand-environment-v2"
+_CACHE_VERSION = "errand-environment-v3"
 _NETWORK_KEYS = ("mode", "domains", "cidrs")
 
 
@@ -84,8 +80,13 @@ class Environment:
     # Setup's own egress ([setup] network): None means the same policy as the agent's.
     setup_network: Network | None = None
     setup_registries: tuple[str, ...] = ()  # the host's registries setup may reach (pip, npm, apt)
-    # [setup] key: the files (globs) setup's cache is keyed on; None: the whole base tree.
+    # [setup] key: the files (globs) setup's cache is keyed on; None: found automatically
+    # (lockfiles, manifests' dependency tables), or with setup_whole_tree the whole base tree.
     setup_key: tuple[str, ...] | None = None
+    setup_whole_tree: bool = False
+    # [setup] refresh: what runs over the cached environment for each new commit; None: derived
+    # from setup and the project (errand.tasks.reuse.refresh).
+    setup_refresh: tuple[str, ...] | None = None
     resources: Resources = field(default_factory=Resources)
     instruction_files: tuple[str, ...] = DEFAULT_INSTRUCTIONS
     budgets: Budgets | None = None  # [agent] max_steps & co; None: the engine's defaults
@@ -248,13 +249,15 @@ def cache_key(repo_dir: Path, environment: Environment | None = None, *, source:
 
     It covers everything that can change what setup produces: the repository
     (``source``, as the task names it), the image steps (copy steps by their
-    content), the setup commands, the egress policy setup runs under, the host's
-    registry settings setup is given (``registries``), and the tree setup runs
-    over — with ``[setup] key``, the bytes of the files its globs match; else
-    ``tree``, the base commit's git tree id, so a change to any file runs setup
-    anew; given neither, the root-level lockfiles and build manifests. The test
-    and lint commands, resource limits, instruction files, and comments and
-    formatting in errand.toml leave it unchanged.
+    content), the setup and refresh commands, the egress policy setup runs under,
+    the host's registry settings setup is given (``registries``), and what of the
+    tree setup depends on (:func:`keyed_on`): by default the lockfiles and the
+    manifests' dependency tables found at the root, so every commit with the same
+    dependencies shares one environment (each gets a refresh over it); with
+    ``[setup] key``, the bytes of the files its globs match; with ``[setup] key =
+    "tree"``, ``tree``, the base commit's git tree id. The test and lint commands,
+    resource limits, instruction files, and comments and formatting in errand.toml
+    leave it unchanged.
     """
     repo = Path(repo_dir).resolve()
     env = environment or Environment.load(repo)
@@ -264,29 +267,32 @@ def cache_key(repo_dir: Path, environment: Environment | None = None, *, source:
         "source": source,
         "image": [step.fingerprint() for step in env.image.steps],
         "setup": list(env.setup),
+        "refresh": None if env.setup_refresh is None else list(env.setup_refresh),
         "network": env.setup_egress.to_dict(),
         "registries": registries.fingerprint() if registries is not None else None,
-        "tree": tree if env.setup_key is None else None,
+        "tree": tree if env.setup_whole_tree else None,
     }
     digest.update(json.dumps(config, sort_keys=True).encode())
-    if env.setup_key is not None:
-        _hash_files(digest, repo, env.setup_key)
-    elif tree is None:
-        _hash_files(digest, repo, LOCKFILE_PATTERNS + MANIFEST_PATTERNS)
+    if not env.setup_whole_tree or tree is None:
+        for name in key_files(repo, env.setup_key or KEY_PATTERNS):
+            data = key_material(repo, name, whole=env.setup_key is not None)
+            if data is None:  # not a regular file inside the repository: only its presence counts
+                digest.update(f"\0lock\0{name}\0unreadable\0".encode())
+                continue
+            digest.update(f"\0lock\0{name}\0{len(data)}\0".encode())
+            digest.update(data)
     return digest.hexdigest()
 
 
-def _hash_files(digest: Any, repo: Path, patterns: tuple[str, ...]) -> None:
-    names = sorted({p.relative_to(repo).as_posix() for pattern in patterns for p in repo.glob(pattern)
-                    if ".git" not in p.relative_to(repo).parts})
-    for name in names:
-        read = read_inside(repo, name, None)
-        if read is None:  # not a regular file inside the repository: only its presence counts
-            digest.update(f"\0lock\0{name}\0unreadable\0".encode())
-            continue
-        data = read[0]
-        digest.update(f"\0lock\0{name}\0{len(data)}\0".encode())
-        digest.update(data)
+def keyed_on(repo_dir: Path, environment: Environment) -> list[str]:
+    """What of the tree the environment is keyed on, for a person: the files (a manifest's
+    dependency tables, where that is all that counts), or ``the whole tree``."""
+    if environment.setup_whole_tree:
+        return ["the whole tree"]
+    repo = Path(repo_dir).resolve()
+    patterns = environment.setup_key or KEY_PATTERNS
+    return [f"{name}'s dependency tables" if environment.setup_key is None and name in DEPENDENCY_TABLES else name
+            for name in key_files(repo, patterns)]
 
 
 def egress_summary(policy: object) -> str:
@@ -319,8 +325,16 @@ def _setup(table: Mapping[str, Any], path: Path) -> dict[str, Any]:
         values["setup_network"] = _network(policy, path, "setup.network", extra=("registries",))
         values["setup_registries"] = tuple(dict.fromkeys(registries))
     if "key" in table:
-        globs = _strings(table["key"], path, "setup.key")
-        values["setup_key"] = tuple(_relative_paths(globs, path, "setup.key", "a path or glob"))
+        if table["key"] == WHOLE_TREE:
+            values["setup_whole_tree"] = True
+        else:
+            if isinstance(table["key"], str):
+                raise _type_error(path, "setup.key", f"\"{WHOLE_TREE}\" or a non-empty list of paths or globs",
+                                  table["key"])
+            globs = _strings(table["key"], path, "setup.key")
+            values["setup_key"] = tuple(_relative_paths(globs, path, "setup.key", "a path or glob"))
+    if "refresh" in table:
+        values["setup_refresh"] = tuple(_strings(table["refresh"], path, "setup.refresh", allow_empty=True))
     return values
 
 

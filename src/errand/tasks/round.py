@@ -433,7 +433,7 @@ async def conclude(bench: Bench, prepared: Prepared, *, settled: Callable[[], No
     if live.link is not None:
         await live.link.observe(live.environment, evidence[best][0], setup_ran=bool(live.environment.setup))
     settled()
-    caches = {"environment": {"key": live.setup.key, "cached": live.setup.cached} if live.environment.setup else None,
+    caches = {"environment": live.setup.describe() if live.environment.setup else None,
               "baseline": None if tests_before is None else {"cached": tests_before.cached}}
     runs = [await asyncio.to_thread(bench.store.get_run, run_id) for run_id in prepared.run_ids]
     stored = await asyncio.to_thread(steps.finalize, bench.store, prepared.task_id, runs, results, list(evidence),

@@ -10,13 +10,15 @@ the same functions from its activities. A step reports what it does through a
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,11 +28,13 @@ from errand.agent import Agent, AgentResult
 from errand.errors import ErrandError, ExecTimeout
 from errand.repo import Diff, WorkingCopy, checkouts
 from errand.repo.generated import Harvest, harvest
+from errand.repo.git import run_git
 from errand.sandbox import AsyncSandbox, Image, Mount
 from errand.sandbox.cache import find_image, find_layer, keep_image, keep_layer
 from errand.sandbox.registries import RegistryAccess, host_registries
+from errand.tasks import reuse
 from errand.tasks.egress_log import end_sandbox, refusals_note
-from errand.tasks.environment import Environment, cache_key
+from errand.tasks.environment import Environment, cache_key, keyed_on
 from errand.tasks.errors import SetupFailed
 from errand.tasks.evidence import Evidence, TestRun, assess, is_test_file, parse_counts
 from errand.tasks.lifecycle import TaskState
@@ -91,18 +95,30 @@ def work_dir_of(run_id: str) -> Path:
 @dataclass(frozen=True)
 class SetUp:
     """What every sandbox of a round starts from: the image with setup's effects outside the
-    tree, and the layer of the new files setup wrote into the tree."""
+    tree, and the layers of the new files setup (and a refresh over it) wrote into the tree."""
 
     image: Image
-    key: str  # the environment's cache key (see environment.cache_key)
-    tree_layer: Path | None = None
-    cached: bool = False
+    key: str  # the environment's cache key (see environment.cache_key; a refresh's: of it and the tree)
+    tree_layers: tuple[Path, ...] = ()  # the top first
+    cached: bool = False  # nothing ran for this round: it was in the cache
     isolation: str = "namespace"  # the sandbox tier every sandbox of the round runs on
     diff_excludes: tuple[str, ...] = ()  # what setup wrote into the tree that git does not ignore
+    keyed_on: tuple[str, ...] = ()  # what of the tree the environment is keyed on, for a person
+    tree: str | None = None  # the git tree it was set up (or refreshed) for
+    kept: tuple[str, ...] = ()  # the paths its tree layers hold (directories end in /)
+    primed: bool = False  # setup installed the build backend's requirements (errand.tasks.reuse.prime)
+    reused: str | None = None  # the environment this one refreshed for another commit
+    refreshed: tuple[str, ...] = ()  # the refresh commands run over it
+    refresh_failed: str | None = None  # the refresh command that failed (the environment is used as it is)
 
     @property
     def layers(self) -> list[Path]:
-        return [self.tree_layer] if self.tree_layer is not None else []
+        return list(self.tree_layers)
+
+    def describe(self) -> dict[str, Any]:
+        """What a run's result keeps of it (``errand show`` says it)."""
+        return {"key": self.key, "cached": self.cached, "keyed_on": list(self.keyed_on), "reused": self.reused,
+                "refreshed": list(self.refreshed), "refresh_failed": self.refresh_failed}
 
 
 def base_checkout(task: Task) -> Path:
@@ -177,45 +193,136 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
     ``setup_output`` events. ``source`` names the repository in the cache key (default:
     ``task.repo``): an evaluation clones each instance from a copy of its own, stripped
     of later history, yet the instances of one repository share one setup.
+
+    The key covers the lockfiles and the manifests' dependency tables, not the whole
+    tree: another commit with the same dependencies finds the environment cached and
+    gets a refresh over it (:func:`errand.tasks.reuse.refresh`: an editable reinstall
+    without dependencies, the project's build), itself cached for that commit's tree.
     """
     registries = host_registries(_SETUP_REGISTRY_SETTINGS)
     tree = await asyncio.to_thread(WorkingCopy.tree_id, base_tree)
     digest = cache_key(base_tree, environment, source=source or task.repo, tree=tree, registries=registries)
     key = f"env-{digest}"
+    keyed = tuple(await asyncio.to_thread(keyed_on, base_tree, environment))
     if not environment.setup:
-        return SetUp(environment.image, key, isolation=isolation)
+        return SetUp(environment.image, key, isolation=isolation, keyed_on=keyed, tree=tree)
     async with setup_lock(key):
-        cached = _cached_setup(key, isolation)
+        built = _cached_setup(key, isolation)
+        if built is not None and await asyncio.to_thread(_shadowed, built, base_tree):
+            # What setup wrote into another commit's tree is tracked in this one: a layer of it
+            # would hide this commit's files. This commit gets a setup of its own.
+            key = f"env-{_digest(key, tree)}"
+            built = _cached_setup(key, isolation)
+        if built is None:
+            await journal("setup_started", {"key": key, "commands": list(environment.setup),
+                                            "network": environment.setup_egress.to_dict(),
+                                            "keyed_on": list(keyed)})
+            return await _set_up_now(environment, task, run, base_tree, journal, key, registries, isolation,
+                                     replace(SetUp(environment.image, key), keyed_on=keyed, tree=tree))
+    if built.tree == tree:
+        await journal("setup_cached", {"key": key, "tree_layer": bool(built.tree_layers),
+                                       "keyed_on": list(built.keyed_on), "reused": built.reused})
+        return built
+    return await _refreshed(environment, task, run, base_tree, journal, built, tree, registries)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+async def _refreshed(environment: Environment, task: Task, run: Run, base_tree: Path, journal: Journal,
+                     built: SetUp, tree: str, registries: RegistryAccess) -> SetUp:
+    """The environment ``built`` (set up for another commit with the same dependencies) made
+    right for this commit's tree by its refresh, cached under a key of both."""
+    plan = await asyncio.to_thread(_refresh_plan, environment, base_tree, built.primed)
+    if not plan:
+        await journal("setup_cached", {"key": built.key, "tree_layer": bool(built.tree_layers),
+                                       "keyed_on": list(built.keyed_on), "reused": built.key})
+        return replace(built, reused=built.key, tree=tree)
+    key = f"env-{_digest(built.key, tree)}"
+    async with setup_lock(key):
+        cached = _cached_setup(key, built.isolation)
         if cached is not None:
-            await journal("setup_cached", {"key": key, "tree_layer": cached.tree_layer is not None})
+            await journal("setup_cached", {"key": key, "tree_layer": bool(cached.tree_layers),
+                                           "keyed_on": list(cached.keyed_on), "reused": cached.reused})
             return cached
-        await journal("setup_started", {"key": key, "commands": list(environment.setup),
-                                        "network": environment.setup_egress.to_dict()})
-        return await _set_up_now(environment, task, run, journal, key, registries, isolation)
+        await journal("setup_started", {"key": key, "commands": list(plan), "network":
+                                        environment.setup_egress.to_dict(), "keyed_on": list(built.keyed_on),
+                                        "reused": built.key})
+        return await _set_up_now(environment, task, run, base_tree, journal, key, registries, built.isolation,
+                                 replace(built, key=key, tree=tree, reused=built.key, cached=False), refresh=plan)
 
 
-async def _set_up_now(environment: Environment, task: Task, run: Run, journal: Journal, key: str,
-                      registries: RegistryAccess, isolation: str) -> SetUp:
-    copy = await asyncio.to_thread(prepare_copy, task, run, name="setup")
+def _refresh_plan(environment: Environment, base_tree: Path, primed: bool) -> tuple[str, ...]:
+    if environment.setup_refresh is not None:
+        return environment.setup_refresh
+    return reuse.refresh(base_tree, environment.setup, primed=primed).commands
+
+
+def _shadowed(built: SetUp, base_tree: Path) -> bool:
+    """Whether a path the environment's tree layers hold is tracked in the commit of ``base_tree``."""
+    if not built.kept:
+        return False
+    host_git = base_tree.parent / "host.git"
+    tracked = run_git(["ls-tree", "-r", "-z", "--name-only", "--full-tree", "refs/errand/base"], host_git,
+                      git_dir=host_git).split("\0")
+    files = {path for path in built.kept if not path.endswith("/")}
+    directories = {path.rstrip("/") for path in built.kept if path.endswith("/")}
+    for path in filter(None, tracked):
+        if path in files:
+            return True
+        parts = path.split("/")
+        if any("/".join(parts[:depth]) in directories for depth in range(1, len(parts))):
+            return True
+    return False
+
+
+async def _set_up_now(environment: Environment, task: Task, run: Run, base_tree: Path, journal: Journal, key: str,
+                      registries: RegistryAccess, isolation: str, made: SetUp, *,
+                      refresh: tuple[str, ...] | None = None) -> SetUp:
+    """Run setup (``refresh`` None) or a refresh over ``made`` (its image and tree layers) in a
+    sandbox over a working copy of the base commit, and keep what it made under ``key``."""
+    over = made if refresh is not None else None
+    copy = await asyncio.to_thread(prepare_copy, task, run, name="setup", setup=over)
+    labels = {"task": task.id, "run": run.id, "role": "setup"}
     try:
-        image = await _run_setup(environment, copy, registries, journal, isolation,
-                                 {"task": task.id, "run": run.id, "role": "setup"})
+        if refresh is None:
+            commands = Commands(environment.setup, await asyncio.to_thread(reuse.prime, base_tree, environment.setup))
+            image, done = await _run_setup(environment, await _built_image(environment, journal), copy, registries,
+                                           journal, isolation, labels, commands,
+                                           lambda primed: _refresh_plan(environment, base_tree, primed))
+        else:
+            assert over is not None
+            image, done = await _run_setup(environment, over.image, copy, registries, journal, isolation, labels,
+                                           Commands(), lambda _primed: refresh)
         layer, kept = await asyncio.to_thread(_keep_tree_writes, copy, key)
     finally:
         await asyncio.to_thread(copy.remove)
     await journal("setup_tree", {"kept": len(kept.kept), "kept_sample": kept.kept[:20],
                                  "untracked": kept.untracked[:20], "left_tracked": kept.changed_tracked[:20]})
-    untracked = tuple(kept.untracked)
-    image = keep_image(image, key, {_TREE_LABEL: layer.name, _UNTRACKED_LABEL: json.dumps(untracked)})
-    await journal("setup_finished", {"key": key})
-    return SetUp(image, key, layer, isolation=isolation, diff_excludes=untracked)
+    below = over.tree_layers if over is not None else ()
+    made = replace(made, tree_layers=(layer, *below), isolation=isolation, primed=made.primed or done.primed,
+                   diff_excludes=tuple(dict.fromkeys([*kept.untracked, *made.diff_excludes])),
+                   kept=tuple(dict.fromkeys([*kept.kept, *made.kept])), refreshed=done.refreshed,
+                   refresh_failed=done.failed)
+    image = keep_image(image, key, _labels_of(made))
+    await journal("setup_finished", {"key": key, "reused": made.reused, "refreshed": list(made.refreshed),
+                                     "refresh_failed": made.refresh_failed})
+    return replace(made, image=image)
 
 
-_TREE_LABEL = "errand.setup.tree"
-_UNTRACKED_LABEL = "errand.setup.untracked"
+_LABEL = "errand.setup."  # what an environment's image says of it, for _cached_setup
 # Setup gets the host's pip and npm settings (where to find packages); which registries
 # it may reach is its egress policy's business ([setup] network).
 _SETUP_REGISTRY_SETTINGS = ("pip", "npm")
+
+
+def _labels_of(made: SetUp) -> dict[str, str]:
+    return {_LABEL + name: json.dumps(value) for name, value in (
+        ("trees", [layer.name for layer in made.tree_layers]), ("untracked", list(made.diff_excludes)),
+        ("kept", list(made.kept)), ("keyed_on", list(made.keyed_on)), ("tree", made.tree),
+        ("primed", made.primed), ("reused", made.reused), ("refreshed", list(made.refreshed)),
+        ("refresh_failed", made.refresh_failed))}
 
 
 def cached_set_up(environment: Environment, key: str, isolation: str) -> SetUp:
@@ -233,12 +340,19 @@ def _cached_setup(key: str, isolation: str) -> SetUp | None:
     image = find_image(key)
     if image is None or image.config is None:
         return None
-    labels = image.config.labels
-    layer = find_layer(labels[_TREE_LABEL]) if labels.get(_TREE_LABEL) else None
-    if layer is None:
+    try:
+        said = {name.removeprefix(_LABEL): json.loads(value) for name, value in image.config.labels.items()
+                if name.startswith(_LABEL)}
+        layers = [find_layer(name) for name in said["trees"]]
+    except (KeyError, ValueError, TypeError):
         return None
-    untracked = tuple(json.loads(labels.get(_UNTRACKED_LABEL, "[]")))
-    return SetUp(image, key, layer, cached=True, isolation=isolation, diff_excludes=untracked)
+    if not layers or any(layer is None for layer in layers):
+        return None
+    return SetUp(image, key, tuple(layer for layer in layers if layer is not None), cached=True, isolation=isolation,
+                 diff_excludes=tuple(said.get("untracked") or ()), keyed_on=tuple(said.get("keyed_on") or ()),
+                 tree=said.get("tree"), kept=tuple(said.get("kept") or ()), primed=bool(said.get("primed")),
+                 reused=said.get("reused"), refreshed=tuple(said.get("refreshed") or ()),
+                 refresh_failed=said.get("refresh_failed"))
 
 
 def _keep_tree_writes(copy: WorkingCopy, key: str) -> tuple[Path, Harvest]:
@@ -246,37 +360,74 @@ def _keep_tree_writes(copy: WorkingCopy, key: str) -> tuple[Path, Harvest]:
     return keep_layer(f"tree-{key.removeprefix('env-')}", lambda partial: harvest(copy, partial))
 
 
-async def _run_setup(environment: Environment, copy: WorkingCopy, registries: RegistryAccess,
-                     journal: Journal, isolation: str, labels: Mapping[str, str]) -> Image:
-    """Run the setup commands over ``copy`` and snapshot the result; every process of the
-    sandbox has ended when this returns, so the host may read the tree."""
-    async def log(line: str) -> None:
-        await journal("setup_output", {"text": line})
+@dataclass(frozen=True)
+class Commands:
+    """What a setup sandbox runs: ``setup`` (a failure fails it), then ``prime`` (a failure
+    only means the refresh builds in isolation)."""
 
+    setup: tuple[str, ...] = ()
+    prime: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Done:
+    primed: bool
+    refreshed: tuple[str, ...]
+    failed: str | None
+
+
+async def _built_image(environment: Environment, journal: Journal) -> Image:
     build_lines: list[str] = []
     try:
-        image = await environment.image.build_async(log=build_lines.append)
+        return Image.from_config(await environment.image.build_async(log=build_lines.append))
     except ErrandError as error:
         raise SetupFailed(f"building the environment's image failed: {error.message}", command="image build",
                           exit_code=None, log="\n".join(build_lines)) from error
     finally:
         for line in build_lines:
-            await log(line + "\n")
+            await journal("setup_output", {"text": line + "\n"})
+
+
+async def _run_setup(environment: Environment, image: Image, copy: WorkingCopy, registries: RegistryAccess,
+                     journal: Journal, isolation: str, labels: Mapping[str, str], commands: Commands,
+                     refresh: Callable[[bool], tuple[str, ...]]) -> tuple[Image, _Done]:
+    """Run the setup commands over ``copy``, prime, refresh, and snapshot the result; every
+    process of the sandbox has ended when this returns, so the host may read the tree. A
+    failing refresh command is said in the log, and the environment used as it is."""
+    async def log(line: str) -> None:
+        await journal("setup_output", {"text": line})
+
+    async def run(command: str) -> TestRun:
+        await log(f"$ {command}\n")
+        return await _stream(sandbox, command, SETUP_TIMEOUT, log, env=dict(registries.env))
+
     mounts = [Mount.bind(copy.path, WORKSPACE, read_only=False), *_object_mounts(copy),
               *(Mount.bind(path, path) for path in registries.paths)]
     sandbox = await AsyncSandbox.create(
-        Image.from_config(image), mounts=mounts, network=environment.setup_egress,
-        resources=environment.resources, timeout=None, workdir=WORKSPACE, env={"CI": "1"}, isolation=isolation,
-        labels=labels)
+        image, mounts=mounts,
+        network=environment.setup_egress, resources=environment.resources, timeout=None, workdir=WORKSPACE,
+        env={"CI": "1"}, isolation=isolation, labels=labels)
     try:
-        for command in environment.setup:
-            await log(f"$ {command}\n")
-            result = await _stream(sandbox, command, SETUP_TIMEOUT, log, env=dict(registries.env))
+        for command in commands.setup:
+            result = await run(command)
             if not result.ok:
                 raise SetupFailed(f"setup command `{command}` {_ended(result)}; its output is in the task's log"
                                   f"{await refusals_note(sandbox)}",
                                   command=command, exit_code=result.exit_code, log=result.output)
-        return await sandbox.snapshot()
+        primed = bool(commands.prime)
+        for command in commands.prime:
+            if not (await run(command)).ok:
+                await log("(priming the refresh failed: a later commit's reinstall builds in isolation)\n")
+                primed = False
+                break
+        refreshed, failed = refresh(primed), None
+        for command in refreshed:
+            result = await run(command)
+            if not result.ok:
+                failed = command
+                await log(f"(the refresh `{command}` {_ended(result)}: the environment is used as it is)\n")
+                break
+        return await sandbox.snapshot(), _Done(primed, refreshed, failed)
     finally:
         await end_sandbox(sandbox, journal, "setup")
 
@@ -335,36 +486,69 @@ def _ended(result: TestRun) -> str:
 async def tests_on_base(environment: Environment, setup: SetUp, copy: WorkingCopy,
                         journal: Journal, *, labels: Mapping[str, str] | None = None) -> TestRun | None:
     """The test command's result on the base commit, in a sandbox of its own over a
-    checkout the agent never touches. Cached per (base commit, environment, command):
-    a second task on the same base does not pay for it again."""
+    checkout the agent never touches. Cached per (base commit, environment, command),
+    and shared while it runs: tasks on one base run it once — the first runs it, the
+    others (in this process or another of the same errand home) wait for its result."""
     if environment.test is None:
         return None
     digest = hashlib.sha256(json.dumps([copy.base_commit, setup.key, environment.test]).encode()).hexdigest()[:32]
     cached_at = _settings.cache_dir() / "baselines" / f"{digest}.json"
+    async with _baseline_turn(cached_at):
+        cached = _cached_baseline(cached_at)
+        if cached is not None:
+            await _journal_baseline(journal, cached, cached=True)
+            return cached
+        result = await _run_baseline(environment, setup, copy, journal, labels)
+        cached_at.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached_at.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(result.__dict__))
+        os.replace(partial, cached_at)
+    await _journal_baseline(journal, result, cached=False)
+    return result
+
+
+def _cached_baseline(path: Path) -> TestRun | None:
     try:
-        cached = replace(TestRun(**json.loads(cached_at.read_text())), cached=True)
+        return replace(TestRun(**json.loads(path.read_text())), cached=True)
     except (OSError, ValueError, TypeError):
-        pass
-    else:
-        await _journal_baseline(journal, cached, cached=True)
-        return cached
+        return None
+
+
+async def _run_baseline(environment: Environment, setup: SetUp, copy: WorkingCopy, journal: Journal,
+                        labels: Mapping[str, str] | None) -> TestRun:
+    assert environment.test is not None
     base = await asyncio.to_thread(WorkingCopy.overlaid, copy.source, copy.base_commit,
                                    dest=copy.path.parent / "base", owner=_settings.sandbox_uid(),
                                    layers=setup.layers, diff_excludes=setup.diff_excludes)
     try:
         sandbox = await start_sandbox(environment, setup, base, labels={**(labels or {}), "role": "baseline"})
         try:
-            result = await check(sandbox, environment.test)
+            return await check(sandbox, environment.test)
         finally:
             await end_sandbox(sandbox, journal, "baseline")
     finally:
         await asyncio.to_thread(base.remove)
-    await _journal_baseline(journal, result, cached=False)
-    cached_at.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached_at.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps(result.__dict__))
-    os.replace(partial, cached_at)
-    return result
+
+
+@contextlib.asynccontextmanager
+async def _baseline_turn(cached_at: Path) -> AsyncIterator[None]:
+    """One baseline run at a time per cache entry: an asyncio lock within this process, and an
+    exclusive lock on a file of its name across processes (polled, so a wait can be cancelled;
+    the kernel drops it if its holder dies). The lock files live apart from the cache's entries."""
+    async with setup_lock(f"baseline-{cached_at.stem}"):
+        locks = cached_at.parent.with_name("baseline-locks")
+        locks.mkdir(parents=True, exist_ok=True)
+        fd = os.open(locks / f"{cached_at.stem}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    await asyncio.sleep(0.1)
+            yield
+        finally:
+            os.close(fd)
 
 
 async def _journal_baseline(journal: Journal, result: TestRun, *, cached: bool) -> None:
@@ -385,7 +569,11 @@ async def collect_evidence(
         await journal("check_output", {"text": text})
 
     tests_after = lint_after = None
-    if environment.test is not None:
+    if environment.test is not None and tests_before is not None and not diff.files:
+        # The tree is the base's (what accepting it would land): its tests ran on the base already.
+        await journal("check_skipped", {"what": "tests", "reason": "nothing changed: the tests on the base stand"})
+        tests_after = replace(tests_before, cached=True)
+    elif environment.test is not None:
         await journal("check_started", {"what": "tests", "command": environment.test})
         tests_after = await check(sandbox, environment.test, on_output=output)
     if environment.lint is not None:

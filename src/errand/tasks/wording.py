@@ -99,6 +99,14 @@ def _setup_tree(d: Mapping[str, Any]) -> Sentence:
                  "them, and no diff shows them", *tail, tone="step")
 
 
+def _setup_finished(d: Mapping[str, Any]) -> Sentence:
+    failed = (", but its refresh ", Value(d.get("refresh_failed"), code=True), " failed") \
+        if d.get("refresh_failed") else ()
+    what = "environment refreshed and cached (" if d.get("reused") else "environment set up and cached ("
+    return _said("setup", what, Value(d.get("key"), code=True), ")", *failed,
+                 tone="warn" if failed else "step")
+
+
 def _model_endpoint(d: Mapping[str, Any]) -> Sentence:
     parts: list[Part] = ["model ", Value(d.get("describe"))]
     if d.get("resolved_by") == "worker":
@@ -158,13 +166,16 @@ def _memories_exported(d: Mapping[str, Any]) -> Sentence:
 SENTENCES: Mapping[str, Say] = {
     "round_started": _round_started,
     "environment": _environment,
-    "setup_started": lambda d: _said("setup", "setting up the environment", tone="step"),
+    "setup_started": lambda d: _said("setup", "refreshing the environment of ", Value(d.get("reused"), code=True),
+                                     " for this commit", tone="step") if d.get("reused")
+    else _said("setup", "setting up the environment", tone="step"),
     "setup_cached": lambda d: _said("setup", "environment set up already (cached, ", Value(d.get("key"), code=True),
                                     ")", tone="step"),
     "setup_tree": _setup_tree,
     "egress": _egress,
-    "setup_finished": lambda d: _said("setup", "environment set up and cached (", Value(d.get("key"), code=True),
-                                      ")", tone="step"),
+    "setup_finished": _setup_finished,
+    "check_skipped": lambda d: _said("check", "not run again: ", Value(d.get("what")), " (", Value(d.get("reason")),
+                                     ")", tone="quiet"),
     "check_started": lambda d: _said("check", "checking the result: ", Value(d.get("what")), " ",
                                      Value(d.get("command"), code=True), tone="step"),
     "tests_before": lambda d: _said("check", "tests on the base: ", "pass" if d.get("exit_code") == 0 else "fail",

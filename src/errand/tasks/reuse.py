@@ -1,0 +1,254 @@
+"""Reusing a set-up environment across commits: what it is keyed on, and the refresh each commit gets.
+
+An environment is what the ecosystem's lockfiles and manifests say to install.
+:func:`key_files` finds those a repository has (at its root: ``package-lock.json``,
+``uv.lock``, ``requirements*.txt``, ``Cargo.lock``, …) and :func:`key_material`
+gives the part of each that decides the install: a lockfile whole, but of a
+``pyproject.toml`` or ``package.json`` only its dependency tables, so a version
+bump or a tool table's change (``[tool.ruff]``) leaves the environment as it is.
+
+A new commit of a known repository then starts from the cached environment and
+gets a cheap :func:`refresh` over it: for a Python project its installer's
+editable reinstall without dependencies (``pip install --no-deps -e .``, which
+also makes the build backend write ``_version.py`` for this commit), for an npm,
+pnpm or yarn project its ``build`` script. So that the reinstall needs no
+network, setup :func:`prime`\\ s the environment once with the build backend's
+requirements, in a directory of their own outside the project's virtualenv.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from errand._files import read_inside
+
+__all__ = ["BUILD_DEPS", "DEPENDENCY_TABLES", "KEY_PATTERNS", "Refresh", "key_files", "key_material", "prime",
+           "refresh"]
+
+# Looked for at the repository root (globs, matched by Path.glob): what an install reads.
+KEY_PATTERNS: tuple[str, ...] = (
+    "requirements*.txt", "requirements/*.txt", "constraints*.txt", "poetry.lock", "uv.lock", "pdm.lock",
+    "Pipfile", "Pipfile.lock", "pyproject.toml", "setup.py", "setup.cfg",
+    "package.json", "package-lock.json", "npm-shrinkwrap.json", "pnpm-lock.yaml", "pnpm-workspace.yaml",
+    "yarn.lock", ".npmrc", ".yarnrc.yml", "Cargo.toml", "Cargo.lock", "go.mod", "go.sum", "Gemfile", "Gemfile.lock",
+)
+# Of these manifests only the tables that decide what is installed count (dotted paths).
+DEPENDENCY_TABLES: dict[str, tuple[str, ...]] = {
+    "pyproject.toml": (
+        "build-system", "project.name", "project.dependencies", "project.optional-dependencies",
+        "project.requires-python", "dependency-groups", "tool.poetry.dependencies", "tool.poetry.dev-dependencies",
+        "tool.poetry.group", "tool.poetry.extras", "tool.poetry.source", "tool.uv", "tool.pdm.dev-dependencies",
+    ),
+    "package.json": (
+        "dependencies", "devDependencies", "optionalDependencies", "peerDependencies", "bundleDependencies",
+        "bundledDependencies", "overrides", "resolutions", "pnpm", "workspaces", "engines", "packageManager",
+        "scripts.preinstall", "scripts.install", "scripts.postinstall", "scripts.prepare",
+    ),
+    "Cargo.toml": (
+        "dependencies", "dev-dependencies", "build-dependencies", "target", "workspace", "patch", "replace",
+    ),
+}
+BUILD_DEPS = "/opt/errand-build"  # where prime puts the build backend's requirements
+_SEPARATORS = re.compile(r"&&|\|\||;|\n")
+_PIP = re.compile(r"(?:.*/)?pip(?:3(?:\.\d+)?)?")
+_PYTHON = re.compile(r"(?:.*/)?python(?:3(?:\.\d+)?)?")
+_PROJECT = re.compile(r"\.(?:/)?(?:\[[\w,\s-]*\])?")  # `.`, `./`, `.[dev]`
+# Asks the build backend what an editable build needs beyond [build-system] requires (hatchling: editables).
+_EDITABLE_REQUIRES = (
+    "import importlib, sys, tomllib\n"
+    "b = tomllib.load(open('pyproject.toml', 'rb')).get('build-system', {})\n"
+    "sys.path[:0] = [*b.get('backend-path', [])]\n"
+    "m, _, o = b.get('build-backend', 'setuptools.build_meta:__legacy__').partition(':')\n"
+    "x = importlib.import_module(m)\n"
+    "for a in filter(None, o.split('.')): x = getattr(x, a)\n"
+    "print('\\n'.join(getattr(x, 'get_requires_for_build_editable', lambda c=None: [])(None)))\n"
+)
+
+
+def key_files(repo: Path, patterns: Sequence[str] = KEY_PATTERNS) -> list[str]:
+    """The files (relative, sorted) ``patterns`` match in ``repo``, outside ``.git``."""
+    root = Path(repo)
+    return sorted({path.relative_to(root).as_posix() for pattern in patterns for path in root.glob(pattern)
+                   if ".git" not in path.relative_to(root).parts})
+
+
+def key_material(repo: Path, name: str, *, whole: bool = False) -> bytes | None:
+    """What of ``name`` decides the environment: a manifest's dependency tables (as canonical
+    JSON; ``whole``: the manifest whole too), any other file whole; None if it is not a
+    regular file inside the repository."""
+    read = read_inside(Path(repo), name, None)
+    if read is None:
+        return None
+    data = read[0]
+    tables = DEPENDENCY_TABLES.get(name)
+    if tables is None or whole:
+        return data
+    try:
+        document = tomllib.loads(data.decode()) if name.endswith(".toml") else json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        return data  # unreadable as a manifest: any change to it counts
+    if not isinstance(document, dict):
+        return data
+    chosen = {table: _dotted(document, table) for table in tables}
+    return json.dumps(chosen, sort_keys=True).encode()
+
+
+def _dotted(document: dict[str, Any], path: str) -> Any:
+    value: Any = document
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+# ----------------------------------------------------------------- the refresh
+
+
+@dataclass(frozen=True)
+class _Installer:
+    """The command that installed the project itself in setup: ``pip`` (its words), editable or not."""
+
+    pip: tuple[str, ...]
+    editable: bool
+    isolated: bool = True  # False: setup built it with --no-build-isolation (its backend is installed)
+
+    @property
+    def python(self) -> tuple[str, ...] | None:
+        """The interpreter that pip runs under (the build backend's), or None for ``uv pip``."""
+        if self.pip[-2:] == ("-m", "pip"):
+            return self.pip[:-2]
+        if len(self.pip) == 1:
+            head, _, _name = self.pip[0].rpartition("/")
+            return (f"{head}/python" if head else "python3",)
+        return None
+
+
+def _installer(setup: Iterable[str]) -> _Installer | None:
+    """The pip that installs the repository's own project (``pip install -e .``, ``.venv/bin/pip
+    install .``, ``python3 -m pip install -e .[dev]``, ``uv pip install -e .``), if setup has one."""
+    for command in setup:
+        for segment in _SEPARATORS.split(command):
+            try:
+                words = shlex.split(segment)
+            except ValueError:
+                continue
+            found = _pip_words(words)
+            if found is None:
+                continue
+            pip, rest = found
+            isolated = "--no-build-isolation" not in rest
+            for index, word in enumerate(rest):
+                if word in ("-e", "--editable") and index + 1 < len(rest) and _PROJECT.fullmatch(rest[index + 1]):
+                    return _Installer(pip, True, isolated)
+                if word.startswith("-e") and _PROJECT.fullmatch(word[2:]):
+                    return _Installer(pip, True, isolated)
+                if _PROJECT.fullmatch(word) and (index == 0 or rest[index - 1] not in ("-r", "-c", "-t", "--target")):
+                    return _Installer(pip, False, isolated)
+    return None
+
+
+def _pip_words(words: list[str]) -> tuple[tuple[str, ...], list[str]] | None:
+    """``(the pip, the arguments after install)`` of a pip install command's words."""
+    for start in range(len(words)):
+        word = words[start]
+        if _PIP.fullmatch(word) and words[start + 1:start + 2] == ["install"]:
+            return tuple(words[:start + 1][-1:]), words[start + 2:]
+        if (_PYTHON.fullmatch(word) and words[start + 1:start + 4] == ["-m", "pip", "install"]):
+            return (word, "-m", "pip"), words[start + 4:]
+        if word.endswith("uv") and words[start + 1:start + 3] == ["pip", "install"]:
+            return (word, "pip"), words[start + 3:]
+    return None
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """What runs over a cached environment for a commit: ``commands`` (in order), and what they are."""
+
+    commands: tuple[str, ...] = ()
+    why: tuple[str, ...] = ()  # for a person: "python: editable reinstall", "npm: the build script"
+
+
+def prime(repo: Path, setup: Sequence[str]) -> tuple[str, ...]:
+    """Commands setup runs last, so that :func:`refresh`'s reinstall needs no network: the
+    build backend's requirements (and those of an editable build) into :data:`BUILD_DEPS`."""
+    installer = _installer(setup)
+    if installer is None or installer.python is None or not installer.isolated:
+        return ()
+    pip, python = _shell(installer.pip), _shell(installer.python)
+    requires = _build_requires(repo)
+    target = f"--quiet --disable-pip-version-check --target {BUILD_DEPS}"
+    first = f"{pip} install {target} {' '.join(map(shlex.quote, requires))}"
+    editable = (f"PYTHONPATH={BUILD_DEPS} {python} -c {shlex.quote(_EDITABLE_REQUIRES)} > /tmp/errand-editable.txt"
+                f" && {{ ! [ -s /tmp/errand-editable.txt ] || {pip} install {target} --upgrade"
+                f" -r /tmp/errand-editable.txt; }}")
+    return (first, editable) if installer.editable else (first,)
+
+
+def refresh(repo: Path, setup: Sequence[str], *, primed: bool) -> Refresh:
+    """The refresh for the commit checked out at ``repo``, given the setup commands and
+    whether :func:`prime` succeeded (else the reinstall builds in isolation, as pip would)."""
+    commands: list[str] = []
+    why: list[str] = []
+    installer = _installer(setup)
+    if installer is not None:
+        words = [*installer.pip, "install", "--quiet", "--disable-pip-version-check", "--no-deps"]
+        primed = primed and installer.python is not None and installer.isolated
+        if primed or not installer.isolated:  # the backend is at hand: no index, no isolated build
+            words += ["--no-index", "--no-build-isolation"]
+        words += ["-e", "."] if installer.editable else ["."]
+        prefix = f"PYTHONPATH={BUILD_DEPS} " if primed else ""
+        commands.append(prefix + _shell(words))
+        why.append("python: " + ("an editable reinstall" if installer.editable else "a reinstall")
+                   + " without dependencies")
+    build = _node_build(repo, setup)
+    if build is not None:
+        commands.append(build)
+        why.append("node: the project's build script")
+    return Refresh(tuple(commands), tuple(why))
+
+
+def _node_build(repo: Path, setup: Sequence[str]) -> str | None:
+    """The package manager's ``run build``, if setup uses one and package.json has a build script."""
+    material = read_inside(Path(repo), "package.json", 1024**2)
+    if material is None:
+        return None
+    try:
+        manifest = json.loads(material[0])
+    except ValueError:
+        return None
+    scripts = manifest.get("scripts") if isinstance(manifest, dict) else None
+    if not isinstance(scripts, dict) or not isinstance(scripts.get("build"), str):
+        return None
+    words = {word for command in setup for segment in _SEPARATORS.split(command) for word in segment.split()}
+    for manager in ("pnpm", "yarn", "npm"):
+        if manager in words:
+            return f"{manager} run build"
+    return None
+
+
+def _build_requires(repo: Path) -> list[str]:
+    """``[build-system] requires`` of the project, or what pip assumes without one."""
+    material = read_inside(Path(repo), "pyproject.toml", 1024**2)
+    default = ["setuptools>=40.8.0", "wheel"]
+    if material is None:
+        return default
+    try:
+        system = tomllib.loads(material[0].decode()).get("build-system", {})
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return default
+    requires = system.get("requires") if isinstance(system, dict) else None
+    if not isinstance(requires, list) or not all(isinstance(item, str) for item in requires):
+        return default
+    return list(requires) or default
+
+
+def _shell(words: Sequence[str]) -> str:
+    return " ".join(shlex.quote(word) for word in words)
