@@ -29,6 +29,8 @@ __all__ = ["BUSY_TIMEOUT_MS", "NAMING_CONVENTION", "WRITE", "SqlStore", "connect
 MIGRATIONS = Path(__file__).parent / "migrations"
 MMAP_BYTES = 1 << 30
 BUSY_TIMEOUT_MS = 30_000
+#: The PostgreSQL advisory lock migrations hold (any fixed 64-bit number of errand's own).
+MIGRATION_LOCK = 0x6572_7261_6E64  # "errand"
 #: Execution option marking a connection that will write (``BEGIN IMMEDIATE`` on SQLite).
 WRITE = "errand_write"
 #: Every schema's constraint names, fixed so later migrations (and SQLite batch mode) can name them.
@@ -98,9 +100,14 @@ def migrate(engine: sa.Engine) -> None:
     """Upgrade the database to the newest revision; a no-op when it is there already."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    # One write transaction around the whole upgrade: two processes opening a
-    # fresh store at once serialize here, and the second finds the schema made.
+    # One write transaction around the whole upgrade, under a lock: processes opening a fresh
+    # store at once (serve and its workers started together) take turns, and each after the first
+    # finds the schema made. SQLite's write lock, taken up front, is that lock; PostgreSQL takes
+    # a transaction-scoped advisory lock (a transaction alone is not enough there: two of them
+    # creating ``alembic_version`` at once, one died on a unique violation).
     with engine.execution_options(**{WRITE: True}).begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 
