@@ -80,7 +80,9 @@ class TemporalWorker:
     def __init__(self, store: TaskStore, settings: TemporalSettings, *, concurrency: int = 2,
                  models: rounds.ModelFactory = rounds.default_models, memory: MemoryStore | object | None = ...,
                  budgets: Budgets | None = None, isolation: str | None = None) -> None:
-        self.store = store
+        # Its store waits for a database that is away (ERRAND_STORE_RETRY_SECONDS) instead of failing
+        # the step under way: a restart of the database holds the rounds up, it does not end them.
+        self.store = store = store.patient(settings.store_retry)
         self.settings = settings
         self.concurrency = concurrency
         self.queue = self.worker = settings.worker_queue()

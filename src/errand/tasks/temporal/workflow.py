@@ -42,7 +42,10 @@ __all__ = ["CONCLUDED", "ROUND_CANCELLED", "ROUND_FAILED", "WORKER_STOPPED", "At
            "SettleInput", "TaskWorkflow"]
 
 _ONCE = RetryPolicy(maximum_attempts=1)  # a lost worker is the round's business, not a retry's
-_STORE_RETRIES = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=0.5))
+# Store-only activities retry for a bounded time (the round's ``store_retry``), not a count: a
+# database away for longer than five tries (~8 s) failed the workflow and stranded its task.
+_STORE_RETRIES = RetryPolicy(maximum_attempts=0, initial_interval=timedelta(seconds=0.5),
+                             maximum_interval=timedelta(seconds=10))
 _LONG = timedelta(days=30)
 _QUICK = timedelta(minutes=2)
 _PATIENT = timedelta(seconds=60)
@@ -62,6 +65,7 @@ class RoundInput:
     heartbeat: float  # seconds a worker may stay silent before its activities count as lost
     begin_queue: str
     tasks_queue: str
+    store_retry: float = 300.0  # seconds a store-only activity retries before the workflow gives up
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,7 @@ class _RoundEnded(Exception):
 class TaskWorkflow:
     def __init__(self) -> None:
         self.wanted = 0
+        self.dispatches: set[int] = set()
         self.messages: list[tuple[str, int]] = []
         self.answers: list[tuple[str, int]] = []
         self.seen: set[int] = set()
@@ -110,7 +115,13 @@ class TaskWorkflow:
     # ------------------------------------------------------------ signals
 
     @workflow.signal(name="round")
-    def round_wanted(self) -> None:
+    def round_wanted(self, dispatch: int | None = None) -> None:
+        """One more round; ``dispatch``, the outbox's key, counts once however often it is sent
+        (None: a dispatcher from before the outbox)."""
+        if dispatch is not None:
+            if dispatch in self.dispatches:
+                return
+            self.dispatches.add(dispatch)
         self.wanted += 1
 
     @workflow.signal(name="message")
@@ -191,7 +202,7 @@ class TaskWorkflow:
                 return
             # Its sandboxes end before its runs are marked: a follow-up or retry waits for the marks.
             with contextlib.suppress(ActivityError):  # a worker gone meanwhile tidies up when it is back
-                await self._close(begun, timedelta(hours=1))
+                await self._close(begun, max(timedelta(hours=1), timedelta(seconds=given.store_retry)))
             await self._settle(given, settled)
         finally:
             await self._delivered()
@@ -263,7 +274,8 @@ class TaskWorkflow:
 
     async def _settle(self, given: RoundInput, settled: SettleInput) -> None:
         await workflow.execute_activity("errand.settle", settled, task_queue=given.tasks_queue,
-                                        start_to_close_timeout=_QUICK, retry_policy=_STORE_RETRIES)
+                                        start_to_close_timeout=_QUICK, retry_policy=_STORE_RETRIES,
+                                        schedule_to_close_timeout=timedelta(seconds=given.store_retry))
 
     async def _delivered(self) -> None:
         for delivery in self.deliveries:
