@@ -34,14 +34,17 @@ from errand.sandbox import AsyncSandbox
 from errand.tasks import round as rounds
 from errand.tasks import steps
 from errand.tasks.engine_lease import TEMPORAL_PREFIX, temporal_lease
-from errand.tasks.errors import RunNotFound
+from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict
+from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.store import TaskStore
 from errand.tasks.temporal import TemporalSettings
+from errand.tasks.temporal.fence import FencedBench, lost
 from errand.tasks.temporal.workflow import (
     CONCLUDED,
     ROUND_CANCELLED,
     ROUND_FAILED,
+    RUN_LOST,
     WORKER_STOPPED,
     AttemptInput,
     SettleInput,
@@ -86,7 +89,7 @@ class TemporalWorker:
         self.settings = settings
         self.concurrency = concurrency
         self.queue = self.worker = settings.worker_queue()
-        self.bench = rounds.Bench(
+        self.bench = FencedBench(
             store, self.queue, isolation=isolation or os.environ.get("ERRAND_ISOLATION") or "namespace",
             budgets=budgets or Budgets(), models=models, default_model=os.environ.get("ERRAND_MODEL") or None,
             memory=MemoryStore(store.engine) if memory is ... else memory)  # type: ignore[arg-type]
@@ -100,7 +103,8 @@ class TemporalWorker:
         """Work until ``stop`` is set, or (``exit_when_idle``) until no round was held for that long."""
         stop = stop or asyncio.Event()
         with hold(WorkerInfo.of_this_process(self.queue, self.concurrency, os.environ)):
-            async with temporal_lease(self.store, f"{TEMPORAL_PREFIX}{self.queue}", self.settings.heartbeat):
+            async with temporal_lease(self.store, f"{TEMPORAL_PREFIX}{self.queue}", self.settings.heartbeat,
+                                      lapsed=self._end_lost_rounds):
                 await self._serve(stop, exit_when_idle, ready)
 
     async def _serve(self, stop: asyncio.Event, exit_when_idle: float | None,
@@ -113,8 +117,12 @@ class TemporalWorker:
         served = self.activities()
         beginning = Worker(client, task_queue=settings.begin_queue, activities=served[settings.begin_queue],
                            max_concurrent_activities=1, max_heartbeat_throttle_interval=timedelta(seconds=1))
+        # Few polls open at once: a worker that stalls (SIGSTOP) keeps its open polls, and each task
+        # the service hands one waits out a timeout before it goes elsewhere.
         tasks = Worker(client, task_queue=settings.tasks_queue, workflows=[TaskWorkflow],
-                       activities=served[settings.tasks_queue], workflow_runner=WORKFLOW_RUNNER)
+                       activities=served[settings.tasks_queue], workflow_runner=WORKFLOW_RUNNER,
+                       max_concurrent_workflow_task_polls=2, max_concurrent_activity_task_polls=1,
+                       sticky_queue_schedule_to_start_timeout=timedelta(seconds=min(settings.heartbeat, 10.0)))
         own = Worker(client, task_queue=self.queue, max_concurrent_activities=max(100, 4 * self.concurrency),
                      activities=served[self.queue])
         workers = [beginning, tasks, own]
@@ -245,6 +253,8 @@ class TemporalWorker:
             await asyncio.to_thread(rounds.cancel_runs, self.store, settled.task_id, settled.run_ids)
         elif settled.how == "interrupted":
             run_ids = settled.run_ids or await asyncio.to_thread(self._running_runs, settled.task_id)
+            if not run_ids:  # lost before it began anything (a stalled worker took the start): again
+                await asyncio.to_thread(self._requeue_unbegun, settled.task_id, settled.reason)
             for recovery in await asyncio.to_thread(self.store.interrupt_runs, run_ids):
                 await self.bench.event(recovery.task_id, None, "recovered", {
                     "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
@@ -255,6 +265,13 @@ class TemporalWorker:
                                     RuntimeError(settled.reason))
 
     # ------------------------------------------------------------ helpers
+
+    def _requeue_unbegun(self, task_id: str, reason: str) -> None:
+        """Queue again a task whose round was lost before it began a run, for the next round."""
+        with contextlib.suppress(StateConflict, IllegalTransition):
+            self.store.set_state(task_id, TaskState.QUEUED, expected=TaskState.PREPARING, event=("recovered", {
+                "run_id": None, "previous": TaskState.PREPARING.value, "state": TaskState.QUEUED.value,
+                "reason": reason, "rule": "a round lost before it began a run is queued again"}))
 
     def _running_runs(self, task_id: str) -> tuple[str, ...]:
         """The task's runs still running: those of the round a lost ``start`` began (one round at a time)."""
@@ -275,6 +292,12 @@ class TemporalWorker:
                 raise ApplicationError("cancelled", said, type=ROUND_CANCELLED, non_retryable=True) from None
             raise
         except Exception as error:
+            if isinstance(error, RunNotRunning) or await asyncio.to_thread(lost, self.store, self.queue, run_ids):
+                # Fenced: the round was taken from this worker while it did not answer (its lease passed);
+                # the task has moved on, so it is not failed here, and what the round holds here ends.
+                await self._end_round_here(task_id, run_ids)
+                raise ApplicationError(f"the round's runs are no longer this worker's: {error}", *details,
+                                       type=RUN_LOST, non_retryable=True) from error
             await asyncio.to_thread(rounds.fail, self.store, task_id, run_ids, error)
             raise ApplicationError(str(error), *details, type=ROUND_FAILED, non_retryable=True) from error
 
@@ -316,6 +339,30 @@ class TemporalWorker:
                 continue
             if run.state is not RunState.RUNNING:
                 steps.remove_work(run)
+
+    async def _end_round_here(self, task_id: str, run_ids: tuple[str, ...]) -> None:
+        """End the sandboxes and remove the working copies of a round this worker lost."""
+        keys = [key for key in self.bench.rounds if key.split("/")[0] == task_id]
+        for key in keys or [""]:  # none held in memory: its copies on the disk still go
+            try:
+                await rounds.close(self.bench, key, run_ids)
+            except Exception:  # what is left goes when this worker next starts
+                log.exception("ending the lost round %s here failed", key or task_id)
+            async with self._room:
+                self._held.discard(key)
+                self._room.notify_all()
+
+    async def _end_lost_rounds(self) -> None:
+        """This worker's lease passed (it stalled): end every round it holds whose runs were taken
+        from it meanwhile, and the work of runs no longer running."""
+        for key in list(self.bench.rounds):
+            task_id, number = key.split("/")
+            run_ids = tuple(run.id for run in await asyncio.to_thread(self.store.runs, task_id, round=int(number))
+                            if run.worker == self.queue)
+            if await asyncio.to_thread(lost, self.store, self.queue, run_ids):
+                log.warning("round %s was taken from this worker while it did not answer; ending it here", key)
+                await self._end_round_here(task_id, run_ids)
+        await asyncio.to_thread(self._remove_stale_work)
 
     async def _end_sandboxes(self) -> None:
         for key in list(self.bench.rounds):
