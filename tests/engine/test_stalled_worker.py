@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.slow]
 S = TaskState
 TEMPORAL_WORKER = ("worker", "--engine", "temporal", "--concurrency", "1")
 LEASE = "5"
+COMMAND_SECONDS = 15
 
 
 def _free_port() -> int:
@@ -59,8 +60,8 @@ def test_a_worker_stopped_past_its_lease_loses_its_round_and_on_waking_writes_no
     store = TaskStore.open(postgres_url)
     model = tmp_path / "script.json"
     # The agent's command ends while its worker is stopped: on waking, the worker has its output to write.
-    task = TaskService(store).submit("Make test_calc.py pass", repo=repo,
-                                     model=script(model, [[READ], [("shell", {"command": "sleep 3"})], *FIX_SCRIPT]))
+    task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=script(
+        model, [[READ], [("shell", {"command": f"sleep {COMMAND_SECONDS}"})], *FIX_SCRIPT]))
     server, stalled, live = (team(name, postgres_url) for name in ("server", "stalled", "live"))
     server.start("serve", "--engine", "temporal", "--port", str(_free_port()))
     stalled.start(*TEMPORAL_WORKER)
@@ -71,15 +72,16 @@ def test_a_worker_stopped_past_its_lease_loses_its_round_and_on_waking_writes_no
     script(model, FIX_SCRIPT)  # what the next round's model says
     assert stalled.process is not None
     stalled.process.send_signal(signal.SIGSTOP)
-    stopped_at = time.monotonic()
+    stopped_at = time.time()
     try:
         try:
             wait_until(lambda: len(store.runs(task.id)) == 2, "the next round")
         except AssertionError as error:
             said = "\n".join(f"{m.log.name}: {m.log.read_text()[-1500:]}" for m in (server, stalled, live))
             raise AssertionError(f"{error}: {[(e.kind, e.data) for e in store.events(task.id)][-5:]}\n{said}") from None
-        taken_after = time.monotonic() - stopped_at
+        taken_after = time.time() - stopped_at
         wait_until(lambda: store.get_task(task.id).state in (S.READY_FOR_REVIEW, S.FAILED), "the task to finish")
+        time.sleep(max(0.0, stopped_at + COMMAND_SECONDS + 2 - time.time()))  # its command has ended meanwhile
     finally:
         stalled.process.send_signal(signal.SIGCONT)
     first, second = store.runs(task.id)
@@ -94,7 +96,9 @@ def test_a_worker_stopped_past_its_lease_loses_its_round_and_on_waking_writes_no
     # ... and wrote nothing into the run after it was settled.
     late = [e for e in store.events(task.id, limit=100_000, run_id=first.id) if e.id > recovered.id]
     assert late == [], late
-    print(f"the next round began {taken_after:.1f} s after the worker stopped (lease {LEASE} s)")
+    began = [e for e in store.events(task.id, limit=100_000) if e.kind == "round_started"][-1]
+    print(f"after the stop (lease {LEASE} s): run interrupted {recovered.time - stopped_at:.1f} s, next round "
+          f"began {began.time - stopped_at:.1f} s, seen {taken_after:.1f} s")
     for machine in (live, stalled, server):
         machine.stop()
     store.close()

@@ -23,6 +23,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from datetime import timedelta
 
 from sqlalchemy.exc import SQLAlchemyError
 from temporalio.client import Client, WorkflowHandle
@@ -123,7 +124,7 @@ class Dispatcher:
             WORKFLOW, RoundInput(dispatch.task_id, settings.heartbeat, settings.begin_queue, settings.tasks_queue,
                                  settings.store_retry),
             id=settings.workflow_id(dispatch.task_id), task_queue=settings.tasks_queue, start_signal="round",
-            start_signal_args=[dispatch.id])
+            start_signal_args=[dispatch.id], task_timeout=_workflow_step(settings.heartbeat))
 
     async def _forward(self) -> None:
         """Send what people sent since the last look; what could not be sent yet is tried again
@@ -187,3 +188,9 @@ class Dispatcher:
                 raise  # the service is away: it cannot say yet
             return False
         return described.status is not None and described.status.name == "RUNNING"
+
+
+def _workflow_step(lease: float) -> timedelta:
+    """How long a worker may hold a workflow task: one handed to a worker that stalled with a poll
+    open goes elsewhere after this (the service's 10 s default, each time, kept the next round waiting)."""
+    return timedelta(seconds=min(max(lease, 3.0), 10.0))

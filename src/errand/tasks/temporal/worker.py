@@ -40,6 +40,7 @@ from errand.tasks.records import RunState
 from errand.tasks.store import TaskStore
 from errand.tasks.temporal import TemporalSettings
 from errand.tasks.temporal.fence import FencedBench, lost
+from errand.tasks.temporal.room import Room
 from errand.tasks.temporal.workflow import (
     CONCLUDED,
     ROUND_CANCELLED,
@@ -97,6 +98,7 @@ class TemporalWorker:
         self._concluding: set[str] = set()
         self._stopping = False
         self._room = asyncio.Condition()
+        self._room_slots: Room | None = None
 
     async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None,
                     ready: Callable[[], None] | None = None) -> None:
@@ -115,8 +117,10 @@ class TemporalWorker:
         # What ``start`` says in a heartbeat reaches the service within a second (not throttled
         # for most of a minute): a workflow that loses the worker still learns the runs it began.
         served = self.activities()
+        # It polls for a new round only while it has room for one (see :mod:`.room`).
+        self._room_slots = Room(self.concurrency, lambda: len(self._held))
         beginning = Worker(client, task_queue=settings.begin_queue, activities=served[settings.begin_queue],
-                           max_concurrent_activities=1, max_heartbeat_throttle_interval=timedelta(seconds=1))
+                           tuner=self._room_slots.tuner(), max_heartbeat_throttle_interval=timedelta(seconds=1))
         # Few polls open at once: a worker that stalls (SIGSTOP) keeps its open polls, and each task
         # the service hands one waits out a timeout before it goes elsewhere.
         tasks = Worker(client, task_queue=settings.tasks_queue, workflows=[TaskWorkflow],
@@ -199,6 +203,7 @@ class TemporalWorker:
             task = await asyncio.to_thread(self.store.get_task, task_id)
             begun = await self._guarded(task_id, (), lambda: self._past_cancelling(rounds.begin(self.bench, task)))
             self._held.add(begun.key)
+            self._changed()
             return begun
 
     @activity.defn(name="errand.attempt")
@@ -207,6 +212,7 @@ class TemporalWorker:
         prepared = given.prepared
         async with self._heartbeating():
             self._held.add(prepared.key)  # a worker restarted while the task waited: the round is its again
+            self._changed()
             ended = await self._guarded(prepared.task_id, prepared.run_ids, lambda: rounds.attempt(
                 self.bench, prepared, given.index, _Immediately(),
                 messages=[(text, ref) for text, ref in given.messages],
@@ -245,6 +251,7 @@ class TemporalWorker:
             async with self._room:
                 self._held.discard(key)
                 self._room.notify_all()
+            self._changed()
 
     @activity.defn(name="errand.settle")
     async def settle(self, settled: SettleInput) -> None:
@@ -351,6 +358,7 @@ class TemporalWorker:
             async with self._room:
                 self._held.discard(key)
                 self._room.notify_all()
+            self._changed()
 
     async def _end_lost_rounds(self) -> None:
         """This worker's lease passed (it stalled): end every round it holds whose runs were taken
@@ -363,6 +371,10 @@ class TemporalWorker:
                 log.warning("round %s was taken from this worker while it did not answer; ending it here", key)
                 await self._end_round_here(task_id, run_ids)
         await asyncio.to_thread(self._remove_stale_work)
+
+    def _changed(self) -> None:
+        if self._room_slots is not None:
+            self._room_slots.changed()
 
     async def _end_sandboxes(self) -> None:
         for key in list(self.bench.rounds):
