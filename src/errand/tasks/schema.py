@@ -127,4 +127,6 @@ dispatches = sa.Table(
     sa.Column("tries", sa.Integer, nullable=False, server_default="0"),  # sends that were not acknowledged
     sa.Column("last_error", sa.Text, nullable=True),  # what the service (or its absence) said last
     sa.Index(None, "task_id"),
+    # Ids are never reused (SQLite would reuse the highest after a delete): a workflow counts each once.
+    sqlite_autoincrement=True,
 )

@@ -26,6 +26,7 @@ def upgrade() -> None:
         sa.Column("last_error", sa.Text, nullable=True),
         sa.ForeignKeyConstraint(["task_id"], ["tasks.id"], name="fk_dispatches_task_id_tasks"),
         sa.PrimaryKeyConstraint("id", name="pk_dispatches"),
+        sqlite_autoincrement=True,  # a dispatch's id is a round's key: never reused after a delete
     )
     op.create_index("ix_dispatches_task_id", "dispatches", ["task_id"])
 
