@@ -10,8 +10,11 @@ state in the database, so each can open it without reaching up to another.
 
 from __future__ import annotations
 
+import copy
+import logging
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,12 +26,20 @@ from alembic.config import Config
 
 from errand import _settings
 
-__all__ = ["BUSY_TIMEOUT_MS", "NAMING_CONVENTION", "WRITE", "SqlStore", "connect", "default_url", "migrate",
-           "open_engine"]
+__all__ = ["BUSY_TIMEOUT_MS", "DEFAULT_STORE_RETRY", "NAMING_CONVENTION", "WRITE", "SqlStore", "connect",
+           "default_url", "migrate", "open_engine", "store_retry_from_environment"]
+
+log = logging.getLogger("errand.database")
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 MMAP_BYTES = 1 << 30
 BUSY_TIMEOUT_MS = 30_000
+#: The PostgreSQL advisory lock migrations hold (any fixed 64-bit number of errand's own).
+MIGRATION_LOCK = 0x6572_7261_6E64  # "errand"
+#: How long, in seconds, an engine's store waits for a database that is away before an error
+#: (``ERRAND_STORE_RETRY_SECONDS``): minutes, so a restart or a failover strands nothing.
+DEFAULT_STORE_RETRY = 300.0
+_RETRY_CEILING = 5.0  # the longest pause between two tries to reach the database, seconds
 #: Execution option marking a connection that will write (``BEGIN IMMEDIATE`` on SQLite).
 WRITE = "errand_write"
 #: Every schema's constraint names, fixed so later migrations (and SQLite batch mode) can name them.
@@ -52,8 +63,28 @@ def default_url() -> str:
     return f"sqlite:///{home / 'errand.db'}"
 
 
+def store_retry_from_environment() -> float:
+    """``ERRAND_STORE_RETRY_SECONDS`` (default :data:`DEFAULT_STORE_RETRY`); a clear error if it is not a
+    number of seconds (0: no retry)."""
+    text = os.environ.get("ERRAND_STORE_RETRY_SECONDS", "").strip()
+    if not text:
+        return DEFAULT_STORE_RETRY
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        from errand.errors import ConfigError
+
+        raise ConfigError(f"ERRAND_STORE_RETRY_SECONDS must be a number of seconds (0 or more), not {text!r}",
+                          code="bad_store_retry")
+    return seconds
+
+
 def connect(url: str) -> sa.Engine:
-    engine = sa.create_engine(url, **_sqlite_arguments(url))
+    # A pooled connection is checked before use: after a database restart the pool holds only
+    # dead ones, and a check turns that into a fresh connection (or an error before any work).
+    engine = sa.create_engine(url, pool_pre_ping=True, **_sqlite_arguments(url))
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine)
     return engine
@@ -73,6 +104,16 @@ class SqlStore:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
         self._writer = engine.execution_options(**{WRITE: True})
+        self.patience = 0.0
+
+    def patient(self, seconds: float | None = None) -> Self:
+        """This store on the same engine, each of its transactions waiting up to ``seconds``
+        (default ``ERRAND_STORE_RETRY_SECONDS``) for a database that cannot be reached, trying
+        again and again, instead of failing at once: an engine's, whose work must not be lost to
+        a database restart. A person's command keeps the impatient one, and hears at once."""
+        twin = copy.copy(self)
+        twin.patience = store_retry_from_environment() if seconds is None else seconds
+        return twin
 
     def close(self) -> None:
         self.engine.dispose()
@@ -85,22 +126,43 @@ class SqlStore:
 
     @contextmanager
     def _write(self) -> Iterator[sa.Connection]:
-        with self._writer.begin() as connection:
+        with self._connection(self._writer) as connection, connection.begin():
             yield connection
 
     @contextmanager
     def _read(self) -> Iterator[sa.Connection]:
-        with self.engine.begin() as connection:
+        with self._connection(self.engine) as connection, connection.begin():
             yield connection
+
+    def _connection(self, engine: sa.Engine) -> sa.Connection:
+        """A connection from the pool; a patient store tries until the database answers or its
+        patience runs out. Only reaching the database is tried again, never a transaction's work."""
+        deadline = time.monotonic() + self.patience
+        pause = 0.1
+        while True:
+            try:
+                return engine.connect()
+            except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                log.warning("cannot reach the database (%s); trying again for %.0f s more", error.orig, left)
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, _RETRY_CEILING)
 
 
 def migrate(engine: sa.Engine) -> None:
     """Upgrade the database to the newest revision; a no-op when it is there already."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    # One write transaction around the whole upgrade: two processes opening a
-    # fresh store at once serialize here, and the second finds the schema made.
+    # One write transaction around the whole upgrade, under a lock: processes opening a fresh
+    # store at once (serve and its workers started together) take turns, and each after the first
+    # finds the schema made. SQLite's write lock, taken up front, is that lock; PostgreSQL takes
+    # a transaction-scoped advisory lock (a transaction alone is not enough there: two of them
+    # creating ``alembic_version`` at once, one died on a unique violation).
     with engine.execution_options(**{WRITE: True}).begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 

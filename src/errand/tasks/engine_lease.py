@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -49,10 +50,25 @@ def refuse_other_engine(store: TaskStore, engine: str, worker: str) -> None:
         "or give this one a database of its own (ERRAND_DATABASE_URL)")
 
 
+def _renew_unexpired(store: TaskStore, worker: str, lease: float) -> bool:
+    """Extend ``worker``'s lease if it has not passed; False if it had (or is gone): the worker
+    was silent for longer than its lease, and what it held may have been taken from it."""
+    from errand.tasks.schema import workers
+
+    now = time.time()
+    with store._write() as connection:
+        renewed = connection.execute(workers.update().where(workers.c.id == worker, workers.c.expires_at >= now)
+                                     .values(heartbeat_at=now, expires_at=now + lease))
+        return renewed.rowcount == 1
+
+
 @contextlib.asynccontextmanager
-async def temporal_lease(store: TaskStore, worker: str, lease: float) -> AsyncIterator[None]:
+async def temporal_lease(store: TaskStore, worker: str, lease: float, *,
+                         lapsed: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[None]:
     """A Temporal process's lease in the store while the block runs (renewed every third of
-    ``lease``), once no local engine serves it."""
+    ``lease``), once no local engine serves it. When a renewal finds the lease passed (the
+    process stalled, or the database was away), the lease is taken again and ``lapsed`` is
+    awaited: a worker ends there the rounds that were taken from it meanwhile."""
     assert worker.startswith(TEMPORAL_PREFIX)
     await asyncio.to_thread(store.register_worker, worker, home="temporal", lease=lease)
     await asyncio.to_thread(refuse_other_engine, store, "temporal", worker)
@@ -61,8 +77,11 @@ async def temporal_lease(store: TaskStore, worker: str, lease: float) -> AsyncIt
         while True:
             await asyncio.sleep(lease / 3)
             try:
-                if not await asyncio.to_thread(store.renew_lease, worker, lease):  # it lapsed (a stall): again
+                if not await asyncio.to_thread(_renew_unexpired, store, worker, lease):
+                    log.warning("%s's lease in the store passed before it was renewed; taking it again", worker)
                     await asyncio.to_thread(store.register_worker, worker, home="temporal", lease=lease)
+                    if lapsed is not None:
+                        await lapsed()
             except SQLAlchemyError as error:  # the database away for a while: keep trying, the work goes on
                 log.warning("could not renew %s's lease in the store (%s); trying again", worker, error)
 

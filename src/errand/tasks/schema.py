@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from errand.database import NAMING_CONVENTION
 
-__all__ = ["events", "metadata", "reviews", "runs", "tasks", "workers"]
+__all__ = ["dispatches", "events", "metadata", "reviews", "runs", "tasks", "workers"]
 
 metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
@@ -114,4 +114,19 @@ workers = sa.Table(
     # database, which is the same for its tasks), and another worker recovers its runs.
     sa.Column("expires_at", sa.Double, nullable=False),
     sa.Index(None, "expires_at"),
+)
+
+# The Temporal engine's outbox: each round handed to Temporal is written here in the transaction
+# that claims its task, and stays until the Temporal service acknowledged it, however long that takes.
+dispatches = sa.Table(
+    "dispatches",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),  # the round's key in its workflow
+    sa.Column("task_id", sa.String(32), sa.ForeignKey("tasks.id"), nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("tries", sa.Integer, nullable=False, server_default="0"),  # sends that were not acknowledged
+    sa.Column("last_error", sa.Text, nullable=True),  # what the service (or its absence) said last
+    sa.Index(None, "task_id"),
+    # Ids are never reused (SQLite would reuse the highest after a delete): a workflow counts each once.
+    sqlite_autoincrement=True,
 )

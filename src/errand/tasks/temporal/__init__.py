@@ -23,6 +23,7 @@ import socket
 from dataclasses import dataclass
 
 from errand import _settings
+from errand.database import DEFAULT_STORE_RETRY, store_retry_from_environment
 from errand.errors import ConfigError
 
 __all__ = ["WORKFLOW", "TemporalSettings"]
@@ -35,12 +36,14 @@ class TemporalSettings:
     """Where the Temporal service is (``--temporal`` or ``ERRAND_TEMPORAL``), its namespace
     (``ERRAND_TEMPORAL_NAMESPACE``), the prefix of errand's task queues (``ERRAND_TEMPORAL_QUEUE``:
     two errand installations may share a service), and how long a worker may stay silent before
-    its attempts are taken for lost (``ERRAND_WORKER_LEASE``, as the local engine's lease)."""
+    its attempts are taken for lost (``ERRAND_WORKER_LEASE``, as the local engine's lease), and how
+    long the engine's store access retries while the database is away (``ERRAND_STORE_RETRY_SECONDS``)."""
 
     address: str
     namespace: str = "default"
     heartbeat: float = 30.0
     prefix: str = "errand"
+    store_retry: float = DEFAULT_STORE_RETRY
 
     @classmethod
     def from_environment(cls, address: str | None = None) -> TemporalSettings:
@@ -51,7 +54,8 @@ class TemporalSettings:
             raise ConfigError("the Temporal engine needs the Temporal service's address: --temporal HOST:PORT or "
                               "ERRAND_TEMPORAL", code="temporal_address_missing")
         return cls(address.strip(), os.environ.get("ERRAND_TEMPORAL_NAMESPACE") or "default",
-                   lease_from_environment(), os.environ.get("ERRAND_TEMPORAL_QUEUE") or "errand")
+                   lease_from_environment(), os.environ.get("ERRAND_TEMPORAL_QUEUE") or "errand",
+                   store_retry_from_environment())
 
     @property
     def begin_queue(self) -> str:

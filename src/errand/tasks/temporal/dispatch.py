@@ -3,14 +3,16 @@
 People act on tasks only through the store (:class:`~errand.tasks.service.TaskService`
 writes a message, an answer, a cancellation, a follow-up's requeue there, whichever
 engine runs). The dispatcher turns that into Temporal: it claims each queued task
-(compare-and-set, as a local engine would) and signals its workflow to run a round,
-starting it if it is not running; it reads the control events of every task in one
-query and sends them on as signals. On PostgreSQL it is woken by the store's
-notifications, on SQLite it polls.
+(compare-and-set, as a local engine would) and writes its round into the store's outbox
+(:mod:`.outbox`) in the same transaction, then sends every round of the outbox — the
+workflow's ``round`` signal, starting the workflow if it is not running — until the
+service acknowledges it, however long the service is away. It reads the control events
+of every task in one query and sends them on as signals. On PostgreSQL it is woken by the
+store's notifications, on SQLite it polls.
 
-Saying a control twice is harmless (the workflow knows each by its event id), so on
-start the dispatcher says again the controls of each active task's last round, and
-starts the workflow of any active task that has none running.
+Saying a control or a round twice is harmless (the workflow knows each by its event id or
+its dispatch's), so on start the dispatcher says again the controls of each active task's
+last round, and writes a round for any task claimed whose workflow is not running.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from datetime import timedelta
 
+from sqlalchemy.exc import SQLAlchemyError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -31,56 +35,96 @@ from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.records import Event
 from errand.tasks.store import TaskStore
 from errand.tasks.temporal import WORKFLOW, TemporalSettings
+from errand.tasks.temporal.outbox import Dispatch, Outbox
 from errand.tasks.temporal.workflow import RoundInput
 
 __all__ = ["Dispatcher"]
 
 log = logging.getLogger("errand.engine")
 _FORWARDED = (*CONTROL_KINDS, "cancelled")
+#: The longest wait between two tries while the Temporal service or the store is away, seconds.
+_BACKOFF_CEILING = 5.0
 
 
 class Dispatcher:
     """Hands the store's queued tasks and people's controls to the Temporal service."""
 
     def __init__(self, store: TaskStore, settings: TemporalSettings, *, poll_interval: float = 0.05) -> None:
-        self.store = store
+        self.store = store.patient(settings.store_retry)
         self.settings = settings
         self.poll_interval = poll_interval
         self.worker = f"{TEMPORAL_PREFIX}{socket.gethostname()}:{os.getpid()}"
+        self.outbox = Outbox(self.store)
         self._after = 0
         self._unsent: list[Event] = []
         self._client: Client | None = None
+        self._caught_up = False
 
     async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None,
                     ready: Callable[[], None] | None = None) -> None:
-        """Dispatch until ``stop`` is set (``exit_when_idle`` is not for a dispatcher: it waits for work)."""
+        """Dispatch until ``stop`` is set (``exit_when_idle`` is not for a dispatcher: it waits for work).
+        ``ready`` is called once it holds its lease, before the service answers: the rounds claimed
+        meanwhile wait in the outbox."""
         stop = stop or asyncio.Event()
         async with temporal_lease(self.store, self.worker, self.settings.heartbeat):
-            self._client = await Client.connect(self.settings.address, namespace=self.settings.namespace)
             if ready is not None:
                 ready()
+            if not await self._connect(stop):
+                return
             self._after = await asyncio.to_thread(self.store.last_event_id)
-            await self._catch_up()
+            backoff = 0.0
             while not stop.is_set():
                 try:
+                    if not self._caught_up:
+                        await self._catch_up()
                     await self._claim()
+                    await self._send()
                     await self._forward()
-                except RPCError as error:  # the service is away: try again, nothing is lost from the store
-                    log.warning("the Temporal service did not answer (%s); trying again", error)
-                    await asyncio.sleep(1.0)
+                    backoff = 0.0
+                except (RPCError, SQLAlchemyError) as error:  # away: try again, nothing is lost from the store
+                    backoff = min(max(backoff * 2, 0.5), _BACKOFF_CEILING)
+                    log.warning("the %s did not answer (%s); trying again in %g s",
+                                "Temporal service" if isinstance(error, RPCError) else "store", error, backoff)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.poll_interval)
+                    await asyncio.wait_for(stop.wait(), max(self.poll_interval, backoff))
+
+    async def _connect(self, stop: asyncio.Event) -> bool:
+        """Connect to the service, trying until it answers (False: stopped first)."""
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                self._client = await Client.connect(self.settings.address, namespace=self.settings.namespace)
+                return True
+            except (RuntimeError, RPCError) as error:
+                log.warning("cannot reach the Temporal service at %s (%s); rounds wait in the store's outbox, "
+                            "trying again in %g s", self.settings.address, error, backoff)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), backoff)
+            backoff = min(backoff * 2, _BACKOFF_CEILING)
+        return False
 
     async def _claim(self) -> None:
-        while (task := await asyncio.to_thread(self.store.claim_next, self.worker)) is not None:
-            await self._start_round(task.id)
+        while await asyncio.to_thread(self.outbox.claim, self.worker) is not None:
+            pass
 
-    async def _start_round(self, task_id: str) -> None:
+    async def _send(self) -> None:
+        """Send the outbox's rounds, oldest first, each until the service acknowledges it."""
+        for dispatch in await asyncio.to_thread(self.outbox.pending):
+            try:
+                await self._start_round(dispatch)
+            except RPCError as error:
+                await asyncio.to_thread(self.outbox.unanswered, dispatch, error)
+                raise
+            await asyncio.to_thread(self.outbox.acknowledged, dispatch)
+
+    async def _start_round(self, dispatch: Dispatch) -> None:
         assert self._client is not None
         settings = self.settings
         await self._client.start_workflow(
-            WORKFLOW, RoundInput(task_id, settings.heartbeat, settings.begin_queue, settings.tasks_queue),
-            id=settings.workflow_id(task_id), task_queue=settings.tasks_queue, start_signal="round")
+            WORKFLOW, RoundInput(dispatch.task_id, settings.heartbeat, settings.begin_queue, settings.tasks_queue,
+                                 settings.store_retry),
+            id=settings.workflow_id(dispatch.task_id), task_queue=settings.tasks_queue, start_signal="round",
+            start_signal_args=[dispatch.id], task_timeout=_workflow_step(settings.heartbeat))
 
     async def _forward(self) -> None:
         """Send what people sent since the last look; what could not be sent yet is tried again
@@ -119,23 +163,34 @@ class Dispatcher:
             # No workflow runs for the task: what a queued task was sent reaches its round's prompt.
 
     async def _catch_up(self) -> None:
-        """After a restart: a workflow for every active task, and its last round's controls again."""
+        """After a restart: a round for every task claimed whose workflow is not running and has
+        none in the outbox, and the last round's controls again to each running workflow."""
         assert self._client is not None
+        waiting = {dispatch.task_id for dispatch in await asyncio.to_thread(self.outbox.pending)}
         for state in sorted(ACTIVE):
             for task in await asyncio.to_thread(self.store.list_tasks, state=state, limit=100_000):
                 if not await self._running(task.id):
-                    if state is TaskState.PREPARING:
-                        await self._start_round(task.id)
+                    if state is TaskState.PREPARING and task.id not in waiting:
+                        await asyncio.to_thread(self.outbox.add, task.id)
                     continue
                 began = await asyncio.to_thread(self.store.last_event, task.id, ["round_started"])
                 for event in await asyncio.to_thread(self.store.events, task.id, began.id if began else 0,
                                                      kinds=list(_FORWARDED)):
                     await self._signal(event)
+        self._caught_up = True
 
     async def _running(self, task_id: str) -> bool:
         assert self._client is not None
         try:
             described = await self._client.get_workflow_handle(self.settings.workflow_id(task_id)).describe()
-        except RPCError:
+        except RPCError as error:
+            if error.status is not RPCStatusCode.NOT_FOUND:
+                raise  # the service is away: it cannot say yet
             return False
         return described.status is not None and described.status.name == "RUNNING"
+
+
+def _workflow_step(lease: float) -> timedelta:
+    """How long a worker may hold a workflow task: one handed to a worker that stalled with a poll
+    open goes elsewhere after this (the service's 10 s default, each time, kept the next round waiting)."""
+    return timedelta(seconds=min(max(lease, 3.0), 10.0))

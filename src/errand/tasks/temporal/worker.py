@@ -34,14 +34,18 @@ from errand.sandbox import AsyncSandbox
 from errand.tasks import round as rounds
 from errand.tasks import steps
 from errand.tasks.engine_lease import TEMPORAL_PREFIX, temporal_lease
-from errand.tasks.errors import RunNotFound
+from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict
+from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.store import TaskStore
 from errand.tasks.temporal import TemporalSettings
+from errand.tasks.temporal.fence import FencedBench, lost
+from errand.tasks.temporal.room import Room
 from errand.tasks.temporal.workflow import (
     CONCLUDED,
     ROUND_CANCELLED,
     ROUND_FAILED,
+    RUN_LOST,
     WORKER_STOPPED,
     AttemptInput,
     SettleInput,
@@ -80,11 +84,13 @@ class TemporalWorker:
     def __init__(self, store: TaskStore, settings: TemporalSettings, *, concurrency: int = 2,
                  models: rounds.ModelFactory = rounds.default_models, memory: MemoryStore | object | None = ...,
                  budgets: Budgets | None = None, isolation: str | None = None) -> None:
-        self.store = store
+        # Its store waits for a database that is away (ERRAND_STORE_RETRY_SECONDS) instead of failing
+        # the step under way: a restart of the database holds the rounds up, it does not end them.
+        self.store = store = store.patient(settings.store_retry)
         self.settings = settings
         self.concurrency = concurrency
         self.queue = self.worker = settings.worker_queue()
-        self.bench = rounds.Bench(
+        self.bench = FencedBench(
             store, self.queue, isolation=isolation or os.environ.get("ERRAND_ISOLATION") or "namespace",
             budgets=budgets or Budgets(), models=models, default_model=os.environ.get("ERRAND_MODEL") or None,
             memory=MemoryStore(store.engine) if memory is ... else memory)  # type: ignore[arg-type]
@@ -92,13 +98,15 @@ class TemporalWorker:
         self._concluding: set[str] = set()
         self._stopping = False
         self._room = asyncio.Condition()
+        self._room_slots: Room | None = None
 
     async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None,
                     ready: Callable[[], None] | None = None) -> None:
         """Work until ``stop`` is set, or (``exit_when_idle``) until no round was held for that long."""
         stop = stop or asyncio.Event()
         with hold(WorkerInfo.of_this_process(self.queue, self.concurrency, os.environ)):
-            async with temporal_lease(self.store, f"{TEMPORAL_PREFIX}{self.queue}", self.settings.heartbeat):
+            async with temporal_lease(self.store, f"{TEMPORAL_PREFIX}{self.queue}", self.settings.heartbeat,
+                                      lapsed=self._end_lost_rounds):
                 await self._serve(stop, exit_when_idle, ready)
 
     async def _serve(self, stop: asyncio.Event, exit_when_idle: float | None,
@@ -109,10 +117,16 @@ class TemporalWorker:
         # What ``start`` says in a heartbeat reaches the service within a second (not throttled
         # for most of a minute): a workflow that loses the worker still learns the runs it began.
         served = self.activities()
+        # It polls for a new round only while it has room for one (see :mod:`.room`).
+        self._room_slots = Room(self.concurrency, lambda: len(self._held))
         beginning = Worker(client, task_queue=settings.begin_queue, activities=served[settings.begin_queue],
-                           max_concurrent_activities=1, max_heartbeat_throttle_interval=timedelta(seconds=1))
+                           tuner=self._room_slots.tuner(), max_heartbeat_throttle_interval=timedelta(seconds=1))
+        # Few polls open at once: a worker that stalls (SIGSTOP) keeps its open polls, and each task
+        # the service hands one waits out a timeout before it goes elsewhere.
         tasks = Worker(client, task_queue=settings.tasks_queue, workflows=[TaskWorkflow],
-                       activities=served[settings.tasks_queue], workflow_runner=WORKFLOW_RUNNER)
+                       activities=served[settings.tasks_queue], workflow_runner=WORKFLOW_RUNNER,
+                       max_concurrent_workflow_task_polls=2, max_concurrent_activity_task_polls=1,
+                       sticky_queue_schedule_to_start_timeout=timedelta(seconds=min(settings.heartbeat, 10.0)))
         own = Worker(client, task_queue=self.queue, max_concurrent_activities=max(100, 4 * self.concurrency),
                      activities=served[self.queue])
         workers = [beginning, tasks, own]
@@ -189,6 +203,7 @@ class TemporalWorker:
             task = await asyncio.to_thread(self.store.get_task, task_id)
             begun = await self._guarded(task_id, (), lambda: self._past_cancelling(rounds.begin(self.bench, task)))
             self._held.add(begun.key)
+            self._changed()
             return begun
 
     @activity.defn(name="errand.attempt")
@@ -197,6 +212,7 @@ class TemporalWorker:
         prepared = given.prepared
         async with self._heartbeating():
             self._held.add(prepared.key)  # a worker restarted while the task waited: the round is its again
+            self._changed()
             ended = await self._guarded(prepared.task_id, prepared.run_ids, lambda: rounds.attempt(
                 self.bench, prepared, given.index, _Immediately(),
                 messages=[(text, ref) for text, ref in given.messages],
@@ -235,6 +251,7 @@ class TemporalWorker:
             async with self._room:
                 self._held.discard(key)
                 self._room.notify_all()
+            self._changed()
 
     @activity.defn(name="errand.settle")
     async def settle(self, settled: SettleInput) -> None:
@@ -243,6 +260,8 @@ class TemporalWorker:
             await asyncio.to_thread(rounds.cancel_runs, self.store, settled.task_id, settled.run_ids)
         elif settled.how == "interrupted":
             run_ids = settled.run_ids or await asyncio.to_thread(self._running_runs, settled.task_id)
+            if not run_ids:  # lost before it began anything (a stalled worker took the start): again
+                await asyncio.to_thread(self._requeue_unbegun, settled.task_id, settled.reason)
             for recovery in await asyncio.to_thread(self.store.interrupt_runs, run_ids):
                 await self.bench.event(recovery.task_id, None, "recovered", {
                     "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
@@ -253,6 +272,13 @@ class TemporalWorker:
                                     RuntimeError(settled.reason))
 
     # ------------------------------------------------------------ helpers
+
+    def _requeue_unbegun(self, task_id: str, reason: str) -> None:
+        """Queue again a task whose round was lost before it began a run, for the next round."""
+        with contextlib.suppress(StateConflict, IllegalTransition):
+            self.store.set_state(task_id, TaskState.QUEUED, expected=TaskState.PREPARING, event=("recovered", {
+                "run_id": None, "previous": TaskState.PREPARING.value, "state": TaskState.QUEUED.value,
+                "reason": reason, "rule": "a round lost before it began a run is queued again"}))
 
     def _running_runs(self, task_id: str) -> tuple[str, ...]:
         """The task's runs still running: those of the round a lost ``start`` began (one round at a time)."""
@@ -273,6 +299,12 @@ class TemporalWorker:
                 raise ApplicationError("cancelled", said, type=ROUND_CANCELLED, non_retryable=True) from None
             raise
         except Exception as error:
+            if isinstance(error, RunNotRunning) or await asyncio.to_thread(lost, self.store, self.queue, run_ids):
+                # Fenced: the round was taken from this worker while it did not answer (its lease passed);
+                # the task has moved on, so it is not failed here, and what the round holds here ends.
+                await self._end_round_here(task_id, run_ids)
+                raise ApplicationError(f"the round's runs are no longer this worker's: {error}", *details,
+                                       type=RUN_LOST, non_retryable=True) from error
             await asyncio.to_thread(rounds.fail, self.store, task_id, run_ids, error)
             raise ApplicationError(str(error), *details, type=ROUND_FAILED, non_retryable=True) from error
 
@@ -314,6 +346,35 @@ class TemporalWorker:
                 continue
             if run.state is not RunState.RUNNING:
                 steps.remove_work(run)
+
+    async def _end_round_here(self, task_id: str, run_ids: tuple[str, ...]) -> None:
+        """End the sandboxes and remove the working copies of a round this worker lost."""
+        keys = [key for key in self.bench.rounds if key.split("/")[0] == task_id]
+        for key in keys or [""]:  # none held in memory: its copies on the disk still go
+            try:
+                await rounds.close(self.bench, key, run_ids)
+            except Exception:  # what is left goes when this worker next starts
+                log.exception("ending the lost round %s here failed", key or task_id)
+            async with self._room:
+                self._held.discard(key)
+                self._room.notify_all()
+            self._changed()
+
+    async def _end_lost_rounds(self) -> None:
+        """This worker's lease passed (it stalled): end every round it holds whose runs were taken
+        from it meanwhile, and the work of runs no longer running."""
+        for key in list(self.bench.rounds):
+            task_id, number = key.split("/")
+            run_ids = tuple(run.id for run in await asyncio.to_thread(self.store.runs, task_id, round=int(number))
+                            if run.worker == self.queue)
+            if await asyncio.to_thread(lost, self.store, self.queue, run_ids):
+                log.warning("round %s was taken from this worker while it did not answer; ending it here", key)
+                await self._end_round_here(task_id, run_ids)
+        await asyncio.to_thread(self._remove_stale_work)
+
+    def _changed(self) -> None:
+        if self._room_slots is not None:
+            self._room_slots.changed()
 
     async def _end_sandboxes(self) -> None:
         for key in list(self.bench.rounds):

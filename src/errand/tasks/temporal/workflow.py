@@ -38,14 +38,23 @@ with workflow.unsafe.imports_passed_through():
     from errand.tasks.round import Attempt, Begun, Prepared
     from errand.tasks.temporal import WORKFLOW
 
-__all__ = ["CONCLUDED", "ROUND_CANCELLED", "ROUND_FAILED", "WORKER_STOPPED", "AttemptInput", "RoundInput",
+__all__ = ["CONCLUDED", "ROUND_CANCELLED", "ROUND_FAILED", "RUN_LOST", "WORKER_STOPPED", "AttemptInput", "RoundInput",
            "SettleInput", "TaskWorkflow"]
 
 _ONCE = RetryPolicy(maximum_attempts=1)  # a lost worker is the round's business, not a retry's
-_STORE_RETRIES = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=0.5))
+# Store-only activities retry for a bounded time (the round's ``store_retry``), not a count: a
+# database away for longer than five tries (~8 s) failed the workflow and stranded its task.
+_STORE_RETRIES = RetryPolicy(maximum_attempts=0, initial_interval=timedelta(seconds=0.5),
+                             maximum_interval=timedelta(seconds=10))
 _LONG = timedelta(days=30)
 _QUICK = timedelta(minutes=2)
 _PATIENT = timedelta(seconds=60)
+# A round's start may land on a worker that stalled with a poll open (SIGSTOP): it is found silent
+# within the lease, floored for the first preparing of a worker (images, checkouts) that can hold its
+# loop for seconds. (It was the 60 s floor of concluding: the next round waited ~56 s on a 15 s lease.)
+_START_FLOOR = timedelta(seconds=10)
+# A store-only activity taken by a worker that stalled is tried elsewhere within this, not two minutes.
+_STORE_STEP_FLOOR = timedelta(seconds=10)
 ROUND_FAILED = "RoundFailed"  # an activity's ApplicationError type: it failed the round itself
 ROUND_CANCELLED = "RoundCancelled"  # the starting activity, cancelled: it says what it began
 CONCLUDED = "concluded"  # an attempt's status: it ended last, and its worker concluded the round too
@@ -54,6 +63,7 @@ CONCLUDED = "concluded"  # an attempt's status: it ended last, and its worker co
 # recorded histories of each shape.
 START_IN_ONE = "round-starts-in-one-activity"
 WORKER_STOPPED = "WorkerStopped"  # its worker was stopped mid-activity: the round is interrupted
+RUN_LOST = "RunLost"  # its worker found the round's runs taken from it (it stalled past its lease)
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,7 @@ class RoundInput:
     heartbeat: float  # seconds a worker may stay silent before its activities count as lost
     begin_queue: str
     tasks_queue: str
+    store_retry: float = 300.0  # seconds a store-only activity retries before the workflow gives up
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,7 @@ class _RoundEnded(Exception):
 class TaskWorkflow:
     def __init__(self) -> None:
         self.wanted = 0
+        self.dispatches: set[int] = set()
         self.messages: list[tuple[str, int]] = []
         self.answers: list[tuple[str, int]] = []
         self.seen: set[int] = set()
@@ -110,7 +122,13 @@ class TaskWorkflow:
     # ------------------------------------------------------------ signals
 
     @workflow.signal(name="round")
-    def round_wanted(self) -> None:
+    def round_wanted(self, dispatch: int | None = None) -> None:
+        """One more round; ``dispatch``, the outbox's key, counts once however often it is sent
+        (None: a dispatcher from before the outbox)."""
+        if dispatch is not None:
+            if dispatch in self.dispatches:
+                return
+            self.dispatches.add(dispatch)
         self.wanted += 1
 
     @workflow.signal(name="message")
@@ -163,7 +181,7 @@ class TaskWorkflow:
                 # Beginning and preparing are one activity, on whichever worker has room: each hop between
                 # activities costs a round tens of milliseconds, so a round has as few as its steps allow.
                 prepared = await self._activity("errand.start", given.task_id, result_type=Prepared,
-                                                task_queue=given.begin_queue, heartbeat=patient)
+                                                task_queue=given.begin_queue, heartbeat=max(heartbeat, _START_FLOOR))
                 begun = Begun(prepared.task_id, prepared.round, prepared.run_ids, prepared.model, prepared.holder)
             else:  # a workflow whose history began this round under errand's first shape: begin, then prepare
                 begun = await self._activity("errand.begin", given.task_id, result_type=Begun,
@@ -191,7 +209,7 @@ class TaskWorkflow:
                 return
             # Its sandboxes end before its runs are marked: a follow-up or retry waits for the marks.
             with contextlib.suppress(ActivityError):  # a worker gone meanwhile tidies up when it is back
-                await self._close(begun, timedelta(hours=1))
+                await self._close(begun, max(timedelta(hours=1), timedelta(seconds=given.store_retry)))
             await self._settle(given, settled)
         finally:
             await self._delivered()
@@ -262,8 +280,10 @@ class TaskWorkflow:
             waiting.cancel()
 
     async def _settle(self, given: RoundInput, settled: SettleInput) -> None:
+        step = max(timedelta(seconds=given.heartbeat), _STORE_STEP_FLOOR)
         await workflow.execute_activity("errand.settle", settled, task_queue=given.tasks_queue,
-                                        start_to_close_timeout=_QUICK, retry_policy=_STORE_RETRIES)
+                                        start_to_close_timeout=step, retry_policy=_STORE_RETRIES,
+                                        schedule_to_close_timeout=timedelta(seconds=given.store_retry))
 
     async def _delivered(self) -> None:
         for delivery in self.deliveries:
@@ -285,6 +305,8 @@ def _ended(error: ActivityError, cancelled: bool) -> _RoundEnded:
                                           f"({cause.type.name.lower() if cause.type else 'timeout'})", begun)
     if isinstance(cause, ApplicationError) and cause.type == WORKER_STOPPED:
         return _RoundEnded("interrupted", f"the worker running {error.activity_type} was stopped", begun)
+    if isinstance(cause, ApplicationError) and cause.type == RUN_LOST:
+        return _RoundEnded("interrupted", cause.message, begun)
     if isinstance(cause, ApplicationError) and cause.type == ROUND_FAILED:
         return _RoundEnded("failed_already", cause.message, begun)
     return _RoundEnded("failed", str(cause or error), begun)

@@ -1,0 +1,122 @@
+"""The Temporal engine through outages longer than any retry budget: the Temporal dev server
+killed while a task is submitted, PostgreSQL stopped with ``pg_ctl`` while rounds run. When the
+dependency comes back, the work goes on; nothing stays ``preparing`` or ``running`` for good."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import postgres
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.records import RunState
+from errand.tasks.service import TaskService
+from errand.tasks.store import TaskStore
+from temporal import TemporalServer
+
+from .harness import FINISH, FIX, FIX_SCRIPT, READ, TEST, running_engine, scripted, wait_for_event, wait_for_state
+
+pytestmark = [pytest.mark.faults, pytest.mark.slow]
+S = TaskState
+#: The Temporal client retries a call for ~17 s before it gives up (FIELD-NOTES): an outage longer.
+PAST_THE_CLIENTS_RETRIES = 25.0
+
+
+@pytest.fixture
+def own_temporal(monkeypatch: pytest.MonkeyPatch, temporal_queue: str) -> Iterator[TemporalServer]:
+    """A Temporal dev server of this test's own (it is killed), in this process's environment."""
+    server = TemporalServer()
+    server.start()
+    monkeypatch.setenv("ERRAND_TEMPORAL", server.address)
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+async def test_a_task_submitted_while_temporal_is_down_runs_when_it_is_back(
+        tmp_path: Path, repo: Path, script_file: Path, own_temporal: TemporalServer) -> None:
+    store = TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}")
+    service = TaskService(store)
+    model = scripted(FIX_SCRIPT)
+    async with running_engine(store, lambda _s, _i: model, kind="temporal"):
+        own_temporal.kill()
+        task = service.submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
+        await wait_for_state(store, task.id, S.PREPARING)  # claimed: its round is on its way to Temporal
+        await asyncio.sleep(PAST_THE_CLIENTS_RETRIES)
+        assert store.get_task(task.id).state is S.PREPARING
+        await asyncio.to_thread(own_temporal.start)  # the same state file and port
+        finished = await wait_for_state(store, task.id, S.READY_FOR_REVIEW, S.FAILED, seconds=300)
+    assert finished.state is S.READY_FOR_REVIEW, store.events(task.id)[-4:]
+    [run] = store.runs(task.id)  # one round, though its dispatch was tried again and again
+    assert run.state is RunState.SUCCEEDED
+    store.close()
+
+
+class OwnCluster:
+    """A PostgreSQL cluster of this test's own, stopped with ``pg_ctl`` and started again on its data."""
+
+    def __init__(self) -> None:
+        self.cluster = postgres.start()
+        self.data = self.cluster.directory / "data"
+
+    def url(self) -> str:
+        name = self.cluster.create_database()
+        return self.cluster.url(name)
+
+    def stop(self) -> None:
+        subprocess.run(postgres._as_owner([str(postgres.BIN / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
+                                           "stop"]), check=True, capture_output=True)
+
+    def start(self) -> None:
+        options = f"-c listen_addresses='' -k {self.cluster.directory} -c fsync=off -c max_connections=200"
+        subprocess.run(postgres._as_owner([str(postgres.BIN / "pg_ctl"), "-D", str(self.data), "-o", options, "-l",
+                                           str(self.cluster.directory / "log"), "-w", "start"]),
+                       check=True, capture_output=True)
+
+    def remove(self) -> None:
+        postgres.stop(self.cluster)
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[OwnCluster]:
+    reason = postgres.missing()
+    if reason is not None:
+        pytest.skip(reason)
+    cluster = OwnCluster()
+    try:
+        yield cluster
+    finally:
+        cluster.remove()
+
+
+#: Past what errand.settle's five tries lasted on main (~8 s), well within the store's retry time.
+POSTGRES_AWAY = 20.0
+SLOW_COMMAND = [[READ], [("shell", {"command": "sleep 6"})], [FIX], [TEST], [FINISH]]
+
+
+async def test_postgres_stopped_during_rounds_and_started_again_the_rounds_settle(
+        repo: Path, script_file: Path, own_postgres: OwnCluster, temporal_server: TemporalServer,
+        temporal_queue: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERRAND_TEMPORAL", temporal_server.address)
+    monkeypatch.setenv("ERRAND_STORE_RETRY_SECONDS", "180")
+    store = TaskStore.open(own_postgres.url())
+    service = TaskService(store)
+    tasks = [service.submit(f"Make test_calc.py pass ({n})", repo=repo, model=f"scripted:{script_file}").id
+             for n in range(2)]
+    async with running_engine(store, lambda _s, _i: scripted(SLOW_COMMAND), kind="temporal"):
+        for task_id in tasks:  # both rounds are in their agents' long command
+            await wait_for_event(store, task_id, lambda e: e.kind == "tool_call" and e.data.get("name") == "shell")
+        await asyncio.to_thread(own_postgres.stop)
+        await asyncio.sleep(POSTGRES_AWAY)
+        await asyncio.to_thread(own_postgres.start)
+        for task_id in tasks:
+            await wait_for_state(store, task_id, S.READY_FOR_REVIEW, S.FAILED, seconds=300)
+    for task_id in tasks:
+        assert store.get_task(task_id).state is S.READY_FOR_REVIEW, store.events(task_id)[-4:]
+        assert [run.state for run in store.runs(task_id)] == [RunState.SUCCEEDED]
+    store.close()

@@ -1,0 +1,104 @@
+"""A Temporal worker SIGSTOPped past its lease in the middle of an attempt, then woken: the next
+round goes to the live worker with room, and the woken worker writes nothing more into the run
+it lost and ends that run's sandbox and working copy."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from errand.repo import checkouts
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.records import RunState
+from errand.tasks.service import TaskService
+from errand.tasks.store import TaskStore
+from temporal import TemporalServer
+
+from .cli import script
+from .harness import FIX_SCRIPT, READ
+from .machines import Machine, wait_until
+
+pytestmark = [pytest.mark.faults, pytest.mark.slow]
+S = TaskState
+TEMPORAL_WORKER = ("worker", "--engine", "temporal", "--concurrency", "1")
+LEASE = "5"
+COMMAND_SECONDS = 15
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def team(tmp_path: Path, temporal_queue: str, temporal_server: TemporalServer) -> Iterator[Callable[..., Machine]]:
+    made: list[Machine] = []
+
+    def make(name: str, database: str) -> Machine:
+        env = {"ERRAND_TEMPORAL": temporal_server.address, "ERRAND_TEMPORAL_QUEUE": temporal_queue}
+        made.append(Machine(tmp_path, name, database, env, LEASE))
+        return made[-1]
+
+    yield make
+    for machine in made:
+        if machine.process is not None and machine.process.poll() is None:
+            machine.process.send_signal(signal.SIGCONT)
+        machine.kill()
+        machine.errand("sandbox", "gc")
+        for copy in (machine.home / "work").glob("*/*"):
+            checkouts.unmount(copy)
+
+
+def test_a_worker_stopped_past_its_lease_loses_its_round_and_on_waking_writes_nothing_into_it(
+        tmp_path: Path, repo: Path, postgres_url: str, team: Callable[..., Machine]) -> None:
+    store = TaskStore.open(postgres_url)
+    model = tmp_path / "script.json"
+    # The agent's command ends while its worker is stopped: on waking, the worker has its output to write.
+    task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=script(
+        model, [[READ], [("shell", {"command": f"sleep {COMMAND_SECONDS}"})], *FIX_SCRIPT]))
+    server, stalled, live = (team(name, postgres_url) for name in ("server", "stalled", "live"))
+    server.start("serve", "--engine", "temporal", "--port", str(_free_port()))
+    stalled.start(*TEMPORAL_WORKER)
+    wait_until(lambda: any(e.kind == "tool_call" and e.data.get("name") == "shell" for e in store.events(task.id)),
+               "the agent to start its command")
+    live.start(*TEMPORAL_WORKER)
+    wait_until(lambda: live.log.exists() and len(store.live_workers()) >= 3, "the live worker's lease")
+    script(model, FIX_SCRIPT)  # what the next round's model says
+    assert stalled.process is not None
+    stalled.process.send_signal(signal.SIGSTOP)
+    stopped_at = time.time()
+    try:
+        try:
+            wait_until(lambda: len(store.runs(task.id)) == 2, "the next round")
+        except AssertionError as error:
+            said = "\n".join(f"{m.log.name}: {m.log.read_text()[-1500:]}" for m in (server, stalled, live))
+            raise AssertionError(f"{error}: {[(e.kind, e.data) for e in store.events(task.id)][-5:]}\n{said}") from None
+        taken_after = time.time() - stopped_at
+        wait_until(lambda: store.get_task(task.id).state in (S.READY_FOR_REVIEW, S.FAILED), "the task to finish")
+        time.sleep(max(0.0, stopped_at + COMMAND_SECONDS + 2 - time.time()))  # its command has ended meanwhile
+    finally:
+        stalled.process.send_signal(signal.SIGCONT)
+    first, second = store.runs(task.id)
+    assert first.state is RunState.INTERRUPTED and second.state is RunState.SUCCEEDED, store.events(task.id)[-4:]
+    assert second.worker != first.worker
+    assert store.get_task(task.id).state is S.READY_FOR_REVIEW
+    [recovered] = [e for e in store.events(task.id, limit=100_000) if e.kind == "recovered"]
+
+    # Woken, the stalled worker ends the lost run's sandbox and removes its working copy ...
+    wait_until(lambda: not (stalled.home / "work" / first.id).exists(), "the lost run's working copy to go")
+    wait_until(lambda: not stalled.sandboxes(), "the lost run's sandbox to end")
+    # ... and wrote nothing into the run after it was settled.
+    late = [e for e in store.events(task.id, limit=100_000, run_id=first.id) if e.id > recovered.id]
+    assert late == [], late
+    began = [e for e in store.events(task.id, limit=100_000) if e.kind == "round_started"][-1]
+    print(f"after the stop (lease {LEASE} s): run interrupted {recovered.time - stopped_at:.1f} s, next round "
+          f"began {began.time - stopped_at:.1f} s, seen {taken_after:.1f} s")
+    for machine in (live, stalled, server):
+        machine.stop()
+    store.close()
