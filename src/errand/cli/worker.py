@@ -117,7 +117,7 @@ def worker_stop(timeout: Annotated[float, typer.Option("--timeout", metavar="SEC
         said = [_after_stop(service.store, task_id, kind, healed.get(task_id)) for task_id in held]
     console().print(f"stopped the worker (pid {stopped.pid})")
     for line in said:
-        console().print(f"  {line}", highlight=False)
+        console().print(f"  {shown(line)}", highlight=False, soft_wrap=True)
 
 
 def _temporal_worker(info: WorkerInfo) -> bool:
@@ -170,7 +170,7 @@ def recover(engine_kind: EngineKind = "local", temporal: Temporal = None,
     for done in healed:
         runs = f" (runs {', '.join(done.run_ids)})" if done.run_ids else ""
         out.print(f"{done.task_id}: {done.previous.value} → {done.state.value}{runs}: {shown(done.reason)}",
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
 
 
 def _held_tasks(store: TaskStore, info: WorkerInfo) -> list[str]:
