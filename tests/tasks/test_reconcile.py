@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -88,6 +89,11 @@ def test_a_claimed_task_without_a_workflow_is_requeued() -> None:
     heal = decide(seen(S.PREPARING, live=("temporal:serve:1",), claimer="temporal:serve:1", workflow=W.MISSING))
     assert heal is not None and heal.action is Action.REQUEUE
     assert "no workflow" in heal.reason
+
+
+def test_a_task_whose_hand_off_is_on_its_way_is_left_to_the_outbox() -> None:
+    on_its_way = replace(seen(S.PREPARING, claimer="temporal:serve:1", workflow=W.MISSING), dispatching=True)
+    assert decide(on_its_way) is None
 
 
 def test_a_running_workflow_drives_its_task_whatever_the_leases_say() -> None:

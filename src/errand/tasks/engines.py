@@ -108,6 +108,7 @@ def worker_engine(kind: str, store: TaskStore, *, concurrency: int, temporal: st
 
         return LocalEngine(store, concurrency=concurrency)
     from errand.tasks.temporal import TemporalSettings
+    from errand.tasks.temporal.leftovers import Swept
     from errand.tasks.temporal.worker import TemporalWorker
 
-    return TemporalWorker(store, TemporalSettings.from_environment(temporal), concurrency=concurrency)
+    return Swept(TemporalWorker(store, TemporalSettings.from_environment(temporal), concurrency=concurrency))

@@ -30,7 +30,7 @@ import enum
 import logging
 import os
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -88,6 +88,7 @@ class Seen:
     now: float
     claimer: str | None = None  # the worker that claimed its current round
     workflow: WorkflowState | None = None  # None: the local engine, which has no workflows
+    dispatching: bool = False  # a hand-off of it is written down and not yet acknowledged (an outbox's)
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,8 @@ def holder_alive(worker: str, live: Collection[str]) -> bool:
 def decide(seen: Seen, *, grace: float = DEFAULT_GRACE) -> Heal | None:
     """The heal one task needs, or None. Pure: the same ``seen`` gives the same answer."""
     task = seen.task
-    if seen.now - task.updated_at < grace or seen.workflow is WorkflowState.RUNNING:
-        return None  # too fresh to judge; or a workflow drives it (its heartbeats find a dead worker)
+    if seen.now - task.updated_at < grace or seen.workflow is WorkflowState.RUNNING or seen.dispatching:
+        return None  # too fresh to judge; a workflow drives it (its heartbeats find a dead worker); or it is on its way
     if seen.workflow is not None:
         orphaned = seen.running  # no workflow will settle them, whoever holds them
         why = _NO_WORKFLOW[seen.workflow]
@@ -267,10 +268,14 @@ class Reconciler:
     """Finds orphans in ``store`` and heals them; with ``workflows``, the Temporal engine's (whose
     tasks are judged by their workflows), else the local engine's (judged by leases)."""
 
-    def __init__(self, store: TaskStore, workflows: Workflows | None = None, *, grace: float = DEFAULT_GRACE) -> None:
+    def __init__(self, store: TaskStore, workflows: Workflows | None = None, *, grace: float = DEFAULT_GRACE,
+                 dispatching: Callable[[], Collection[str]] = frozenset) -> None:
+        """``dispatching()`` names the tasks whose hand-off to the engine is written down and not yet
+        acknowledged (the Temporal engine's outbox sends those until it is): none is judged."""
         self.store = store
         self.workflows = workflows
         self.grace = grace
+        self._dispatching = dispatching
 
     async def once(self, task_ids: Collection[str] | None = None) -> list[Healed]:
         """One pass over every active task and every run marked running (or those of ``task_ids``)."""
@@ -317,9 +322,11 @@ class Reconciler:
         for task_id in running.keys() - tasks.keys():
             tasks[task_id] = store.get_task(task_id)
         live = frozenset(store.live_workers())
+        dispatching = frozenset(self._dispatching())
         now = time.time()
         return [Seen(task, tuple(running.get(task.id, ())), live, now,
-                     claimer=store.claimer(task.id) if task.state in ACTIVE and task.id not in running else None)
+                     claimer=store.claimer(task.id) if task.state in ACTIVE and task.id not in running else None,
+                     dispatching=task.id in dispatching)
                 for task in tasks.values() if task_ids is None or task.id in task_ids]
 
 
