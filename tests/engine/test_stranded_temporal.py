@@ -116,6 +116,9 @@ def test_serve_requeues_a_task_whose_workflow_failed_and_the_next_round_finishes
     assert recovered.data["state"] == "queued" and "its workflow failed" in recovered.data["reason"]
     logged = server.errand("logs", task.id)
     assert "its workflow failed" in logged.stdout  # what a person reads
+    # The worker that held the first run lives: it ended that round's sandbox and removed its copy.
+    wait_until(lambda: not (one.home / "work" / first.id).exists(), "the first run's copy to go", 120)
+    assert not one.sandboxes()
     for machine in (two, one, server):
         machine.stop()
     store.close()
@@ -127,7 +130,11 @@ def test_serve_requeues_a_claimed_task_that_has_no_workflow(
     server, one = team("server"), team("one")
     _serve(server)
     one.start(*TEMPORAL_WORKER)
-    wait_until(lambda: len(store.live_workers()) == 2, "serve and the worker")
+    # A first task through: the dispatcher has caught up (on start it starts the workflow of any
+    # claimed task that has none, which would hide what this test is about).
+    first = TaskService(store).submit("Make test_calc.py pass", repo=repo,
+                                      model=script(tmp_path / "first.json", FIX_SCRIPT))
+    wait_settled(store, first.id, server, one)
     # As a dispatcher leaves a task it claimed while the Temporal service was away: `preparing`,
     # no workflow. Written in one transaction, so that the running dispatcher cannot claim it first.
     task_id = _claimed_without_workflow(store, repo, script(tmp_path / "script.json", FIX_SCRIPT))
@@ -172,6 +179,7 @@ def test_cancel_ends_the_run_of_a_task_whose_workflow_failed(
     assert store.get_task(task.id).state is S.CANCELLED
     # Its worker lives: it ends the sandbox and removes the copy of a run it no longer runs.
     wait_until(lambda: not mounted(one.home / "work" / run.id / "repo"), "the copy to be unmounted", 120)
+    assert not (one.home / "work" / run.id).exists() and not one.sandboxes()
     for machine in (one, server):
         machine.stop()
     store.close()
