@@ -7,12 +7,16 @@ overlays and the store (SQLite, and PostgreSQL)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+import postgres
 from errand.repo import checkouts
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
@@ -21,7 +25,7 @@ from errand.tasks.store import TaskStore
 from postgres import DATABASES, database_url
 
 from .cli import script
-from .harness import READ
+from .harness import READ, per_attempt, running_engine, wait_for_event
 from .machines import Machine, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
@@ -136,3 +140,57 @@ def test_gc_reaps_the_copies_a_dead_worker_left_of_runs_that_ended(
     assert not mounted(copy) and not (machine.home / "work" / run_id).exists()
     assert "working copy" not in machine.errand("gc").stdout  # nothing twice
     store.close()
+
+
+def test_cancel_after_a_store_outage_ends_the_run_and_unmounts_its_copy(
+        repo: Path, script_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL stopped for longer than the worker's lease while its agent runs a long command,
+    then started: the worker lives through it, and a cancel afterwards ends the run and its copy."""
+    monkeypatch.setenv("ERRAND_WORKER_LEASE", "2")  # renewals fall every 2/3 s, inside the outage
+    cluster = postgres.start()
+    try:
+        url = cluster.url(cluster.create_database())
+        asyncio.run(_cancel_after_outage(url, cluster, repo, f"scripted:{script_file}"))
+    finally:
+        postgres.stop(cluster)
+
+
+async def _cancel_after_outage(url: str, cluster: postgres.Cluster, repo: Path, model: str) -> None:
+    store = TaskStore.open(url)
+    task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=model)
+    models, _ = per_attempt(LONG)
+    async with running_engine(store, models, concurrency=1):
+        await wait_for_event(store, task.id, lambda e: e.kind == "tool_call" and e.data.get("name") == "shell")
+        [run] = store.runs(task.id)
+        copy = Path(os.environ["ERRAND_HOME"]) / "work" / run.id / "repo"
+        assert mounted(copy)
+        await asyncio.to_thread(_away, cluster, 6.0)
+        with TaskStore.open(url) as person:  # a person's `errand cancel`, a process of its own
+            TaskService(person).cancel(task.id)
+            assert await _ended(person, run.id) is RunState.CANCELLED
+            await _unmounted(copy)
+            assert person.get_task(task.id).state is S.CANCELLED
+    store.close()
+
+
+def _away(cluster: postgres.Cluster, seconds: float) -> None:
+    data = cluster.directory / "data"
+    postgres._run(postgres.BIN / "pg_ctl", "-D", data, "-m", "fast", "-w", "stop")
+    time.sleep(seconds)
+    options = f"-c listen_addresses='' -k {cluster.directory} -c fsync=off -c max_connections=200"
+    postgres._run(postgres.BIN / "pg_ctl", "-D", data, "-o", options, "-l", cluster.directory / "log", "-w", "start")
+
+
+async def _ended(store: TaskStore, run_id: str, seconds: float = 120) -> RunState:
+    deadline = time.monotonic() + seconds
+    while (state := (await asyncio.to_thread(store.get_run, run_id)).state) is RunState.RUNNING:
+        assert time.monotonic() < deadline, f"run {run_id} is still running"
+        await asyncio.sleep(0.1)
+    return state
+
+
+async def _unmounted(copy: Path, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while mounted(copy) or copy.parent.exists():
+        assert time.monotonic() < deadline, f"{copy} is still there"
+        await asyncio.sleep(0.1)

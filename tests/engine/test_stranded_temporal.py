@@ -201,8 +201,8 @@ def test_worker_stop_really_requeues_a_task_whose_workflow_failed(
 
     stopped = one.errand("worker", "stop")
     assert stopped.returncode == 0, stopped.stderr
-    assert f"{task.id}: requeued" in stopped.stdout, stopped.stdout
-    assert store.get_task(task.id).state is S.QUEUED  # what it said is what the store says
+    assert store.get_task(task.id).state is S.QUEUED, stopped.stdout
     assert store.get_run(run.id).state is RunState.INTERRUPTED
+    assert f"{task.id}: requeued" in stopped.stdout, stopped.stdout  # what it said is what the store says
     assert not mounted(one.home / "work" / run.id / "repo")
     store.close()
