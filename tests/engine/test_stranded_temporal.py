@@ -178,8 +178,9 @@ def test_cancel_ends_the_run_of_a_task_whose_workflow_failed(
     assert store.get_run(run.id).state is RunState.CANCELLED
     assert store.get_task(task.id).state is S.CANCELLED
     # Its worker lives: it ends the sandbox and removes the copy of a run it no longer runs.
-    wait_until(lambda: not mounted(one.home / "work" / run.id / "repo"), "the copy to be unmounted", 120)
-    assert not (one.home / "work" / run.id).exists() and not one.sandboxes()
+    copy = one.home / "work" / run.id / "repo"
+    wait_until(lambda: not mounted(copy) and not copy.parent.exists(), "the copy to be unmounted and removed", 120)
+    assert not one.sandboxes()
     for machine in (one, server):
         machine.stop()
     store.close()
