@@ -4,8 +4,10 @@ store: each heal is done once however many reconcilers race, and says why in the
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -147,3 +149,30 @@ def test_the_local_rule_refuses_a_store_the_temporal_engine_serves(store: TaskSt
     with pytest.raises(EnginesMixed):
         asyncio.run(Reconciler(store, grace=0).once())
     assert store.running_runs()  # nothing was changed
+
+
+def test_a_bad_reconcile_setting_is_refused_before_anything_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from errand.errors import ConfigError
+    from errand.tasks import engines
+
+    for variable, value in (("ERRAND_RECONCILE_INTERVAL", "0"), ("ERRAND_RECONCILE_GRACE", "soon")):
+        monkeypatch.setenv(variable, value)
+        with pytest.raises(ConfigError) as refused:
+            engines.check("local")
+        assert refused.value.code == "bad_reconcile_setting" and variable in refused.value.message
+        monkeypatch.delenv(variable)
+    engines.check("local")
+
+
+def test_errand_recover_refuses_an_unknown_engine_and_changes_nothing(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ERRAND_HOME": str(tmp_path / "home"), "ERRAND_DATABASE_URL": f"sqlite:///{tmp_path}/e.db"}
+    with TaskStore.open(env["ERRAND_DATABASE_URL"]) as store:
+        task_id, _ = _running(store, "host:1")
+    ran = subprocess.run([sys.executable, "-m", "errand", "recover", "--engine", "nope", "--grace", "0"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode != 0 and "unknown engine 'nope'" in ran.stderr
+    with TaskStore.open(env["ERRAND_DATABASE_URL"]) as store:
+        assert store.get_task(task_id).state is S.RUNNING and store.running_runs()

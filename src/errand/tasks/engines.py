@@ -36,6 +36,8 @@ class Served(Protocol):
 
 def check(kind: str, temporal: str | None = None) -> None:
     """Refuse an engine that cannot start with what was given (before anything starts)."""
+    grace_from_environment()
+    interval_from_environment()
     if _checked(kind) == "temporal":
         from errand.tasks.temporal import TemporalSettings
 
