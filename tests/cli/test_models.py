@@ -207,7 +207,7 @@ def test_worker_status_and_stop(home: Path, repo: Path, tmp_path: Path, wires: t
 
     stopped = errand(home, "worker", "stop")
     assert stopped.returncode == 0, stopped.stderr
-    assert f"stopped the worker (pid {worker.pid}); requeued {task['id']}" in stopped.stdout
+    assert f"stopped the worker (pid {worker.pid})\n  {task['id']}: requeued" in stopped.stdout
     assert worker.wait(60) == 0  # it exited cleanly, by itself
     assert json.loads(errand(home, "show", task["id"], "--json").stdout)["state"] == "queued"
     assert status(home)["running"] is False and not (home / "worker.json").exists()

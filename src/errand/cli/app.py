@@ -33,7 +33,7 @@ from errand.cli import tour
 from errand.cli.eval import eval_app
 from errand.cli.forge import forge_app
 from errand.cli.memory import memory_app
-from errand.cli.worker import worker_app
+from errand.cli.worker import recover, worker_app
 from errand.errors import ConfigError, ErrandError, ExecTimeout
 from errand.eval import strip as eval_strip
 from errand.repo import checkouts
@@ -71,6 +71,7 @@ sandbox_app = typer.Typer(no_args_is_help=True, help="Create, use and remove san
 app.add_typer(sandbox_app, name="sandbox")
 cli_tasks.register(app)
 app.add_typer(worker_app, name="worker")
+app.command("recover")(recover)
 app.add_typer(memory_app, name="memory")
 app.add_typer(eval_app, name="eval")
 app.add_typer(forge_app, name="forge")
@@ -443,10 +444,28 @@ def collect_garbage(
                                                     "sources no eval) has used for this many days.")]
     = checkouts.UNUSED_FOR / 86_400,
 ) -> None:
-    """Reclaim disk: orphaned sandboxes and their leftovers, pristine checkouts no task uses, and
-    the stripped copies of repositories no evaluation has used."""
-    removed = _collect_sandboxes() + [("checkout", name) for name in checkouts.prune(unused_days * 86_400)]
+    """Reclaim disk: orphaned sandboxes and their leftovers, the working copies a dead worker left
+    of runs that ended, pristine checkouts no task uses, and the stripped copies of repositories
+    no evaluation has used."""
+    removed = _collect_sandboxes() + [("working copy of run", name) for name in _reap_work()]
+    removed += [("checkout", name) for name in checkouts.prune(unused_days * 86_400)]
     _print_removed(removed + [("eval source", name) for name in eval_strip.prune(unused_days * 86_400)])
+
+
+def _reap_work() -> list[str]:
+    """The working copies this home's dead worker left (its own store only: none when it has no work)."""
+    from errand.tasks import steps
+    from errand.tasks.reconcile import reap_work
+    from errand.tasks.store import TaskStore
+
+    if not steps.work_runs():
+        return []
+    try:
+        with TaskStore.open() as store:
+            return reap_work(store)
+    except ErrandError as error:
+        _report(error)
+        return []
 
 
 def _collect_sandboxes() -> list[tuple[str, str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -16,14 +17,15 @@ from rich.console import Console
 from errand import _settings
 from errand.cli.events import shown
 from errand.cli.tasks import age, console, task_service
-from errand.tasks.engines import Served, worker_engine
-from errand.tasks.lifecycle import ACTIVE
+from errand.tasks.engines import Served, reconciler, worker_engine
+from errand.tasks.lifecycle import ACTIVE, TaskState
+from errand.tasks.reconcile import Healed
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
 from errand.tasks.workers import WorkerInfo, running_worker, stop_worker
 
-__all__ = ["worker_app"]
+__all__ = ["recover", "worker_app"]
 
 
 worker_app = typer.Typer(help="Run queued tasks here; or see, or stop, the worker serving this errand home.",
@@ -87,22 +89,88 @@ def worker_status(as_json: Annotated[bool, typer.Option("--json", help="Print JS
     out.print(f"  tasks: {', '.join(held) or 'none'}")
 
 
+EngineKind = Annotated[str, typer.Option("--engine", metavar="ENGINE", envvar="ERRAND_ENGINE", help=(
+    "local (judge runs by the workers' leases) or temporal (by their workflows)."))]
+Temporal = Annotated[str | None, typer.Option("--temporal", metavar="ADDRESS", envvar="ERRAND_TEMPORAL",
+                                              help="The Temporal service, host:port (--engine temporal).")]
+
+
 @worker_app.command("stop")
 def worker_stop(timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS",
-                                                       help="How long to wait for it to exit.")] = 60.0) -> None:
+                                                       help="How long to wait for it to exit.")] = 60.0,
+                engine_kind: EngineKind = "local", temporal: Temporal = None) -> None:
     """Stop the worker serving this errand home, and wait until it has exited.
 
-    It gets SIGTERM: its sandboxes end and its running tasks are requeued for the next worker."""
+    It gets SIGTERM: its sandboxes end and its running tasks are requeued for the next worker.
+    A task it held that nothing would move on (its workflow failed, say) is healed here, as
+    `errand recover` would; each task's state afterwards is said as it is."""
     with task_service() as service:
         assert isinstance(service, TaskService)
         info = running_worker()
         held = _held_tasks(service.store, info) if info is not None else []
         stopped = stop_worker(timeout)
-    if stopped is None:
-        console().print(f"no worker serves {shown(_settings.home(), lines=False)}")
+        if stopped is None:
+            console().print(f"no worker serves {shown(_settings.home(), lines=False)}")
+            return
+        kind = "temporal" if info is not None and _temporal_worker(info) else engine_kind
+        healed = _heal(service.store, kind, temporal, held) if held else {}
+        said = [_after_stop(service.store, task_id, kind, healed.get(task_id)) for task_id in held]
+    console().print(f"stopped the worker (pid {stopped.pid})")
+    for line in said:
+        console().print(f"  {shown(line)}", highlight=False, soft_wrap=True)
+
+
+def _temporal_worker(info: WorkerInfo) -> bool:
+    """Whether the stopped worker was a Temporal one (its id is this home's task queue)."""
+    from errand.tasks.temporal import TemporalSettings
+
+    prefix = os.environ.get("ERRAND_TEMPORAL_QUEUE") or "errand"
+    return info.worker == TemporalSettings("", prefix=prefix).worker_queue()
+
+
+def _heal(store: TaskStore, kind: str, temporal: str | None, task_ids: list[str]) -> dict[str, Healed]:
+    if kind == "temporal" and not (temporal or os.environ.get("ERRAND_TEMPORAL")):
+        return {}  # without the service's address nobody can say whether a workflow drives them
+    healer = reconciler(kind, store, temporal=temporal, grace=0.0)
+    return {done.task_id: done for done in asyncio.run(healer.once(task_ids))}
+
+
+def _after_stop(store: TaskStore, task_id: str, kind: str, healed: Healed | None) -> str:
+    """What became of a task the stopped worker held, as the store says it now."""
+    task = store.get_task(task_id)
+    why = f" ({healed.reason})" if healed is not None else ""
+    if task.state is TaskState.QUEUED:
+        return f"{task_id}: requeued{why}"
+    if task.state in ACTIVE and kind == "temporal":
+        return (f"{task_id}: {task.state.value}; its workflow takes the round for interrupted and requeues it "
+                "(`errand recover --engine temporal` if it stays so)")
+    return f"{task_id}: {task.state.value}{why}"
+
+
+def recover(engine_kind: EngineKind = "local", temporal: Temporal = None,
+            grace: Annotated[float | None, typer.Option("--grace", metavar="SECONDS", min=0, help=(
+                "Leave alone tasks that changed within this many seconds (default ERRAND_RECONCILE_GRACE, "
+                "else 60).")) ] = None,
+            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Heal what a lost hand-off left orphaned, now (`errand serve` does it every half minute).
+
+    Active tasks whose workflow is missing or failed, runs marked running whose worker holds no
+    live lease, a cancelled task's runs nobody ended: requeued, or failed with a reason (shown
+    by `errand show`), their working copies on this machine removed. Prints what it healed and why."""
+    with task_service() as service:
+        assert isinstance(service, TaskService)
+        healer = reconciler(engine_kind, service.store, temporal=temporal, grace=grace)
+        healed = asyncio.run(healer.once())
+    if as_json:
+        print(json.dumps([done.to_json() for done in healed], indent=2))
         return
-    requeued = f"; requeued {', '.join(held)}" if held else ""
-    console().print(f"stopped the worker (pid {stopped.pid}){requeued}")
+    out = console()
+    if not healed:
+        out.print("nothing to heal: every active task has something moving it on", style="dim")
+    for done in healed:
+        runs = f" (runs {', '.join(done.run_ids)})" if done.run_ids else ""
+        out.print(f"{done.task_id}: {done.previous.value} → {done.state.value}{runs}: {shown(done.reason)}",
+                  highlight=False, soft_wrap=True)
 
 
 def _held_tasks(store: TaskStore, info: WorkerInfo) -> list[str]:

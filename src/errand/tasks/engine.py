@@ -29,6 +29,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from errand import _settings
 from errand.agent import Budgets
 from errand.errors import ConfigError
@@ -43,6 +45,7 @@ from errand.tasks.engine_lease import refuse_other_engine
 from errand.tasks.errors import RunNotFound
 from errand.tasks.events import CONTROL_KINDS
 from errand.tasks.lifecycle import TaskState
+from errand.tasks.reconcile import Action, Heal, act
 from errand.tasks.records import RunState, Task
 from errand.tasks.store import TaskStore
 from errand.tasks.workers import EngineBusy, WorkerInfo, hold, worker_running
@@ -153,9 +156,12 @@ class LocalEngine:
             idle_since = time.monotonic()
             try:
                 while not stop.is_set():
-                    await self._keep_lease()
-                    await self._claim()
-                    await self._poll_controls()
+                    try:
+                        await self._keep_lease()
+                        await self._claim()
+                        await self._poll_controls()
+                    except SQLAlchemyError as error:  # the database away: the rounds go on, and so do we
+                        log.warning("worker %s cannot reach the store (%s); trying again", self.worker, error)
                     if self._rounds:
                         idle_since = time.monotonic()
                     elif exit_when_idle is not None and time.monotonic() - idle_since >= exit_when_idle:
@@ -176,6 +182,24 @@ class LocalEngine:
             await self._stop_rounds()
             await asyncio.to_thread(self.store.register_worker, self.worker, home=_home(), lease=self.lease)
         await self._recover()
+        await self._settle_lost_runs()
+        await self._remove_stale_work()
+
+    async def _settle_lost_runs(self) -> None:
+        """Settle this worker's runs whose round it no longer runs: the round ended while the store
+        was away (a cancel, a failure, a lost lease), so nobody else would ever end them."""
+        runs = await asyncio.to_thread(self.store.running_runs)
+        lost: dict[str, list[str]] = {}
+        for run in runs:
+            if run.worker == self.worker and run.task_id not in self._rounds:
+                lost.setdefault(run.task_id, []).append(run.id)
+        for task_id, run_ids in lost.items():
+            task = await asyncio.to_thread(self.store.get_task, task_id)
+            action = Action.CANCEL_RUNS if task.state is TaskState.CANCELLED else Action.INTERRUPT
+            reason = (f"its worker {self.worker} no longer runs its round (the round ended while the store was "
+                      "away, so its runs were not marked)")
+            await asyncio.to_thread(act, self.store, Heal(task_id, action, task.state, reason, tuple(run_ids),
+                                                          reap=tuple(run_ids)))
 
     async def _stop_rounds(self) -> None:
         handles = [r.handle for r in self._rounds.values() if r.handle is not None]
@@ -193,14 +217,15 @@ class LocalEngine:
                 "rule": "requeued after a first interruption, failed after a second in a row"})
 
     async def _remove_stale_work(self) -> None:
-        """Remove the work of runs that are no longer running: a worker on another machine
-        recovered them while this home's worker was dead, and could not reach this disk."""
+        """Remove the work of runs that are no longer running and whose round this engine does not
+        hold: a worker on another machine recovered them while this home's worker was dead (and
+        could not reach this disk), or a person cancelled them while the store was away."""
         for run_id in await asyncio.to_thread(steps.work_runs):
             try:
                 run = await asyncio.to_thread(self.store.get_run, run_id)
             except RunNotFound:
                 continue  # not this store's (a home may have served another database before)
-            if run.state is not RunState.RUNNING:
+            if run.state is not RunState.RUNNING and run.task_id not in self._rounds:  # a round held closes its own
                 await asyncio.to_thread(steps.remove_work, run)
 
     async def _prune(self) -> None:

@@ -85,7 +85,8 @@ KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
     _kind("ranking", "rule runs", "the attempts, best first"),
     _kind("ready_for_review", "confidence run_id", "the round ended with a diff to review"),
     _kind("failed", "code command exit_code log reason", "the round ended without a result"),
-    _kind("recovered", "previous rule run_id state", "a dead worker's run was interrupted and the task settled"),
+    _kind("recovered", "previous reason rule run_id state",
+          "an orphaned run was ended (its worker or workflow gone) and the task settled, with the reason"),
     # what people send and decide
     _kind("message_sent", "text", "a person's message for the agent"),
     _kind("answer_sent", "text", "a person's answer to the question"),

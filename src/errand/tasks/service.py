@@ -29,6 +29,7 @@ from errand.tasks.lifecycle import ACTIVE, FINAL, TaskState
 from errand.tasks.memory_link import observe_verdict
 from errand.tasks.progress import progress
 from errand.tasks.reading import StoreReads
+from errand.tasks.reconcile import end_abandoned_runs
 from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict
 from errand.tasks.refusals import landed, refused
 from errand.tasks.store import TaskStore
@@ -127,10 +128,15 @@ class TaskService(StoreReads[TaskStore]):
         return self.store.append_event(task_id, None, "answer_sent", {"text": _text(text, "an answer")})
 
     def cancel(self, task_id: str) -> Task:
+        """Cancel the task. Its runs that a live worker holds are that worker's to end (it sees the
+        cancel, ends their sandboxes and copies); those no live worker holds end here, as cancelled,
+        and their working copies on this machine are removed: a dead worker never sees a cancel."""
         task = self.store.get_task(task_id)
         if task.state in FINAL:
             raise refused(task, "cancel", commit=self._accepted_commit(task))
-        return self.store.set_state(task_id, TaskState.CANCELLED, event=("cancelled", {}))
+        cancelled = self.store.set_state(task_id, TaskState.CANCELLED, event=("cancelled", {}))
+        end_abandoned_runs(self.store, task_id)
+        return cancelled
 
     def retry(self, task_id: str) -> Task:
         """Run a failed or cancelled task again: a new round from where the last one started

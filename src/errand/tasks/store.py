@@ -328,6 +328,17 @@ class TaskStore(SqlStore):
         query = sa.select(runs.c.id).where(runs.c.id.in_(list(run_ids)), runs.c.state == RunState.RUNNING.value)
         return self._recover_runs(query.order_by(runs.c.started_at), max_interruptions)
 
+    def running_runs(self) -> list[Run]:
+        """Every run marked ``running``, oldest first: what a reconciler checks for a live holder."""
+        query = sa.select(runs).where(runs.c.state == RunState.RUNNING.value).order_by(runs.c.started_at)
+        with self._read() as connection:
+            return [_run(row) for row in connection.execute(query).mappings()]
+
+    def claimer(self, task_id: str) -> str | None:
+        """The worker that claimed the task's current round (None: never claimed, or before 0005)."""
+        with self._read() as connection:
+            return _task_row(connection, task_id)["claimed_by"]  # type: ignore[no-any-return]
+
     # -- workers' leases ------------------------------------------------------
 
     def register_worker(self, worker: str, *, home: str, lease: float, pid: int | None = None) -> None:

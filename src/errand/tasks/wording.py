@@ -157,6 +157,13 @@ def _failed(d: Mapping[str, Any]) -> Sentence:
     return _said("failed", Value(d.get("reason"), lines=True), *log, tone="bad", lead="failed:")
 
 
+def _recovered(d: Mapping[str, Any]) -> Sentence:
+    """A run ended for its worker or workflow, or a task requeued: the reason if one was given."""
+    run = ("run ", Value(d.get("run_id")), " ended, ") if d.get("run_id") else ()
+    why = (": ", Value(d.get("reason"), lines=True)) if d.get("reason") else (" (its worker was gone)",)
+    return _said("recovered", *run, "task ", Value(d.get("state")), *why, tone="warn")
+
+
 def _memories_exported(d: Mapping[str, Any]) -> Sentence:
     count = len(d.get("ids", []))
     return _said("memory", f"{count} approved {'memory' if count == 1 else 'memories'} written into ",
@@ -206,8 +213,7 @@ SENTENCES: Mapping[str, Say] = {
     "distill_skipped": lambda d: _said("memory", Value(d.get("reason"), lines=True), tone="warn"),
     "memory_unavailable": lambda d: _said("memory", "project memory unavailable (", Value(d.get("reason")),
                                           "); the round goes on without it", tone="warn"),
-    "recovered": lambda d: _said("recovered", "worker restarted: run ", Value(d.get("run_id")),
-                                 " interrupted, task ", Value(d.get("state")), tone="warn"),
+    "recovered": _recovered,
     "model_endpoint": _model_endpoint,
     "followup": _text("follow-up", "text", "follow-up:"),
     "followed_up": lambda d: _said("follow-up", Value(d.get("task_id"), task=True), ": ",

@@ -157,6 +157,10 @@ class TemporalWorker:
         return {self.settings.begin_queue: [self.start, self.begin], self.settings.tasks_queue: [self.settle],
                 self.queue: [self.prepare, self.attempt, self.deliver, self.conclude, self.close]}
 
+    def held(self) -> set[str]:
+        """The keys of the rounds this worker holds (a place each), concluding ones left out."""
+        return set(self._held) - self._concluding
+
     def sandboxes(self, task_id: str) -> list[AsyncSandbox | None]:
         """The sandboxes of the task's round held here, one per attempt (None: not running now)."""
         keys = [key for key in self.bench.rounds if key.split("/")[0] == task_id]
