@@ -1,27 +1,55 @@
-"""Shared fixtures: every test session gets its own errand home and runtime directory."""
+"""Shared fixtures: every test session (each pytest-xdist worker is one) gets its own errand home,
+runtime directory and range of sandbox uids; PostgreSQL clusters and Temporal dev servers are
+started per session too, and only when a test asks for one."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
 
 import pytest
+
+import components
+
+# In-sandbox ids 0..65535 map onto host ids from a session's base: ranges above errand's default one.
+UID_BASE, UID_SPAN, UID_RANGES = 0x70000000, 65536, 4096
+
+
+def claim_uid_range(locks: Path) -> tuple[int, IO[str]]:
+    """The first range of sandbox uids no live session holds, and the open lock file that holds it
+    (the kernel lets go of it when this process ends, however it ends). Ranges keyed on the pid
+    collided: two workers whose pids differ by 4096 counted each other's sandboxes as leaks."""
+    locks.mkdir(exist_ok=True)
+    for slot in range(UID_RANGES):
+        handle = open(locks / str(slot), "a")  # noqa: SIM115 - held open for the whole session
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        return UID_BASE + UID_SPAN * (1 + slot), handle
+    raise RuntimeError(f"all {UID_RANGES} sandbox uid ranges are held by live test sessions ({locks})")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def errand_dirs() -> Iterator[None]:
     # Layers and the agent binary are cached across tests in one session-wide
     # home; the runtime directory is short because socket paths are limited.
+    shared = "/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()
     home = tempfile.mkdtemp(prefix="errand-test-home-")
-    runtime = tempfile.mkdtemp(prefix="ert-", dir="/run" if os.access("/run", os.W_OK) else None)
+    runtime = tempfile.mkdtemp(prefix="ert-", dir=shared)
+    uid, uid_lock = claim_uid_range(Path(shared) / "errand-test-uids")
     saved = {k: os.environ.get(k) for k in ("ERRAND_HOME", "ERRAND_RUNTIME_DIR", "ERRAND_SANDBOX_UID")}
     os.environ["ERRAND_HOME"] = home
     os.environ["ERRAND_RUNTIME_DIR"] = runtime
     # A host id range of this session's own, so leak checks count only our sandboxes.
-    os.environ["ERRAND_SANDBOX_UID"] = str(0x70000000 + 65536 * (1 + os.getpid() % 4096))
+    os.environ["ERRAND_SANDBOX_UID"] = str(uid)
     yield
     for key, value in saved.items():
         if value is None:
@@ -36,6 +64,7 @@ def errand_dirs() -> Iterator[None]:
         subprocess.run(["umount", "-l", point], check=False, capture_output=True)
     shutil.rmtree(runtime, ignore_errors=True)
     shutil.rmtree(home, ignore_errors=True)
+    uid_lock.close()
 
 
 from postgres import postgres_cluster, postgres_url  # noqa: E402, F401 - fixtures for every test directory
@@ -52,3 +81,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         where = os.path.relpath(str(item.path), root)
         if where.startswith(SECURITY[0]) or where in SECURITY[1:]:
             item.add_marker(pytest.mark.security)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs"):
+        for component in mark.args:
+            components.require(component)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under CI a missing component fails the run even where a test skipped on its own terms
+    (a ``skipif`` of its own rather than the ``needs`` mark): a broken install never passes green."""
+    if not components.under_ci() or hasattr(session.config, "workerinput"):  # once, in the controller
+        return
+    broken = {name: why for name in components.COMPONENTS if (why := components.missing(name))}
+    if broken:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        for name, why in broken.items():
+            if reporter is not None:
+                reporter.write_line(f"CI: {name} is missing: {why}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
