@@ -118,6 +118,13 @@ def postgres_url(postgres_cluster: Cluster) -> Iterator[str]:
 DATABASES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)]
 
 
+def on_sqlite_only(fixture: str = "url") -> pytest.MarkDecorator:
+    """The mark of a test whose outcome is settled before any store is touched (intake refusing bad
+    input, each case of it): it runs on SQLite only, as a database of PostgreSQL's would show nothing more.
+    ``fixture`` names the store fixture parametrised over :data:`DATABASES`."""
+    return pytest.mark.parametrize(fixture, ["sqlite"], indirect=True)
+
+
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The URL a store fixture parametrised over :data:`DATABASES` opens."""
     if request.param == "sqlite":
