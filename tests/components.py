@@ -74,3 +74,15 @@ def needs(*components: str) -> pytest.MarkDecorator:
     if unknown:
         raise ValueError(f"unknown components {sorted(unknown)}; known: {sorted(COMPONENTS)}")
     return pytest.mark.needs(*components)
+
+
+def check(item: pytest.Item) -> None:
+    """Require each component the test's ``needs`` marks name (as the test is set up)."""
+    for mark in item.iter_markers("needs"):
+        for component in mark.args:
+            require(component)
+
+
+def broken() -> dict[str, str]:
+    """Each component missing here, and why."""
+    return {name: why for name in COMPONENTS if (why := missing(name)) is not None}

@@ -84,9 +84,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    for mark in item.iter_markers("needs"):
-        for component in mark.args:
-            components.require(component)
+    components.check(item)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -94,10 +92,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     (a ``skipif`` of its own rather than the ``needs`` mark): a broken install never passes green."""
     if not components.under_ci() or hasattr(session.config, "workerinput"):  # once, in the controller
         return
-    broken = {name: why for name in components.COMPONENTS if (why := components.missing(name))}
+    broken = components.broken()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for name, why in broken.items():
+        if reporter is not None:
+            reporter.write_line(f"CI: {name} is missing: {why}", red=True)
     if broken:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        for name, why in broken.items():
-            if reporter is not None:
-                reporter.write_line(f"CI: {name} is missing: {why}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
