@@ -4,37 +4,17 @@ started per session too, and only when a test asks for one."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
 
 import components
-
-# In-sandbox ids 0..65535 map onto host ids from a session's base: ranges above errand's default one.
-UID_BASE, UID_SPAN, UID_RANGES = 0x70000000, 65536, 4096
-
-
-def claim_uid_range(locks: Path) -> tuple[int, IO[str]]:
-    """The first range of sandbox uids no live session holds, and the open lock file that holds it
-    (the kernel lets go of it when this process ends, however it ends). Ranges keyed on the pid
-    collided: two workers whose pids differ by 4096 counted each other's sandboxes as leaks."""
-    locks.mkdir(exist_ok=True)
-    for slot in range(UID_RANGES):
-        handle = open(locks / str(slot), "a")  # noqa: SIM115 - held open for the whole session
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            continue
-        return UID_BASE + UID_SPAN * (1 + slot), handle
-    raise RuntimeError(f"all {UID_RANGES} sandbox uid ranges are held by live test sessions ({locks})")
+from uids import claim_uid_range
 
 
 @pytest.fixture(scope="session", autouse=True)

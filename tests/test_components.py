@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import components
-from conftest import UID_BASE, UID_SPAN, claim_uid_range
+from uids import UID_BASE, UID_SPAN, claim_uid_range
 
 
 @pytest.fixture
