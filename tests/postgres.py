@@ -119,9 +119,11 @@ DATABASES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)]
 
 
 def on_sqlite_only(fixture: str = "url") -> pytest.MarkDecorator:
-    """The mark of a test whose outcome is settled before any store is touched (intake refusing bad
-    input, each case of it): it runs on SQLite only, as a database of PostgreSQL's would show nothing more.
-    ``fixture`` names the store fixture parametrised over :data:`DATABASES`."""
+    """The mark of a test whose outcome no store decides: intake refusing bad input before anything
+    is written, or a feature of the engine that reaches its store only through TaskStore (whose
+    behaviour on each database the store's own tests hold). It runs on SQLite only, as a PostgreSQL
+    database of its own would show nothing more. ``fixture`` names the fixture parametrised over
+    :data:`DATABASES` that the test uses."""
     return pytest.mark.parametrize(fixture, ["sqlite"], indirect=True)
 
 
