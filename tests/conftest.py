@@ -1,4 +1,6 @@
-"""Shared fixtures: every test session gets its own errand home and runtime directory."""
+"""Shared fixtures: every test session (each pytest-xdist worker is one) gets its own errand home,
+runtime directory and range of sandbox uids; PostgreSQL clusters and Temporal dev servers are
+started per session too, and only when a test asks for one."""
 
 from __future__ import annotations
 
@@ -7,21 +9,27 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+import components
+from uids import claim_uid_range
 
 
 @pytest.fixture(scope="session", autouse=True)
 def errand_dirs() -> Iterator[None]:
     # Layers and the agent binary are cached across tests in one session-wide
     # home; the runtime directory is short because socket paths are limited.
+    shared = "/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()
     home = tempfile.mkdtemp(prefix="errand-test-home-")
-    runtime = tempfile.mkdtemp(prefix="ert-", dir="/run" if os.access("/run", os.W_OK) else None)
+    runtime = tempfile.mkdtemp(prefix="ert-", dir=shared)
+    uid, uid_lock = claim_uid_range(Path(shared) / "errand-test-uids")
     saved = {k: os.environ.get(k) for k in ("ERRAND_HOME", "ERRAND_RUNTIME_DIR", "ERRAND_SANDBOX_UID")}
     os.environ["ERRAND_HOME"] = home
     os.environ["ERRAND_RUNTIME_DIR"] = runtime
     # A host id range of this session's own, so leak checks count only our sandboxes.
-    os.environ["ERRAND_SANDBOX_UID"] = str(0x70000000 + 65536 * (1 + os.getpid() % 4096))
+    os.environ["ERRAND_SANDBOX_UID"] = str(uid)
     yield
     for key, value in saved.items():
         if value is None:
@@ -36,6 +44,7 @@ def errand_dirs() -> Iterator[None]:
         subprocess.run(["umount", "-l", point], check=False, capture_output=True)
     shutil.rmtree(runtime, ignore_errors=True)
     shutil.rmtree(home, ignore_errors=True)
+    uid_lock.close()
 
 
 from postgres import postgres_cluster, postgres_url  # noqa: E402, F401 - fixtures for every test directory
@@ -46,9 +55,44 @@ SECURITY = ("security/", "server/test_security.py", "cli/test_escapes.py", "engi
             "sandbox/test_seccomp.py", "forge/test_webhook.py", "forge/test_receivers.py")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = os.path.dirname(os.path.abspath(__file__))
     for item in items:
         where = os.path.relpath(str(item.path), root)
         if where.startswith(SECURITY[0]) or where in SECURITY[1:]:
             item.add_marker(pytest.mark.security)
+        if _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(where))
+    if hasattr(config, "workerinput"):
+        # On workers, the slow tests are handed out first: one started last would keep a worker
+        # busy alone at the end of the run while the others stand idle.
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture made once per module (or class or package), such as a Debian
+    image built in minutes: then its module's tests run on one pytest-xdist worker (``--dist
+    loadgroup``), which makes it once, instead of on every worker that draws one of them."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(definitions[-1].scope in ("module", "class", "package")
+               for definitions in info.name2fixturedefs.values() if definitions)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    components.check(item)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under CI a missing component fails the run even where a test skipped on its own terms
+    (a ``skipif`` of its own rather than the ``needs`` mark): a broken install never passes green."""
+    if not components.under_ci() or hasattr(session.config, "workerinput"):  # once, in the controller
+        return
+    broken = components.broken()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for name, why in broken.items():
+        if reporter is not None:
+            reporter.write_line(f"CI: {name} is missing: {why}", red=True)
+    if broken:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

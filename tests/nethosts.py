@@ -34,6 +34,7 @@ import asyncio
 import atexit
 import contextlib
 import errno
+import fcntl
 import hashlib
 import ipaddress
 import json
@@ -380,11 +381,13 @@ class TestHost:
     # lifecycle
 
     def start(self) -> TestHost:
-        with _lock:
-            self._allocate()
-            _live[self.netns] = self
         try:
-            self._make_namespace()
+            # From choosing a free block until its addresses are on the veth pair, no other test
+            # session (a pytest-xdist worker, another run on this machine) may choose too.
+            with _lock, _machine_lock():
+                self._allocate()
+                _live[self.netns] = self
+                self._make_namespace()
             self._start_server()
         except BaseException:
             self.stop()
@@ -525,6 +528,14 @@ def _used_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
             with contextlib.suppress(ValueError):
                 used.append(ipaddress.ip_network(dst, strict=False))
     return used
+
+
+@contextlib.contextmanager
+def _machine_lock() -> Iterator[None]:
+    """Held by one process of this machine at a time (the kernel lets go when the process ends)."""
+    with open(os.path.join(tempfile.gettempdir(), "errand-test-hosts.lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def _claimed(block: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:

@@ -6,6 +6,8 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
+
 from errand.agent import Budgets
 from errand.sandbox import AsyncSandbox
 from errand.tasks import steps
@@ -32,6 +34,13 @@ from .harness import (
 )
 
 S = TaskState
+
+# Each engine on the store it is deployed with: the local engine on one machine's SQLite, the Temporal
+# engine on the PostgreSQL its machines share. Every engine and every store runs each behaviour; the
+# other two pairings ran the same code again (an engine reaches its store only through TaskStore).
+pytestmark = pytest.mark.parametrize(("engine_kind", "store"), [
+    pytest.param("local", "sqlite", id="local-sqlite"),
+    pytest.param("temporal", "postgresql", id="temporal-postgresql", marks=pytest.mark.slow)], indirect=True)
 
 
 def submit(service: TaskService, repo: Path, script_file: Path, text: str = "Make test_calc.py pass",

@@ -16,6 +16,7 @@ from errand.tasks.environment import Environment
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
+from postgres import on_sqlite_only
 
 from .harness import FIX_SCRIPT, GatedModel, make_repo, running_engine, scripted, wait_for_state
 
@@ -53,6 +54,7 @@ async def _labelled(labels: dict[str, str]) -> SandboxInfo:
     raise AssertionError(f"no sandbox labelled {labels}")
 
 
+@on_sqlite_only("store")  # the store plays no part in sandbox labels and what a home caches
 async def test_the_run_and_setup_sandboxes_carry_the_task_and_run_labels(
         store: TaskStore, service: TaskService, script_file: Path, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "project", toml=f'[setup]\ncommands = ["sleep 600 # {tmp_path.name}"]\n')
@@ -76,6 +78,7 @@ async def test_the_run_and_setup_sandboxes_carry_the_task_and_run_labels(
     assert info.id not in {i.id for i in await AsyncSandbox.list()}
 
 
+@on_sqlite_only("store")  # the store plays no part in sandbox labels and what a home caches
 async def test_an_agents_sandbox_is_labelled_with_its_task_and_run(
         repo: Path, store: TaskStore, service: TaskService, script_file: Path) -> None:
     model = GatedModel(FIX_SCRIPT, gate_at=2)

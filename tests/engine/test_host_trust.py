@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 from pathlib import Path
 
 import pytest
 
+from components import needs
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
@@ -18,8 +18,7 @@ from errand.tasks.store import TaskStore
 from .harness import make_repo, per_attempt, running_engine, scripted, wait_for_state
 
 TIERS = [pytest.param("namespace", id="namespace"),
-         pytest.param("gvisor", id="gvisor", marks=pytest.mark.skipif(shutil.which("runsc") is None,
-                                                                     reason="runsc is not installed"))]
+         pytest.param("gvisor", id="gvisor", marks=needs("runsc"))]
 
 
 @pytest.fixture

@@ -13,12 +13,14 @@ from errand.memory import MemoryStore
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
+from postgres import on_sqlite_only
 
 from .harness import FINISH, FIX, FIX_SCRIPT, make_repo, running_engine, scripted, wait_for_state
 
 AGENTS = "# Agents\n\nKeep calc.py free of third-party imports.\n"
 
 
+@on_sqlite_only("store")  # the store plays no part in project memory across tasks
 async def test_the_first_task_teaches_and_the_second_is_given_it_with_provenance(
         store: TaskStore, tmp_path: Path, script_file: Path) -> None:
     repo = make_repo(tmp_path / "project", files={"AGENTS.md": AGENTS})
@@ -60,6 +62,7 @@ async def test_the_first_task_teaches_and_the_second_is_given_it_with_provenance
     assert {m["id"] for m in shown_json["memories"]} >= set(given.data["ids"])
 
 
+@on_sqlite_only("store")  # the store plays no part in project memory across tasks
 async def test_a_finished_task_is_distilled_into_proposed_memories(
         store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
     from errand.models import Message, ScriptedModel, ToolCall

@@ -13,6 +13,7 @@ from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
 from memory.crowded import CONVENTIONS, PITFALL, QUERY
+from postgres import on_sqlite_only
 
 from .cli import errand, errand_json, script
 from .harness import FINISH, FIX, TEST, make_repo, per_attempt, running_engine, scripted, wait_for_state
@@ -72,6 +73,7 @@ def _results(messages: list[Message]) -> list[str]:
     return [message.content for message in messages if message.role == "tool"]
 
 
+@on_sqlite_only("store")  # the store plays no part in what a round is given of project memory
 async def test_rules_are_given_by_their_activation_and_instruction_text_only_once(
         store: TaskStore, tmp_path: Path, script_file: Path) -> None:
     repo = make_repo(tmp_path / "project", files={"AGENTS.md": AGENTS, **RULES})
@@ -119,6 +121,7 @@ async def test_rules_are_given_by_their_activation_and_instruction_text_only_onc
     assert {"given"} == {how for memory, how in memories.uses(task.id) if memory.id == scoped.id}
 
 
+@on_sqlite_only("store")  # the store plays no part in what a round is given of project memory
 async def test_a_manual_rule_is_given_when_the_task_names_it(
         store: TaskStore, tmp_path: Path, script_file: Path) -> None:
     repo = make_repo(tmp_path / "project", files={"AGENTS.md": AGENTS, **RULES})
@@ -136,6 +139,7 @@ async def test_a_manual_rule_is_given_when_the_task_names_it(
     assert "[memory" in given[True] and "Bump the version in pyproject.toml" in given[True]
 
 
+@on_sqlite_only("store")  # the store plays no part in what a round is given of project memory
 async def test_a_relevant_pitfall_and_preference_are_given_however_many_conventions_match_better(
         store: TaskStore, tmp_path: Path, script_file: Path) -> None:
     repo = make_repo(tmp_path / "project")

@@ -11,6 +11,7 @@ from pathlib import Path
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
+from postgres import on_sqlite_only
 
 from .harness import FIX_SCRIPT, make_repo, running_engine, scripted, wait_for_state
 
@@ -22,6 +23,7 @@ command = "grep -q ready-{tag} /opt/tool/marker && python3 test_calc.py"
 """
 
 
+@on_sqlite_only("store")  # the store plays no part in setup commands and their cached layer
 async def test_setup_runs_once_and_is_cached_for_the_next_task(
         store: TaskStore, service: TaskService, tmp_path: Path, script_file: Path) -> None:
     repo = make_repo(tmp_path / "setup", toml=SETUP.format(tag=tmp_path.name))
@@ -51,6 +53,7 @@ async def test_setup_runs_once_and_is_cached_for_the_next_task(
         assert evidence.tests_before is not None and evidence.tests_before.exit_code == 1
 
 
+@on_sqlite_only("store")  # the store plays no part in setup commands and their cached layer
 async def test_a_failing_setup_fails_the_task_with_its_log(
         store: TaskStore, service: TaskService, tmp_path: Path, script_file: Path) -> None:
     toml = '[setup]\ncommands = ["echo installing; echo no such package >&2; exit 3"]\n'

@@ -17,6 +17,7 @@ from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
 from models.wire import WireServer
+from postgres import on_sqlite_only
 
 from .harness import (
     FIX_SCRIPT,
@@ -37,6 +38,7 @@ def wire() -> Iterator[WireServer]:
     server.stop()
 
 
+@on_sqlite_only("store")  # the store plays no part in the provider's wire protocol
 @pytest.mark.parametrize(("provider", "encode", "variables", "path"), [
     ("openai", openai_turn, {"OPENAI_BASE_URL": "{url}/v1", "OPENAI_API_KEY": "sk-wire"}, "/v1/chat/completions"),
     ("anthropic", anthropic_turn, {"ANTHROPIC_BASE_URL": "{url}", "ANTHROPIC_API_KEY": "sk-ant-wire"},

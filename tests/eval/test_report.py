@@ -15,13 +15,14 @@ from urllib.parse import unquote, urlparse
 import pytest
 from typer.testing import CliRunner
 
+from components import needs
 from engine.harness import openai_turn
 from errand.cli import app
 from models.wire import WireServer
-from server.browsing import CHROMIUM, Person
+from server.browsing import Person
 from server.conftest import artifacts, browser, start_server  # noqa: F401  (fixtures)
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")]
+pytestmark = [pytest.mark.slow, needs("chromium")]
 playwright = pytest.importorskip("playwright.sync_api")
 
 INSTANCE = "errand-eval__tally-1"

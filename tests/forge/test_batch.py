@@ -9,10 +9,11 @@ from typing import Any
 import httpx
 import pytest
 
+from components import needs
 from engine.cli import errand, script
 from errand.forge.links import LinkStore
 from errand.tasks.store import TaskStore
-from server.browsing import CHROMIUM, Person
+from server.browsing import Person
 from server.conftest import start_server
 
 from .conftest import REPO, Forged
@@ -108,7 +109,7 @@ def test_the_batch_page_shows_each_issue_where_it_stands_with_its_links(forged: 
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
+@needs("chromium")
 def test_the_batch_page_in_a_browser(forged: Forged, tmp_path: Path, browser: Any, artifacts: Path) -> None:
     playwright = pytest.importorskip("playwright.sync_api")
     batch_id, bugs, _ = batch_at_every_stage(forged)

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+import components
 from engine.harness import Turn, make_repo, openai_turn
 from models.wire import WireServer
 
@@ -114,6 +115,7 @@ def artifacts() -> Path:
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
+    components.require("chromium")
     playwright = pytest.importorskip("playwright.sync_api")
     with playwright.sync_playwright() as driver:
         launched = driver.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])

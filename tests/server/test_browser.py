@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from components import needs
 from engine.harness import FINISH, FIX, READ, TEST, git
 from errand.memory import MemoryStore, Provenance, project_key
 from models.wire import WireServer
 
-from .browsing import CHROMIUM, Person
+from .browsing import Person
 from .conftest import Served, queue_turns
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")]
+pytestmark = [pytest.mark.slow, needs("chromium")]
 playwright = pytest.importorskip("playwright.sync_api")
 ASK = ("ask_user", {"question": "Should add() accept strings too?"})
 

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from components import needs
 from engine.harness import FINISH, FIX, READ, TEST, git
 
 from .agents import Agents
-from .browsing import CHROMIUM, Person
+from .browsing import Person
 from .conftest import Served, start_server
 from .test_browser import ASK
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")]
+pytestmark = [pytest.mark.slow, needs("chromium")]
 playwright = pytest.importorskip("playwright.sync_api")
 FIX_OTHER = ("edit_file", {"path": "calc.py", "old": "return a - b", "new": "return b + a"})
 FIX_DOUBLE = ("edit_file", {"path": "calc.py", "old": "return x + x + 1", "new": "return 2 * x"})

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from components import needs
 from errand import Sandbox
 
 from .conftest import Served
@@ -74,7 +75,7 @@ def test_the_api_lists_this_homes_sandboxes_with_labels_and_cannot_end_anothers(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
+@needs("chromium")
 def test_the_page_shows_the_labels_links_the_task_and_hides_another_homes_sandbox(scene: Scene) -> None:
     playwright = pytest.importorskip("playwright.sync_api")
     with playwright.sync_playwright() as driver:

@@ -10,6 +10,7 @@ from engine.harness import git, make_repo
 from errand.errors import ConfigError
 from errand.tasks.service import TaskService, issue_instruction
 from errand.tasks.store import TaskStore
+from postgres import on_sqlite_only
 
 
 def refused(service: TaskService, code: str, **options: object) -> ConfigError:
@@ -34,6 +35,7 @@ def test_an_unknown_ref(service: TaskService, repo: Path) -> None:
     refused(service, "unknown_ref", repo=repo, base="--upload-pack=evil")
 
 
+@on_sqlite_only()
 @pytest.mark.parametrize(("toml", "code", "needle"), [
     ("[test\ncommand = 1", "invalid_toml", "malformed TOML"),
     ("[tests]\ncommand = 'pytest'\n", "unknown_key", "[tests]"),
@@ -53,6 +55,7 @@ def test_the_config_is_read_as_the_base_commit_has_it(service: TaskService, repo
     assert task.base_commit == git(repo, "rev-parse", "HEAD").strip()
 
 
+@on_sqlite_only()
 @pytest.mark.parametrize("model", ["gpt-4.1", "mistral:large", "scripted:/no/such/script.json"])
 def test_an_unknown_model(service: TaskService, repo: Path, model: str) -> None:
     error = refused(service, "unknown_model", repo=repo, model=model)
@@ -64,6 +67,7 @@ def test_no_model_configured(service: TaskService, repo: Path, monkeypatch: pyte
     refused(service, "no_model", repo=repo, model=None)
 
 
+@on_sqlite_only()
 @pytest.mark.parametrize("attempts", [0, 9, True, "3"])
 def test_attempts_out_of_range(service: TaskService, repo: Path, attempts: object) -> None:
     refused(service, "invalid_attempts", repo=repo, attempts=attempts)

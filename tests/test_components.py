@@ -1,0 +1,97 @@
+"""The suite's own guards: a missing component fails under CI instead of skipping, and each test
+session (each pytest-xdist worker) holds a range of sandbox uids no other live session holds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import components
+from uids import UID_BASE, UID_SPAN, claim_uid_range
+
+
+@pytest.fixture
+def chromium_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(components.COMPONENTS, "chromium", lambda: "chromium is not installed here")
+
+
+@pytest.mark.parametrize("ci", ["true", "1"])
+def test_a_missing_component_fails_the_test_under_ci(chromium_gone: None, monkeypatch: pytest.MonkeyPatch,
+                                                      ci: str) -> None:
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(pytest.fail.Exception, match=r"chromium is not installed here.*install is broken"):
+        components.require("chromium")
+
+
+@pytest.mark.parametrize("ci", [None, "", "false"])
+def test_a_missing_component_skips_the_test_outside_ci(chromium_gone: None, monkeypatch: pytest.MonkeyPatch,
+                                                        ci: str | None) -> None:
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    with pytest.raises(pytest.skip.Exception, match="chromium is not installed here"):
+        components.require("chromium")
+
+
+def test_a_component_that_is_here_neither_skips_nor_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(components.COMPONENTS, "runsc", lambda: None)
+    monkeypatch.setenv("CI", "true")
+    components.require("runsc")
+
+
+def test_the_mark_names_only_components_the_setup_installs() -> None:
+    assert components.needs("postgresql", "temporal").args == ("postgresql", "temporal")
+    with pytest.raises(ValueError, match="unknown components \\['chromim'\\]"):
+        components.needs("chromim")
+
+
+def run_pytest(directory: Path, ci: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           str(directory)], capture_output=True, text=True, env={"CI": ci, "PATH": "/usr/bin:/bin"},
+                          cwd=directory, timeout=300)
+
+
+def suite_with_runsc_missing(directory: Path, test: str) -> Path:
+    """A suite wired as this one is (the hooks of tests/conftest.py), where runsc is missing."""
+    (directory / "conftest.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "import components\n"
+        "components.COMPONENTS['runsc'] = lambda: 'runsc is not installed here'\n"
+        "def pytest_runtest_setup(item):\n    components.check(item)\n")
+    (directory / "test_needing.py").write_text(test)
+    return directory
+
+
+def test_the_mark_fails_a_test_under_ci_and_skips_it_elsewhere(tmp_path: Path) -> None:
+    suite = suite_with_runsc_missing(tmp_path, "from components import needs\n\n"
+                                               "@needs('runsc')\ndef test_in_gvisor():\n    pass\n")
+    under_ci, elsewhere = run_pytest(suite, "true"), run_pytest(suite, "")
+    assert under_ci.returncode == 1 and "1 error" in under_ci.stdout, under_ci.stdout  # failed as it is set up
+    assert "runsc is not installed here" in under_ci.stdout and "install is broken" in under_ci.stdout
+    assert elsewhere.returncode == 0 and "1 skipped" in elsewhere.stdout, elsewhere.stdout
+
+
+def test_under_ci_every_component_is_here() -> None:
+    """CI ran the setup command first: each component it installs must be usable (the run's own
+    session also fails on this, for tests that skip on terms of their own)."""
+    if not components.under_ci():
+        pytest.skip("outside CI a component may be missing; tests that need it skip")
+    assert components.broken() == {}
+
+
+def test_two_sessions_never_hold_the_same_uid_range(tmp_path: Path) -> None:
+    first, first_lock = claim_uid_range(tmp_path)
+    second, second_lock = claim_uid_range(tmp_path)
+    try:
+        assert first != second
+        assert {first, second} == {UID_BASE + UID_SPAN, UID_BASE + 2 * UID_SPAN}
+    finally:
+        second_lock.close()
+    first_lock.close()
+    again, again_lock = claim_uid_range(tmp_path)  # a range a session let go of is free again
+    again_lock.close()
+    assert again == first
