@@ -82,9 +82,10 @@ def store_retry_from_environment() -> float:
 
 
 def connect(url: str) -> sa.Engine:
-    # A pooled connection is checked before use: after a database restart the pool holds only
-    # dead ones, and a check turns that into a fresh connection (or an error before any work).
-    engine = sa.create_engine(url, pool_pre_ping=True, **_sqlite_arguments(url))
+    # A server's pooled connection is checked before use: after a database restart the pool holds
+    # only dead ones, and a check turns that into a fresh connection (or an error before any work).
+    # SQLite has no server to lose, and its checkouts stay free.
+    engine = sa.create_engine(url, pool_pre_ping=not url.startswith("sqlite"), **_sqlite_arguments(url))
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine)
     return engine
