@@ -72,9 +72,12 @@ def reconciler(kind: str, store: TaskStore, *, temporal: str | None = None, grac
     if _checked(kind) == "local":
         return Reconciler(store, grace=grace)
     from errand.tasks.temporal import TemporalSettings
+    from errand.tasks.temporal.outbox import Outbox
     from errand.tasks.temporal.workflows import TemporalWorkflows
 
-    return Reconciler(store, TemporalWorkflows(TemporalSettings.from_environment(temporal)), grace=grace)
+    outbox = Outbox(store)  # a round still waiting in the outbox is handed off, not stranded
+    return Reconciler(store, TemporalWorkflows(TemporalSettings.from_environment(temporal)), grace=grace,
+                      dispatching=lambda: {dispatch.task_id for dispatch in outbox.pending()})
 
 
 class _Reconciled:

@@ -26,7 +26,7 @@ from errand.tasks.lifecycle import ACTIVE, TaskState, transition
 from errand.tasks.records import Event, Recovery, Review, Run, RunState, Task, Verdict
 from errand.tasks.schema import events, reviews, runs, tasks, workers
 
-__all__ = ["TaskStore"]
+__all__ = ["TaskStore", "insert_event", "move_state", "task_record", "task_row"]
 
 _VERDICT_STATE = {
     Verdict.ACCEPTED: TaskState.ACCEPTED,
@@ -66,7 +66,7 @@ class TaskStore(SqlStore):
             }
             connection.execute(tasks.insert().values(row))
             notify(connection, task_id)
-        return _task(row)
+        return task_record(row)
 
     def create_reviewable(self, *, title: str, instruction: str, repo: str, base_ref: str, base_commit: str,
                           worker: str, result: dict[str, Any], events: Sequence[tuple[str, Any]] = ()) -> Task:
@@ -89,15 +89,15 @@ class TaskStore(SqlStore):
                 id=run_id, task_id=task_id, attempt=1, round=1, state=RunState.SUCCEEDED.value, worker=worker,
                 started_at=now, ended_at=now, result=result))
             for kind, data in events:
-                _insert_event(connection, task_id, run_id, kind, data)
-            _insert_event(connection, task_id, None, "ready_for_review", {
+                insert_event(connection, task_id, run_id, kind, data)
+            insert_event(connection, task_id, None, "ready_for_review", {
                 "run_id": run_id, "confidence": result.get("evidence", {}).get("confidence", {}).get("level")})
             notify(connection, task_id)
-        return _task(row)
+        return task_record(row)
 
     def get_task(self, task_id: str) -> Task:
         with self._read() as connection:
-            return _task(_task_row(connection, task_id))
+            return task_record(task_row(connection, task_id))
 
     def list_tasks(
         self, *, state: TaskState | str | None = None, repo: str | None = None, limit: int = 50,
@@ -111,14 +111,14 @@ class TaskStore(SqlStore):
             query = query.where(tasks.c.repo == repo)
         with self._read() as connection:
             if before is not None:
-                cursor = _task_row(connection, before)
+                cursor = task_row(connection, before)
                 query = query.where(
                     sa.or_(
                         tasks.c.created_at < cursor["created_at"],
                         sa.and_(tasks.c.created_at == cursor["created_at"], tasks.c.id < before),
                     )
                 )
-            return [_task(row) for row in connection.execute(query).mappings()]
+            return [task_record(row) for row in connection.execute(query).mappings()]
 
     def set_state(
         self, task_id: str, target: TaskState | str, *, expected: TaskState | str | None = None,
@@ -135,16 +135,16 @@ class TaskStore(SqlStore):
         """
         target = TaskState(target)
         with self._write() as connection:
-            current = TaskState(_task_row(connection, task_id)["state"])
+            current = TaskState(task_row(connection, task_id)["state"])
             if expected is not None and current != TaskState(expected):
                 raise StateConflict(
                     f"task {task_id} is {current}, not {TaskState(expected)}; another writer changed it",
                     task_id=task_id, expected=TaskState(expected).value, actual=current.value,
                 )
-            _move(connection, task_id, current, target)
+            move_state(connection, task_id, current, target)
             if event is not None:
-                _insert_event(connection, task_id, None, *event)
-            return _task(_task_row(connection, task_id))
+                insert_event(connection, task_id, None, *event)
+            return task_record(task_row(connection, task_id))
 
     # -- runs ----------------------------------------------------------------
 
@@ -156,7 +156,7 @@ class TaskStore(SqlStore):
         """
         now = time.time()
         with self._write() as connection:
-            _task_row(connection, task_id)
+            task_row(connection, task_id)
             last_attempt, last_round = connection.execute(
                 sa.select(sa.func.max(runs.c.attempt), sa.func.max(runs.c.round)).where(runs.c.task_id == task_id)
             ).one()
@@ -190,8 +190,8 @@ class TaskStore(SqlStore):
             task_id = connection.execute(query).scalar()
             if task_id is None:
                 return None
-            _move(connection, task_id, TaskState.QUEUED, TaskState.PREPARING, claimed_by=worker)
-            return _task(_task_row(connection, task_id))
+            move_state(connection, task_id, TaskState.QUEUED, TaskState.PREPARING, claimed_by=worker)
+            return task_record(task_row(connection, task_id))
 
     def finish_run(self, run_id: str, state: RunState | str, result: Any = None) -> Run:
         """End a running run as succeeded, failed or cancelled, with a JSON-able ``result``."""
@@ -224,7 +224,7 @@ class TaskStore(SqlStore):
         concurrent appenders to one run take turns.
         """
         with self._write() as connection:
-            return _insert_event(connection, task_id, run_id, kind, data)
+            return insert_event(connection, task_id, run_id, kind, data)
 
     def events(
         self, task_id: str, after_id: int = 0, limit: int = 1000, *, kinds: Sequence[str] | None = None,
@@ -277,8 +277,8 @@ class TaskStore(SqlStore):
         verdict = Verdict(verdict)
         now = time.time()
         with self._write() as connection:
-            current = TaskState(_task_row(connection, task_id)["state"])
-            _move(connection, task_id, current, _VERDICT_STATE[verdict])
+            current = TaskState(task_row(connection, task_id)["state"])
+            move_state(connection, task_id, current, _VERDICT_STATE[verdict])
             last_run = connection.execute(
                 sa.select(runs.c.id).where(runs.c.task_id == task_id).order_by(runs.c.attempt.desc()).limit(1)
             ).scalar()
@@ -337,7 +337,7 @@ class TaskStore(SqlStore):
     def claimer(self, task_id: str) -> str | None:
         """The worker that claimed the task's current round (None: never claimed, or before 0005)."""
         with self._read() as connection:
-            return _task_row(connection, task_id)["claimed_by"]  # type: ignore[no-any-return]
+            return task_row(connection, task_id)["claimed_by"]  # type: ignore[no-any-return]
 
     # -- workers' leases ------------------------------------------------------
 
@@ -415,7 +415,7 @@ class TaskStore(SqlStore):
         for task_id, state in orphans:
             with self._write() as connection:
                 try:
-                    _move(connection, task_id, TaskState(state), TaskState.QUEUED)
+                    move_state(connection, task_id, TaskState(state), TaskState.QUEUED)
                 except StateConflict:
                     continue
             recoveries.append(Recovery(run_id=None, task_id=task_id, previous=TaskState(state),
@@ -423,7 +423,7 @@ class TaskStore(SqlStore):
         return recoveries
 
 
-def _move(connection: sa.Connection, task_id: str, current: TaskState, target: TaskState,
+def move_state(connection: sa.Connection, task_id: str, current: TaskState, target: TaskState,
           **values: Any) -> None:
     """Compare-and-set the task from ``current`` to ``target``, checked against the lifecycle
     (setting ``values`` too)."""
@@ -440,7 +440,7 @@ def _move(connection: sa.Connection, task_id: str, current: TaskState, target: T
     if moved.rowcount != 1:
         # Only without a write lock held up front (PostgreSQL, read committed) can
         # another writer slip in between the read and this update.
-        actual = TaskState(_task_row(connection, task_id)["state"])
+        actual = TaskState(task_row(connection, task_id)["state"])
         raise StateConflict(
             f"task {task_id} changed from {current} to {actual} while moving it to {target}; read it again",
             task_id=task_id, expected=current.value, actual=actual.value,
@@ -465,16 +465,16 @@ def _recover(connection: sa.Connection, run_id: str, max_interruptions: int) -> 
     except RunNotRunning:
         return None  # it ended (or another recoverer took it) since we looked
     task_id = _run_row(connection, run_id)["task_id"]
-    previous = TaskState(_task_row(connection, task_id)["state"])
+    previous = TaskState(task_row(connection, task_id)["state"])
     if previous not in ACTIVE:
         return Recovery(run_id=run_id, task_id=task_id, previous=previous, state=previous)
     gave_up = _interrupted_rounds(connection, task_id, max_interruptions + 1) > max_interruptions
     target = TaskState.FAILED if gave_up else TaskState.QUEUED
-    _move(connection, task_id, previous, target)
+    move_state(connection, task_id, previous, target)
     return Recovery(run_id=run_id, task_id=task_id, previous=previous, state=target)
 
 
-def _insert_event(connection: sa.Connection, task_id: str, run_id: str | None, kind: str, data: Any) -> int:
+def insert_event(connection: sa.Connection, task_id: str, run_id: str | None, kind: str, data: Any) -> int:
     seq = None
     if run_id is not None:
         bumped = connection.execute(
@@ -484,7 +484,7 @@ def _insert_event(connection: sa.Connection, task_id: str, run_id: str | None, k
             raise RunNotFound(f"task {task_id} has no run {run_id}", task_id=task_id, run_id=run_id)
         seq = connection.execute(sa.select(runs.c.last_seq).where(runs.c.id == run_id)).scalar_one()
     else:
-        _task_row(connection, task_id)
+        task_row(connection, task_id)
     inserted = connection.execute(
         events.insert().values(task_id=task_id, run_id=run_id, seq=seq, time=time.time(), kind=kind,
                                data={} if data is None else data)
@@ -513,7 +513,7 @@ def _interrupted_rounds(connection: sa.Connection, task_id: str, limit: int) -> 
     return count
 
 
-def _task_row(connection: sa.Connection, task_id: str) -> Mapping[Any, Any]:
+def task_row(connection: sa.Connection, task_id: str) -> Mapping[Any, Any]:
     row = connection.execute(sa.select(tasks).where(tasks.c.id == task_id)).mappings().first()
     if row is None:
         raise TaskNotFound(f"no task has id {task_id!r}; `errand ls` lists them", task_id=task_id)
@@ -535,7 +535,7 @@ def _new_task_id(connection: sa.Connection) -> str:
             return task_id
 
 
-def _task(row: Mapping[Any, Any]) -> Task:
+def task_record(row: Mapping[Any, Any]) -> Task:
     endpoint = row["model_endpoint"]
     fields = {key: value for key, value in row.items() if key != "claimed_by"}
     return Task(**{**fields, "state": TaskState(row["state"]),

@@ -23,7 +23,7 @@ from errand.tasks.errors import RunNotRunning
 from errand.tasks.records import RunState
 from errand.tasks.round import Bench
 from errand.tasks.schema import runs
-from errand.tasks.store import TaskStore, _insert_event
+from errand.tasks.store import TaskStore, insert_event
 
 __all__ = ["FencedBench", "append_if_held", "lost"]
 
@@ -36,7 +36,7 @@ def append_if_held(store: TaskStore, worker: str, task_id: str, run_id: str, kin
         if row is not None and (row.state != RunState.RUNNING.value or row.worker != worker):
             raise RunNotRunning(f"run {run_id} is {row.state} and no longer {worker}'s: the worker lost it while it "
                                 "was not answering, and writes nothing more into it", task_id=task_id, run_id=run_id)
-        return _insert_event(connection, task_id, run_id, kind, data)
+        return insert_event(connection, task_id, run_id, kind, data)
 
 
 def lost(store: TaskStore, worker: str, run_ids: Sequence[str]) -> bool:

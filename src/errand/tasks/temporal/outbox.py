@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Task
 from errand.tasks.schema import dispatches, tasks
-from errand.tasks.store import TaskStore, _move, _task, _task_row
+from errand.tasks.store import TaskStore, move_state, task_record, task_row
 
 __all__ = ["Dispatch", "Outbox"]
 
@@ -52,8 +52,8 @@ class Outbox:
             task_id = connection.execute(query).scalar()
             if task_id is None:
                 return None
-            _move(connection, task_id, TaskState.QUEUED, TaskState.PREPARING, claimed_by=worker)
-            return _task(_task_row(connection, task_id)), _insert(connection, task_id)
+            move_state(connection, task_id, TaskState.QUEUED, TaskState.PREPARING, claimed_by=worker)
+            return task_record(task_row(connection, task_id)), _insert(connection, task_id)
 
     def add(self, task_id: str) -> Dispatch:
         """Write a round's dispatch for a task claimed already (one whose round was lost)."""
