@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """errand agent benchmark: what a long run sends a model, with and without condensation and caching.
 
-    .venv/bin/python benchmarks/agent.py [--steps 300] [--output-lines 2400] [--json PATH]
+    .venv/bin/python benchmarks/agent.py [--steps 300] [--output-lines 2400] [--json PATH] [--quick]
 
 One scripted run of ``--steps`` steps, each a shell command with a large output
 (``seq`` of ``--output-lines`` lines, about 12,000 characters), then a file
@@ -127,7 +127,10 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--output-lines", type=int, default=2400)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--quick", action="store_true", help="a run of seconds: 3 steps of 100-line outputs")
     options = parser.parse_args()
+    if options.quick:
+        options.steps, options.output_lines = 3, 100
     work = Path(tempfile.mkdtemp(prefix="errand-bench-agent-"))
     os.environ["ERRAND_HOME"] = str(work / "home")
     try:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a disk of its own costs a sandbox, beside a writable layer in memory.
 
-    .venv/bin/python benchmarks/disk_medium.py [--runs N] [--isolation namespace|gvisor] [--write-mb M]
+    .venv/bin/python benchmarks/disk_medium.py [--runs N] [--isolation namespace|gvisor] [--write-mb M] [--quick]
 
 For each medium (``Resources(disk_medium="memory")``, a tmpfs, and ``"disk"``, a
 loop-mounted ext4 image), with the default quota (4 GiB) and memory limit:
@@ -43,9 +43,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--isolation", default="namespace")
     parser.add_argument("--write-mb", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="a run of seconds: 3 runs after 1 warm-up")
     options = parser.parse_args()
+    warmups = 2
+    if options.quick:
+        options.runs, warmups = 3, 1
     for medium in MEDIA:
-        for _ in range(2):
+        for _ in range(warmups):
             one(options.isolation, medium, options.write_mb)
     samples: dict[str, list[tuple[float, float]]] = {medium: [] for medium in MEDIA}
     for _ in range(options.runs):

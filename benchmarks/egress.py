@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What errand's egress proxy adds to a connection, measured against going direct.
 
-    .venv/bin/python benchmarks/egress.py [--runs N] [--rounds R] [--json PATH]
+    .venv/bin/python benchmarks/egress.py [--runs N] [--rounds R] [--json PATH] [--quick]
 
 Makes its own test host (``tests/nethosts.py``: a network namespace on a veth
 pair at 203.0.113.x with HTTPS on 443, HTTP on 80, a TCP echo on 7 and a TLS
@@ -294,8 +294,12 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=4, help="alternating direct/proxy rounds (default 4)")
     parser.add_argument("--warmups", type=int, default=5, help="discarded samples per round (default 5)")
     parser.add_argument("--json", help="also write every sample here")
+    parser.add_argument("--quick", action="store_true", help="a run of seconds: 20 samples in 1 round")
     signal.signal(signal.SIGTERM, _terminate)
+    options = parser.parse_args()
+    if options.quick:
+        options.runs, options.rounds, options.warmups = 20, 1, 1
     try:
-        sys.exit(asyncio.run(main(parser.parse_args())))
+        sys.exit(asyncio.run(main(options)))
     except KeyboardInterrupt:
         sys.exit(130)

@@ -2,7 +2,7 @@
 """errand engine benchmark: a queue of tasks through the local engine on SQLite and on PostgreSQL,
 and through the Temporal engine with two workers — in one run.
 
-    .venv/bin/python benchmarks/engines.py [--tasks N] [--concurrency N] [--repeat N] [--json PATH]
+    .venv/bin/python benchmarks/engines.py [--tasks N] [--concurrency N] [--repeat N] [--json PATH] [--quick]
 
 A tiny repository with a failing test and an ``errand.toml`` whose setup step is cached by a
 warm-up task; then ``--tasks`` tasks (100 by default) are submitted at once through the task
@@ -224,7 +224,10 @@ def main() -> int:
                         help="run the rows N times, interleaved, and print each figure's median and range")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="a run of seconds: 2 tasks through each row")
     options = parser.parse_args()
+    if options.quick:
+        options.tasks, options.repeat = 2, 1
     if options.worker:
         return serve_temporal_worker(options.concurrency)
     if options.repeat < 1 or options.tasks < 1:

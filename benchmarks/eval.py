@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What grading costs beyond the tests' own time, on the shipped sample dataset.
 
-    .venv/bin/python benchmarks/eval.py [--jobs 1 2] [--isolation namespace|gvisor]
+    .venv/bin/python benchmarks/eval.py [--jobs 1 2] [--isolation namespace|gvisor] [--quick]
 
 The sample is 15 instances over 3 repositories. The environments are set up
 first (a warm-up grade of one instance per repository, which pays setup once
@@ -52,16 +52,20 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--isolation", default="namespace")
+    parser.add_argument("--quick", action="store_true", help="a run of seconds: one repository's instances, --jobs 1")
     args = parser.parse_args()
     dataset_path = sample_dir(_settings.cache_dir())
     dataset = load_dataset(dataset_path, specs=dataset_path.with_name("specs.toml"))
     options = GradeOptions(isolation=args.isolation)
     jobs = [GradeJob(instance, "gold-1", instance.patch) for instance in dataset.instances]
-    warm = [next(job for job in jobs if job.instance.repo == repo) for repo in dataset.repos]
+    repos = list(dataset.repos)[:1] if args.quick else list(dataset.repos)
+    if args.quick:
+        jobs, args.jobs = [job for job in jobs if job.instance.repo in repos][:2], [1]
+    warm = [next(job for job in jobs if job.instance.repo == repo) for repo in repos]
     with tempfile.TemporaryDirectory(prefix="errand-eval-warm-") as scratch:
         start = time.perf_counter()
         await grade_jobs(warm, Path(scratch), options=options)
-        print(f"environments: {len(dataset.repos)} repositories set up (or found cached) in "
+        print(f"environments: {len(repos)} repositories set up (or found cached) in "
               f"{time.perf_counter() - start:.2f} s")
     for concurrency in args.jobs:
         await measure(jobs, concurrency, options)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """errand on the forge: webhook receipt → pickup reaction, and issue → pull request opened.
 
-    .venv/bin/python benchmarks/forge.py [--pickups 30] [--issues 5] [--forges github,gitea,gitlab]
+    .venv/bin/python benchmarks/forge.py [--pickups 30] [--issues 5] [--forges github,gitea,gitlab] [--quick]
 
 Against the loopback GitHub of the tests (``tests/forge/fakegithub.py``: githubkit and
 ``git push`` over smart HTTP talk to it as to GitHub), with a real ``errand serve``:
@@ -174,7 +174,10 @@ def main() -> None:
     parser.add_argument("--pickups", type=int, default=30)
     parser.add_argument("--issues", type=int, default=5)
     parser.add_argument("--forges", default="github", help="github, gitea, gitlab (comma-separated)")
+    parser.add_argument("--quick", action="store_true", help="a run of seconds: 2 pickups, 1 issue, on GitHub")
     options = parser.parse_args()
+    if options.quick:
+        options.pickups, options.issues, options.forges = 2, 1, "github"
     forges = [f.strip() for f in options.forges.split(",") if f.strip()]
     tmp = Path(tempfile.mkdtemp(prefix="errand-bench-forge-"))
     fake = FakeGitHub(tmp / "github", token=TOKEN, webhook_secret=SECRET).start()

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/memory.py                      # the reporting split of both datasets
     .venv/bin/python benchmarks/memory.py --keep /tmp/mem.db   # keep the database (and its vectors) for reruns
     .venv/bin/python benchmarks/memory.py --split tune         # the tuning split (for benchmarks/memory_tune.py)
+    .venv/bin/python benchmarks/memory.py --quick              # seconds: a few projects (what CI runs)
 
 The datasets (``benchmarks/memory_datasets.py``) are made when the benchmark
 runs: one from the documentation installed on this machine, one from
@@ -49,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from memory_baseline import PlainFts5
 from memory_datasets import DATASETS, Dataset
 from memory_datasets import load as load_dataset
+from memory_datasets import quick as quick_dataset
 
 K = 10
 LATENCY_MEMORIES = 10_000
@@ -103,10 +105,10 @@ def store_datasets(store: MemoryStore, datasets: list[Dataset], split: str) -> l
     return queries
 
 
-def fill_latency_project(store: MemoryStore, datasets: list[Dataset]) -> int:
-    """One project of LATENCY_MEMORIES memories (the datasets' texts again); the store's size after."""
+def fill_latency_project(store: MemoryStore, datasets: list[Dataset], count: int = LATENCY_MEMORIES) -> int:
+    """One project of ``count`` memories (the datasets' texts again); the store's size after."""
     if not store.list_memories(LATENCY_PROJECT, limit=1):
-        texts = [memory.text for dataset in datasets for memory in dataset.memories][:LATENCY_MEMORIES]
+        texts = [memory.text for dataset in datasets for memory in dataset.memories][:count]
         for text in texts:
             store.add(LATENCY_PROJECT, text, kind="fact", merge=False, provenance=Provenance.person())
     return len(store.list_memories(limit=10**7))
@@ -197,16 +199,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--lexical-only", action="store_true", help="leave the embedder out (no vectors made)")
     parser.add_argument("--keep", type=Path, help="keep the database (and its vectors) here, for quicker reruns")
+    parser.add_argument("--quick", action="store_true",
+                        help="a run of seconds: 4 projects of the scenarios, 20 timed queries in a project of 200")
     args = parser.parse_args()
+    latency_memories = LATENCY_MEMORIES
+    if args.quick:
+        args.datasets, args.latency_queries, latency_memories = ["scenarios"], 20, 200
 
-    datasets = [load_dataset(name) for name in args.datasets]
+    datasets = [quick_dataset(load_dataset(name)) if args.quick else load_dataset(name) for name in args.datasets]
     with tempfile.TemporaryDirectory() as scratch:
         url = f"sqlite:///{args.keep or Path(scratch) / 'memory.db'}"
         database.migrate(database.connect(url))
         loader = MemoryStore(database.connect(url), embedder=None)
         every = store_datasets(loader, datasets, args.split)
         queries = sample(every, args.queries, args.seed)
-        size = fill_latency_project(loader, datasets) if args.latency_queries else 0
+        size = fill_latency_project(loader, datasets, latency_memories) if args.latency_queries else 0
         plain = baseline(loader)
         searches: dict[str, Search] = {"fts5": lambda project, text: plain.search(project, text, K)}
         stores = open_stores(url, args.lexical_only)
@@ -220,7 +227,7 @@ def main() -> None:
                    for name, store in zip(stores, timed, strict=True)} if args.latency_queries else {}
     show(results, queries, args.split, args.seed)
     if timings:
-        print(f"\nlatency of one search, {LATENCY_MEMORIES:,} memories in one project, {size:,} in the store, "
+        print(f"\nlatency of one search, {latency_memories:,} memories in one project, {size:,} in the store, "
               f"{args.latency_queries} queries (load average {os.getloadavg()[0]:.1f} on "
               f"{len(os.sched_getaffinity(0))} cores when done):")
         for name, (p50, p95, cpu) in timings.items():

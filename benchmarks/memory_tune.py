@@ -1,6 +1,7 @@
 """Choose retrieval's fusion weights and score floor on the tuning split (never on the reporting split).
 
     .venv/bin/python benchmarks/memory_tune.py --keep /tmp/mem.db    # the database memory.py --keep made
+    .venv/bin/python benchmarks/memory_tune.py --quick              # seconds, on a few projects of its own
 
 For every query of the tuning split it takes the two candidate lists
 ``retrieve()`` fuses — the project's BM25 and the dense (e5) neighbours, with
@@ -18,6 +19,7 @@ import dataclasses
 import itertools
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 from errand import database
@@ -29,8 +31,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from memory_datasets import DATASETS
 from memory_datasets import load as load_dataset
+from memory_datasets import quick as quick_dataset
 
-from memory import CachedQueries, Query, metrics, store_datasets
+from memory import CachedQueries, Query, metrics, open_stores, store_datasets
 
 Lists = tuple[list[tuple[int, float]], list[tuple[int, float]], float]
 
@@ -77,17 +80,28 @@ def floors(best: Weights) -> list[Weights]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--keep", type=Path, required=True, help="the database benchmarks/memory.py --keep made")
+    parser.add_argument("--keep", type=Path, help="the database benchmarks/memory.py --keep made")
     parser.add_argument("--candidates", type=int, default=50)
+    parser.add_argument("--quick", action="store_true",
+                        help="a run of seconds on a database of its own: 4 projects of the scenarios")
     args = parser.parse_args()
-    datasets = [load_dataset(name) for name in DATASETS]
-    url = f"sqlite:///{args.keep}"
+    if args.keep is None and not args.quick:
+        parser.error("--keep (the database benchmarks/memory.py --keep made) or --quick")
+    with tempfile.TemporaryDirectory() as scratch:
+        tune(args.keep or Path(scratch) / "memory.db", args.quick, args.candidates)
+
+
+def tune(path: Path, quick: bool, candidates: int) -> None:
+    datasets = [quick_dataset(load_dataset("scenarios"))] if quick else [load_dataset(name) for name in DATASETS]
+    url = f"sqlite:///{path}"
     database.migrate(database.connect(url))
     queries = store_datasets(MemoryStore(database.connect(url), embedder=None), datasets, "tune")
+    if quick:  # the vectors memory.py --keep leaves in the database
+        open_stores(url, lexical_only=False)
     embedder = default_embedder()
     assert embedder is not None, "tuning needs the embedder"
     store = MemoryStore(database.connect(url), embedder=CachedQueries(embedder))
-    lists = candidate_lists(store, queries, args.candidates)
+    lists = candidate_lists(store, queries, candidates)
     results = sorted(((score(weights, lists, queries), weights) for weights in grid()),
                      key=lambda pair: -pair[0]["mean"])
     for means, weights in results[:12]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Network-escape attempts against errand and two peer sandboxes, side by side.
 
-    .venv/bin/python benchmarks/peers_egress.py [--peers-dir /tmp/peers] [--runs 10] [--keep]
+    .venv/bin/python benchmarks/peers_egress.py [--peers-dir /tmp/peers] [--runs 10] [--keep] [--quick]
 
 The peers are Codex's Linux sandbox (npm ``@openai/codex``, run as ``codex sandbox -- CMD``) and
 Anthropic's sandbox-runtime (npm ``@anthropic-ai/sandbox-runtime``, run as ``srt --settings F -c CMD``),
@@ -893,7 +893,10 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true",
                         help="leave the test hosts up (debugging); the next run removes them")
     parser.add_argument("--verbose", action="store_true", help="print every attempt's raw output to stderr")
+    parser.add_argument("--quick", action="store_true", help="every attempt, but 2 runs for the timing line")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 2
     if os.geteuid() != 0:
         raise SystemExit("needs root: it creates network namespaces and edits /etc/hosts")
     for tool in ("ip", "openssl", "curl", PY):

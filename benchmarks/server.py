@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """errand server benchmarks: API latency under steady load, and live events at scale.
 
-    .venv/bin/python benchmarks/server.py [--rate 200] [--seconds 10] [--watchers 500] [--events 400]
+    .venv/bin/python benchmarks/server.py [--rate 200] [--seconds 10] [--watchers 500] [--events 400] [--quick]
 
 An ``errand serve --no-engine`` runs in its own process over a store of 500 tasks; this
 process is the load, on loopback:
@@ -163,7 +163,10 @@ def main() -> int:
     parser.add_argument("--watchers", type=int, default=500)
     parser.add_argument("--events", type=int, default=400)
     parser.add_argument("--event-rate", type=float, default=100)
+    parser.add_argument("--quick", action="store_true", help="a run of seconds: 1 s of load, 10 watchers, 20 events")
     options = parser.parse_args()
+    if options.quick:
+        options.rate, options.seconds, options.watchers, options.events = 50, 1, 10, 20
 
     home = Path(tempfile.mkdtemp(prefix="errand-bench-server-"))
     database = f"sqlite:///{home / 'errand.db'}"

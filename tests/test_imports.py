@@ -52,7 +52,7 @@ def test_the_walk_sees_a_reach_around() -> None:
     assert _private_owner("errand.sandbox.image") is None
 
 
-# The layer map of DESIGN.md and the README, bottom first: each layer imports only the layers
+# The layer map of docs/architecture.md, bottom first: each layer imports only the layers
 # beneath it. ``core`` is errand's root modules (errors, settings, the database); the
 # migrations sit on top, since they hold every layer's tables.
 LAYERS = ("core", "sandbox", "models", "memory", "repo", "agent", "tasks", "eval", "forge", "server", "cli",

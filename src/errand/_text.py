@@ -24,6 +24,10 @@ A character is shown, never dropped, so a reviewer sees that it is there:
 Newline and tab are kept (``lines=False`` shows newlines too, for a field
 that must stay on one line). JSON output needs none of this: ``json.dumps``
 escapes every control character itself and keeps the data exact.
+
+:func:`strip_escapes` is the other half: text a program *reads* (a test runner's
+summary, a report) has every terminal escape sequence removed first, so colour
+forced on by a project's config (``--color=yes``) cannot hide a word from a parser.
 """
 
 from __future__ import annotations
@@ -32,13 +36,23 @@ import functools
 import re
 import unicodedata
 
-__all__ = ["printable"]
+__all__ = ["printable", "strip_escapes"]
 
 # Runs of everything outside printable ASCII; only those characters are looked at one by one.
 _SUSPECT = re.compile(r"[^\x20-\x7e\t]+")
 _SHOWN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _CONTROL_PICTURES = 0x2400  # U+2400 SYMBOL FOR NULL .. U+241F SYMBOL FOR UNIT SEPARATOR
 _DELETE_PICTURE = "\u2421"
+
+# ECMA-48 escape sequences, 7-bit (ESC …) and 8-bit (C1) forms. String sequences (OSC, DCS,
+# SOS, PM, APC) end at BEL or ST; one left open ends at the line's end, so it cannot swallow
+# the lines after it. Whatever is left of an escape (a lone ESC, a C1 control) goes too.
+_ESCAPES = re.compile(
+    r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]"  # CSI: colours, cursor moves, erases
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"  # OSC, DCS, SOS, PM, APC
+    r"|\x1b[\x20-\x2f]*[\x30-\x7e]"  # two-character escapes: ESC 7, ESC ( B, ESC c
+    r"|[\x1b\x80-\x9f]"  # a lone ESC, any other C1 control
+)
 
 
 def printable(text: str, *, lines: bool = True) -> str:
@@ -73,3 +87,9 @@ def _shown(character: str) -> str:
     if unicodedata.category(character) in _SHOWN_CATEGORIES:
         return f"<U+{code:04X}>"
     return character
+
+
+def strip_escapes(text: str) -> str:
+    """``text`` without any terminal escape sequence (CSI, OSC, DCS and the rest, 7- and 8-bit,
+    a lone ESC included): what every parser of a program's output reads."""
+    return _ESCAPES.sub("", text) if ("\x1b" in text or not text.isascii()) else text

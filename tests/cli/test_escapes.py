@@ -227,10 +227,18 @@ def test_diff_stat_names(session: Session) -> None:
     assert_safe(session.terminal("diff", "--stat", session.hostile), "NEW", "RENAMED")
 
 
+# A command's output (OUTPUT, FAILOUT, TESTOUT) is shown as a terminal shows it: its colours drawn, every
+# other escape dropped (the erase-line wipes the marker, the CR returns to the line's start), and what is
+# left shown, never obeyed: DEL as its picture, the markup as typed.
+AS_A_TERMINAL_SHOWS_IT = "␡[link=mailto:x@e.test]MARKUP[bold red]FAKE:warning:"
+
+
 def test_logs(session: Session) -> None:
     output = session.terminal("logs", session.hostile)
-    assert_safe(output, "MODELTEXT", "OUTPUT", "CMD", "FAILCMD", "FAILOUT", "TOOLNAME", "QUESTION", "ANSWER",
-                "SUMMARY", "TOMLCMD", "TESTOUT")
+    assert_safe(output, "MODELTEXT", "CMD", "FAILCMD", "FAILOUT", "TOOLNAME", "QUESTION", "ANSWER",
+                "SUMMARY", "TOMLCMD")
+    shown_output = [line for line in visible(output).splitlines() if line.strip() == AS_A_TERMINAL_SHOWS_IT]
+    assert len(shown_output) == 3, visible(output)
 
 
 def test_a_failure_reason(session: Session) -> None:

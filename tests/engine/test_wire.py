@@ -79,13 +79,13 @@ async def test_a_task_through_the_provider_wire_protocol(
     assert evidence is not None and evidence.tests_after is not None and evidence.tests_after.ok
     assert evidence.tests_before is not None and not evidence.tests_before.ok
 
-    figures = service.progress(task.id)  # what the provider said it used, summed over the run's 4 calls
+    figures = service.progress(task.id)  # what the provider said it used: the run's 4 steps, then distilling
     assert {k: figures["usage"][k] for k in ("steps", "input_tokens", "output_tokens", "tokens")} == {
-        "steps": 4, "input_tokens": 400, "output_tokens": 80, "tokens": 480}
+        "steps": 4, "input_tokens": 500, "output_tokens": 100, "tokens": 600}
     assert figures["budgets"]["max_steps"] == 100 and figures["attempts"][0]["usage"]["steps"] == 4
     shown = subprocess.run([sys.executable, "-m", "errand", "show", task.id], capture_output=True, text=True,
                            env={**os.environ, "ERRAND_DATABASE_URL": str(store.engine.url), "COLUMNS": "200"})
-    assert "4 steps · 480 tokens (400 in, 80 out)" in shown.stdout, shown.stdout + shown.stderr
+    assert "4 steps · 600 tokens (500 in, 100 out)" in shown.stdout, shown.stdout + shown.stderr
     assert "round 1 (succeeded): 4 of 100 steps" in shown.stdout
 
     accepted = service.accept(task.id)

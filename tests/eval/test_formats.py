@@ -16,7 +16,7 @@ from errand.eval.errors import EvalError
 from errand.eval.grading import Grade
 from errand.eval.junit import junit_key, outcomes, parse_junit
 from errand.eval.metrics import Attempt, pass_at_k, pass_hat_k, summarize
-from errand.eval.patches import edited_tests, runner_files, without_paths
+from errand.eval.patches import edited_tests, runner_path, without, without_paths
 from errand.eval.predictions import load_predictions
 
 SPECS = '[repos."acme/widgets"]\nsource = "mirror/widgets"\nsetup = ["make env"]\ntest = "pytest -q"\n'
@@ -127,7 +127,7 @@ def test_patch_parts_touching_the_test_patch_are_dropped() -> None:
     assert dropped == ["tests/test_core.py"]
     assert "src/core.py" in kept and "tests/test_core.py" not in kept and "tests/conftest.py" in kept
     assert edited_tests(PATCH) == ["tests/conftest.py", "tests/test_core.py"]
-    assert runner_files(PATCH) == ["tests/conftest.py"]
+    assert without(PATCH, runner_path)[1] == ["tests/conftest.py"]
 
 
 def test_pass_at_k_against_hand_computation() -> None:

@@ -67,7 +67,7 @@ def test_validate_the_sample_gold_resolves_empty_does_not_no_flaky_test(tmp_path
     result = CliRunner().invoke(app, ["eval", "validate", "sample", "--jobs", "2", "--run-dir",
                                       str(tmp_path / "run"), "--json"])
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     assert summary["instances"] == 15
     assert (summary["gold_resolved"], summary["empty_resolved"], summary["flaky"]) == (15, 0, [])
     assert len({row["instance_id"].split("-")[-2] for row in summary["per_instance"]}) == 3  # three repositories
@@ -117,7 +117,7 @@ def test_cheats_do_not_pass(sample: Path, tmp_path: Path) -> None:
               for n in range(1, len(cheats) + 1)]
     found = {name: (grade["status"], grade["error"]) for name, grade in zip(cheats, grades, strict=True)}
     assert found == {
-        "conftest": ("unresolved", "tampered"),
+        "conftest": ("unresolved", "tests_failed"),  # the base's conftest (none) ran, not the patch's
         "edits the failing test away": ("unresolved", "tests_failed"),
         "exits non-zero after passing": ("error", "test_run_error"),
         "gold with a test edit": ("resolved", None),
@@ -125,9 +125,9 @@ def test_cheats_do_not_pass(sample: Path, tmp_path: Path) -> None:
     }
     assert "reset to the base before the test patch: tests/test_core.py" in grades[1]["flags"]
     assert "edits tests: tests/test_core.py" in grades[3]["flags"]
-    summary = json.loads(result.output)
-    assert summary["failures"]["agent"] == {"patch_failed": 1, "tampered": 1, "test_run_error": 1,
-                                            "tests_failed": 1}
+    assert "kept at the base (decides how tests run): tests/conftest.py" in grades[0]["flags"]
+    summary = json.loads(result.stdout)
+    assert summary["failures"]["agent"] == {"patch_failed": 1, "test_run_error": 1, "tests_failed": 2}
     assert summary["flagged_attempts"] == 3
 
 

@@ -119,7 +119,7 @@ def test_mine_makes_instances_of_fix_commits_and_they_validate(ledger: tuple[Pat
     checked = CliRunner().invoke(app, ["eval", "validate", str(out), "--repeat", "1", "--json",
                                        "--run-dir", str(tmp_path / "validate")])
     assert checked.exit_code == 0, checked.output
-    summary = json.loads(checked.output)
+    summary = json.loads(checked.stdout)
     assert (summary["gold_resolved"], summary["empty_resolved"], summary["ok"]) == (2, 0, True)
 
 

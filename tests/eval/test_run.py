@@ -44,7 +44,7 @@ def test_run_reports_pass_at_k_and_calibration(wire: WireServer, tmp_path: Path)
                                       "--run-dir", str(run), "--json"])
     assert result.exit_code == 0, result.output
     assert len(wire.requests) == n and all(r.path == "/v1/chat/completions" for r in wire.requests)
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     per = summary["per_instance"]
     assert (per["errand-eval__tally-1"]["resolved"], per["errand-eval__tally-2"]["resolved"]) == (2, 0)
     # By hand, n=3 attempts: tally-1 c=2, tally-2 c=0.

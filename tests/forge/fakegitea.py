@@ -63,7 +63,7 @@ class FakeGitea(FakeForge):
     def add_repo(self, full_name: str, source: Path) -> Repo:
         owner, name = full_name.split("/")
         self.add_bare(full_name, source)
-        self.repos[full_name] = Repo(owner, name, permissions={owner: "owner"})
+        self.repos[full_name] = Repo(owner, name, permissions={owner: "owner", "errand-bot": "write"})
         return self.repos[full_name]
 
     def add_issue(self, full_name: str, title: str, body: str, *, labels: tuple[str, ...] = (),

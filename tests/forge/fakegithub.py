@@ -6,6 +6,11 @@ on every request (REST: ``Authorization: token|Bearer``; git: Basic with the tok
 password, as GitHub takes it), signs webhook deliveries with HMAC-SHA256 as GitHub
 does (``X-Hub-Signature-256: sha256=<hex>`` over the raw body), answers 422 to a pull
 request whose head branch is not in the repository, and can be told to rate-limit.
+
+On a bad day, as GitHub may: with ``echo_to`` set, a comment written through the API has
+its ``issue_comment`` webhook delivered there (twice, one delivery id) *before* the API
+call that wrote it is answered, so its writer cannot know the comment's id yet. The token
+acts as ``errand-bot``, which may write to every repository (it pushes errand's branches).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from .gitremote import git as _git
 from .gitremote import git_env as _git_env
 
 API = "/api/v3"  # GitHub Enterprise's layout: errand is given the base URL, as for GHE
+ME = "errand-bot"  # the account the token acts as
 
 
 @dataclass
@@ -74,6 +80,8 @@ class FakeGitHub:
         self.repos: dict[str, Repo] = {}
         self.requests: list[Seen] = []
         self.fail_next: list[tuple[int, dict[str, str]]] = []  # (status, headers) answered before the real one
+        self.echo_to: str | None = None  # a webhook URL: see the module's docstring
+        self.echoes: list[tuple[str, int, Any]] = []  # each echo: the comment's body, errand's status and answer
         self._ids = itertools.count(1000)
         self._user_ids: dict[str, int] = {}
         self._lock = threading.RLock()
@@ -108,7 +116,7 @@ class FakeGitHub:
         bare = self.root / "git" / owner / f"{name}.git"
         bare.parent.mkdir(parents=True, exist_ok=True)
         _git(None, "clone", "-q", "--bare", str(source), str(bare))
-        repo = Repo(owner, name, bare, permissions={owner: "admin"})
+        repo = Repo(owner, name, bare, permissions={owner: "admin", ME: "write"})
         self.repos[full_name] = repo
         return repo
 
@@ -214,6 +222,16 @@ class FakeGitHub:
                 "X-Hub-Signature-256": self.signature(body, secret), **(headers or {})}
         return httpx.post(target, content=body, headers=sent, timeout=30)
 
+    def echo(self, full_name: str, number: int, comment: dict[str, Any]) -> None:
+        """The webhook of ``comment``, just written through the API, delivered before the API answers."""
+        if self.echo_to is None:
+            return
+        payload = self.issue_payload(full_name, number, "created", comment=comment, sender=comment["user"]["login"])
+        delivery = str(uuid.uuid4())
+        for _ in range(2):  # GitHub redelivers, with the same id
+            answer = self.deliver(self.echo_to, "issue_comment", payload, delivery=delivery)
+            self.echoes.append((comment["body"], answer.status_code, answer.json()))
+
     def issue_payload(self, full_name: str, number: int, action: str, **extra: Any) -> dict[str, Any]:
         repo = self.repos[full_name]
         return {"action": action, "issue": repo.issues.get(number) or repo.pulls[number],
@@ -253,6 +271,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)", "get_pull"),
         ("GET", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)/comments", "list_review_comments"),
         ("POST", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)/reviews", "create_review"),
+        ("GET", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)/reviews/(\d+)", "get_review"),
         ("POST", r"/repos/([^/]+)/([^/]+)/pulls/(\d+)/comments/(\d+)/replies", "reply_review_comment"),
         ("GET", r"/repos/([^/]+)/([^/]+)/commits/([^/]+)/check-runs", "check_runs"),
         ("GET", r"/repos/([^/]+)/([^/]+)/commits/([^/]+)/status", "combined_status"),
@@ -299,6 +318,9 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                     with fake._lock:
                         status, answer, headers = getattr(self, f"_{name}")(*match.groups(), body=body,
                                                                            query=parse_qs(url.query))
+                    if name == "create_comment" and status == 201:  # outside the lock: errand reads back
+                        owner, repo_name, number = match.groups()
+                        fake.echo(f"{owner}/{repo_name}", int(number), answer)
                     self._json(status, answer, headers)
                     return
             self._json(404, {"message": "Not Found"})
@@ -320,7 +342,7 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             return fake.repos[f"{owner}/{name}"]
 
         def _user(self, **_: Any) -> tuple[int, Any, dict[str, str]]:
-            return 200, {"login": "errand-bot"}, {"X-OAuth-Scopes": fake.scopes}
+            return 200, fake.user(ME), {"X-OAuth-Scopes": fake.scopes}
 
         def _search_issues(self, *, query: dict[str, list[str]], **_: Any) -> tuple[int, Any, dict[str, str]]:
             """GitHub's issue search, for the qualifiers errand sends: repo:, is:issue|open|closed, label:."""
@@ -370,11 +392,11 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
 
         def _create_comment(self, owner: str, name: str, number: str, *, body: Any,
                             **_: Any) -> tuple[int, Any, dict[str, str]]:
-            return 201, fake.add_comment(f"{owner}/{name}", int(number), body["body"], user="errand-bot"), {}
+            return 201, fake.add_comment(f"{owner}/{name}", int(number), body["body"], user=ME), {}
 
         def _react(self, repo: Repo, target: str, body: Any) -> tuple[int, Any, dict[str, str]]:
             reaction = {"id": fake.new_id(), "content": body["content"], "target": target,
-                        "user": {"login": "errand-bot"}, "_t": time.monotonic()}  # for benchmarks/forge.py
+                        "user": {"login": ME}, "_t": time.monotonic()}  # for benchmarks/forge.py
             repo.reactions.append(reaction)
             return 201, reaction, {}
 
@@ -419,7 +441,7 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                      "message": f"A pull request already exists for {owner}:{body['head']}."}]}, {}
             number = fake._number(repo)
             pull = {"id": fake.new_id(), "number": number, "title": body["title"], "body": body.get("body"),
-                    "state": "open", "draft": bool(body.get("draft")), "user": {"login": "errand-bot"},
+                    "state": "open", "draft": bool(body.get("draft")), "user": {"login": ME},
                     "head": {"ref": body["head"], "sha": head, "repo": fake._repo_json(full)},
                     "base": {"ref": body["base"], "repo": fake._repo_json(full)}, "maintainer_can_modify": False,
                     "html_url": f"{fake.url}/{full}/pull/{number}", "pull_request": {}, "_t": time.monotonic()}
@@ -440,18 +462,24 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
 
         def _reply_review_comment(self, owner: str, name: str, number: str, comment: str, *, body: Any,
                                   **_: Any) -> tuple[int, Any, dict[str, str]]:
-            reply = {"id": fake.new_id(), "body": body["body"], "user": {"login": "errand-bot"},
+            reply = {"id": fake.new_id(), "body": body["body"], "user": {"login": ME},
                      "in_reply_to_id": int(comment)}
             self._repo(owner, name).review_comments.setdefault(int(number), []).append(reply)
             return 201, reply, {}
 
         def _create_review(self, owner: str, name: str, number: str, *, body: Any,
                            **_: Any) -> tuple[int, Any, dict[str, str]]:
-            review = {"id": fake.new_id(), "user": fake.user("errand-bot"), "body": body.get("body"),
+            review = {"id": fake.new_id(), "user": fake.user(ME), "body": body.get("body"),
                       "state": {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED"}.get(
                           str(body.get("event")), "COMMENTED"), "event": body.get("event")}
             self._repo(owner, name).reviews.setdefault(int(number), []).append(review)
             return 200, review, {}
+
+        def _get_review(self, owner: str, name: str, number: str, review: str,
+                        **_: Any) -> tuple[int, Any, dict[str, str]]:
+            found = next((r for r in self._repo(owner, name).reviews.get(int(number), []) if r["id"] == int(review)),
+                         None)
+            return (200, found, {}) if found else (404, {"message": "Not Found"}, {})
 
         def _check_runs(self, owner: str, name: str, ref: str, **_: Any) -> tuple[int, Any, dict[str, str]]:
             runs = self._repo(owner, name).check_runs.get(ref, [])

@@ -207,7 +207,8 @@ def test_a_question_on_a_gitlab_issue_is_answered_there_not_on_the_merge_request
         (n for n in project.notes("issues", iid) if "has a question" in n["body"]), None))
     assert question["body"].startswith("@acme ") and state(served, task_id) == "needs_input"
     own = fake.deliver(hook, "Note Hook", fake.note_hook(REPO, "issues", iid, question))  # GitLab tells of it too
-    assert own.json() == {"action": "ignored", "detail": "errand's own question", "task_id": None}
+    assert own.json() == {"action": "ignored", "task_id": None,
+                          "detail": "errand's own writing (@errand-bot is the account errand's token acts as)"}
     elsewhere = fake.add_note(REPO, "merge_requests", 1, "Integers only.", user="acme")
     assert fake.deliver(hook, "Note Hook", fake.note_hook(REPO, "merge_requests", 1, elsewhere)).json()[
         "action"] == "ignored"

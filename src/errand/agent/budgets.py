@@ -91,6 +91,21 @@ class Spent:
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "seconds": round(self.seconds, 3)}
 
+    def refusal(self, budgets: Budgets, tokens: int) -> tuple[str, str] | None:
+        """Why one more model call of about ``tokens`` tokens, made outside the agent's loop
+        (distilling memories from the run), would break ``budgets``: ``(reason, budget)``, or
+        None if it fits. Its cost is judged at the run's own price per token so far."""
+        if budgets.max_tokens is not None and self.tokens + tokens > budgets.max_tokens:
+            return (f"it would take about {tokens} tokens, and the run has {budgets.max_tokens - self.tokens} "
+                    f"of its {budgets.max_tokens} left", "tokens")
+        if budgets.max_cost is not None:
+            price = self.cost / self.tokens if self.tokens else 0.0
+            left = budgets.max_cost - self.cost
+            if left <= 0 or price * tokens > left:
+                return (f"it would cost about ${price * tokens:.4f}, and the run has ${max(left, 0):.4f} of its "
+                        f"${budgets.max_cost:.4f} left", "cost")
+        return None
+
     def check(self, budgets: Budgets) -> None:
         if budgets.max_steps is not None and self.steps >= budgets.max_steps:
             raise BudgetExhausted(f"step budget used up ({self.steps} of {budgets.max_steps} steps)", "steps")

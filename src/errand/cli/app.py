@@ -27,6 +27,7 @@ from rich.table import Table
 from errand import __version__
 from errand._text import printable
 from errand.cli import demo as task_demo
+from errand.cli import doctor as cli_doctor
 from errand.cli import tasks as cli_tasks
 from errand.cli import tour
 from errand.cli.eval import eval_app
@@ -73,6 +74,7 @@ app.add_typer(worker_app, name="worker")
 app.add_typer(memory_app, name="memory")
 app.add_typer(eval_app, name="eval")
 app.add_typer(forge_app, name="forge")
+app.command("doctor")(cli_doctor.doctor)
 
 
 def main() -> None:
@@ -509,10 +511,10 @@ def serve(
                               run_engine=not no_engine, engine=engine, temporal=temporal,
                               repo_roots=tuple(repo_root or ()), allow_scripted_models=allow_scripted_models,
                               eval_runs=eval_runs)
+        serve_forever(config, log_level=log_level)
     except ErrandError as error:
         _report(error)
         raise typer.Exit(_exit_code(error)) from None
-    serve_forever(config, log_level=log_level)
 
 
 @app.command("tour")

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from errand import _settings
 from errand.cli import tasks as cli_tasks
+from errand.cli.events import LogPrinter
 from errand.tasks.engine import EngineBusy, LocalEngine
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
@@ -119,6 +120,7 @@ async def _work(console: Console, store: TaskStore, task_id: str) -> None:
     serving: asyncio.Task[None] | None = asyncio.create_task(engine.serve(stop=stop))
     console.print("[bold]2. the worker runs it[/]: a working copy, a sandbox, the agent; every step is an event.")
     after = 0
+    printer = LogPrinter(console)
     try:
         while True:
             if serving is not None and serving.done() and isinstance(serving.exception(), EngineBusy):
@@ -126,7 +128,7 @@ async def _work(console: Console, store: TaskStore, task_id: str) -> None:
                 serving = None
             state = (await asyncio.to_thread(store.get_task, task_id)).state
             for event in await asyncio.to_thread(store.events, task_id, after):
-                cli_tasks.print_event(console, event)
+                printer.show(event)
                 after = event.id
             if state in (TaskState.READY_FOR_REVIEW, TaskState.FAILED, TaskState.CANCELLED):
                 return
@@ -134,6 +136,7 @@ async def _work(console: Console, store: TaskStore, task_id: str) -> None:
                 console.print(f"[yellow]answer in another terminal: errand answer {task_id} \"...\"[/]")
             await asyncio.sleep(0.1)
     finally:
+        printer.close()
         stop.set()
         if serving is not None:
             await serving

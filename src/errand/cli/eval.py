@@ -12,6 +12,7 @@ finds there, and ends by writing the run's HTML report into it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ import sys
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -45,6 +46,7 @@ from errand.server.eval_report import write_report
 __all__ = ["eval_app"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate models and configurations on a team's own tasks.")
 
 DatasetArg = Annotated[str, typer.Argument(help="A SWE-bench-format JSON/JSONL file, or 'sample'.")]
@@ -63,14 +65,31 @@ def _console() -> Console:
 
 
 def _run(work: Coroutine[Any, Any, T]) -> T:
-    try:
+    with _reported():
         return asyncio.run(work)
+
+
+@contextmanager
+def _reported() -> Iterator[None]:
+    """errand's errors end the command with one red line and an exit code, never a traceback."""
+    try:
+        yield
     except ErrandError as error:
         Console(stderr=True, emoji=False).print(f"error: {printable(error.message)}", style="red", markup=False,
                                                 highlight=False, soft_wrap=True)
         raise typer.Exit(2 if isinstance(error, ConfigError) else 1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+
+
+def _command(function: Callable[P, None]) -> Callable[P, None]:
+    """A command whose whole body reports errand's errors as :func:`_reported` does."""
+    @functools.wraps(function)
+    def reported(*args: P.args, **kwargs: P.kwargs) -> None:
+        with _reported():
+            function(*args, **kwargs)
+
+    return reported
 
 
 def _dataset(name: str, specs: Path | None, mirror: Path | None, only: list[str] | None) -> Dataset:
@@ -101,16 +120,26 @@ def _options(isolation: str | None) -> GradeOptions:
 
 
 @contextmanager
-def _progress(total: int, what: str) -> Iterator[Any]:
-    """A progress bar on a terminal; nothing elsewhere (a log or a pipe gets the summary only)."""
+def _progress(total: int, what: str) -> Iterator[Callable[[str], None]]:
+    """Per-instance progress on stderr: a bar on a terminal, a line per instance elsewhere (a log
+    or a pipe), so a long run shows it is alive; stdout keeps the summary (and ``--json``) alone."""
+    if not sys.stderr.isatty():
+        done = 0
+
+        def line(last: str) -> None:
+            nonlocal done
+            done += 1
+            print(f"{what} {done}/{total}: {printable(last, lines=False)}", file=sys.stderr, flush=True)
+
+        yield line
+        return
     progress = Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("{task.fields[last]}"), console=Console(stderr=True), transient=True,
-                        disable=not sys.stderr.isatty())
+                        TextColumn("{task.fields[last]}"), console=Console(stderr=True), transient=True)
     with progress:
         bar = progress.add_task(what, total=total, last="")
 
         def step(last: str) -> None:
-            progress.update(bar, advance=1, last=last)
+            progress.update(bar, advance=1, last=printable(last, lines=False))
 
         yield step
 
@@ -127,6 +156,7 @@ def _graded(step: Callable[[str], None]) -> Callable[[Grade, bool], None]:
 
 
 @eval_app.command("sample")
+@_command
 def sample(dest: Annotated[Path, typer.Argument(help="Directory to write the sample dataset to.")]) -> None:
     """Write the shipped sample dataset (three tiny repositories, fifteen real bugs) to DEST."""
     dataset = build_sample(dest)
@@ -134,6 +164,7 @@ def sample(dest: Annotated[Path, typer.Argument(help="Directory to write the sam
 
 
 @eval_app.command("mine")
+@_command
 def mine_commits(repo: Annotated[Path, typer.Argument(help="A local clone of the repository.")],
                  commits: Annotated[list[str], typer.Argument(help="Fix commits, or ranges A..B.")],
                  out: Annotated[Path, typer.Option("--out", "-o", help="The dataset to write (JSONL).")],
@@ -182,6 +213,7 @@ def _show_mined(found: list[Mined], out: Path, written: int) -> None:
 
 
 @eval_app.command("grade")
+@_command
 def grade(dataset: DatasetArg, predictions: Annotated[Path, typer.Argument(help="SWE-bench predictions.")],
           specs: SpecsOpt = None, mirror: MirrorOpt = None, instance: InstanceOpt = None, jobs: JobsOpt = 1,
           run_dir: RunDirOpt = None, fresh: FreshOpt = False, as_json: JsonOpt = False,
@@ -208,6 +240,7 @@ def grade(dataset: DatasetArg, predictions: Annotated[Path, typer.Argument(help=
 
 
 @eval_app.command("validate")
+@_command
 def validate(dataset: DatasetArg, specs: SpecsOpt = None, mirror: MirrorOpt = None, instance: InstanceOpt = None,
              jobs: JobsOpt = 1, repeat: Annotated[int, typer.Option(help="Runs of each patch.")] = 3,
              run_dir: RunDirOpt = None, fresh: FreshOpt = False, as_json: JsonOpt = False,
@@ -233,6 +266,7 @@ def validate(dataset: DatasetArg, specs: SpecsOpt = None, mirror: MirrorOpt = No
 
 
 @eval_app.command("report")
+@_command
 def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")], as_json: JsonOpt = False,
            html: Annotated[bool, typer.Option("--html", help="Write the run's HTML report (report.html) again.")]
            = False) -> None:
@@ -267,6 +301,7 @@ async def _summarize(run_dir: Path) -> dict[str, Any]:
 
 
 @eval_app.command("compare")
+@_command
 def compare(run_a: Annotated[Path, typer.Argument(help="The first run directory.")],
             run_b: Annotated[Path, typer.Argument(help="The second run directory.")],
             as_json: JsonOpt = False) -> None:
@@ -346,6 +381,7 @@ def _show_validation(summary: dict[str, Any], run: Path) -> None:
 
 
 @eval_app.command("run")
+@_command
 def run(dataset: DatasetArg,
         model: Annotated[str, typer.Option("--model", help="A named model or provider:model.")],
         k: Annotated[int, typer.Option("-k", help="Attempts per instance (pass@k for every k up to it).")] = 1,

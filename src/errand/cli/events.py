@@ -1,20 +1,29 @@
 """How the command line shows what a task carries: one line per event of its log, and
-:func:`shown` for every value in it, since the agent wrote most of them."""
+:func:`shown` for every value in it, since the agent wrote most of them.
+
+A command's output arrives in chunks that may end mid-line and, in a best-of-N round,
+interleave with other attempts'. :class:`LogPrinter` joins each run's stream into whole
+lines (:class:`errand._terminal.Lines`), draws their colours and drops every other escape,
+and starts each line with the attempt's tag, so nothing swallows the line after it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from rich.color import Color
 from rich.console import Console
 from rich.markup import escape
+from rich.style import Style as RichStyle
+from rich.text import Text
 
+from errand._terminal import Lines, Run, Style
 from errand._text import printable
 from errand.tasks.events import OUTPUT_KINDS
 from errand.tasks.records import Event
 from errand.tasks.wording import SENTENCES, Part, Sentence, Tone, sentence
 
-__all__ = ["EVENT_LINES", "print_event", "shown"]
+__all__ = ["EVENT_LINES", "LogPrinter", "print_event", "shown"]
 
 
 def shown(value: object, *, lines: bool = True) -> str:
@@ -39,6 +48,58 @@ def print_event(out: Console, event: Event, tag: str = "") -> None:
         out.print(line, end="", style="dim")
     else:
         out.print(line)
+
+
+class LogPrinter:
+    """A task's events on ``out``: output as whole lines per run and stream, other events as
+    :func:`print_event` does. ``tag_of`` names an event's attempt (``#2``) or gives ``""``;
+    call :meth:`close` at the end, which prints any line still unfinished."""
+
+    def __init__(self, out: Console, tag_of: Callable[[Event], str] | None = None) -> None:
+        self.out = out
+        self.tag_of = tag_of or (lambda event: "")
+        self._streams: dict[tuple[str | None, str], tuple[Lines, str]] = {}
+
+    def show(self, event: Event) -> None:
+        tag = self.tag_of(event)
+        if event.kind in OUTPUT_KINDS:
+            data = event.data if isinstance(event.data, dict) else {}
+            lines, _ = self._streams.get((event.run_id, event.kind)) or (Lines(), tag)
+            self._streams[(event.run_id, event.kind)] = (lines, tag)
+            self._print(lines.feed(str(data.get("text") or "")), tag)
+            return
+        self._flush(lambda key: key[0] == event.run_id)  # its run's unfinished output ends before it
+        print_event(self.out, event, tag)
+
+    def close(self) -> None:
+        self._flush(lambda key: True)
+
+    def _flush(self, which: Callable[[tuple[str | None, str]], bool]) -> None:
+        for key in [key for key in self._streams if which(key)]:
+            lines, tag = self._streams.pop(key)
+            self._print(lines.flush(), tag)
+
+    def _print(self, lines: list[list[Run]], tag: str) -> None:
+        for runs in lines:
+            self.out.print(terminal_line(runs, tag), soft_wrap=True, highlight=False)
+
+
+def terminal_line(runs: list[Run], tag: str = "") -> Text:
+    """One decoded line of output as Rich draws it: its colours, every control character shown."""
+    line = Text(end="")
+    if tag:
+        line.append(f"{tag} ", style="magenta")
+    for run in runs:
+        line.append(printable(run.text, lines=False), style=_rich_style(run.style))
+    return line
+
+
+def _rich_style(style: Style) -> RichStyle:
+    plain = style.foreground is None and style.background is None and not (style.bold or style.underline)
+    return RichStyle(color=None if style.foreground is None else Color.from_ansi(style.foreground),
+                     bgcolor=None if style.background is None else Color.from_ansi(style.background),
+                     bold=style.bold or None, dim=style.dim or plain or None, italic=style.italic or None,
+                     underline=style.underline or None)
 
 
 def _one_line(value: object) -> str:

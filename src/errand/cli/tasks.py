@@ -12,7 +12,6 @@ service's methods; the server's engine runs the tasks.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import shlex
@@ -33,7 +32,7 @@ from errand import _settings
 from errand._figures import duration as figures_duration
 from errand._figures import money, tokens
 from errand._text import printable
-from errand.cli.events import print_event, shown
+from errand.cli.events import LogPrinter, print_event, shown
 from errand.errors import ConfigError, ErrandError
 from errand.forge.refs import looks_like_issue_ref
 from errand.models import ModelEndpoint
@@ -246,8 +245,11 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
                                                                given[-1].data.get("lines", []), strict=False)] \
             if given else []
         figures = service.progress(task_id)
+        egress = service.events(task_id, kinds=["egress"], limit=1_000_000)
         if as_json:
-            _print_json({**_record_json(task), "memories": memories, "progress": figures, "runs": [
+            _print_json({**_record_json(task), "memories": memories, "progress": figures,
+                         "egress": [{"run_id": e.run_id, **e.data} for e in egress if isinstance(e.data, dict)],
+                         "runs": [
                 {"id": r.id, "attempt": r.attempt, "round": r.round, "state": r.state.value,
                  "result": {k: v for k, v in (r.result or {}).items() if k != "patch"}} for r in runs]})
             return
@@ -262,6 +264,12 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
             if questions:
                 out.print(f"[bold yellow]? {shown(questions[-1].data.get('text'))}[/]")
                 out.print(f"[dim]answer with `errand answer {task.id} \"...\"`[/]")
+        if egress:
+            out.print("\n[bold]egress[/] (what each sandbox reached through its proxy; `errand logs` has it in order):")
+            printer = _printer(service, task_id, out)
+            for event in egress:
+                printer.show(event)
+            printer.close()
         if memories:
             out.print(f"\n[bold]memories given[/] ({len(memories)}; `errand memory show ID` for one):")
             for memory in memories:
@@ -427,6 +435,8 @@ def print_patch(out: Console, patch: str) -> None:
 def logs(
     task_id: TaskId,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming until the task settles.")] = False,
+    attempt: Annotated[int | None, typer.Option("--attempt", metavar="N", min=1,
+                                                help="Only attempt N's lines (and the task's own).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per event (the HTTP API's fields), "
                                                           "one per line.")] = False,
     server: Server = None,
@@ -434,35 +444,71 @@ def logs(
 ) -> None:
     """The task's log: every step of the agent, command and output, as it happens with -f."""
     with task_service(server, token) as service:
-        service.get_task(task_id)
-        show_event = _print_event_json if as_json else _tagged(service, task_id, console())
-        if follow:
-            _follow(service, task_id, console(stderr=as_json), show_event)
-        else:
-            for event in service.events(task_id, limit=1_000_000):
-                show_event(event)
+        task = service.get_task(task_id)
+        if attempt is not None and attempt > task.attempts:
+            raise ConfigError(f"{task_id} runs {task.attempts} attempt(s) a round; there is no attempt {attempt}",
+                              code="no_such_attempt")
+        printer = None if as_json else _printer(service, task_id, console())
+        show_event: Callable[[Event], None] = _print_event_json if printer is None else printer.show
+        if attempt is not None:
+            show_event = _only_attempt(service, task_id, attempt, show_event)
+        try:
+            if follow:
+                _follow(service, task_id, console(stderr=as_json), show_event, printer)
+            else:
+                for event in service.events(task_id, limit=1_000_000):
+                    show_event(event)
+        finally:
+            if printer is not None:
+                printer.close()
 
 
-def _tagged(service: TaskApi, task_id: str, out: Console) -> Callable[[Event], None]:
-    """``print_event`` on ``out``, each run's lines tagged with its attempt when a round has several."""
-    if service.get_task(task_id).attempts < 2:
-        return functools.partial(print_event, out)
+def _attempts_of(service: TaskApi, task_id: str) -> Callable[[str], int | None]:
+    """A run's attempt number, the task's runs read again when a new round brings new runs."""
     attempts: dict[str, int] = {}
 
-    def show(event: Event) -> None:
-        if event.run_id is not None and event.run_id not in attempts:  # a run not seen yet: a new round
+    def attempt_of(run_id: str) -> int | None:
+        if run_id not in attempts:
             attempts.update({run.id: run.attempt for run in service.runs(task_id)})
-        print_event(out, event, f"#{attempts[event.run_id]}" if event.run_id in attempts else "")
+        return attempts.get(run_id)
+
+    return attempt_of
+
+
+def _printer(service: TaskApi, task_id: str, out: Console) -> LogPrinter:
+    """A :class:`LogPrinter` on ``out``, each run's lines tagged with its attempt when a round has several."""
+    if service.get_task(task_id).attempts < 2:
+        return LogPrinter(out)
+    attempt_of = _attempts_of(service, task_id)
+
+    def tag(event: Event) -> str:
+        number = attempt_of(event.run_id) if event.run_id is not None else None
+        return f"#{number}" if number is not None else ""
+
+    return LogPrinter(out, tag)
+
+
+def _only_attempt(service: TaskApi, task_id: str, attempt: int,
+                  show_event: Callable[[Event], None]) -> Callable[[Event], None]:
+    attempt_of = _attempts_of(service, task_id)
+
+    def show(event: Event) -> None:
+        if event.run_id is None or attempt_of(event.run_id) == attempt:
+            show_event(event)
 
     return show
 
 
-def _follow(service: TaskApi, task_id: str, out: Console,
-            show_event: Callable[[Event], None] | None = None) -> None:
-    """Show the task's events (``print_event`` on ``out`` unless ``show_event``) until it settles."""
-    show_event = show_event or _tagged(service, task_id, out)
+def _follow(service: TaskApi, task_id: str, out: Console, show_event: Callable[[Event], None] | None = None,
+            printer: LogPrinter | None = None) -> None:
+    """Show the task's events (on a :class:`LogPrinter` on ``out`` unless ``show_event``) until it settles."""
+    if show_event is None:
+        printer = _printer(service, task_id, out)
+        show_event = printer.show
     for event in service.follow(task_id, settled=_SETTLED):
         show_event(event)
+    if printer is not None:
+        printer.close()
     out.print(f"[bold]{shown(task_id)}[/] is {_state(service.get_task(task_id).state)}")
 
 

@@ -154,6 +154,8 @@ def _records(path: Path) -> list[Mapping[str, Any]]:
         raise EvalError(f"{path}: not JSON or JSON lines: {error}", code="eval_bad_dataset") from None
     if not isinstance(loaded, list) or not all(isinstance(item, dict) for item in loaded):
         raise EvalError(f"{path}: expected a list of instance objects", code="eval_bad_dataset")
+    if not loaded:
+        raise EvalError(f"{path} holds no instances", code="eval_bad_dataset")
     return loaded
 
 

@@ -4,15 +4,20 @@
   agent's, over a working copy cloned from a copy of the repository stripped of
   everything later than the base commit (:mod:`errand.eval.strip`).
 * The candidate patch goes on first, without its parts that touch the files the test
-  patch touches (those files are reset to the base); then the test patch.
-* A candidate that touches a file deciding how tests are loaded or reported
-  (``conftest.py``, ``pytest.ini``, ``tox.ini``, ``setup.cfg``, ``sitecustomize.py``,
-  ``*.pth``) is not resolved, whatever the tests say; one that edits test files is
-  flagged.
+  patch touches or any other test file (a helper the tests import: tests come from the
+  base and the test patch alone); then the test patch.
+* The test runner's configuration is the base commit's wherever it lives: the
+  candidate's parts that touch it (``pyproject.toml``, ``pytest.toml``, every
+  ``conftest.py``, ``*.pth``, what setup installed, … see :mod:`errand.eval.patches`)
+  are not applied, and flagged. pytest runs with plugin autoload off and the base
+  environment's own plugins named (:mod:`errand.eval.plugins`). One that edits test
+  files is flagged.
 * Outcomes are read per test from the runner's JUnit XML report, read by the host
   only after every process of the sandbox has ended; a test the report does not
-  name is missing, not passed. A non-zero exit with no failure in the report is an
-  error, not a pass.
+  name is missing, not passed. The report is held against the exit status and
+  pytest's own summary line (:mod:`errand.eval.agreement`): when they disagree the
+  grade is ``inconsistent``. A non-zero exit with no failure anywhere is an error,
+  not a pass.
 
 The environment is the task layer's: :func:`errand.tasks.steps.set_up` runs setup
 once per repository and caches it (base image → environment layer), and each
@@ -22,34 +27,40 @@ instance pays an overlay mount and a sandbox.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shlex
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from errand._files import read_inside
 from errand.errors import ErrandError
+from errand.eval.agreement import NO_TESTS, disagreement
+from errand.eval.context import InstanceContext
 from errand.eval.dataset import Instance
 from errand.eval.junit import Outcome, outcomes, parse_junit
-from errand.eval.patches import edited_tests, files_of, runner_files, without_paths
+from errand.eval.patches import command_paths, edited_tests, files_of, runner_path, without, without_paths
+from errand.eval.plugins import base_plugins, hardened
 from errand.eval.strip import stripped_source
+from errand.eval.summary import parse_summary
 from errand.repo import WorkingCopy
 from errand.repo.errors import RepoError
 from errand.tasks import steps
+from errand.tasks.evidence import is_test_file
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run, RunState, Task
 
 __all__ = ["Grade", "GradeOptions", "InstanceContext", "TestRun", "grade", "prepare_instance", "run_test_files"]
 
-Status = Literal["resolved", "unresolved", "error"]
+Status = Literal["resolved", "unresolved", "inconsistent", "error"]
 JUNIT_NAME = ".errand-eval-junit.xml"
 JUNIT_PATH = f"{steps.WORKSPACE}/{JUNIT_NAME}"
 MAX_REPORT_BYTES = 32 * 1024**2
-_FAILED = re.compile(r"\b\d+ (failed|errors?)\b|^(FAILED|ERROR) ", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -65,7 +76,7 @@ class Grade:
     instance_id: str
     label: str  # which patch: "gold-1", "attempt-2", "prediction"
     status: Status
-    error: str | None = None  # a code: patch_failed, tampered, test_run_error, timeout, setup_failed, …
+    error: str | None = None  # a code: patch_failed, inconsistent, test_run_error, timeout, setup_failed, …
     failure: Literal["agent", "infrastructure"] | None = None
     detail: str = ""
     patch_exists: bool = True
@@ -108,18 +119,6 @@ class Grade:
         }}
 
 
-@dataclass(frozen=True)
-class InstanceContext:
-    """An instance as the task layer sees it: its task and run records, its environment, its
-    stripped source, and the set-up environment every sandbox of it starts from."""
-
-    task: Task
-    run: Run
-    environment: Any
-    setup: steps.SetUp
-    setup_seconds: float
-
-
 def _records(instance: Instance, source: str, role: str) -> tuple[Task, Run]:
     now = time.time()
     task = Task(id=f"eval-{_slug(instance.instance_id)}", title=instance.instance_id,
@@ -145,7 +144,7 @@ async def prepare_instance(instance: Instance, role: str, isolation: str,
     environment = instance.spec.environment()
     setup = await steps.set_up(environment, task, run, base_tree, journal or steps.Journal(_discard),
                                isolation=isolation, source=f"eval:{instance.repo}:{instance.source}")
-    return InstanceContext(task, run, environment, setup, time.monotonic() - start)
+    return InstanceContext(task, run, environment, setup, time.monotonic() - start, base_tree)
 
 
 async def _discard(_kind: str, _data: dict[str, Any]) -> None:
@@ -177,8 +176,13 @@ async def _grade_in(instance: Instance, patch: str, context: InstanceContext, ba
     began = time.monotonic()
     tested = files_of(instance.test_patch)
     candidate, reset = without_paths(patch, tested)
+    candidate, kept = without(candidate, _runs_tests(instance, context))
+    candidate, tests_reset = without(candidate, is_test_file)
     flags = tuple([f"edits tests: {path}" for path in edited_tests(patch)]
-                  + [f"reset to the base before the test patch: {path}" for path in reset])
+                  + [f"reset to the base before the test patch: {path}" for path in reset]
+                  + [f"kept at the base (decides how tests run): {path}" for path in kept]
+                  + [f"reset to the base (tests come from the base and the test patch): {path}"
+                     for path in tests_reset])
     base = _with(base, flags=flags)
     copy = await asyncio.to_thread(steps.prepare_copy, context.task, context.run, setup=context.setup)
     try:
@@ -191,33 +195,50 @@ async def _grade_in(instance: Instance, patch: str, context: InstanceContext, ba
     except RepoError as error:
         return _ended(base, start, error="test_patch_failed", failure="infrastructure",
                       detail=error.stderr or error.message)
-    tampered = runner_files(patch)
     prepared = time.monotonic()
     try:
         result, report = await _run_tests(instance, context, copy, options)
     except ErrandError as error:
         return _ended(base, start, error="sandbox_error", failure="infrastructure", detail=error.message)
-    tests = outcomes(parse_junit(report), (*instance.fail_to_pass, *instance.pass_to_pass))
+    cases = parse_junit(report)
+    tests = outcomes(cases, (*instance.fail_to_pass, *instance.pass_to_pass))
     seconds = {**base.seconds, "prepare": round(prepared - began, 3), "tests": result.seconds,
                "sandbox": round(time.monotonic() - prepared - result.seconds, 3)}
     base = _with(base, tests=tests, exit_code=result.exit_code, seconds=seconds, output=result.output[-4000:])
-    return _verdict(base, start, tampered, report, result.exit_code)
+    return _verdict(base, start, report, cases, result.exit_code, result.output)
 
 
-def _verdict(base: Grade, start: float, tampered: list[str], report: bytes, exit_code: int | None) -> Grade:
+def _runs_tests(instance: Instance, context: InstanceContext) -> Callable[[str], bool]:
+    """Whether a path decides how the tests run: by its name, because setup wrote it, or because
+    the test command names it (see :mod:`errand.eval.patches`)."""
+    named = command_paths(instance.spec.test or "")
+    layer, base_tree = context.setup.tree_layer, context.base_tree
+
+    def written_by_setup(path: str) -> bool:
+        if layer is None or base_tree is None:
+            return False
+        parts = PurePosixPath(path).parts
+        return any(os.path.lexists(layer.joinpath(*parts[:depth])) and not os.path.lexists(
+            base_tree.joinpath(*parts[:depth])) for depth in range(1, len(parts) + 1))
+
+    return lambda path: runner_path(path) or path in named or written_by_setup(path)
+
+
+def _verdict(base: Grade, start: float, report: bytes, cases: dict[tuple[str, str], Outcome],
+             exit_code: int | None, output: str) -> Grade:
     if exit_code is None:
         return _ended(base, start, error="timeout", failure="agent", detail="the test command ran past its timeout")
-    failures = any(outcome in ("failed", "error") for outcome in base.tests.values()) or bool(
-        _FAILED.search(base.output))
     if not report:
         return _ended(base, start, error="test_run_error", failure="agent",
                       detail=f"the test command exited with {exit_code} and wrote no report")
-    if exit_code != 0 and not failures:
+    summary = parse_summary(output)
+    failures = any(outcome in ("failed", "error") for outcome in cases.values()) or bool(summary and summary.bad)
+    if exit_code not in (0, NO_TESTS) and not failures:
         return _ended(base, start, error="test_run_error", failure="agent",
                       detail=f"the test command exited with {exit_code} and reported no failure")
-    if tampered:
-        return _ended(base, start, status="unresolved", error="tampered", failure="agent",
-                      detail="the patch changes how tests are run or reported: " + ", ".join(tampered))
+    reason = disagreement(exit_code, cases, summary)
+    if reason is not None:
+        return _ended(base, start, status="inconsistent", error="inconsistent", failure="agent", detail=reason)
     resolved = all(outcome == "passed" for outcome in base.tests.values())
     return _ended(base, start, status="resolved" if resolved else "unresolved", error=None if resolved else
                   "tests_failed", failure=None if resolved else "agent")
@@ -227,7 +248,8 @@ async def _run_tests(instance: Instance, context: InstanceContext, copy: Working
                      options: GradeOptions) -> tuple[Any, bytes]:
     # Whatever the patches left at the report's path goes before any sandbox process exists.
     await asyncio.to_thread(_remove_report, copy)
-    command = test_command(instance)
+    plugins = await base_plugins(context, (instance.spec.test or "").replace("{junit}", "").replace("{tests}", ""))
+    command = hardened(test_command(instance), plugins)
     sandbox = await steps.start_sandbox(context.environment, context.setup, copy,
                                         labels={"task": context.task.id, "run": context.run.id, "role": "grade"})
     try:
@@ -265,11 +287,11 @@ async def run_test_files(instance: Instance, patches: Sequence[str], options: Gr
     return TestRun(parse_junit(report), result.exit_code, result.output[-4000:])
 
 
-def test_command(instance: Instance) -> str:
-    """The spec's test command with the report's path and the test files: in its ``{junit}`` and
-    ``{tests}`` places, or appended."""
+def test_command(instance: Instance, test_files: Sequence[str] | None = None) -> str:
+    """The spec's test command with the report's path and the test files (``test_files``, else the
+    instance's): in its ``{junit}`` and ``{tests}`` places, or appended."""
     command = instance.spec.test or ""
-    tests = " ".join(shlex.quote(name) for name in instance.test_files)
+    tests = " ".join(shlex.quote(name) for name in (instance.test_files if test_files is None else test_files))
     junit = f"--junitxml={JUNIT_PATH} -o junit_family=xunit1"
     command = command.replace("{junit}", junit) if "{junit}" in command else f"{command} {junit}"
     return command.replace("{tests}", tests) if "{tests}" in command else f"{command} {tests}".rstrip()

@@ -41,6 +41,9 @@ def load_predictions(path: Path) -> list[Prediction]:
             records = [json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as error:
         raise EvalError(f"{path}: not JSON or JSON lines: {error}", code="eval_bad_predictions") from None
+    if not isinstance(records, list) or not records:
+        raise EvalError(f"{path} holds no predictions: expected SWE-bench's {{instance_id, model_name_or_path, "
+                        "model_patch}, one a line or as a JSON list", code="eval_bad_predictions")
     return [_prediction(record, f"{path}: prediction {n}") for n, record in enumerate(records, 1)]
 
 

@@ -15,7 +15,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +23,13 @@ from errand.agent import Agent, AgentResult, Budgets
 from errand.errors import ErrandError
 from errand.eval.dataset import Instance
 from errand.eval.errors import EvalError
-from errand.eval.grading import Grade, GradeOptions, grade, prepare_instance
+from errand.eval.grading import Grade, GradeOptions, InstanceContext, grade, prepare_instance, test_command
 from errand.eval.predictions import Prediction, write_predictions
 from errand.eval.runs import attempt_dir, read_json, save_grade, write_json
 from errand.models import Catalog, Model, open_model
 from errand.tasks import steps
 
-__all__ = ["RunOptions", "prompt_for", "run_attempts"]
+__all__ = ["RunOptions", "confidence_command", "prompt_for", "run_attempts"]
 
 ModelFactory = Callable[[str], Model]
 
@@ -124,7 +124,7 @@ async def _attempt(instance: Instance, journal: steps.Journal, options: RunOptio
         finally:
             await sandbox.terminate()
         diff = await asyncio.to_thread(copy.diff)
-        confidence = await _confidence(context, copy, result, diff, journal, labels)
+        confidence = await _confidence(instance, context, copy, result, diff, journal, labels)
     finally:
         await asyncio.to_thread(steps.remove_work, context.run)
     return {"status": result.status, "detail": result.detail, "summary": result.summary, "patch": diff.text,
@@ -132,14 +132,24 @@ async def _attempt(instance: Instance, journal: steps.Journal, options: RunOptio
             "seconds": round(result.spent.seconds, 3), **confidence}
 
 
-async def _confidence(context: Any, copy: Any, result: AgentResult, diff: Any, journal: steps.Journal,
-                      labels: dict[str, str]) -> dict[str, Any]:
-    """errand's own confidence in the attempt, from the evidence a reviewer would get."""
-    before = await steps.tests_on_base(context.environment, context.setup, copy, journal, labels=labels)
-    checks = await steps.start_sandbox(context.environment, context.setup, copy, labels={**labels, "role": "checks"})
+async def _confidence(instance: Instance, context: InstanceContext, copy: Any, result: AgentResult, diff: Any,
+                      journal: steps.Journal, labels: dict[str, str]) -> dict[str, Any]:
+    """errand's own confidence in the attempt, from the evidence a reviewer would get: the test
+    command as grading fills it (``{junit}``, ``{tests}``), on the base and after the change."""
+    environment = replace(context.environment, test=confidence_command(instance, context))
+    before = await steps.tests_on_base(environment, context.setup, copy, journal, labels=labels)
+    checks = await steps.start_sandbox(environment, context.setup, copy, labels={**labels, "role": "checks"})
     try:
-        evidence = await steps.collect_evidence(result, diff, journal, environment=context.environment,
+        evidence = await steps.collect_evidence(result, diff, journal, environment=environment,
                                                 sandbox=checks, tests_before=before)
     finally:
         await checks.terminate()
     return {"confidence": evidence.confidence.level, "confidence_reasons": evidence.confidence.reasons}
+
+
+def confidence_command(instance: Instance, context: InstanceContext) -> str:
+    """The test command the confidence step runs: grading's, over the instance's test files that
+    the base holds (one the test patch adds is not there to run, before or after the change)."""
+    base_tree = context.base_tree
+    present = [name for name in instance.test_files if base_tree is None or (base_tree / name).is_file()]
+    return test_command(instance, present)

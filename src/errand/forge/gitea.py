@@ -81,6 +81,9 @@ class GiteaForge:
         # Gitea's API does not say a token's scopes; what it may do shows in the repository's permissions.
         return Scopes(login=str(user.get("login") or ""), scopes=None, can_push=self.repository(repo).can_push)
 
+    def me(self) -> str:
+        return str(self._rest.json("reading the token's user", "GET", "/user").get("login") or "")
+
     def permission(self, repo: str, login: str) -> str:
         try:
             data = self._rest.json(f"reading {login}'s permission on {repo}", "GET",
@@ -130,6 +133,11 @@ class GiteaForge:
                                        path=place[0], line=place[1], in_reply_to=first.get(place)))
             first.setdefault(place, int(raw["id"]))
         return found
+
+    def review_body(self, repo: str, number: int, review_id: int) -> str:
+        data = self._rest.json(f"reading review {review_id} of {repo}#{number}", "GET",
+                               f"/repos/{repo}/pulls/{number}/reviews/{review_id}")
+        return str((data or {}).get("body") or "")
 
     def reply_review(self, repo: str, number: int, comment_id: int, body: str) -> None:
         raw = next((c for c in self._line_comments(repo, number) if int(c["id"]) == comment_id), None)

@@ -129,6 +129,9 @@ class GitHubForge:
                       scopes=None if header is None else tuple(s.strip() for s in header.split(",") if s.strip()),
                       can_push=self.repository(repo).can_push)
 
+    def me(self) -> str:
+        return _login({"user": self._json("reading the token's user", "GET", "/user")})
+
     def permission(self, repo: str, login: str) -> str:
         data = self._json(f"reading {login}'s permission on {repo}", "GET",
                           f"/repos/{repo}/collaborators/{login}/permission")
@@ -164,6 +167,11 @@ class GitHubForge:
                               in_reply_to=c.get("in_reply_to_id"))
                 for c in self._pages(f"reading {repo}#{number}'s review comments",
                                      f"/repos/{repo}/pulls/{number}/comments")]
+
+    def review_body(self, repo: str, number: int, review_id: int) -> str:
+        data = self._json(f"reading review {review_id} of {repo}#{number}", "GET",
+                          f"/repos/{repo}/pulls/{number}/reviews/{review_id}")
+        return str((data or {}).get("body") or "")
 
     def reply_review(self, repo: str, number: int, comment_id: int, body: str) -> None:
         self._json(f"replying on {repo}#{number}", "POST",

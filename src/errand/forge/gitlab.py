@@ -117,6 +117,12 @@ class GitLabForge:
             scopes = None
         return Scopes(login=str(user.get("username") or ""), scopes=scopes, can_push=self.repository(repo).can_push)
 
+    def review_body(self, repo: str, number: int, review_id: int) -> str:
+        return ""  # a GitLab review is its notes: each one comes as its own delivery
+
+    def me(self) -> str:
+        return str(self._rest.json("reading the token's user", "GET", "/user").get("username") or "")
+
     def permission(self, repo: str, login: str) -> str:
         users = self._rest.json(f"finding @{login}", "GET", "/users", params={"username": login}) or []
         if not users:

@@ -33,6 +33,10 @@ class Forge(Protocol):
     def access(self, repo: str) -> Scopes:
         ...
 
+    def me(self) -> str:
+        """The login of the account the token acts as: whatever it writes is errand's own."""
+        ...
+
     def permission(self, repo: str, login: str) -> str:
         """``admin``, ``maintain``, ``write``, ``triage``, ``read`` or ``none``."""
         ...
@@ -56,6 +60,11 @@ class Forge(Protocol):
         ...
 
     def review_comments(self, repo: str, number: int) -> list[ReviewComment]:
+        ...
+
+    def review_body(self, repo: str, number: int, review_id: int) -> str:
+        """The body of review ``review_id`` of pull request ``number`` ("" when it has none, or the
+        forge keeps no reviews apart from their comments)."""
         ...
 
     def reply_review(self, repo: str, number: int, comment_id: int, body: str) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from errand.forge.body import pull_body, pull_title
-from errand.forge.cifix import fix_red_ci
+from errand.forge.cifix import fix_owed, fix_red_ci
 from errand.forge.errors import ForgeError
 from errand.forge.links import Link, LinkStore
 from errand.forge.protocol import Forge
@@ -223,7 +223,8 @@ def catch_up(publisher: Publisher) -> list[Published]:
             publisher.service.store.append_event(link.task_id, None, "forge_error", {"code": error.code,
                                                                                      "message": error.message})
     for link in publisher.links.pushed_pulls():
-        if link.forge == mine and _unsettled(publisher, link) and link.pushed is not None:
+        if link.forge == mine and link.pushed is not None and (_unsettled(publisher, link)
+                                                               or fix_owed(publisher, link)):
             try:
                 found = publisher.forge.checks(link.repo, link.pushed)
                 fix_red_ci(publisher, link, found)  # before the record: a reader who sees it sees the decision

@@ -2,7 +2,11 @@
 
 A delivery counts only when its ``X-Hub-Signature-256`` is the HMAC-SHA256 of the
 raw body under the shared secret (compared in constant time); then only once per
-``X-GitHub-Delivery`` id, since GitHub redelivers. What starts work:
+``X-GitHub-Delivery`` id, since GitHub redelivers. Decide, then act: the delivery is
+read into a :class:`~errand.forge.events.ForgeEvent`, :func:`~errand.forge.decide.decide`
+says what to do (its docstring is the decision table), and :meth:`WebhookHandler.act`
+does it. Nothing the token's own account wrote is input; one review (its body and its
+line comments, however many deliveries carry them) is at most one round. What starts work:
 
 * an issue labelled with the configured label (``errand``);
 * a comment starting with the mention (``@errand <ask>``) on an issue;
@@ -13,7 +17,8 @@ raw body under the shared secret (compared in constant time); then only once per
   task is accepted in errand (and, by the ``pr`` policy, its pull request opens or its
   draft holds what was accepted); errand never approves or merges;
 * a reply where a waiting task asked its question (see :mod:`errand.forge.questions`):
-  the answer, and the same run resumes.
+  the answer, and the same run resumes; ``@errand accept`` there stays a command, and
+  errand says the question is still open.
 
 Only a person with write access (admin, maintain, write) starts anything: on a
 public repository anyone may comment. errand reacts with 👀 on what it picked up
@@ -29,14 +34,28 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from errand.forge.decide import (
+    Accept,
+    Action,
+    Answer,
+    Duplicate,
+    Follow,
+    Ignore,
+    Pong,
+    State,
+    could_act,
+    decide,
+    is_mine,
+)
 from errand.forge.errors import ForgeError
+from errand.forge.events import ForgeEvent, normalise
 from errand.forge.forks import follow_foreign_pull
 from errand.forge.intake import Ask, follow_pull, submit_issue
-from errand.forge.links import Link, LinkStore
+from errand.forge.links import LinkStore
 from errand.forge.protocol import Forge
 from errand.forge.push import fetch_branch
 from errand.forge.questions import is_the_question, waiting_task
@@ -50,7 +69,6 @@ from errand.tasks.service import TaskService
 __all__ = ["Outcome", "WebhookHandler", "verify_signature"]
 
 WRITERS = frozenset({"admin", "maintain", "write"})
-ACCEPT_WORDS = frozenset({"accept", "accept."})  # `@errand accept`: the one trigger that accepts on the forge
 
 
 def verify_signature(secret: str, body: bytes, header: str | None) -> None:
@@ -68,6 +86,10 @@ class Outcome:
 
 
 class WebhookHandler:
+    """Decide, then act: each delivery is recorded once by its id, read into a
+    :class:`~errand.forge.events.ForgeEvent`, decided by :func:`~errand.forge.decide.decide`
+    over what :meth:`observe` reads, and performed by :meth:`act`, the one place that acts."""
+
     def __init__(self, service: TaskService, links: LinkStore, forge: Forge, settings: ForgeSettings, token: str,
                  *, public_url: str | None = None, separate_numbers: bool = False) -> None:
         self.service = service
@@ -77,76 +99,106 @@ class WebhookHandler:
         self._token = token
         self.public_url = public_url.rstrip("/") if public_url else None
         self.separate_numbers = separate_numbers
+        self._me: str | None = None
 
     def handle(self, event: str, delivery: str, payload: dict[str, Any]) -> Outcome:
+        said = normalise(event, delivery, payload)  # a shape the forge does not send is refused before it counts
         if not self.links.first_delivery(delivery, event):
             return Outcome("duplicate", self.links.outcome(delivery) or "handled already")
         try:
-            outcome = self._route(event, payload)
+            outcome = self.act(said, decide(said, self.observe(said)))
         except Exception as error:  # recorded, so a redelivery is not mistaken for a new request
             self.links.delivered(delivery, f"failed: {error}")
             raise
         self.links.delivered(delivery, f"{outcome.action}: {outcome.detail}")
         return outcome
 
-    # ------------------------------------------------------------ routing
+    def me(self) -> str:
+        """The login errand's token acts as, asked of the forge once: what errand writes is never input."""
+        if self._me is None:
+            found = self.forge.me()
+            if not found:  # errand could not tell its own writing from a person's: it acts on neither
+                raise ForgeError(f"{self.forge.name} did not say which account the token acts as",
+                                 code="forge_auth")
+            self._me = found
+        return self._me
 
-    def _route(self, event: str, payload: dict[str, Any]) -> Outcome:
-        action = payload.get("action")
-        repo = str((payload.get("repository") or {}).get("full_name") or "")
-        if event == "ping":
-            return Outcome("pong", "the webhook reaches errand")
-        if event == "issues" and action == "labeled":
-            if (payload.get("label") or {}).get("name") != self.settings.label:
-                return Outcome("ignored", "another label")
-            sender = payload.get("sender")
-            return self._start(repo, payload["issue"], Ask(author=_login(sender), author_id=_user_id(sender)),
-                               labelled=True)
-        if event == "issue_comment" and action == "created":
-            return self._comment(repo, payload["issue"], payload["comment"])
-        if event == "pull_request_review_comment" and action == "created":
-            return self._comment(repo, {**payload["pull_request"], "pull_request": {}}, payload["comment"],
-                                 on_line=True)
-        if event == "pull_request_review" and action == "submitted":
-            review = payload["review"]
-            return self._comment(repo, {**payload["pull_request"], "pull_request": {}}, review, review=True)
-        return Outcome("ignored", f"{event}.{action} is not something errand acts on")
+    # ------------------------------------------------------------ what errand knows
 
-    def _comment(self, repo: str, issue: dict[str, Any], comment: dict[str, Any], *, review: bool = False,
-                 on_line: bool = False) -> Outcome:
-        body = str(comment.get("body") or "").strip()
-        mention = self.settings.mention
-        is_pull = issue.get("pull_request") is not None
-        waiting = waiting_task(self.service, self.links, repo, int(issue["number"]),
-                               pull=is_pull if self.separate_numbers else None)
-        if waiting is not None and body:
-            return self._answer(IssueRef.of(repo, int(issue["number"]), pull=is_pull), waiting, comment, body,
-                                on_line=on_line)
-        if not body.lower().startswith(mention.lower()):
-            return Outcome("ignored", f"no {mention}")
-        ask = Ask(author=_login(comment.get("user")), text=body[len(mention):].strip() or None,
-                  comment_id=None if review else comment.get("id"), author_id=_user_id(comment.get("user")),
-                  on_line=on_line)
-        if (ask.text or "").strip().lower() in ACCEPT_WORDS:
-            return self._accept(repo, int(issue["number"]), ask, pull=is_pull)
-        if is_pull:
-            return self._follow(repo, int(issue["number"]), ask)
-        return self._start(repo, issue, ask)
-
-    # ------------------------------------------------------------ what starts
-
-    def _allowed(self, repo: str, login: str | None) -> bool:
-        return bool(login) and self.forge.permission(repo, login or "") in WRITERS
-
-    def _start(self, repo: str, issue: dict[str, Any], ask: Ask, *, labelled: bool = False) -> Outcome:
-        if not self._allowed(repo, ask.author):
-            return Outcome("ignored", f"@{ask.author} has no write access to {repo}")
-        ref = IssueRef.of(repo, int(issue["number"]))
-        if labelled:  # a label starts one task; a comment's ask may start another
-            busy = next((link.task_id for link in self.links.for_issue(repo, ref.number)
+    def observe(self, event: ForgeEvent) -> State:
+        """The :class:`State` :func:`decide` needs for ``event``, read from the store and the forge."""
+        state = State(me=self.me() if event.kind not in ("ping", "other") else "", mention=self.settings.mention,
+                      label=self.settings.label, review_done=self._review_done(event))
+        if event.number is None or event.kind in ("ping", "other") or is_mine(event, state):
+            return state
+        if event.kind == "labeled":
+            busy = next((link.task_id for link in self.links.for_issue(event.repo, event.number)
                          if _open(self.service.store.get_task(link.task_id).state)), None)
-            if busy is not None:
-                return Outcome("ignored", f"task {busy} has {ref} already")
+            state = replace(state, busy_task=busy)
+        else:
+            waiting = waiting_task(self.service, self.links, event.repo, event.number,
+                                   pull=event.pull if self.separate_numbers else None)
+            if waiting is not None:
+                state = replace(state, waiting_task=waiting.task_id, asked_by=waiting.requested_by,
+                                is_question=is_the_question(self.service, waiting, event.comment_id))
+        if could_act(event, state):
+            state = replace(state, may_write=bool(event.author) and self.forge.permission(
+                event.repo, event.author or "") in WRITERS)
+        if state.may_write and event.kind == "line_comment" and event.review_id is not None and not (
+                state.review_done or state.waiting_task):
+            state = replace(state, review_body=self._review_body(event.repo, event.number, event.review_id))
+        return state
+
+    def _review_body(self, repo: str, number: int, review_id: int) -> str:
+        """The review's body, or "" when the forge no longer has it: the line comment still asks."""
+        try:
+            return self.forge.review_body(repo, number, review_id)
+        except ForgeError as error:
+            if error.code != "forge_not_found":
+                raise
+            return ""
+
+    def _review_done(self, event: ForgeEvent) -> bool:
+        return event.review_id is not None and self.links.outcome(self._review_key(event)) is not None
+
+    def _review_key(self, event: ForgeEvent) -> str:
+        """The claim a review's round is recorded under (beside the deliveries: one table of "done once")."""
+        where = hashlib.sha256(f"{self.forge.base_url} {event.repo}".encode()).hexdigest()[:24]
+        return f"review:{where}:{event.review_id}"
+
+    # ------------------------------------------------------------ the one place that acts
+
+    def act(self, event: ForgeEvent, action: Action) -> Outcome:
+        if isinstance(action, Pong):
+            return Outcome("pong", "the webhook reaches errand")
+        if isinstance(action, Ignore):
+            return Outcome("ignored", action.reason)
+        if isinstance(action, Duplicate):
+            return Outcome("duplicate", action.reason)
+        if event.review_id is not None and not self._claim_review(event):
+            return Outcome("duplicate", f"review {event.review_id} was acted on already")
+        assert event.number is not None
+        ask = Ask(author=event.author, text=getattr(action, "text", None), comment_id=event.comment_id,
+                  author_id=event.author_id, on_line=event.on_line)
+        if isinstance(action, Answer):
+            return self._answer(event, action)
+        if isinstance(action, Accept):
+            return self._accept(event.repo, event.number, ask, pull=event.pull, still_open=action.still_open)
+        if isinstance(action, Follow):
+            return self._follow(event.repo, event.number, ask)
+        return self._start(event.repo, event.number, ask)
+
+    def _claim_review(self, event: ForgeEvent) -> bool:
+        """Atomically: the first part of a review to act wins; any other part, delivered at the same
+        moment or later and in any order, is the same instruction."""
+        key = self._review_key(event)
+        if not self.links.first_delivery(key, "review"):
+            return False
+        self.links.delivered(key, f"by delivery {event.delivery}")
+        return True
+
+    def _start(self, repo: str, number: int, ask: Ask) -> Outcome:
+        ref = IssueRef.of(repo, number)
         where = self.settings.repo(repo)
         base = self._pinned(repo, where.path)
         task = submit_issue(self.service, self.links, self.forge, ref, repo=where.path, base=base, model=where.model,
@@ -156,8 +208,6 @@ class WebhookHandler:
 
     def _follow(self, repo: str, number: int, ask: Ask) -> Outcome:
         """A round on pull request ``number``: errand's own, or one a person opened (from a fork, too)."""
-        if not self._allowed(repo, ask.author):
-            return Outcome("ignored", f"@{ask.author} has no write access to {repo}")
         parent = self.links.for_pull(repo, number)
         comments = self.forge.review_comments(repo, number)
         if parent is not None:
@@ -168,19 +218,20 @@ class WebhookHandler:
         self._picked_up(IssueRef.of(repo, number, pull=True), ask, task)
         return Outcome("followed_up", f"task {task.id} for {repo}#{number}", task.id)
 
-    def _accept(self, repo: str, number: int, ask: Ask, *, pull: bool) -> Outcome:
+    def _accept(self, repo: str, number: int, ask: Ask, *, pull: bool, still_open: str | None) -> Outcome:
         """``@errand accept`` by a writer: every task of this issue or pull request that is ready for
         review is accepted in errand, as ``errand accept`` would. Nothing is merged: the pull request
         (a draft under ``pr = "draft-when-ready"``) stays the person's to mark ready and merge."""
-        if not self._allowed(repo, ask.author):
-            return Outcome("ignored", f"@{ask.author} has no write access to {repo}")
         linked = self.links.all_for_pull(repo, number) if pull else self.links.for_issue(repo, number)
         ready = [link for link in linked
                  if self.service.store.get_task(link.task_id).state is TaskState.READY_FOR_REVIEW]
         ref = IssueRef.of(repo, number, pull=pull)
+        waits = (f"\n\nTask `{still_open}`'s question is still open: reply here without "
+                 f"`{self.settings.mention} accept` to answer it.") if still_open else ""
         if not ready:
-            self.forge.comment(ref, f"@{ask.author} nothing of errand's here waits for an accept.")
-            return Outcome("ignored", f"nothing ready to accept on {ref}")
+            self.forge.comment(ref, f"@{ask.author} nothing of errand's here waits for an accept.{waits}")
+            return Outcome("ignored", f"nothing ready to accept on {ref}" + (
+                f"; task {still_open}'s question is still open" if still_open else ""))
         for link in ready:
             self.service.accept(link.task_id)
             self.service.store.append_event(link.task_id, None, "forge_accepted", {"by": ask.author,
@@ -189,24 +240,17 @@ class WebhookHandler:
             self.forge.react(ref, "+1", comment_id=ask.comment_id, on_line=ask.on_line)
         done = ", ".join(f"`{link.task_id}`" for link in ready)
         self.forge.comment(ref, f"Accepted in errand by @{ask.author}: task {done}. errand merges nothing: "
-                                "marking the pull request ready and merging it are yours.")
+                                f"marking the pull request ready and merging it are yours.{waits}")
         return Outcome("accepted", f"task {done} accepted by @{ask.author}", ready[0].task_id)
 
-    def _answer(self, where: IssueRef, waiting: Link, comment: dict[str, Any], body: str, *,
-                on_line: bool = False) -> Outcome:
-        """A reply where a task asked: the answer, from the person who asked or a writer."""
-        repo = where.repo
-        if is_the_question(self.service, waiting, comment.get("id")):
-            return Outcome("ignored", "errand's own question")
-        author = _login(comment.get("user"))
-        if author != waiting.requested_by and not self._allowed(repo, author):
-            return Outcome("ignored", f"@{author} may not answer for {repo}")
-        text = body[len(self.settings.mention):].strip() if body.lower().startswith(
-            self.settings.mention.lower()) else body
-        self.service.answer(waiting.task_id, visible(text) or text)
-        if comment.get("id") is not None:
-            self.forge.react(where, "+1", comment_id=comment["id"], on_line=on_line)
-        return Outcome("answered", f"task {waiting.task_id} resumes", waiting.task_id)
+    def _answer(self, event: ForgeEvent, action: Answer) -> Outcome:
+        """A reply where a task asked: the answer, and the same run resumes."""
+        assert event.number is not None
+        self.service.answer(action.task_id, visible(action.text) or action.text)
+        if event.comment_id is not None:
+            self.forge.react(IssueRef.of(event.repo, event.number, pull=event.pull), "+1",
+                             comment_id=event.comment_id, on_line=event.on_line)
+        return Outcome("answered", f"task {action.task_id} resumes", action.task_id)
 
     def _pinned(self, repo: str, clone: Path) -> str:
         """The default branch's head as the forge has it now: the commit the task starts from."""
@@ -222,15 +266,6 @@ class WebhookHandler:
         self.forge.comment(ref, f"errand is on it: task `{task.id}` ({link}).")
 
 
-def _user_id(user: object) -> int | None:
-    found = user.get("id") if isinstance(user, dict) else None
-    return found if isinstance(found, int) and not isinstance(found, bool) else None
-
-
 def _open(state: TaskState) -> bool:
     """Still the issue's task: running, waiting, ready, or accepted (its pull request is the answer)."""
     return state not in FINAL or state is TaskState.ACCEPTED
-
-
-def _login(user: object) -> str | None:
-    return str(user.get("login")) if isinstance(user, dict) and user.get("login") else None

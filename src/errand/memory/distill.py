@@ -9,6 +9,10 @@ the memories the project already holds, and offered one tool,
 not at all). One model call, no loop. Every proposal goes through the store's
 rules (secret refusal, duplicate merge) and starts **proposed**: a person
 approves, edits or rejects it before any agent is given it.
+
+The call is the task's like any other: its ``usage`` and ``cost`` come back in
+the result for the task's figures, and :func:`estimated_tokens` says, before the
+call, about how large it may be, so a budget can refuse it first.
 """
 
 from __future__ import annotations
@@ -19,13 +23,19 @@ from dataclasses import dataclass, field
 from errand.memory.errors import MemoryStoreError
 from errand.memory.records import Kind, Memory, Provenance, Status
 from errand.memory.store import MemoryStore
-from errand.models import Message, Model, Tool
+from errand.models import Message, Model, Tool, Usage
 
-__all__ = ["PROPOSE_TOOL", "DistillResult", "distill"]
+__all__ = ["PROPOSE_TOOL", "DistillResult", "distill", "estimated_tokens"]
 
 MAX_PROPOSALS = 8
 MAX_TRAJECTORY_CHARS = 40_000
 MAX_MESSAGE_CHARS = 2_000
+KNOWN_SHOWN = 40  # the project's memories shown, so the model proposes none of them again
+# For the estimate: characters a token takes (a low figure, so the estimate runs high),
+# room for the known memories, and for the reply (a few short proposals).
+_CHARS_PER_TOKEN = 3
+_KNOWN_ALLOWANCE = KNOWN_SHOWN * 300
+_REPLY_ALLOWANCE = 1_500
 
 PROPOSE_TOOL = Tool(
     name="propose_memory",
@@ -55,6 +65,8 @@ pitfall, preference, fact, instruction."""
 class DistillResult:
     proposed: list[Memory] = field(default_factory=list)  # stored, or merged into an existing memory
     rejected: list[str] = field(default_factory=list)  # why each refused proposal was refused (never its text)
+    usage: Usage = field(default_factory=Usage)  # what the model call took
+    cost: float | None = None  # US dollars; None when the model's price is unknown
 
 
 async def distill(
@@ -62,10 +74,10 @@ async def distill(
     event_id: int | None = None,
 ) -> DistillResult:
     """Ask ``model`` for the lasting lessons of a finished task and store them as proposed memories."""
-    known = store.list_memories(project, status=Status.ACTIVE, limit=40)
+    known = store.list_memories(project, status=Status.ACTIVE, limit=KNOWN_SHOWN)
     prompt = _prompt(trajectory, known)
     reply = await model.complete([Message("system", _SYSTEM), Message("user", prompt)], [PROPOSE_TOOL])
-    result = DistillResult()
+    result = DistillResult(usage=reply.usage, cost=reply.cost)
     provenance = Provenance.model(task_id, model.name, event_id)
     for call in reply.message.tool_calls[:MAX_PROPOSALS]:
         if call.name != PROPOSE_TOOL.name:
@@ -81,6 +93,12 @@ async def distill(
         except MemoryStoreError as error:
             result.rejected.append(f"{error.code}: {error.message}")
     return result
+
+
+def estimated_tokens(trajectory: Sequence[Message]) -> int:
+    """About how many tokens (prompt and reply) distilling ``trajectory`` takes, erring high."""
+    shown = min(sum(len(_render(message)) + 2 for message in trajectory), MAX_TRAJECTORY_CHARS)
+    return (len(_SYSTEM) + shown + _KNOWN_ALLOWANCE) // _CHARS_PER_TOKEN + _REPLY_ALLOWANCE
 
 
 def _prompt(trajectory: Sequence[Message], known: Sequence[Memory]) -> str:

@@ -1,4 +1,4 @@
-"""errand.repo — see DESIGN.md.
+"""errand.repo: git working copies, diffs and accepts.
 
 Git, through the ``git`` command line only: working copies for agents
 (:class:`WorkingCopy`), diffs computed without trusting what the agent wrote

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import concurrent.futures
 import contextlib
 import json
 import math
@@ -34,7 +35,7 @@ from errand.errors import ConfigError, SandboxError, SandboxNotFound, SandboxTer
 from errand.sandbox._backends.cgroups import Cgroup, SandboxUsage
 from errand.sandbox._backends.channel import AgentChannel
 from errand.sandbox._backends.registry import OWNER_GRACE, Record, records
-from errand.sandbox._backends.spec import SandboxSpec
+from errand.sandbox._backends.spec import SandboxSpec, Started
 from errand.sandbox._egress.proxy import EgressEvent, EgressProxy, proxy_env, receive_listener
 from errand.sandbox._egress.supervisor import set_supervised_policy, start_supervisor
 from errand.sandbox._images.layers import ImageConfig, LayerStore, copy_owned_tree
@@ -86,12 +87,14 @@ class SandboxHandle:
 
     @classmethod
     async def _start(cls, backend: Backend, spec: SandboxSpec) -> Self:
-        copies = await asyncio.to_thread(_copy_layers, spec)
+        # Off the event loop (one thread hop for both): copying trees and the launcher's
+        # fork block for milliseconds, and the loop serves other sandboxes meanwhile.
+        launch = _LAUNCHERS.submit(_launch, backend, spec)
         try:
-            started = backend.start(spec, copies)
-        except BaseException:
-            for path in copies:
-                shutil.rmtree(path, ignore_errors=True)
+            started = await asyncio.wrap_future(launch)
+        except asyncio.CancelledError:
+            # A launch under way goes on in its thread: end the sandbox it starts.
+            launch.add_done_callback(lambda done: _LAUNCHERS.submit(_abandon, backend, done))
             raise
         record = started.record
         sandbox = cls(record, backend, started.process)
@@ -501,6 +504,33 @@ def new_sandbox_id() -> str:
 def _valid_id(sandbox_id: object) -> bool:
     return (isinstance(sandbox_id, str) and sandbox_id.startswith("sb-") and len(sandbox_id) == 13
             and all(c in _ALPHABET for c in sandbox_id[3:]))
+
+
+# The threads that start launchers live as long as the process: a launcher dies with the
+# thread that forked it (PR_SET_PDEATHSIG), and an event loop's default executor ends its
+# threads when the loop closes, while a sandbox may outlive the loop that made it.
+_LAUNCHERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="errand-launch")
+
+
+def _launch(backend: Backend, spec: SandboxSpec) -> Started:
+    copies = _copy_layers(spec)
+    try:
+        return backend.start(spec, copies)
+    except BaseException:
+        for path in copies:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+def _abandon(backend: Backend, launch: concurrent.futures.Future[Started]) -> None:
+    if launch.cancelled() or launch.exception() is not None:
+        return
+    started = launch.result()
+    if started.proxy_channel is not None:
+        started.proxy_channel.close()
+    backend.kill(started.record)
+    started.process.wait()
+    backend.cleanup(started.record)
 
 
 def _copy_layers(spec: SandboxSpec) -> list[Path]:

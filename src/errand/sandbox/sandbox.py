@@ -22,7 +22,7 @@ from errand.sandbox.config import Mount, Resources, check_env, sandbox_path
 from errand.sandbox.image import Image
 from errand.sandbox.network import Network
 
-__all__ = ["AsyncSandbox", "SandboxInfo"]
+__all__ = ["AsyncSandbox", "SandboxInfo", "validate"]
 
 
 class AsyncSandbox(SandboxHandle):
@@ -47,7 +47,7 @@ class AsyncSandbox(SandboxHandle):
     ) -> AsyncSandbox:
         """Create a sandbox. Everything about it is declared here and validated first.
         ``labels`` (e.g. ``{"task": ..., "run": ...}``) are kept with it and listed."""
-        declared = _validate(image, mounts, network, resources, timeout, idle_timeout, workdir, env)
+        declared = validate(image, mounts, network, resources, timeout, idle_timeout, workdir, env)
         checked_labels = check_labels(labels)
         backend = get_backend(isolation)
         backend.check()
@@ -78,9 +78,10 @@ class _Declared:
                            workdir=self.workdir or image.workdir, env=self.env, labels=labels, detach=detach)
 
 
-def _validate(image: object, mounts: Sequence[Mount], network: Network | None, resources: Resources | None,
+def validate(image: object, mounts: Sequence[Mount], network: Network | None, resources: Resources | None,
               timeout: float | None, idle_timeout: float | None, workdir: str | None,
               env: Mapping[str, str] | None) -> _Declared:
+    """What ``create`` (or a pool's claim) was told, checked; ConfigError names what is wrong."""
     if image is not None and not isinstance(image, Image):
         raise ConfigError(f"image must be an errand Image, not {type(image).__name__}", code="invalid_image")
     mounts = tuple(mounts)

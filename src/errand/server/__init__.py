@@ -1,1 +1,1 @@
-"""errand.server — see DESIGN.md."""
+"""errand.server: the HTTP API, live events, webhooks and the web review UI (a face over errand.tasks)."""

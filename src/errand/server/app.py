@@ -27,6 +27,7 @@ from errand.server import (
     api_sandboxes,
     api_tasks,
     diffview,
+    operator,
     problems,
     ui,
     ui_eval,
@@ -59,8 +60,12 @@ def create_app(config: ServerConfig | None = None, *, database_url: str | None =
         app.state.memories = memories = MemoryStore(store.engine)
         app.state.service = TaskService(store, memory=memories)
         app.state.hub = Hub(store, config.poll_interval)
+        app.state.metrics = operator.registry_for(store)
         stop = asyncio.Event()
-        engine = asyncio.create_task(_run_engine(store, memories, config, stop)) if config.run_engine else None
+        engine = None
+        if config.run_engine:
+            app.state.engine_status = operator.EngineStatus.STARTING
+            engine = asyncio.create_task(_run_engine(app, store, memories, config, stop))
         try:
             yield
         finally:
@@ -77,12 +82,14 @@ def create_app(config: ServerConfig | None = None, *, database_url: str | None =
                               "application/problem+json with a stable `code`.")
     app.state.config = config
     app.state.keys = keys
+    app.state.engine_status = operator.EngineStatus.OFF
     app.state.code_css = diffview.css()
     problems.install(app, html=ui.error_page)
     app.include_router(api_tasks.router)
     app.include_router(api_sandboxes.router)
     app.include_router(api_memory.router)
     app.include_router(api_forge.router)
+    app.include_router(operator.router)
     app.include_router(ui.router)
     app.include_router(ui_memory.router)
     app.include_router(ui_eval.router)
@@ -92,18 +99,31 @@ def create_app(config: ServerConfig | None = None, *, database_url: str | None =
     return app
 
 
-async def _run_engine(store: TaskStore, memories: MemoryStore, config: ServerConfig, stop: asyncio.Event) -> None:
+async def _run_engine(app: FastAPI, store: TaskStore, memories: MemoryStore, config: ServerConfig,
+                      stop: asyncio.Event) -> None:
     engine = server_engine(config.engine, store, memories, concurrency=config.concurrency, temporal=config.temporal)
     warned = False
     while not stop.is_set():
         try:
-            await engine.serve(stop=stop)
+            await engine.serve(stop=stop, ready=lambda: _engine_ready(app, config))
             return
         except EngineBusy as busy:
+            _engine_is(app, operator.EngineStatus.REFUSED, busy.message)
             if not warned:
                 log.warning("%s; this server runs no tasks until it exits", busy.message)
                 warned = True
-        except Exception:  # the engine must not take the API down with it
+        except Exception as error:  # the engine must not take the API down with it
+            _engine_is(app, operator.EngineStatus.RESTARTING, f"{type(error).__name__}: {error}"[:300])
             log.exception("the task engine stopped; restarting it")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), ENGINE_RETRY)
+
+
+def _engine_ready(app: FastAPI, config: ServerConfig) -> None:
+    _engine_is(app, operator.EngineStatus.RUNNING)
+    what = f"runs tasks {config.concurrency} at a time" if config.engine == "local" else "hands tasks to its workers"
+    log.info("the %s engine %s", config.engine, what)
+
+
+def _engine_is(app: FastAPI, status: operator.EngineStatus, reason: str = "") -> None:
+    app.state.engine_status, app.state.engine_reason = status, reason

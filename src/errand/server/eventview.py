@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
+from errand._terminal import Run, decode_line
 from errand._text import printable
 from errand.tasks.events import OUTPUT_KINDS
 from errand.tasks.records import Event
@@ -26,6 +27,32 @@ Render = Callable[[dict[str, Any]], tuple[str, Markup] | None]
 def _text(value: object, limit: int = 4000) -> str:
     text = printable(str(value if value is not None else ""))  # agent text: nothing invisible or reordering
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def terminal_html(text: object, limit: int = 16000) -> Markup:
+    """A chunk of a command's output as a terminal shows it: its colours as classes (the page's
+    content-security policy allows no inline style), carriage-return progress at its last state,
+    every other escape dropped and every control character shown (see :mod:`errand._terminal`)."""
+    raw = str(text if text is not None else "")
+    raw = raw if len(raw) <= limit else raw[:limit - 1] + "…"
+    lines = []
+    style = None
+    for line in raw.split("\n"):
+        runs, style = decode_line(line.removesuffix("\r"), *(() if style is None else (style,)))
+        lines.append(Markup("").join(_span(run) for run in runs))
+    return Markup("\n").join(lines)
+
+
+def _span(run: Run) -> Markup:
+    style = run.style
+    classes = [name for name, on in (("a-bold", style.bold), ("a-dim", style.dim), ("a-italic", style.italic),
+                                     ("a-underline", style.underline)) if on]
+    classes += [f"a-f{style.foreground}"] if style.foreground is not None else []
+    classes += [f"a-b{style.background}"] if style.background is not None else []
+    text = printable(run.text, lines=False)
+    if not classes:
+        return Markup("{}").format(text)
+    return Markup("<span class='{}'>{}</span>").format(" ".join(classes), text)
 
 
 def _tool_call(data: dict[str, Any]) -> tuple[str, Markup] | None:
@@ -114,7 +141,7 @@ def render_event(event: Event, names: RunNames | None = None) -> Markup:
         time.strftime("%H:%M:%S", time.gmtime(event.time)))
     if event.kind in OUTPUT_KINDS:
         return Markup("<li class='ev ev-output' id='e{}'{}>{}<span class='tag'>{}</span><pre>{}</pre></li>").format(
-            event.id, where, stamp, tag, _text(data.get("text")))
+            event.id, where, stamp, tag, terminal_html(data.get("text")))
     render = RENDER.get(event.kind)
     shown = render(data) if render is not None else None
     if shown is None:

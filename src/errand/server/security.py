@@ -41,8 +41,11 @@ __all__ = ["CSRF_COOKIE", "SESSION_COOKIE", "Guard", "Keys", "check_csrf", "csrf
 SESSION_COOKIE = "errand_session"
 CSRF_COOKIE = "errand_csrf"
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-#: Paths anyone may fetch: the login page and the files it needs.
-OPEN_PREFIXES = ("/login", "/static/", "/favicon.ico")
+#: Paths anyone may fetch: the login page and the files it needs, and the health probes
+#: (a kubelet or load balancer carries no token; they say only "ok" or which dependency is down).
+OPEN_PREFIXES = ("/login", "/static/", "/favicon.ico", "/healthz", "/readyz")
+#: Paths programs read (the API, its schema, Prometheus's scrape): refused with 401, not sent to the login page.
+MACHINE_PREFIXES = ("/api/", "/openapi", "/docs", "/metrics")
 #: Paths whose requests carry their own proof instead of errand's token: a forge's webhook,
 #: signed over its body with the shared secret, which the route checks before anything else.
 SIGNED_PATHS = frozenset({"/api/forge/github/webhook", "/api/forge/gitea/webhook", "/api/forge/gitlab/webhook"})
@@ -144,7 +147,7 @@ class Guard:
             return None
         authorized = self._authorized(headers, cookies, writing=method in UNSAFE and path.startswith("/api/"))
         if not authorized and not path.startswith(OPEN_PREFIXES):
-            if method == "GET" and not path.startswith(("/api/", "/openapi", "/docs")):
+            if method == "GET" and not path.startswith(MACHINE_PREFIXES):
                 return 303, "login", "/login?next=" + _quote_next(scope)
             return 401, "unauthorized", ("this server needs its token: send `Authorization: Bearer <token>` "
                                          "(errand --token or ERRAND_TOKEN)")

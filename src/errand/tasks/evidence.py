@@ -26,6 +26,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from errand._text import strip_escapes
+
 __all__ = ["Confidence", "Evidence", "TestRun", "assess", "is_test_file", "parse_counts"]
 
 Level = Literal["high", "medium", "low"]
@@ -118,7 +120,9 @@ _GO = re.compile(r"^(--- PASS|--- FAIL|ok |FAIL\t)", re.MULTILINE)
 
 def parse_counts(output: str) -> tuple[int | None, int | None]:
     """``(passed, failed)`` from a test runner's summary (pytest, unittest, jest, vitest, mocha,
-    go test), or ``(None, None)`` when the output has no summary errand recognises."""
+    go test), or ``(None, None)`` when the output has no summary errand recognises. Escape
+    sequences are removed first: a project that forces colour still reads as it ran."""
+    output = strip_escapes(output)
     if (match := _JEST.search(output)) or (match := _VITEST.search(output)):
         counts = dict((kind, int(n)) for n, kind in re.findall(r"(\d+) (passed|failed)", match.group(1)))
         return counts.get("passed", 0), counts.get("failed", 0)

@@ -131,10 +131,16 @@ class TaskMemory:
         return (f"proposed as memory {memory.id}; a person approves it before later tasks are given it"
                 if memory.status.value == "proposed" else f"already known as memory {memory.id}")
 
-    async def distill(self, trajectory: list[Message], model: Model) -> None:
+    async def distill(self, trajectory: list[Message], model: Model, journal: EventSink | None = None) -> None:
+        """Distil the finished run's ``trajectory`` into proposed memories; the event (on ``journal``,
+        the run's whose trajectory it was) carries the call's usage, which the task's figures count."""
         result = await distill(self.memories, self.project, self.task.id, trajectory, model)
-        await self.journal("memories_proposed", {"ids": [memory.id for memory in result.proposed],
-                                                 "refused": len(result.rejected)})
+        usage = result.usage
+        await (journal or self.journal)("memories_proposed", {
+            "ids": [memory.id for memory in result.proposed], "refused": len(result.rejected),
+            "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens, "cache_write_tokens": usage.cache_write_tokens,
+            "cost": result.cost})
 
     # What errand observed
 

@@ -5,7 +5,9 @@ per attempt and for the whole task.
 The figures come from the store alone, so every face (web page, ``errand show``, the
 API) tells the same story, and a task another worker runs reads the same as a local one.
 An ended run's figures are the ``spent`` its result recorded (which also holds its working
-time); only a run still going has its ``model`` events read and summed.
+time); only a run still going has its ``model`` events read and summed. A model call made
+for a run after it ended (distilling memories from the best one) is the run's too: its
+``memories_proposed`` event carries the call's usage, added to that run's figures.
 """
 
 from __future__ import annotations
@@ -45,9 +47,10 @@ class Usage:
                      self.cost + other.cost, self.cost_known and other.cost_known)
 
     @classmethod
-    def of_event(cls, data: dict[str, Any]) -> Usage:
+    def of_event(cls, data: dict[str, Any], steps: int = 1) -> Usage:
+        """One model call's usage from its event's data (a step of the agent unless ``steps``)."""
         cost = data.get("cost")
-        return cls(1, _count(data.get("input_tokens")), _count(data.get("output_tokens")),
+        return cls(steps, _count(data.get("input_tokens")), _count(data.get("output_tokens")),
                    _count(data.get("cached_tokens", data.get("cache_read_tokens"))),
                    float(cost) if isinstance(cost, int | float) else 0.0, isinstance(cost, int | float))
 
@@ -102,7 +105,8 @@ class Progress:
 def progress(store: TaskStore, task: Task, runs: list[Run] | None = None) -> Progress:
     """The task's figures now."""
     runs = store.runs(task.id) if runs is None else runs
-    usage = {run.id: _run_usage(store, run) for run in runs}
+    after = _after_runs(store, task.id)
+    usage = {run.id: _run_usage(store, run) + after.get(run.id, Usage()) for run in runs}
     latest = max((run.round for run in runs), default=0)
     environment = store.last_event(task.id, ["environment"])
     data = environment.data if environment is not None and isinstance(environment.data, dict) else {}
@@ -131,6 +135,19 @@ def _run_usage(store: TaskStore, run: Run) -> Usage:
         return Usage(max(live.steps, _count(spent.get("steps"))), live.input_tokens, live.output_tokens,
                      live.cached_tokens, float(spent["cost"]), live.cost_known)
     return live
+
+
+#: Events that record a model call made for a run once its agent ended (not a step of it).
+AFTER_RUN_CALLS = ("memories_proposed",)
+
+
+def _after_runs(store: TaskStore, task_id: str) -> dict[str, Usage]:
+    """Per run, the model calls made for it after its agent ended."""
+    found: dict[str, Usage] = {}
+    for event in store.events(task_id, 0, 1_000_000, kinds=list(AFTER_RUN_CALLS)):
+        if event.run_id is not None and isinstance(event.data, dict) and "input_tokens" in event.data:
+            found[event.run_id] = found.get(event.run_id, Usage()) + Usage.of_event(event.data, steps=0)
+    return found
 
 
 def _run_seconds(run: Run, now: float) -> float:

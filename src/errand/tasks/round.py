@@ -39,10 +39,12 @@ from errand.agent.budgets import Spent
 from errand.agent.transcript import message_from_json, message_to_json
 from errand.errors import ConfigError, ErrandError
 from errand.memory import MemoryStore
+from errand.memory.distill import estimated_tokens
 from errand.models import Catalog, Model, ModelEndpoint, ModelError, ScriptedModel, open_model
 from errand.repo import WorkingCopy, checkouts
 from errand.sandbox import AsyncSandbox
 from errand.tasks import steps
+from errand.tasks.egress_log import end_sandbox
 from errand.tasks.environment import Environment, project_guide
 from errand.tasks.errors import IllegalTransition, StateConflict
 from errand.tasks.evidence import Evidence, TestRun
@@ -383,7 +385,7 @@ async def _suspend(bench: Bench, live: _Live, prepared: Prepared, index: int, ag
         "agent": agent.suspended(), "commands": journal.commands, "delivered": sorted(journal.delivered)})
     sandbox, live.sandboxes[index], live.agents[index] = live.sandboxes[index], None, None
     if sandbox is not None:
-        await sandbox.terminate()
+        await end_sandbox(sandbox, journal, "agent")
     await bench.move(prepared.task_id, TaskState.NEEDS_INPUT, TaskState.RUNNING)
 
 
@@ -437,7 +439,7 @@ async def conclude(bench: Bench, prepared: Prepared, *, settled: Callable[[], No
     stored = await asyncio.to_thread(steps.finalize, bench.store, prepared.task_id, runs, results, list(evidence),
                                      caches=caches, order=order)
     if live.link is not None:
-        await _distill(bench, live, prepared, results[best])
+        await _distill(bench, live, prepared, best, results[best])
     task = await asyncio.to_thread(bench.store.get_task, prepared.task_id)
     return RoundResult(prepared.task_id, task.state, prepared.run_ids[best], tuple(stored))
 
@@ -469,7 +471,7 @@ async def _evidence(bench: Bench, live: _Live, prepared: Prepared, index: int, r
     set-up environment over the same tree, as the accepted branch will be tested."""
     sandbox, live.sandboxes[index] = live.sandboxes[index], None
     if sandbox is not None:
-        await sandbox.terminate()
+        await end_sandbox(sandbox, live.journals[index], "agent")
     copy = live.copies[index]
     diff = await asyncio.to_thread(copy.diff)
     run = await asyncio.to_thread(bench.store.get_run, prepared.run_ids[index])
@@ -478,18 +480,29 @@ async def _evidence(bench: Bench, live: _Live, prepared: Prepared, index: int, r
         evidence = await steps.collect_evidence(result, diff, live.journals[index], environment=live.environment,
                                                 sandbox=checks, tests_before=tests_before)
     finally:
-        await checks.terminate()
+        await end_sandbox(checks, live.journals[index], "checks")
     return evidence, diff.text
 
 
-async def _distill(bench: Bench, live: _Live, prepared: Prepared, result: AgentResult) -> None:
-    """Let a model propose what the finished task taught; a person approves each."""
+async def _distill(bench: Bench, live: _Live, prepared: Prepared, index: int, result: AgentResult) -> None:
+    """Let a model propose what the finished task taught; a person approves each.
+
+    The call is the best run's, like its agent's calls: counted in its figures, and made
+    only while its token and cost budgets have room for it (else skipped, and said why)."""
     assert live.link is not None
+    journal = live.journals[index]
+    budgets = live.environment.budgets or bench.budgets
+    refusal = result.spent.refusal(budgets, estimated_tokens(result.messages))
+    if refusal is not None:
+        reason, budget = refusal
+        await journal("distill_skipped", {"reason": f"memories were not distilled from this task: {reason}",
+                                          "budget": budget})
+        return
     try:
         model = bench.distiller(live.model)
         if model is None:
             return
-        await live.link.distill(result.messages, model)
+        await live.link.distill(result.messages, model, journal)
     except ErrandError as error:
         await bench.event(prepared.task_id, None, "distill_failed", {"reason": error.message})
 
@@ -500,12 +513,12 @@ async def close(bench: Bench, key: str, run_ids: Sequence[str]) -> None:
     if live is not None:
         if live.baseline is not None and not live.baseline.done():
             live.baseline.cancel()
-        for sandbox in live.sandboxes:
+        for sandbox, journal in zip(live.sandboxes, live.journals, strict=True):
             if sandbox is not None:
                 with contextlib.suppress(ErrandError):
                     if sandbox.paused:
                         await sandbox.resume()
-                await sandbox.terminate()
+                await end_sandbox(sandbox, journal, "agent")
     for run_id in run_ids:
         with contextlib.suppress(ErrandError):
             await asyncio.to_thread(steps.remove_work, await asyncio.to_thread(bench.store.get_run, run_id))

@@ -33,6 +33,7 @@ from errand.sandbox import AsyncSandbox, Image, Mount
 from errand.sandbox.cache import find_image, find_layer, keep_image, keep_layer
 from errand.sandbox.registries import RegistryAccess, host_registries
 from errand.tasks import reuse
+from errand.tasks.egress_log import end_sandbox, refusals_note
 from errand.tasks.environment import Environment, cache_key, keyed_on
 from errand.tasks.errors import SetupFailed
 from errand.tasks.evidence import Evidence, TestRun, assess, is_test_file, parse_counts
@@ -410,7 +411,8 @@ async def _run_setup(environment: Environment, image: Image, copy: WorkingCopy, 
         for command in commands.setup:
             result = await run(command)
             if not result.ok:
-                raise SetupFailed(f"setup command `{command}` {_ended(result)}; its output is in the task's log",
+                raise SetupFailed(f"setup command `{command}` {_ended(result)}; its output is in the task's log"
+                                  f"{await refusals_note(sandbox)}",
                                   command=command, exit_code=result.exit_code, log=result.output)
         primed = bool(commands.prime)
         for command in commands.prime:
@@ -427,7 +429,7 @@ async def _run_setup(environment: Environment, image: Image, copy: WorkingCopy, 
                 break
         return await sandbox.snapshot(), _Done(primed, refreshed, failed)
     finally:
-        await sandbox.terminate()
+        await end_sandbox(sandbox, journal, "setup")
 
 
 def _object_mounts(copy: WorkingCopy) -> list[Mount]:
@@ -496,7 +498,7 @@ async def tests_on_base(environment: Environment, setup: SetUp, copy: WorkingCop
         if cached is not None:
             await _journal_baseline(journal, cached, cached=True)
             return cached
-        result = await _run_baseline(environment, setup, copy, labels)
+        result = await _run_baseline(environment, setup, copy, journal, labels)
         cached_at.parent.mkdir(parents=True, exist_ok=True)
         partial = cached_at.with_suffix(f".{os.getpid()}.tmp")
         partial.write_text(json.dumps(result.__dict__))
@@ -512,7 +514,7 @@ def _cached_baseline(path: Path) -> TestRun | None:
         return None
 
 
-async def _run_baseline(environment: Environment, setup: SetUp, copy: WorkingCopy,
+async def _run_baseline(environment: Environment, setup: SetUp, copy: WorkingCopy, journal: Journal,
                         labels: Mapping[str, str] | None) -> TestRun:
     assert environment.test is not None
     base = await asyncio.to_thread(WorkingCopy.overlaid, copy.source, copy.base_commit,
@@ -523,7 +525,7 @@ async def _run_baseline(environment: Environment, setup: SetUp, copy: WorkingCop
         try:
             return await check(sandbox, environment.test)
         finally:
-            await sandbox.terminate()
+            await end_sandbox(sandbox, journal, "baseline")
     finally:
         await asyncio.to_thread(base.remove)
 

@@ -12,6 +12,7 @@ block); they carry no sentence here.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -117,6 +118,40 @@ def _model_endpoint(d: Mapping[str, Any]) -> Sentence:
     return _said("endpoint", *parts, tone="warn" if d.get("key") == "differs" else "quiet")
 
 
+def _egress(d: Mapping[str, Any]) -> Sentence:
+    """Where a sandbox connected (per host, with bytes), then each refusal with its reason."""
+    hosts = [h for h in d.get("hosts") or [] if isinstance(h, Mapping)] if isinstance(d.get("hosts"), list) else []
+    refused = [r for r in d.get("refused") or [] if isinstance(r, Mapping)] \
+        if isinstance(d.get("refused"), list) else []
+    more_hosts, more_refused = _number(d.get("more_hosts")), _number(d.get("more_refused"))
+    reached = "; ".join(f"{h.get('host')}:{h.get('port')} ×{h.get('connections')}, "
+                        f"{_size(h.get('bytes_out'))} out, {_size(h.get('bytes_in'))} in" for h in hosts)
+    lines = [f"refused {time.strftime('%H:%M:%S', time.gmtime(_number(r.get('time'))))} "
+             f"{r.get('host')}:{r.get('port')}: {r.get('reason')}" for r in refused]
+    if more_refused:
+        lines.append(f"… and {more_refused} more refused")
+    parts: list[Part] = ["egress of the ", Value(d.get("role")), " sandbox: ",
+                         _count(sum(_number(h.get("connections")) for h in hosts), "connection"), " to ",
+                         _count(len(hosts) + more_hosts, "host"), *((" (", Value(reached), ")") if reached else ()),
+                         f", {_count(len(refused) + more_refused, 'refusal')}"]
+    if lines:
+        parts.append(Value("\n".join(lines), block=True))
+    return _said("egress", *parts, tone="warn" if lines else "quiet")
+
+
+def _number(value: object) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _size(value: object) -> str:
+    size = float(_number(value))
+    for unit in ("B", "kB", "MB"):
+        if size < 1000:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"
+
+
 def _failed(d: Mapping[str, Any]) -> Sentence:
     log = (Value(d.get("log"), block=True),) if d.get("log") else ()
     return _said("failed", Value(d.get("reason"), lines=True), *log, tone="bad", lead="failed:")
@@ -137,6 +172,7 @@ SENTENCES: Mapping[str, Say] = {
     "setup_cached": lambda d: _said("setup", "environment set up already (cached, ", Value(d.get("key"), code=True),
                                     ")", tone="step"),
     "setup_tree": _setup_tree,
+    "egress": _egress,
     "setup_finished": _setup_finished,
     "check_skipped": lambda d: _said("check", "not run again: ", Value(d.get("what")), " (", Value(d.get("reason")),
                                      ")", tone="quiet"),
@@ -167,6 +203,7 @@ SENTENCES: Mapping[str, Say] = {
     "failed": _failed,
     "cancelled": lambda d: _said("cancelled", "cancelled", tone="quiet"),
     "memories_exported": _memories_exported,
+    "distill_skipped": lambda d: _said("memory", Value(d.get("reason"), lines=True), tone="warn"),
     "memory_unavailable": lambda d: _said("memory", "project memory unavailable (", Value(d.get("reason")),
                                           "); the round goes on without it", tone="warn"),
     "recovered": lambda d: _said("recovered", "worker restarted: run ", Value(d.get("run_id")),

@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 from errand.errors import BackendUnavailable, ConfigError, SandboxError, SandboxNotFound
 
-__all__ = ["Cgroup", "Limits", "SandboxUsage"]
+__all__ = ["Cgroup", "Limits", "SandboxUsage", "wait_until"]
 
 PARENT = "errand"
 CPU_PERIOD_US = 100_000
@@ -215,17 +215,21 @@ class Cgroup:
         writes = group._limit_writes(limits, enabled)  # may refuse before anything exists
         created = _mkdirs(group._dirs(), layout)
         try:
-            for path, value, optional in writes:
-                if optional:
-                    _try_write(path, value, ignore=FileNotFoundError)
-                else:
-                    _write(path, value)
-        except BaseException as exc:
+            _apply(writes, name)
+        except BaseException:
             _rmdirs(created)
-            if isinstance(exc, OSError):
-                raise BackendUnavailable(f"cannot set limits on cgroup {name!r}: {exc}") from exc
             raise
         return group
+
+    def set_limits(self, limits: Limits) -> None:
+        """Hold the group to new limits (a pooled sandbox takes its own when claimed). Lowering
+        the memory limit below what the group uses fails with BackendUnavailable."""
+        writes = self._limit_writes(limits, _ensure_parents(_layout()))
+        if "memory" in self.v1_dirs and limits.memory_bytes is not None and limits.memory_bytes > int(
+                _read(os.path.join(self.v1_dirs["memory"], "memory.limit_in_bytes"))):
+            # v1 keeps memory+swap at or above memory: raising both, memsw goes first.
+            writes.sort(key=lambda write: not write[0].endswith("memory.memsw.limit_in_bytes"))
+        _apply(writes, self.name)
 
     @classmethod
     def open(cls, name: str) -> Cgroup:
@@ -369,7 +373,7 @@ class Cgroup:
             # A task frozen by the v1 freezer dies only once thawed.
             with contextlib.suppress(FileNotFoundError, BackendUnavailable):
                 self._set_frozen(False)
-            _wait_until(lambda: not self._v2_populated(), deadline)
+            wait_until(lambda: not self._v2_populated(), deadline)
         # Leftovers: no cgroup.kill, or processes placed in the v1 groups only.
         while self.pids():
             if time.monotonic() >= deadline:
@@ -388,7 +392,7 @@ class Cgroup:
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(FileNotFoundError, BackendUnavailable):
             self._set_frozen(False)  # on v1 a frozen task only dies once thawed
-        _wait_until(lambda: not self.pids(), min(deadline, time.monotonic() + 0.1))
+        wait_until(lambda: not self.pids(), min(deadline, time.monotonic() + 0.1))
 
     def _v2_populated(self) -> bool:
         assert self.v2_dir is not None
@@ -425,6 +429,17 @@ class Cgroup:
 
 
 # --- small helpers --------------------------------------------------------------------
+
+def _apply(writes: list[tuple[str, str, bool]], name: str) -> None:
+    try:
+        for path, value, optional in writes:
+            if optional:
+                _try_write(path, value, ignore=FileNotFoundError)
+            else:
+                _write(path, value)
+    except OSError as exc:
+        raise BackendUnavailable(f"cannot set limits on cgroup {name!r}: {exc}") from exc
+
 
 def _check_name(name: str) -> None:
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
@@ -508,7 +523,7 @@ def _rmdirs(dirs: list[str]) -> None:
             os.rmdir(d)
 
 
-def _wait_until(done: Callable[[], bool], deadline: float) -> bool:
+def wait_until(done: Callable[[], bool], deadline: float) -> bool:
     # Polled often at first: a sandbox's last exit unmounts its disk (1-3 ms), and a
     # doubling delay would see it end only several milliseconds later.
     start = time.monotonic()

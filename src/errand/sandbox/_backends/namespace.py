@@ -10,13 +10,18 @@ mounts, and nothing else.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import select
 import shutil
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from errand.errors import BackendUnavailable
 from errand.sandbox._backends import seccomp
+from errand.sandbox._backends.cgroups import Cgroup, wait_until
 from errand.sandbox._backends.launcher import (
     AGENT_PATH,
     BUILD_CAPABILITIES,
@@ -25,6 +30,7 @@ from errand.sandbox._backends.launcher import (
     agent_arguments,
     staged,
 )
+from errand.sandbox._backends.registry import Record, process_start, process_stat
 from errand.sandbox._backends.spec import SandboxSpec
 
 __all__ = ["NamespaceBackend"]
@@ -34,11 +40,39 @@ class NamespaceBackend(LaunchedBackend):
     name = "namespace"
 
     def check(self) -> None:
-        if shutil.which("bwrap") is None:
+        if not _have_bwrap():
             raise BackendUnavailable("the namespace tier needs bubblewrap: apt-get install bubblewrap")
         if os.geteuid() != 0:
             raise BackendUnavailable("errand's namespace tier runs as root on the host (it maps "
                                      "sandboxes onto unprivileged ids itself)")
+
+    def kill(self, record: Record) -> None:
+        """SIGKILL the sandbox's pid namespace through its init (the kernel then kills every
+        process in it, and none can leave it or fork past it) and the bwrap outside it; the
+        cgroup's freeze-and-kill rounds (``LaunchedBackend.kill``) take whatever is left."""
+        targets = _pidfds(record)
+        try:
+            for pidfd in targets:
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            # A pidfd turns readable when its process has exited: no polling on a timer.
+            waiting = select.poll()
+            for pidfd in targets:
+                waiting.register(pidfd, select.POLLIN)
+            deadline = time.monotonic() + _DIRECT_KILL_WAIT
+            left = set(targets)
+            while left and (remaining := deadline - time.monotonic()) > 0:
+                for pidfd, _ in waiting.poll(remaining * 1000):
+                    waiting.unregister(pidfd)
+                    left.discard(pidfd)
+        finally:
+            for pidfd in targets:
+                os.close(pidfd)
+        if targets:
+            with contextlib.suppress(Exception):  # the group may be gone: the rounds below decide
+                group = Cgroup.open(record.cgroup)
+                wait_until(lambda: not group.pids(), time.monotonic() + _DIRECT_KILL_WAIT)
+        super().kill(record)
 
     @contextlib.contextmanager
     def runtime(self, spec: SandboxSpec, directory: Path, listen_fd: int) -> Iterator[Runtime]:
@@ -69,3 +103,42 @@ class NamespaceBackend(LaunchedBackend):
         args += ["--dir", spec.workdir, "--seccomp", str(seccomp_fd), "--chdir", "/", "--",
                  AGENT_PATH, "serve", "--fd", str(listen_fd), *agent_arguments(spec)]
         return args
+
+
+_DIRECT_KILL_WAIT = 1.0  # seconds the direct kill is given before the cgroup's kill rounds
+
+
+@functools.cache
+def _have_bwrap() -> bool:
+    return shutil.which("bwrap") is not None
+
+
+def _pidfds(record: Record) -> list[int]:
+    """Descriptors of the sandbox's outermost process and of its children (bwrap's pid
+    namespace init), each checked to be the process the record names after it was opened,
+    so a reused pid is never signalled."""
+    try:
+        outer = os.pidfd_open(record.pid)
+    except ProcessLookupError:
+        return []
+    if process_start(record.pid) != record.pid_start:
+        os.close(outer)
+        return []
+    found = [outer]
+    try:
+        with open(f"/proc/{record.pid}/task/{record.pid}/children", encoding="ascii") as handle:
+            children = [int(pid) for pid in handle.read().split()]
+    except OSError:
+        children = []
+    for child in children:
+        try:
+            pidfd = os.pidfd_open(child)
+        except ProcessLookupError:
+            continue
+        stat = process_stat(child)
+        if stat is not None and int(stat[1]) == record.pid:
+            found.append(pidfd)
+        else:
+            os.close(pidfd)
+    return found
+

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from errand import _settings
 
-__all__ = ["ORPHAN_GRACE", "OWNER_GRACE", "Record", "all_records", "process_start", "records", "same_process"]
+__all__ = ["ORPHAN_GRACE", "OWNER_GRACE", "Record", "all_records", "process_start", "process_stat", "records",
+           "same_process"]
 
 # Who ends a sandbox at its lifetime, in order: its agent inside at the deadline; its owner
 # this long after (the agent runs where a process could stop it); garbage collection, for
@@ -106,16 +107,21 @@ class Record:
 
 def process_start(pid: int) -> int | None:
     """The kernel's start time of ``pid`` (clock ticks since boot), or None if gone."""
+    fields = process_stat(pid)
+    if fields is None or fields[0] == b"Z":
+        return None  # a zombie has ended; only its parent's wait is missing
+    return int(fields[19])
+
+
+def process_stat(pid: int) -> list[bytes] | None:
+    """``/proc/<pid>/stat`` after the command name (state, parent, ...), or None if gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             stat = handle.read()
     except OSError:
         return None
     # The command name may hold spaces or parentheses: split after the last ')'.
-    fields = stat[stat.rindex(b")") + 2:].split()
-    if fields[0] == b"Z":
-        return None  # a zombie has ended; only its parent's wait is missing
-    return int(fields[19])
+    return stat[stat.rindex(b")") + 2:].split()
 
 
 def same_process(pid: int, start: int | None) -> bool:

@@ -23,9 +23,7 @@ from errand.sandbox._egress.http import (
     split_host_port,
 )
 
-__all__ = ["Upstream", "absolute_target", "exchange", "next_head", "origin_head"]
-
-IDLE_TIMEOUT = 60.0  # a kept-alive client connection may wait this long for its next request
+__all__ = ["Upstream", "absolute_target", "exchange", "next_head", "origin_head", "read_head"]
 
 # Dropped on the way to the origin. Upgrade among them: after a 101 the connection
 # would no longer be HTTP this proxy can check (h2c carries requests for any host).
@@ -92,17 +90,36 @@ def origin_head(request: RequestHead, path: str, host: str, port: int) -> bytes:
     return "\r\n".join(lines).encode("latin-1")
 
 
-async def next_head(reader: asyncio.StreamReader) -> bytes | None:
-    """The next request's head on a kept-alive connection; None once the client is done or idle too long."""
+async def read_head(reader: asyncio.StreamReader, timeout: float, what: str) -> bytes:
+    """A message head (to its blank line), however slowly it comes within ``timeout`` seconds;
+    refused (408) with ``what`` named once the time is up."""
     try:
-        async with asyncio.timeout(IDLE_TIMEOUT):
+        async with asyncio.timeout(timeout):
             return await reader.readuntil(b"\r\n\r\n")
+    except TimeoutError:
+        raise Refused(f"{what} did not arrive within {timeout:g}s ({len(_waiting(reader))} bytes came)",
+                      408) from None
+
+
+async def next_head(reader: asyncio.StreamReader, idle: float, timeout: float) -> bytes | None:
+    """The next request's head on a kept-alive connection; None once the client is done, or has
+    sent nothing for ``idle`` seconds. A head that has begun gets ``timeout`` seconds to end."""
+    try:
+        async with asyncio.timeout(idle):
+            return await reader.readuntil(b"\r\n\r\n")  # cancelled, it leaves what came in the buffer
     except asyncio.IncompleteReadError as error:
         if error.partial.strip(b"\r\n"):
             raise
         return None
     except TimeoutError:
-        return None
+        if not _waiting(reader).strip(b"\r\n"):
+            return None
+    return await read_head(reader, timeout, "the next request's head")
+
+
+def _waiting(reader: asyncio.StreamReader) -> bytes:
+    """What the client has sent that no read has taken yet (a head still arriving)."""
+    return bytes(getattr(reader, "_buffer", b""))
 
 
 async def exchange(connection: _Answering, request: RequestHead, origin: bytes, reader: asyncio.StreamReader,

@@ -20,6 +20,14 @@ followed exactly, and ambiguous framing refused), so every request is checked:
 its URL names the host and port, its Host header must agree, and the request
 goes to an upstream opened for that host and port; a request for another host
 ends the upstream connection and opens (or is refused) one of its own.
+
+Slow is not bad: on a saturated machine a client can take tens of seconds to
+send a head its program wrote long ago (its own event loop busy unpacking
+what it fetched), so the proxy waits for a head, a ClientHello and an upstream
+connection within generous bounds (:class:`ProxyTimeouts`, set by
+``ERRAND_EGRESS_*_TIMEOUT``). Every connection the proxy does not carry, for
+whatever cause (a policy's denial, a malformed or unfinished head, a timeout,
+a client that left), is an egress event with its reason.
 """
 
 from __future__ import annotations
@@ -27,16 +35,19 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import math
 import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from errand.errors import ConfigError
 from errand.sandbox._backends.spec import PROXY_PORT
 from errand.sandbox._egress.http import Refused, RequestHead, parse_request, split_host_port
-from errand.sandbox._egress.plainhttp import Upstream, absolute_target, exchange, next_head, origin_head
+from errand.sandbox._egress.plainhttp import Upstream, absolute_target, exchange, next_head, origin_head, read_head
 from errand.sandbox._egress.tls import TLS_RECORD_HEADER, client_hello_length, server_name
 from errand.sandbox.network import (
     Address,
@@ -49,12 +60,10 @@ from errand.sandbox.network import (
     parse_address,
 )
 
-__all__ = ["EgressEvent", "EgressProxy", "proxy_env"]
+__all__ = ["EgressEvent", "EgressProxy", "ProxyTimeouts", "proxy_env"]
 
 _HEAD_LIMIT = 65536
-_HEAD_TIMEOUT = 10.0
 _MAX_CONNECTIONS = 512  # per sandbox
-_CONNECT_TIMEOUT = 10.0
 _LOG_LIMIT = 1 << 20  # bytes of egress log kept per sandbox
 
 
@@ -101,11 +110,54 @@ def proxy_env() -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class ProxyTimeouts:
+    """How long the proxy waits, in seconds: for a request head (or a tunnel's TLS ClientHello)
+    to arrive whole, for a kept-alive connection's next request to begin, for an upstream
+    connection to open.
+
+    Generous by default: at load 17-41 on two cores a CONNECT head took over 10 s to
+    arrive, and a proxy that answered it 400 failed installs that would have worked
+    (npm reports it as the registry's ``E400``). A bound still ends a client that
+    never finishes, so a stuck connection does not hold a descriptor for ever.
+    """
+
+    head: float = 120.0
+    idle: float = 60.0
+    connect: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("head", "idle", "connect"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                    or value <= 0:
+                raise ConfigError(f"the egress proxy's {name} timeout must be a positive number of seconds, "
+                                  f"not {value!r}", code="invalid_config")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ProxyTimeouts:
+        """The defaults, each overridden by ``ERRAND_EGRESS_HEAD_TIMEOUT``, ``..._IDLE_TIMEOUT``
+        or ``..._CONNECT_TIMEOUT`` (seconds) where set."""
+        environ = os.environ if environ is None else environ
+        given: dict[str, float] = {}
+        for name in ("head", "idle", "connect"):
+            variable = f"ERRAND_EGRESS_{name.upper()}_TIMEOUT"
+            text = environ.get(variable, "").strip()
+            if not text:
+                continue
+            try:
+                given[name] = float(text)
+            except ValueError:
+                raise ConfigError(f"${variable} must be a number of seconds, not {text!r}",
+                                  code="invalid_config") from None
+        return cls(**given)
+
+
+@dataclass(frozen=True)
 class EgressEvent:
     time: float
     host: str
     port: int
-    verdict: str  # "allowed" (opened), "denied", or "closed" (with the bytes it carried)
+    verdict: str  # "allowed" (opened), "denied" (refused, whatever the cause), or "closed" (with its bytes)
     reason: str
     bytes_out: int = 0
     bytes_in: int = 0
@@ -121,6 +173,7 @@ class _Connection:
         self.host, self.port, self.address = "?", 0, ""
         self.scheme: Scheme = "https"
         self.answered = False  # a CONNECT was answered 200, or a response begun: no HTTP error can follow
+        self.ended_by_policy = False  # closed by a policy change, which logged it
 
     def allowed_under(self, policy: Network) -> bool:
         if self.host != "?" and not decide_name(policy, self.host, self.port, self.scheme).allowed:
@@ -137,7 +190,8 @@ class _Connection:
 class EgressProxy:
     """Serves every sandbox of this process. Policies can be swapped at runtime."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeouts: ProxyTimeouts | None = None) -> None:
+        self.timeouts = timeouts if timeouts is not None else ProxyTimeouts.from_env()
         self._policies: dict[str, Network] = {}
         self._servers: dict[str, asyncio.base_events.Server] = {}
         self._live: dict[str, set[_Connection]] = {}
@@ -162,6 +216,7 @@ class EgressProxy:
         closed = 0
         for connection in list(self._live.get(sandbox_id, ())):
             if not connection.allowed_under(policy):
+                connection.ended_by_policy = True
                 connection.abort()
                 closed += 1
                 self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "denied",
@@ -201,32 +256,48 @@ class EgressProxy:
         live = self._live.get(sandbox_id)
         if live is None or len(live) >= _MAX_CONNECTIONS:
             # One sandbox must not exhaust the descriptors every other sandbox here needs.
+            reason = "the sandbox has ended" if live is None else \
+                f"too many connections at once ({_MAX_CONNECTIONS} open from this sandbox)"
+            self._record(sandbox_id, EgressEvent(time.time(), "?", 0, "denied", reason))
             writer.transport.abort()
             return
         _no_delay(writer.get_extra_info("socket"))
         connection = _Connection(writer.transport)
         live.add(connection)
         try:
-            async with asyncio.timeout(_HEAD_TIMEOUT):
-                head = await reader.readuntil(b"\r\n\r\n")
-            request = parse_request(head)
-            if request.method == "CONNECT":
-                connection.host, connection.port = split_host_port(request.target, 443)
-                await self._tunnel(sandbox_id, connection, reader, writer)
-            else:
-                await self._serve_http(sandbox_id, connection, request, reader, writer)
+            await self._serve_client(sandbox_id, connection, reader, writer)
         except Refused as refusal:
-            self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "denied",
-                                                 refusal.reason))
-            if not connection.answered:
-                await _reply(writer, refusal.status, refusal.reason)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError,
-                ValueError, UnicodeError):
-            if not connection.answered:
-                await _reply(writer, 400, "bad proxy request")
+            await self._refuse(sandbox_id, connection, writer, refusal)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, TimeoutError, ValueError,
+                UnicodeError) as error:
+            await self._refuse(sandbox_id, connection, writer, _refusal(error))
         finally:
             live.discard(connection)
             connection.abort()
+
+    async def _serve_client(self, sandbox_id: str, connection: _Connection, reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> None:
+        head = await read_head(reader, self.timeouts.head, "the request head")
+        request = parse_request(head)
+        if request.method == "CONNECT":
+            try:
+                connection.host, connection.port = split_host_port(request.target, 443)
+            except ValueError:
+                raise Refused(f"a malformed CONNECT target {request.target[:80]!r}", 400) from None
+            await self._tunnel(sandbox_id, connection, reader, writer)
+        else:
+            await self._serve_http(sandbox_id, connection, request, reader, writer)
+
+    async def _refuse(self, sandbox_id: str, connection: _Connection, writer: asyncio.StreamWriter,
+                      refusal: Refused) -> None:
+        """A connection not carried (on, or any more): logged with its reason, and answered
+        with it while no response has begun."""
+        if connection.ended_by_policy:
+            return  # what follows its abort is no news: the policy change was logged
+        self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "denied",
+                                             refusal.reason, address=connection.address))
+        if not connection.answered:
+            await _reply(writer, refusal.status, refusal.reason)
 
     def _check_name(self, sandbox_id: str, connection: _Connection) -> Network:
         policy = self._policies.get(sandbox_id)
@@ -249,9 +320,9 @@ class EgressProxy:
         # never reaches the server.
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         counts = [0, 0, 0]  # bytes out, bytes in, directions ended
-        connecting = asyncio.ensure_future(_connect(connection, usable, done, counts))
+        connecting = asyncio.ensure_future(_connect(connection, usable, done, counts, self.timeouts.connect))
         try:
-            hello = await _client_hello(reader)
+            hello = await _client_hello(reader, self.timeouts.head)
             sni = server_name(hello)
             if sni is None and parse_address(host) is None:
                 raise Refused("TLS ClientHello without a server name")
@@ -287,7 +358,7 @@ class EgressProxy:
                     self._recheck(sandbox_id, connection, [ipaddress.ip_address(connection.address)])
                 if not await exchange(connection, request, origin, reader, writer, upstream):
                     break
-                head = await next_head(reader)
+                head = await next_head(reader, self.timeouts.idle, self.timeouts.head)
                 if head is None:
                     break
                 request = parse_request(head)
@@ -301,7 +372,7 @@ class EgressProxy:
         last_error: Exception | None = None
         for address in usable:
             try:
-                async with asyncio.timeout(_CONNECT_TIMEOUT):
+                async with asyncio.timeout(self.timeouts.connect):
                     upstream_reader, upstream_writer = await asyncio.open_connection(
                         str(address), connection.port, limit=_HEAD_LIMIT)
             except (OSError, TimeoutError) as error:
@@ -416,12 +487,12 @@ class _Relay(asyncio.Protocol):
 
 
 async def _connect(connection: _Connection, addresses: list[Address], done: asyncio.Future[None],
-                   counts: list[int]) -> asyncio.WriteTransport:
+                   counts: list[int], timeout: float) -> asyncio.WriteTransport:
     loop = asyncio.get_running_loop()
     last_error: Exception | None = None
     for address in addresses:
         try:
-            async with asyncio.timeout(_CONNECT_TIMEOUT):
+            async with asyncio.timeout(timeout):
                 transport, _ = await loop.create_connection(
                     lambda: _Relay(connection.client, done, counts, 1), str(address), connection.port)
         except (OSError, TimeoutError) as error:
@@ -450,14 +521,33 @@ def _buffered(reader: asyncio.StreamReader) -> bytes:
     return data
 
 
-async def _client_hello(reader: asyncio.StreamReader) -> bytes:
+async def _client_hello(reader: asyncio.StreamReader, timeout: float) -> bytes:
     """The first TLS record the client sends; a tunnel that does not start with one is refused."""
-    async with asyncio.timeout(_HEAD_TIMEOUT):
-        header = await reader.readexactly(TLS_RECORD_HEADER)
-        length = client_hello_length(header)
-        if length is None:
-            raise Refused("a tunnel must start with a TLS ClientHello (only TLS is carried)")
-        return header + await reader.readexactly(length - TLS_RECORD_HEADER)
+    try:
+        async with asyncio.timeout(timeout):
+            header = await reader.readexactly(TLS_RECORD_HEADER)
+            length = client_hello_length(header)
+            if length is None:
+                raise Refused("a tunnel must start with a TLS ClientHello (only TLS is carried)")
+            return header + await reader.readexactly(length - TLS_RECORD_HEADER)
+    except TimeoutError:
+        raise Refused(f"the TLS ClientHello did not arrive within {timeout:g}s", 408) from None
+
+
+def _refusal(error: Exception) -> Refused:
+    """Why a connection that failed on the client's side was not carried, as a refusal to log."""
+    if isinstance(error, asyncio.IncompleteReadError):
+        if not error.partial.strip(b"\r\n"):
+            return Refused("the client closed the connection before sending a request", 400)
+        return Refused(f"the client closed the connection {len(error.partial)} bytes into a message "
+                       "(its end never came)", 400)
+    if isinstance(error, asyncio.LimitOverrunError):
+        return Refused(f"a head longer than {_HEAD_LIMIT} bytes", 431)
+    if isinstance(error, TimeoutError):
+        return Refused("timed out", 408)
+    if isinstance(error, ConnectionError):
+        return Refused(f"the client's connection failed ({error.strerror or type(error).__name__})", 400)
+    return Refused(f"a malformed request ({type(error).__name__}: {str(error)[:80]})", 400)
 
 
 async def _resolve(host: str, port: int) -> list[Address]:
@@ -514,7 +604,8 @@ async def _reply(writer: asyncio.StreamWriter, status: int, reason: str) -> None
     if writer.transport.is_closing():
         return
     body = f"errand egress proxy: {reason}\n".encode()
-    phrase = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}.get(status, "Error")
+    phrase = {400: "Bad Request", 403: "Forbidden", 408: "Request Timeout", 431: "Request Header Fields Too Large",
+              502: "Bad Gateway"}.get(status, "Error")
     writer.write(f"HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
                  f"Connection: close\r\n\r\n".encode() + body)
     try:
