@@ -212,13 +212,13 @@ def _runs_tests(instance: Instance, context: InstanceContext) -> Callable[[str],
     """Whether a path decides how the tests run: by its name, because setup wrote it, or because
     the test command names it (see :mod:`errand.eval.patches`)."""
     named = command_paths(instance.spec.test or "")
-    layer, base_tree = context.setup.tree_layer, context.base_tree
+    layers, base_tree = context.setup.tree_layers, context.base_tree
 
     def written_by_setup(path: str) -> bool:
-        if layer is None or base_tree is None:
+        if not layers or base_tree is None:
             return False
         parts = PurePosixPath(path).parts
-        return any(os.path.lexists(layer.joinpath(*parts[:depth])) and not os.path.lexists(
+        return any(any(os.path.lexists(layer.joinpath(*parts[:depth])) for layer in layers) and not os.path.lexists(
             base_tree.joinpath(*parts[:depth])) for depth in range(1, len(parts) + 1))
 
     return lambda path: runner_path(path) or path in named or written_by_setup(path)
