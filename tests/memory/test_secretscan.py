@@ -75,13 +75,14 @@ ADVERSARIAL_UNITS = ["pwd-", "--pwd-", "eyJ-", "a", "a.", "+a", "x://", "x://:",
 @pytest.mark.parametrize("unit", ADVERSARIAL_UNITS)
 def test_the_scan_takes_linear_time_on_adversarial_input(unit: str) -> None:
     text = (unit * (100_000 // len(unit) + 1))[:100_000]
-    # The best of five runs: the machine is shared, and a slow scanner is slow on every run
-    # (the backtracking one took 41 s on 4,000 characters).
-    assert min(_seconds(text) for _ in range(5)) < 0.050
+    # A bound no load reaches and no backtracking scanner meets: the backtracking one took 41 s on
+    # 4,000 characters, and grows faster than the square of the length; a linear one takes under 50 ms
+    # on 100,000 on a quiet machine. The best of three runs, as the machine is shared.
+    assert min(_seconds(text) for _ in range(3)) < 2.0
 
 
 def test_the_issue_example_is_quick() -> None:
-    assert _seconds(("pwd-" * 1000)[:4000]) < 0.010
+    assert _seconds(("pwd-" * 1000)[:4000]) < 1.0  # the backtracking scanner: 41 s
 
 
 def test_a_long_run_of_names_still_finds_the_assignment_at_its_end() -> None:
