@@ -75,6 +75,7 @@ def _settled(before: dict[str, set[object]], timeout: float = 10.0) -> dict[str,
 
 
 @pytest.mark.slow  # 200 sandboxes on each backend: minutes on a busy machine
+@pytest.mark.serial
 def test_two_hundred_cycles_leave_nothing(tmp_path: Path, backend: str) -> None:
     (tmp_path / "repo").mkdir()
     (tmp_path / "repo" / "file.txt").write_text("content")
