@@ -8,10 +8,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from sandbox.test_egress_refusals import Running, start
 
 from errand.sandbox._egress.proxy import ProxyTimeouts
 from errand.tasks.egress_log import egress_record
+from sandbox.test_egress_refusals import Running, start
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
