@@ -71,3 +71,11 @@ def test_a_rewritten_log_reads_back_the_same_ledger() -> None:
     assert events[:KEPT_REFUSALS] == written.first_refusals
     assert events[-1] == history[-1] and len(events) < len(history)
     assert read_ledger("").events == 0
+
+
+def test_a_huge_host_name_is_kept_clipped() -> None:
+    ledger = EgressLedger()
+    for n in range(2 * TRACKED_HOSTS):
+        ledger.add(EgressEvent(float(n), f"{n}" + "h" * 60000, 443, "denied", "not allowed " + "r" * 60000))
+    assert ledger.refusals == 2 * TRACKED_HOSTS
+    assert len(ledger.checkpoint()) < 1 << 20

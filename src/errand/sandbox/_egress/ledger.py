@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = ["KEPT_REFUSALS", "OTHER_HOSTS", "RECENT_EVENTS", "TRACKED_HOSTS", "EgressEvent", "EgressLedger",
@@ -33,6 +33,8 @@ REASONS_PER_HOST = 8
 OTHER_HOSTS = ("*", 0)  # the tally of every host past the first TRACKED_HOSTS
 OTHER_REASONS = "(other reasons)"
 _REASON_KEY = 240  # characters of a reason used as a counter's key
+_HOST_KEPT = 255  # characters of a host kept (a DNS name has at most 253; a CONNECT target may have 64 KiB)
+_REASON_KEPT = 1000  # characters of a reason kept
 _CHECKPOINT = "ledger"  # the key that marks a checkpoint line in the log file
 
 
@@ -82,6 +84,8 @@ class EgressLedger:
         self.recent: deque[EgressEvent] = deque(maxlen=RECENT_EVENTS)
 
     def add(self, event: EgressEvent) -> None:
+        if len(event.host) > _HOST_KEPT or len(event.reason) > _REASON_KEPT:
+            event = replace(event, host=event.host[:_HOST_KEPT], reason=event.reason[:_REASON_KEPT])
         self.events += 1
         self.recent.append(event)
         key = (event.host, event.port)
