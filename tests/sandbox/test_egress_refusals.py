@@ -9,7 +9,6 @@ proxy's own hosts file (``ERRAND_EGRESS_HOSTS``). Nothing leaves the machine.
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -19,6 +18,7 @@ import pytest
 
 from errand.errors import ConfigError
 from errand.sandbox import Network
+from errand.sandbox._egress.ledger import read_log
 from errand.sandbox._egress.proxy import EgressEvent, EgressProxy, ProxyTimeouts
 
 ORIGIN = "origin.test"
@@ -66,7 +66,7 @@ class Running:
     def events(self) -> list[EgressEvent]:
         if not self.log.exists():
             return []
-        return [EgressEvent(**json.loads(line)) for line in self.log.read_text().splitlines() if line.strip()]
+        return read_log(self.log.read_text())[1]
 
     async def denied(self, count: int = 1) -> list[EgressEvent]:
         """The log's refusals, once there are ``count`` (the proxy logs as the connection ends)."""

@@ -11,6 +11,7 @@ PUBLIC = [
     "AsyncStream",
     "AsyncWriter",
     "EgressEvent",
+    "EgressLedger",
     "ExecResult",
     "FileInfo",
     "Files",

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 from errand._sync import synchronize
 from errand.sandbox._backends.gc import GcReport
 from errand.sandbox._backends.gc import collect as collect_garbage
+from errand.sandbox._egress.ledger import EgressLedger
 from errand.sandbox._egress.proxy import EgressEvent
 from errand.sandbox.backend import SandboxUsage
 from errand.sandbox.config import Mount, Resources
@@ -31,6 +32,7 @@ __all__ = [
     "AsyncStream",
     "AsyncWriter",
     "EgressEvent",
+    "EgressLedger",
     "ExecResult",
     "FileInfo",
     "Files",

@@ -13,7 +13,6 @@ import asyncio
 import builtins
 import concurrent.futures
 import contextlib
-import json
 import math
 import os
 import secrets
@@ -36,6 +35,7 @@ from errand.sandbox._backends.cgroups import Cgroup, SandboxUsage
 from errand.sandbox._backends.channel import AgentChannel
 from errand.sandbox._backends.registry import OWNER_GRACE, Record, records
 from errand.sandbox._backends.spec import SandboxSpec, Started
+from errand.sandbox._egress.ledger import EgressLedger, read_log
 from errand.sandbox._egress.proxy import EgressEvent, EgressProxy, proxy_env, receive_listener
 from errand.sandbox._egress.supervisor import set_supervised_policy, start_supervisor
 from errand.sandbox._images.layers import ImageConfig, LayerStore, copy_owned_tree
@@ -299,12 +299,21 @@ class SandboxHandle:
                                "Network.none()", sandbox_id=self.id, code="no_proxy")
 
     async def egress_log(self) -> builtins.list[EgressEvent]:
-        """Every egress decision so far (bounded): time, host, port, verdict, reason, bytes."""
+        """Egress decisions so far: time, host, port, verdict, reason, bytes. Bounded: past a
+        megabyte of log, the first and last refusals and the recent events (``egress_ledger``
+        counts every one)."""
+        return read_log(self._egress_text())[1]
+
+    async def egress_ledger(self) -> EgressLedger:
+        """Exact counts of every egress decision so far, per host and port (connections, bytes,
+        refusals by reason), with the first and last refusals verbatim."""
+        return read_log(self._egress_text())[0]
+
+    def _egress_text(self) -> str:
         try:
-            text = (self._record.directory / "egress.log").read_text()
+            return (self._record.directory / "egress.log").read_text(errors="replace")
         except FileNotFoundError:
-            return []
-        return [EgressEvent(**json.loads(line)) for line in text.splitlines() if line.strip()]
+            return ""
 
     async def egress_events(self) -> AsyncIterator[EgressEvent]:
         """Egress decisions as they happen, until the sandbox ends."""

@@ -4,7 +4,9 @@ The proxy logs every connection of a sandbox (opened, closed with its bytes, or 
 with its reason) in a file that goes when the sandbox does. Before a task's sandbox ends
 (setup's, each attempt's agent's, the checks'), that log is folded into one event of the
 task's log: per host and port, the connections carried and their bytes; each refusal
-with its time and reason (the first :data:`MAX_REFUSALS`, and how many more). So why an
+with its time and reason (the first :data:`MAX_REFUSALS`, how many more, and the last
+ones), and how many each host had for each reason. The counts are exact however long the
+sandbox ran: the proxy tallies them as it goes (``errand.sandbox.EgressLedger``). So why an
 install failed ("the request head did not arrive within 120s", "example.org is not
 allowed") can be read with ``errand logs``, ``errand show`` and on the task page, from
 any machine that reads the store.
@@ -14,11 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from errand.errors import ErrandError
-from errand.sandbox import AsyncSandbox, EgressEvent
+from errand.sandbox import AsyncSandbox, EgressEvent, EgressLedger
 
 __all__ = ["MAX_HOSTS", "MAX_REFUSALS", "egress_record", "end_sandbox", "refusals_note"]
 
@@ -27,27 +29,34 @@ MAX_HOSTS = 50
 log = logging.getLogger("errand.engine")
 
 
-def egress_record(role: str, events: Sequence[EgressEvent]) -> dict[str, Any] | None:
-    """The ``egress`` event's data for a sandbox of ``role`` whose proxy logged ``events``
-    (None when it logged nothing: no connection was tried)."""
-    if not events:
+def egress_record(role: str, ledger: EgressLedger) -> dict[str, Any] | None:
+    """The ``egress`` event's data for a sandbox of ``role`` whose proxy tallied ``ledger``
+    (None when it logged nothing: no connection was tried). Its counts are exact however
+    many events there were; its refusals are the first ones, then the last ones."""
+    if not ledger.events:
         return None
-    hosts: dict[tuple[str, int], dict[str, Any]] = {}
-    refused: list[dict[str, Any]] = []
-    for event in events:
-        if event.verdict == "denied":
-            refused.append({"time": event.time, "host": event.host, "port": event.port, "reason": event.reason})
-            continue
-        entry = hosts.setdefault((event.host, event.port), {"host": event.host, "port": event.port,
-                                                            "connections": 0, "bytes_out": 0, "bytes_in": 0})
-        if event.verdict == "allowed":
-            entry["connections"] += 1
-        elif event.verdict == "closed":
-            entry["bytes_out"] += event.bytes_out
-            entry["bytes_in"] += event.bytes_in
-    busiest = sorted(hosts.values(), key=lambda entry: -entry["connections"])
+    reached = [(key, tally) for key, tally in ledger.hosts.items()
+               if tally.connections or tally.bytes_out or tally.bytes_in]
+    busiest = [{"host": host, "port": port, "connections": tally.connections, "bytes_out": tally.bytes_out,
+                "bytes_in": tally.bytes_in}
+               for (host, port), tally in sorted(reached, key=lambda item: -item[1].connections)]
+    refused = [_refusal(event) for event in ledger.first_refusals[:MAX_REFUSALS]]
+    last = [_refusal(event) for event in ledger.last_refusals] if ledger.refusals > MAX_REFUSALS else []
     return {"role": role, "hosts": busiest[:MAX_HOSTS], "more_hosts": max(len(busiest) - MAX_HOSTS, 0),
-            "refused": refused[:MAX_REFUSALS], "more_refused": max(len(refused) - MAX_REFUSALS, 0)}
+            "refused": refused, "more_refused": ledger.refusals - len(refused),
+            "last_refused": last[-MAX_REFUSALS:], "refusal_counts": _refusal_counts(ledger)}
+
+
+def _refusal(event: EgressEvent) -> dict[str, Any]:
+    return {"time": event.time, "host": event.host, "port": event.port, "reason": event.reason}
+
+
+def _refusal_counts(ledger: EgressLedger) -> list[dict[str, Any]]:
+    """How many refusals each host and reason had, the most first (exact; at most MAX_REFUSALS rows)."""
+    counts = [(count, host, port, reason)
+              for (host, port), tally in ledger.hosts.items() for reason, count in tally.refused.items()]
+    return [{"host": host, "port": port, "reason": reason, "count": count}
+            for count, host, port, reason in sorted(counts, key=lambda row: -row[0])[:MAX_REFUSALS]]
 
 
 async def end_sandbox(sandbox: AsyncSandbox, journal: Callable[[str, dict[str, Any]], Awaitable[None]],
@@ -58,7 +67,7 @@ async def end_sandbox(sandbox: AsyncSandbox, journal: Callable[[str, dict[str, A
     try:
         record = None
         with contextlib.suppress(ErrandError, OSError, ValueError, TypeError):
-            record = egress_record(role, await sandbox.egress_log())
+            record = egress_record(role, await sandbox.egress_ledger())
         if record is not None:
             await journal("egress", record)
     except Exception as error:  # noqa: BLE001 - the store's errors are not errand's own
@@ -71,7 +80,7 @@ async def refusals_note(sandbox: AsyncSandbox) -> str:
     """For a failure's message: how many connections the sandbox's proxy refused so far, if any
     (a failed install is often a refused one), and where to read why."""
     with contextlib.suppress(ErrandError, OSError, ValueError, TypeError):
-        refused = sum(1 for event in await sandbox.egress_log() if event.verdict == "denied")
+        refused = (await sandbox.egress_ledger()).refusals
         if refused:
             return (f"; the egress proxy refused {refused} connection{'' if refused == 1 else 's'} of it "
                     "(`errand logs` says which and why)")

@@ -126,10 +126,12 @@ def _egress(d: Mapping[str, Any]) -> Sentence:
     more_hosts, more_refused = _number(d.get("more_hosts")), _number(d.get("more_refused"))
     reached = "; ".join(f"{h.get('host')}:{h.get('port')} ×{h.get('connections')}, "
                         f"{_size(h.get('bytes_out'))} out, {_size(h.get('bytes_in'))} in" for h in hosts)
-    lines = [f"refused {time.strftime('%H:%M:%S', time.gmtime(_number(r.get('time'))))} "
-             f"{r.get('host')}:{r.get('port')}: {r.get('reason')}" for r in refused]
+    last = [r for r in d.get("last_refused") or [] if isinstance(r, Mapping)] \
+        if isinstance(d.get("last_refused"), list) else []
+    lines = [_refused_line(r) for r in refused]
     if more_refused:
-        lines.append(f"… and {more_refused} more refused")
+        lines.append(f"… and {more_refused} more refused" + (f", the last {len(last)} of them:" if last else ""))
+        lines += [_refused_line(r) for r in last]
     parts: list[Part] = ["egress of the ", Value(d.get("role")), " sandbox: ",
                          _count(sum(_number(h.get("connections")) for h in hosts), "connection"), " to ",
                          _count(len(hosts) + more_hosts, "host"), *((" (", Value(reached), ")") if reached else ()),
@@ -137,6 +139,11 @@ def _egress(d: Mapping[str, Any]) -> Sentence:
     if lines:
         parts.append(Value("\n".join(lines), block=True))
     return _said("egress", *parts, tone="warn" if lines else "quiet")
+
+
+def _refused_line(refusal: Mapping[str, Any]) -> str:
+    return (f"refused {time.strftime('%H:%M:%S', time.gmtime(_number(refusal.get('time'))))} "
+            f"{refusal.get('host')}:{refusal.get('port')}: {refusal.get('reason')}")
 
 
 def _number(value: object) -> int:

@@ -47,6 +47,7 @@ from typing import TextIO
 from errand.errors import ConfigError
 from errand.sandbox._backends.spec import PROXY_PORT
 from errand.sandbox._egress.http import Refused, RequestHead, parse_request, split_host_port
+from errand.sandbox._egress.ledger import EgressEvent, EgressLedger, read_ledger
 from errand.sandbox._egress.plainhttp import Upstream, absolute_target, exchange, next_head, origin_head, read_head
 from errand.sandbox._egress.tls import TLS_RECORD_HEADER, client_hello_length, server_name
 from errand.sandbox.network import (
@@ -64,7 +65,8 @@ __all__ = ["EgressEvent", "EgressProxy", "ProxyTimeouts", "proxy_env"]
 
 _HEAD_LIMIT = 65536
 _MAX_CONNECTIONS = 512  # per sandbox
-_LOG_LIMIT = 1 << 20  # bytes of egress log kept per sandbox
+_LOG_LIMIT = 1 << 20  # bytes of egress log appended per sandbox before it is rewritten as a checkpoint
+LIVE_BACKLOG = 1000  # events a subscriber that is not reading may fall behind before they are dropped
 
 
 async def receive_listener(channel: socket.socket, timeout: float = 30.0) -> socket.socket | None:
@@ -152,18 +154,6 @@ class ProxyTimeouts:
         return cls(**given)
 
 
-@dataclass(frozen=True)
-class EgressEvent:
-    time: float
-    host: str
-    port: int
-    verdict: str  # "allowed" (opened), "denied" (refused, whatever the cause), or "closed" (with its bytes)
-    reason: str
-    bytes_out: int = 0
-    bytes_in: int = 0
-    address: str = ""
-
-
 class _Connection:
     """One client connection, tracked from accept, so a policy change reaches it at any stage."""
 
@@ -197,12 +187,16 @@ class EgressProxy:
         self._live: dict[str, set[_Connection]] = {}
         self._logs: dict[str, Path] = {}
         self._log_files: dict[str, TextIO] = {}
+        self._ledgers: dict[str, EgressLedger] = {}
+        self._checkpoint_sizes: dict[str, int] = {}
         self._listeners: dict[str, list[asyncio.Queue[EgressEvent | None]]] = {}
+        self._dropped: dict[asyncio.Queue[EgressEvent | None], int] = {}
 
     async def serve(self, sandbox_id: str, listener: socket.socket, policy: Network, log_path: Path) -> None:
         self._policies[sandbox_id] = policy
         self._live[sandbox_id] = set()
         self._logs[sandbox_id] = log_path
+        self._ledgers[sandbox_id] = _ledger_of(log_path)
         listener.setblocking(False)
 
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -231,14 +225,22 @@ class EgressProxy:
             connection.abort()
         self._policies.pop(sandbox_id, None)
         self._logs.pop(sandbox_id, None)
+        self._ledgers.pop(sandbox_id, None)
+        self._checkpoint_sizes.pop(sandbox_id, None)
         handle = self._log_files.pop(sandbox_id, None)
         if handle is not None:
             handle.close()
         for queue in self._listeners.pop(sandbox_id, []):
-            queue.put_nowait(None)
+            self._say_dropped(queue)
+            queue.put_nowait(None)  # room is kept for it: see subscribe
+            self._dropped.pop(queue, None)
 
     def subscribe(self, sandbox_id: str) -> asyncio.Queue[EgressEvent | None]:
-        queue: asyncio.Queue[EgressEvent | None] = asyncio.Queue()
+        """A queue of the sandbox's events as they happen, ending with None when it stops. A
+        subscriber that falls :data:`LIVE_BACKLOG` events behind misses the next ones, and
+        is told how many by a ``dropped`` event when it has caught up (or at the end)."""
+        # Room beyond the backlog for the "dropped" marker and the end, so neither is ever lost.
+        queue: asyncio.Queue[EgressEvent | None] = asyncio.Queue(maxsize=LIVE_BACKLOG + 2)
         if sandbox_id in self._servers:
             self._listeners.setdefault(sandbox_id, []).append(queue)
         else:
@@ -249,6 +251,7 @@ class EgressProxy:
         queues = self._listeners.get(sandbox_id, [])
         if queue in queues:
             queues.remove(queue)
+        self._dropped.pop(queue, None)
 
     # ---------------------------------------------------------------- requests
 
@@ -431,22 +434,37 @@ class EgressProxy:
 
     def _record(self, sandbox_id: str, event: EgressEvent) -> None:
         for queue in self._listeners.get(sandbox_id, []):
-            queue.put_nowait(event)
-        path = self._logs.get(sandbox_id)
-        if path is None:
+            self._publish(queue, event)
+        ledger, path = self._ledgers.get(sandbox_id), self._logs.get(sandbox_id)
+        if ledger is None or path is None:
             return
+        ledger.add(event)
         try:
             handle = self._log_files.get(sandbox_id)
             if handle is None:
                 # Line-buffered: each event is one write, readable at once by other processes.
                 handle = self._log_files[sandbox_id] = open(path, "a", buffering=1)  # noqa: SIM115
             handle.write(json.dumps(vars(event)) + "\n")  # asdict deep-copies every field, on each connection's path
-            if handle.tell() > _LOG_LIMIT:
+            if handle.tell() > _LOG_LIMIT + self._checkpoint_sizes.get(sandbox_id, 0):
                 handle.close()
                 del self._log_files[sandbox_id]
-                _trim(path)
+                self._checkpoint_sizes[sandbox_id] = _write_checkpoint(path, ledger)
         except OSError:
             pass  # the sandbox's directory is gone: it has ended
+
+    def _publish(self, queue: asyncio.Queue[EgressEvent | None], event: EgressEvent) -> None:
+        if queue.qsize() < LIVE_BACKLOG:
+            self._say_dropped(queue)
+        if queue.qsize() < LIVE_BACKLOG:
+            queue.put_nowait(event)
+        else:
+            self._dropped[queue] = self._dropped.get(queue, 0) + 1
+
+    def _say_dropped(self, queue: asyncio.Queue[EgressEvent | None]) -> None:
+        dropped = self._dropped.pop(queue, 0)
+        if dropped:
+            queue.put_nowait(EgressEvent(time.time(), "?", 0, "dropped",
+                                         f"dropped {dropped} events: the subscriber fell {LIVE_BACKLOG} behind"))
 
 
 class _Relay(asyncio.Protocol):
@@ -614,11 +632,21 @@ async def _reply(writer: asyncio.StreamWriter, status: int, reason: str) -> None
         pass
 
 
-def _trim(path: Path) -> None:
-    data = path.read_bytes()
-    keep = data[len(data) // 2:]
-    keep = keep[keep.find(b"\n") + 1:]
-    partial = path.with_suffix(".trim")
-    partial.write_bytes(keep)
+def _ledger_of(path: Path) -> EgressLedger:
+    """The ledger of what ``path`` already holds (none for a new sandbox), so its counts go on."""
+    try:
+        return read_ledger(path.read_text(errors="replace"))
+    except FileNotFoundError:
+        return EgressLedger()
+
+
+def _write_checkpoint(path: Path, ledger: EgressLedger) -> int:
+    """Replace the log at ``path`` with one line holding all ``ledger`` knows (exact counts,
+    the first and last refusals, the recent events); its size. Readers see the old file or
+    the new one, never half of either."""
+    line = (ledger.checkpoint() + "\n").encode()
+    partial = path.with_suffix(".checkpoint")
+    partial.write_bytes(line)
     os.replace(partial, path)
+    return len(line)
 
