@@ -25,7 +25,8 @@ from errand.sandbox._handle import _egress_proxy
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from nethosts import ALLOWED, EgressHosts, TestCA
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes and test hosts need root")]
+pytestmark = [pytest.mark.slow, pytest.mark.serial,
+              pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes and test hosts need root")]
 
 # gVisor's ptrace platform makes each TLS handshake far dearer: on two cores, 100 gVisor sandboxes
 # 5,000 handshakes outlast the proxy's 10 s wait for a ClientHello. The proxy is the same code for
