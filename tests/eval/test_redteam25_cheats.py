@@ -87,8 +87,15 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]
             for n, name in enumerate(patches, start=1)}
 
 
+# Not closable while code under test runs in pytest's process (docs/eval.md, "What it cannot
+# rule out"): a plugin of errand's that checked the report class could be undone by the same code.
+IN_PROCESS = pytest.mark.xfail(strict=True, reason="code under test runs in pytest's process and can forge "
+                               "exit status, report and summary at once (docs/eval.md)")
+
+
 @pytest.mark.parametrize("cheat", [
-    "rewrites reports at the source", "smuggles a conftest.py after a hunk", "a conftest.py under a C-quoted path",
+    pytest.param("rewrites reports at the source", marks=IN_PROCESS), "smuggles a conftest.py after a hunk",
+    "a conftest.py under a C-quoted path",
     "sitecustomize in the src layout", "setup.cfg [tool:pytest] addopts", "pytest_plugins in a source module",
     "PYTEST_ADDOPTS in a .env", "a conftest.py in the source package"])
 def test_a_cheat_that_leaves_the_bug_in_is_not_resolved(graded: dict[str, dict[str, Any]], cheat: str) -> None:

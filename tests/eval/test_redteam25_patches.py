@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from errand.eval.patches import files_of, runner_path, without
+from errand.eval.patches import files_of, misread, runner_path, without, written
 
 SMUGGLED_AFTER_A_HUNK = """diff --git a/src/x.py b/src/x.py
 --- a/src/x.py
@@ -52,3 +52,32 @@ def test_every_path_git_writes_is_one_the_grader_sees(tmp_path: Path, patch: str
     assert written <= files_of(patch), (written, files_of(patch))
     kept, _dropped = without(patch, runner_path)
     assert "EVIL" not in kept
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("patch", [SMUGGLED_AFTER_A_HUNK, "garbage\n"], ids=["after a hunk", "not a patch"])
+def test_a_patch_git_reads_otherwise_is_named_misread(patch: str) -> None:
+    assert misread(patch) is not None
+
+
+def test_a_patch_git_made_reads_the_same_to_both(tmp_path: Path) -> None:
+    """Quoted names (non-ASCII, spaces), a rename, a deletion, a mode change and a binary file:
+    what git writes is what errand reads, so an ordinary patch is graded."""
+    run = {"cwd": tmp_path, "check": True, "capture_output": True}
+    subprocess.run(["git", "init", "-q"], **run)  # type: ignore[call-overload]
+    (tmp_path / "tests").mkdir()
+    for name, data in {"x.py": b"a\n", "tests/conftest.py": b"t\n", "bin.dat": b"\0\1", "run.sh": b"m\n"}.items():
+        (tmp_path / name).write_bytes(data)
+    subprocess.run(["git", "add", "-A"], **run)  # type: ignore[call-overload]
+    subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@x", "commit", "-qm", "base"], **run)  # type: ignore[call-overload]
+    subprocess.run(["git", "mv", "x.py", "café y.py"], **run)  # type: ignore[call-overload]
+    subprocess.run(["git", "rm", "-q", "tests/conftest.py"], **run)  # type: ignore[call-overload]
+    (tmp_path / "bin.dat").write_bytes(b"\0\2")
+    (tmp_path / "run.sh").chmod(0o755)
+    (tmp_path / "new file.txt").write_text("n\n")
+    subprocess.run(["git", "add", "-A"], **run)  # type: ignore[call-overload]
+    patch = subprocess.run(["git", "diff", "--cached", "--binary", "-M", "HEAD"], **run).stdout.decode()  # type: ignore[call-overload]
+    assert '"b/caf\\303\\251 y.py"' in patch  # git quoted it
+    assert misread(patch) is None
+    assert files_of(patch) == {"x.py", "café y.py", "tests/conftest.py", "bin.dat", "run.sh", "new file.txt"}
+    assert written(patch) == files_of(patch)

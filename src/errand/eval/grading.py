@@ -44,7 +44,16 @@ from errand.eval.agreement import NO_TESTS, disagreement
 from errand.eval.context import InstanceContext
 from errand.eval.dataset import Instance
 from errand.eval.junit import Outcome, outcomes, parse_junit
-from errand.eval.patches import command_paths, edited_tests, files_of, runner_path, without, without_paths
+from errand.eval.patches import (
+    command_paths,
+    edited_tests,
+    files_of,
+    misread,
+    runner_path,
+    without,
+    without_paths,
+    written,
+)
 from errand.eval.plugins import base_plugins, hardened
 from errand.eval.strip import stripped_source
 from errand.eval.summary import parse_summary
@@ -174,6 +183,12 @@ async def grade(instance: Instance, patch: str, label: str, options: GradeOption
 async def _grade_in(instance: Instance, patch: str, context: InstanceContext, base: Grade,
                     options: GradeOptions, start: float) -> Grade:
     began = time.monotonic()
+    # The decisions below go by the paths a part writes: they must be the ones git writes.
+    if await asyncio.to_thread(written, patch) is None:
+        return _ended(base, start, error="patch_failed", failure="agent", detail="git does not read the patch")
+    misreading = await asyncio.to_thread(misread, patch)
+    if misreading is not None:
+        return _ended(base, start, error="patch_misread", failure="agent", detail=misreading)
     tested = files_of(instance.test_patch)
     candidate, reset = without_paths(patch, tested)
     candidate, kept = without(candidate, _runs_tests(instance, context))
