@@ -11,7 +11,9 @@
   ``conftest.py``, ``*.pth``, what setup installed, … see :mod:`errand.eval.patches`)
   are not applied, and flagged. pytest runs with plugin autoload off and the base
   environment's own plugins named (:mod:`errand.eval.plugins`). One that edits test
-  files is flagged.
+  files is flagged. Which paths a part touches is what git writes applying it, asked of
+  git (:func:`errand.eval.patches.written`): a patch git reads otherwise than errand is
+  not graded (``patch_misread``).
 * Outcomes are read per test from the runner's JUnit XML report, read by the host
   only after every process of the sandbox has ended; a test the report does not
   name is missing, not passed. The report is held against the exit status and
@@ -85,7 +87,7 @@ class Grade:
     instance_id: str
     label: str  # which patch: "gold-1", "attempt-2", "prediction"
     status: Status
-    error: str | None = None  # a code: patch_failed, inconsistent, test_run_error, timeout, setup_failed, …
+    error: str | None = None  # a code: patch_failed, patch_misread, inconsistent, test_run_error, timeout, …
     failure: Literal["agent", "infrastructure"] | None = None
     detail: str = ""
     patch_exists: bool = True
