@@ -11,7 +11,9 @@
   ``conftest.py``, ``*.pth``, what setup installed, … see :mod:`errand.eval.patches`)
   are not applied, and flagged. pytest runs with plugin autoload off and the base
   environment's own plugins named (:mod:`errand.eval.plugins`). One that edits test
-  files is flagged.
+  files is flagged. Which paths a part touches is what git writes applying it, asked of
+  git (:func:`errand.eval.patches.written`): a patch git reads otherwise than errand is
+  not graded (``patch_misread``).
 * Outcomes are read per test from the runner's JUnit XML report, read by the host
   only after every process of the sandbox has ended; a test the report does not
   name is missing, not passed. The report is held against the exit status and
@@ -44,7 +46,16 @@ from errand.eval.agreement import NO_TESTS, disagreement
 from errand.eval.context import InstanceContext
 from errand.eval.dataset import Instance
 from errand.eval.junit import Outcome, outcomes, parse_junit
-from errand.eval.patches import command_paths, edited_tests, files_of, runner_path, without, without_paths
+from errand.eval.patches import (
+    command_paths,
+    edited_tests,
+    files_of,
+    misread,
+    runner_path,
+    without,
+    without_paths,
+    written,
+)
 from errand.eval.plugins import base_plugins, hardened
 from errand.eval.strip import stripped_source
 from errand.eval.summary import parse_summary
@@ -76,7 +87,7 @@ class Grade:
     instance_id: str
     label: str  # which patch: "gold-1", "attempt-2", "prediction"
     status: Status
-    error: str | None = None  # a code: patch_failed, inconsistent, test_run_error, timeout, setup_failed, …
+    error: str | None = None  # a code: patch_failed, patch_misread, inconsistent, test_run_error, timeout, …
     failure: Literal["agent", "infrastructure"] | None = None
     detail: str = ""
     patch_exists: bool = True
@@ -174,6 +185,12 @@ async def grade(instance: Instance, patch: str, label: str, options: GradeOption
 async def _grade_in(instance: Instance, patch: str, context: InstanceContext, base: Grade,
                     options: GradeOptions, start: float) -> Grade:
     began = time.monotonic()
+    # The decisions below go by the paths a part writes: they must be the ones git writes.
+    if await asyncio.to_thread(written, patch) is None:
+        return _ended(base, start, error="patch_failed", failure="agent", detail="git does not read the patch")
+    misreading = await asyncio.to_thread(misread, patch)
+    if misreading is not None:
+        return _ended(base, start, error="patch_misread", failure="agent", detail=misreading)
     tested = files_of(instance.test_patch)
     candidate, reset = without_paths(patch, tested)
     candidate, kept = without(candidate, _runs_tests(instance, context))
