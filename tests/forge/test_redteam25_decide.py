@@ -1,0 +1,39 @@
+"""Red team for issue 25: rows of the forge's decision table that decide wrongly (each FAILS on main).
+
+Pure `decide` over a normalised event, no network."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from errand.forge.decide import Accept, Answer, Ignore, Start, State, decide
+from errand.forge.events import ForgeEvent
+
+KNOWN = State(me="errand-bot", mention="@errand", label="errand", may_write=True)
+WAITING = replace(KNOWN, waiting_task="t-1", asked_by="acme")
+
+
+def said(body: str, *, author: str = "acme", pull: bool = False) -> ForgeEvent:
+    return ForgeEvent("d-1", "comment", "acme/calc", 7, pull=pull, author=author, body=body, comment_id=11,
+                      name="issue_comment.created")
+
+
+@pytest.mark.parametrize("body", ["@errands-team please look at this", "@errand-helper can you triage?",
+                                  "@errandboy fix it"])
+def test_a_mention_of_another_account_whose_login_begins_with_errand_starts_nothing(body: str) -> None:
+    # `_mentions` is `body.lower().startswith("@errand")`: a writer pinging @errands-team starts a task.
+    action = decide(said(body), KNOWN)
+    assert not isinstance(action, Start), action
+
+
+@pytest.mark.parametrize("body", [
+    "> errand's task has a question: which rounding?\n\n@errand accept",  # GitHub's "Quote reply", then the command
+    "@errand accept!",
+    "@errand  accept, thanks",
+])
+def test_accept_typed_while_a_question_waits_is_a_command_not_the_answer(body: str) -> None:
+    action = decide(said(body), WAITING)
+    assert not isinstance(action, Answer), action
+    assert isinstance(action, (Accept, Ignore)), action
