@@ -37,3 +37,22 @@ def test_accept_typed_while_a_question_waits_is_a_command_not_the_answer(body: s
     action = decide(said(body), WAITING)
     assert not isinstance(action, Answer), action
     assert isinstance(action, (Accept, Ignore)), action
+
+
+def test_an_edited_gitlab_note_is_not_a_new_comment() -> None:
+    # GitLab sends a Note Hook when a comment is edited too (object_attributes.action "update", a new
+    # X-Gitlab-Event-UUID). The receiver maps every note to issue_comment "created": fixing a typo in an
+    # old `@errand fix this` starts another task, and any edit while a question waits becomes the answer.
+    from errand.forge.events import normalise
+    from errand.forge.receivers import GitLabReceiver
+
+    payload = {"object_kind": "note", "event_type": "note", "user": {"username": "acme"},
+               "project": {"path_with_namespace": "acme/calc"},
+               "object_attributes": {"id": 5, "note": "@errand fix this please", "noteable_type": "Issue",
+                                     "action": "update"},
+               "issue": {"iid": 7}}
+    delivery = GitLabReceiver("errand").read({"x-gitlab-event": "Note Hook", "x-gitlab-event-uuid": "u-2"}, b"{}",
+                                             payload)
+    event = normalise(delivery.event, delivery.id, delivery.payload)
+    assert event.kind != "comment", event
+    assert not isinstance(decide(event, KNOWN), Start)
