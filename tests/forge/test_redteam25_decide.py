@@ -56,3 +56,18 @@ def test_an_edited_gitlab_note_is_not_a_new_comment() -> None:
     event = normalise(delivery.event, delivery.id, delivery.payload)
     assert event.kind != "comment", event
     assert not isinstance(decide(event, KNOWN), Start)
+
+
+def test_another_label_on_a_gitea_issue_that_has_errands_label_starts_nothing() -> None:
+    # Gitea says only "labels changed" (issue_label / label_updated). The receiver reads it as
+    # "labeled errand" whenever the issue still carries errand's label: once errand's task on the
+    # issue has ended, a writer adding `bug` to it starts a new task no one asked for.
+    from errand.forge.events import normalise
+    from errand.forge.receivers import GiteaReceiver
+
+    payload = {"action": "label_updated", "sender": {"login": "acme"}, "repository": {"full_name": "acme/calc"},
+               "issue": {"number": 7, "labels": [{"name": "errand"}, {"name": "bug"}]}}
+    delivery = GiteaReceiver("errand").read({"x-gitea-event": "issues", "x-gitea-event-type": "issue_label",
+                                             "x-gitea-delivery": "g-2"}, b"{}", payload)
+    event = normalise(delivery.event, delivery.id, delivery.payload)
+    assert not isinstance(decide(event, KNOWN), Start), event
