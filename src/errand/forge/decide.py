@@ -13,7 +13,8 @@ from the forge and the store just before) and returns one action; only
 4. a label: the configured one, by a writer, on an issue no open task has, starts a task;
 5. while a question waits there, a reply that is not a command is the answer, from the
    person who asked or a writer;
-6. otherwise only ``@errand …`` by a writer counts: ``@errand accept`` accepts what is ready
+6. otherwise only ``@errand …`` by a writer counts (the whole handle, any case: ``@errands-team``
+   is someone else; quoted lines, ``> …``, are never a mention or a command): ``@errand accept`` accepts what is ready
    (and, while a question waits, says it is still open), on a pull request the rest is a
    round there (a line comment's round asks what its review's body asks, if that says
    anything), on an issue a new task.
@@ -21,6 +22,7 @@ from the forge and the store just before) and returns one action; only
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from errand.forge.events import ForgeEvent
@@ -108,7 +110,7 @@ def decide(event: ForgeEvent, state: State) -> Action:
         return Ignore(f"no {state.mention}")
     if not state.may_write:
         return Ignore(f"@{event.author} has no write access to {event.repo}")
-    text = event.body[len(state.mention):].strip() or None
+    text = _ask(event.body, state.mention) or None
     if command == "accept":
         return Accept(still_open=state.waiting_task)
     if not event.pull:
@@ -116,7 +118,7 @@ def decide(event: ForgeEvent, state: State) -> Action:
     # One review, one instruction: a line comment's round asks what its review's body asks
     # (the line comments are all in the round's instruction, with file and line).
     body = state.review_body.strip() if event.kind == "line_comment" else ""
-    return Follow((body[len(state.mention):].strip() if _mentions(body, state.mention) else body) or text)
+    return Follow((_ask(body, state.mention) if _mentions(body, state.mention) else body) or text)
 
 
 def is_mine(event: ForgeEvent, state: State) -> bool:
@@ -134,15 +136,32 @@ def could_act(event: ForgeEvent, state: State) -> bool:
 
 
 def command_of(body: str, mention: str) -> str | None:
-    """``accept`` for ``@errand accept`` (a trailing full stop allowed); None for anything else."""
+    """``accept`` for ``@errand accept``, alone or followed by punctuation (``@errand accept!``,
+    ``@errand accept, thanks``); None for anything else (``@errand accept the float version`` asks)."""
     if not _mentions(body, mention):
         return None
-    word = body[len(mention):].strip().lower().rstrip(".")
+    found = _COMMAND.match(_ask(body, mention))
+    word = found.group(1).lower() if found else None
     return word if word in COMMANDS else None
 
 
+_COMMAND = re.compile(r"(\w+)\s*(?:$|[^\w\s-])")
+
+
 def _mentions(body: str, mention: str) -> bool:
-    return body.lower().startswith(mention.lower())
+    """Whether ``body``, its quoted lines left out, starts with the whole handle (any case):
+    ``@errand fix``, ``@Errand, fix``; not ``@errands-team`` or ``@errand-helper``."""
+    return re.match(re.escape(mention) + r"(?![\w-])", _unquoted(body), re.IGNORECASE) is not None
+
+
+def _ask(body: str, mention: str) -> str:
+    """What follows the mention in ``body`` (whose unquoted text starts with it)."""
+    return _unquoted(body)[len(mention):].strip()
+
+
+def _unquoted(body: str) -> str:
+    """``body`` without its quoted lines (``> …``, a quote-reply): what someone else said is no command."""
+    return "\n".join(line for line in body.splitlines() if not line.lstrip().startswith(">")).strip()
 
 
 def _labelled(event: ForgeEvent, state: State) -> Action:
@@ -160,5 +179,5 @@ def _answer(event: ForgeEvent, state: State, task_id: str) -> Action:
         return Ignore("errand's own question")
     if event.author is None or (event.author != state.asked_by and not state.may_write):
         return Ignore(f"@{event.author} may not answer for {event.repo}")
-    text = event.body[len(state.mention):].strip() if _mentions(event.body, state.mention) else event.body
+    text = _ask(event.body, state.mention) if _mentions(event.body, state.mention) else event.body
     return Answer(task_id, text or event.body)
