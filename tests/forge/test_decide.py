@@ -84,6 +84,8 @@ ROWS: list[tuple[str, ForgeEvent, State, Action]] = [
     ("@errand by a reader", said(author="stranger"), replace(KNOWN, may_write=False),
      Ignore(f"@stranger has no write access to {REPO}")),
     ("@errand on an issue", said(), KNOWN, Start("fix it")),
+    ("@errand on an issue an open task has", said(body="@errand also negatives"), replace(KNOWN, busy_task="t-9"),
+     Ignore("task t-9 has #7 already")),
     ("@errand alone on an issue", said(body="@errand"), KNOWN, Start(None)),
     ("@errand on a pull request", said(pull=True), KNOWN, Follow("fix it")),
     ("@errand on a line", said("line_comment", "@errand why?", pull=True, review_id=3), KNOWN, Follow("why?")),

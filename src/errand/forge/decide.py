@@ -17,7 +17,7 @@ from the forge and the store just before) and returns one action; only
    is someone else; quoted lines, ``> …``, are never a mention or a command): ``@errand accept`` accepts what is ready
    (and, while a question waits, says it is still open), on a pull request the rest is a
    round there (a line comment's round asks what its review's body asks, if that says
-   anything), on an issue a new task.
+   anything), on an issue a new task unless an open task has that issue already.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def decide(event: ForgeEvent, state: State) -> Action:
     if command == "accept":
         return Accept(still_open=state.waiting_task)
     if not event.pull:
-        return Start(text)
+        return _busy(event, state) or Start(text)
     # One review, one instruction: a line comment's round asks what its review's body asks
     # (the line comments are all in the round's instruction, with file and line).
     body = state.review_body.strip() if event.kind == "line_comment" else ""
@@ -169,9 +169,14 @@ def _labelled(event: ForgeEvent, state: State) -> Action:
         return Ignore("another label")
     if not state.may_write:
         return Ignore(f"@{event.author} has no write access to {event.repo}")
+    return _busy(event, state) or Start(None)
+
+
+def _busy(event: ForgeEvent, state: State) -> Ignore | None:
+    """A label or an ``@errand`` ask on an issue an open task has already starts nothing more."""
     if state.busy_task is not None:
         return Ignore(f"task {state.busy_task} has #{event.number} already")
-    return Start(None)
+    return None
 
 
 def _answer(event: ForgeEvent, state: State, task_id: str) -> Action:
