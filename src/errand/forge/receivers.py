@@ -135,7 +135,9 @@ class GitLabReceiver:
         if event == "Note Hook" and attributes.get("noteable_type") in ("Issue", "MergeRequest"):
             on_merge_request = attributes.get("noteable_type") == "MergeRequest"
             target = payload["merge_request" if on_merge_request else "issue"]
-            return "issue_comment", {**base, "action": "created", "comment": {
+            # GitLab sends a Note Hook for an edited note too: an edit is no new comment (GitHub's `edited`).
+            action = "edited" if attributes.get("action") == "update" else "created"
+            return "issue_comment", {**base, "action": action, "comment": {
                 "id": attributes.get("id"), "body": attributes.get("note") or "", "user": base["sender"]},
                 "issue": {"number": int(target["iid"]), "pull_request": {} if on_merge_request else None}}
         return f"gitlab:{event}", payload
