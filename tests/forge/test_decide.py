@@ -62,6 +62,12 @@ ROWS: list[tuple[str, ForgeEvent, State, Action]] = [
      replace(KNOWN, may_write=False), Ignore(f"@stranger has no write access to {REPO}")),
     ("the label on a busy issue", said("labeled", "", label="errand"), replace(KNOWN, busy_task="t-9"),
      Ignore("task t-9 has #7 already")),
+    ("Gitea's labels changed on an issue errand had a task for", replace(said("labeled", "", label="errand"),
+                                                                          label_added=False), KNOWN,
+     Ignore("#7's labels changed and it has errand, but errand had a task for it already: not a new request")),
+    ("Gitea's labels changed on an issue new to errand", replace(said("labeled", "", label="errand"),
+                                                                  label_added=False),
+     replace(KNOWN, first_task=True), Start(None)),
     # a question waits
     ("the asker's reply answers", said(body="Integers only."),
      replace(KNOWN, waiting_task="t-1", asked_by="acme", may_write=False), Answer("t-1", "Integers only.")),

@@ -11,6 +11,8 @@ from the forge and the store just before) and returns one action; only
 3. a part of a review that already had its round (or answered a question) is a duplicate:
    a review's body and its line comments are one instruction;
 4. a label: the configured one, by a writer, on an issue no open task has, starts a task;
+   where the forge says only that the labels changed (Gitea), only on an issue errand never
+   had a task for (a later change is some other label's);
 5. while a question waits there, a reply that is not a command is the answer, from the
    person who asked or a writer;
 6. otherwise only ``@errand …`` by a writer counts (the whole handle, any case: ``@errands-team``
@@ -47,6 +49,7 @@ class State:
     busy_task: str | None = None  # an open task that has this issue already
     review_done: bool = False  # the event's review was acted on already
     review_body: str = ""  # the body of the review a line comment belongs to (read only for a round)
+    first_task: bool = False  # errand never had a task for the issue (read for a label change, as known)
 
 
 @dataclass(frozen=True)
@@ -169,7 +172,11 @@ def _labelled(event: ForgeEvent, state: State) -> Action:
         return Ignore("another label")
     if not state.may_write:
         return Ignore(f"@{event.author} has no write access to {event.repo}")
-    return _busy(event, state) or Start(None)
+    busy = _busy(event, state)
+    if busy is None and not event.label_added and not state.first_task:
+        return Ignore(f"#{event.number}'s labels changed and it has {state.label}, but errand had a task "
+                      f"for it already: not a new request")
+    return busy or Start(None)
 
 
 def _busy(event: ForgeEvent, state: State) -> Ignore | None:

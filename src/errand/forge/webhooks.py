@@ -132,9 +132,10 @@ class WebhookHandler:
         if event.number is None or event.kind in ("ping", "other") or is_mine(event, state):
             return state
         if event.kind == "labeled" or not event.pull:  # one open task per issue, however it was asked for
-            busy = next((link.task_id for link in self.links.for_issue(event.repo, event.number)
-                         if _open(self.service.store.get_task(link.task_id).state)), None)
-            state = replace(state, busy_task=busy)
+            had = self.links.for_issue(event.repo, event.number)
+            busy = next((link.task_id for link in had if _open(self.service.store.get_task(link.task_id).state)),
+                        None)
+            state = replace(state, busy_task=busy, first_task=not had)
         if event.kind != "labeled":
             waiting = waiting_task(self.service, self.links, event.repo, event.number,
                                    pull=event.pull if self.separate_numbers else None)
