@@ -11,16 +11,20 @@ from the forge and the store just before) and returns one action; only
 3. a part of a review that already had its round (or answered a question) is a duplicate:
    a review's body and its line comments are one instruction;
 4. a label: the configured one, by a writer, on an issue no open task has, starts a task;
+   where the forge says only that the labels changed (Gitea), only on an issue errand never
+   had a task for (a later change is some other label's);
 5. while a question waits there, a reply that is not a command is the answer, from the
    person who asked or a writer;
-6. otherwise only ``@errand …`` by a writer counts: ``@errand accept`` accepts what is ready
+6. otherwise only ``@errand …`` by a writer counts (the whole handle, any case: ``@errands-team``
+   is someone else; quoted lines, ``> …``, are never a mention or a command): ``@errand accept`` accepts what is ready
    (and, while a question waits, says it is still open), on a pull request the rest is a
    round there (a line comment's round asks what its review's body asks, if that says
-   anything), on an issue a new task.
+   anything), on an issue a new task unless an open task has that issue already.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from errand.forge.events import ForgeEvent
@@ -45,6 +49,7 @@ class State:
     busy_task: str | None = None  # an open task that has this issue already
     review_done: bool = False  # the event's review was acted on already
     review_body: str = ""  # the body of the review a line comment belongs to (read only for a round)
+    first_task: bool = False  # errand never had a task for the issue (read for a label change, as known)
 
 
 @dataclass(frozen=True)
@@ -108,15 +113,15 @@ def decide(event: ForgeEvent, state: State) -> Action:
         return Ignore(f"no {state.mention}")
     if not state.may_write:
         return Ignore(f"@{event.author} has no write access to {event.repo}")
-    text = event.body[len(state.mention):].strip() or None
+    text = _ask(event.body, state.mention) or None
     if command == "accept":
         return Accept(still_open=state.waiting_task)
     if not event.pull:
-        return Start(text)
+        return _busy(event, state) or Start(text)
     # One review, one instruction: a line comment's round asks what its review's body asks
     # (the line comments are all in the round's instruction, with file and line).
     body = state.review_body.strip() if event.kind == "line_comment" else ""
-    return Follow((body[len(state.mention):].strip() if _mentions(body, state.mention) else body) or text)
+    return Follow((_ask(body, state.mention) if _mentions(body, state.mention) else body) or text)
 
 
 def is_mine(event: ForgeEvent, state: State) -> bool:
@@ -134,15 +139,32 @@ def could_act(event: ForgeEvent, state: State) -> bool:
 
 
 def command_of(body: str, mention: str) -> str | None:
-    """``accept`` for ``@errand accept`` (a trailing full stop allowed); None for anything else."""
+    """``accept`` for ``@errand accept``, alone or followed by punctuation (``@errand accept!``,
+    ``@errand accept, thanks``); None for anything else (``@errand accept the float version`` asks)."""
     if not _mentions(body, mention):
         return None
-    word = body[len(mention):].strip().lower().rstrip(".")
+    found = _COMMAND.match(_ask(body, mention))
+    word = found.group(1).lower() if found else None
     return word if word in COMMANDS else None
 
 
+_COMMAND = re.compile(r"(\w+)\s*(?:$|[^\w\s-])")
+
+
 def _mentions(body: str, mention: str) -> bool:
-    return body.lower().startswith(mention.lower())
+    """Whether ``body``, its quoted lines left out, starts with the whole handle (any case):
+    ``@errand fix``, ``@Errand, fix``; not ``@errands-team`` or ``@errand-helper``."""
+    return re.match(re.escape(mention) + r"(?![\w-])", _unquoted(body), re.IGNORECASE) is not None
+
+
+def _ask(body: str, mention: str) -> str:
+    """What follows the mention in ``body`` (whose unquoted text starts with it)."""
+    return _unquoted(body)[len(mention):].strip()
+
+
+def _unquoted(body: str) -> str:
+    """``body`` without its quoted lines (``> …``, a quote-reply): what someone else said is no command."""
+    return "\n".join(line for line in body.splitlines() if not line.lstrip().startswith(">")).strip()
 
 
 def _labelled(event: ForgeEvent, state: State) -> Action:
@@ -150,9 +172,18 @@ def _labelled(event: ForgeEvent, state: State) -> Action:
         return Ignore("another label")
     if not state.may_write:
         return Ignore(f"@{event.author} has no write access to {event.repo}")
+    busy = _busy(event, state)
+    if busy is None and not event.label_added and not state.first_task:
+        return Ignore(f"#{event.number}'s labels changed and it has {state.label}, but errand had a task "
+                      f"for it already: not a new request")
+    return busy or Start(None)
+
+
+def _busy(event: ForgeEvent, state: State) -> Ignore | None:
+    """A label or an ``@errand`` ask on an issue an open task has already starts nothing more."""
     if state.busy_task is not None:
         return Ignore(f"task {state.busy_task} has #{event.number} already")
-    return Start(None)
+    return None
 
 
 def _answer(event: ForgeEvent, state: State, task_id: str) -> Action:
@@ -160,5 +191,5 @@ def _answer(event: ForgeEvent, state: State, task_id: str) -> Action:
         return Ignore("errand's own question")
     if event.author is None or (event.author != state.asked_by and not state.may_write):
         return Ignore(f"@{event.author} may not answer for {event.repo}")
-    text = event.body[len(state.mention):].strip() if _mentions(event.body, state.mention) else event.body
+    text = _ask(event.body, state.mention) if _mentions(event.body, state.mention) else event.body
     return Answer(task_id, text or event.body)

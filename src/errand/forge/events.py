@@ -33,6 +33,9 @@ class ForgeEvent:
     review_id: int | None = None
     label: str | None = None
     name: str = ""  # the forge's own name for it (``issues.closed``), for what errand says it ignored
+    # False when the forge said only that the issue's labels changed and it has ``label`` (Gitea):
+    # not necessarily added now.
+    label_added: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -51,11 +54,11 @@ def normalise(event: str, delivery: str, payload: dict[str, Any]) -> ForgeEvent:
     repo = str((payload.get("repository") or {}).get("full_name") or "")
     if event == "ping":
         return ForgeEvent(delivery, "ping", name=name)
-    if event == "issues" and action == "labeled":
+    if event == "issues" and action in ("labeled", "label_updated"):
         sender = payload.get("sender")
         return ForgeEvent(delivery, "labeled", repo, int(payload["issue"]["number"]), author=_login(sender),
                           author_id=_user_id(sender), label=str((payload.get("label") or {}).get("name") or ""),
-                          name=name)
+                          name=name, label_added=action == "labeled")
     if event == "issue_comment" and action == "created":
         issue, comment = payload["issue"], payload["comment"]
         return _written(delivery, "comment", repo, issue, comment, name, comment_id=comment.get("id"),

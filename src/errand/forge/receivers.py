@@ -88,10 +88,12 @@ class GiteaReceiver:
     def _said(self, event: str, kind: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         action = payload.get("action")
         if event == "issues" and (kind == "issue_label" or action in ("label_updated", "opened")):
-            # Gitea says the labels changed, not which: the configured one counts when the issue has it.
+            # Gitea says the labels changed, not which: the configured one counts when the issue has it,
+            # as an addition only when the issue is new (``label_updated``: see errand.forge.decide).
             names = [str(label.get("name")) for label in (payload["issue"].get("labels") or [])]
             label = self.label if self.label in names else (names[0] if names else "")
-            return "issues", {**payload, "action": "labeled", "label": {"name": label}}
+            changed = "labeled" if action == "opened" else "label_updated"
+            return "issues", {**payload, "action": changed, "label": {"name": label}}
         if event == "issue_comment":
             return event, payload
         reviewed = kind.startswith("pull_request_review_") and kind != "pull_request_review_request"
@@ -135,7 +137,9 @@ class GitLabReceiver:
         if event == "Note Hook" and attributes.get("noteable_type") in ("Issue", "MergeRequest"):
             on_merge_request = attributes.get("noteable_type") == "MergeRequest"
             target = payload["merge_request" if on_merge_request else "issue"]
-            return "issue_comment", {**base, "action": "created", "comment": {
+            # GitLab sends a Note Hook for an edited note too: an edit is no new comment (GitHub's `edited`).
+            action = "edited" if attributes.get("action") == "update" else "created"
+            return "issue_comment", {**base, "action": action, "comment": {
                 "id": attributes.get("id"), "body": attributes.get("note") or "", "user": base["sender"]},
                 "issue": {"number": int(target["iid"]), "pull_request": {} if on_merge_request else None}}
         return f"gitlab:{event}", payload

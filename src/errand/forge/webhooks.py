@@ -131,11 +131,12 @@ class WebhookHandler:
                       label=self.settings.label, review_done=self._review_done(event))
         if event.number is None or event.kind in ("ping", "other") or is_mine(event, state):
             return state
-        if event.kind == "labeled":
-            busy = next((link.task_id for link in self.links.for_issue(event.repo, event.number)
-                         if _open(self.service.store.get_task(link.task_id).state)), None)
-            state = replace(state, busy_task=busy)
-        else:
+        if event.kind == "labeled" or not event.pull:  # one open task per issue, however it was asked for
+            had = self.links.for_issue(event.repo, event.number)
+            busy = next((link.task_id for link in had if _open(self.service.store.get_task(link.task_id).state)),
+                        None)
+            state = replace(state, busy_task=busy, first_task=not had)
+        if event.kind != "labeled":
             waiting = waiting_task(self.service, self.links, event.repo, event.number,
                                    pull=event.pull if self.separate_numbers else None)
             if waiting is not None:
@@ -159,12 +160,14 @@ class WebhookHandler:
             return ""
 
     def _review_done(self, event: ForgeEvent) -> bool:
-        return event.review_id is not None and self.links.outcome(self._review_key(event)) is not None
+        return event.review_id is not None and self.links.outcome(
+            self._claim_key(event, "review", event.review_id)) is not None
 
-    def _review_key(self, event: ForgeEvent) -> str:
-        """The claim a review's round is recorded under (beside the deliveries: one table of "done once")."""
+    def _claim_key(self, event: ForgeEvent, what: str, id_: int) -> str:
+        """The claim a review's round or a comment's action is recorded under (beside the
+        deliveries: one table of "done once")."""
         where = hashlib.sha256(f"{self.forge.base_url} {event.repo}".encode()).hexdigest()[:24]
-        return f"review:{where}:{event.review_id}"
+        return f"{what}:{where}:{id_}"
 
     # ------------------------------------------------------------ the one place that acts
 
@@ -175,8 +178,12 @@ class WebhookHandler:
             return Outcome("ignored", action.reason)
         if isinstance(action, Duplicate):
             return Outcome("duplicate", action.reason)
-        if event.review_id is not None and not self._claim_review(event):
+        if event.review_id is not None and not self._claim(event, "review", event.review_id):
             return Outcome("duplicate", f"review {event.review_id} was acted on already")
+        # One comment, one action, under however many delivery ids (a repository's hook and its
+        # organisation's, or `connect` run twice) it arrives.
+        if event.comment_id is not None and not self._claim(event, event.kind, event.comment_id):
+            return Outcome("duplicate", f"comment {event.comment_id} was acted on already")
         assert event.number is not None
         ask = Ask(author=event.author, text=getattr(action, "text", None), comment_id=event.comment_id,
                   author_id=event.author_id, on_line=event.on_line)
@@ -188,11 +195,11 @@ class WebhookHandler:
             return self._follow(event.repo, event.number, ask)
         return self._start(event.repo, event.number, ask)
 
-    def _claim_review(self, event: ForgeEvent) -> bool:
-        """Atomically: the first part of a review to act wins; any other part, delivered at the same
-        moment or later and in any order, is the same instruction."""
-        key = self._review_key(event)
-        if not self.links.first_delivery(key, "review"):
+    def _claim(self, event: ForgeEvent, what: str, id_: int) -> bool:
+        """Atomically: the first delivery of a comment, or part of a review, to act wins; any other,
+        delivered at the same moment or later and in any order, is the same instruction."""
+        key = self._claim_key(event, what, id_)
+        if not self.links.first_delivery(key, what):
             return False
         self.links.delivered(key, f"by delivery {event.delivery}")
         return True
