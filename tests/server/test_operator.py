@@ -127,7 +127,7 @@ def test_not_ready_when_temporal_does_not_answer(serve: Callable[..., Served]) -
     assert doctor.returncode == 1
     server = next(finding for finding in json.loads(doctor.stdout)["findings"] if finding["name"] == "server")
     assert server["status"] == "fail"
-    assert "is not ready (" in server["detail"] and "; temporal: " in server["detail"]
+    assert "is not ready (" in server["detail"] and "temporal: " in server["detail"]
 
 
 @pytest.mark.faults

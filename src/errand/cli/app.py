@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
+import os
 import signal
 import sys
 import threading
@@ -329,13 +331,18 @@ async def _feed_stdin(process: AsyncProcess) -> None:
         await process.stdin.close()
         return
     loop = asyncio.get_running_loop()
-    # A blocking read in a daemon thread: stdin may be a pipe, a file or a test's buffer,
-    # and a reader still waiting when the command ends must not keep errand alive.
-    threading.Thread(target=_copy_stdin, args=(source.buffer, process, loop), daemon=True,
-                     name="errand-stdin").start()
+    # A blocking read in a daemon thread: stdin may be a pipe, a file or a test's buffer, and a
+    # reader still waiting when the command ends must not keep errand alive. It reads the file
+    # descriptor itself where there is one: a thread blocked inside sys.stdin's buffered reader
+    # holds its lock, and the interpreter aborts at exit when it cannot take that lock.
+    try:
+        reader: int | IO[bytes] = source.fileno()
+    except (AttributeError, OSError, ValueError):
+        reader = source.buffer
+    threading.Thread(target=_copy_stdin, args=(reader, process, loop), daemon=True, name="errand-stdin").start()
 
 
-def _copy_stdin(source: IO[bytes], process: AsyncProcess, loop: asyncio.AbstractEventLoop) -> None:
+def _copy_stdin(source: int | IO[bytes], process: AsyncProcess, loop: asyncio.AbstractEventLoop) -> None:
     def deliver(work: Coroutine[Any, Any, None]) -> None:
         try:
             future = asyncio.run_coroutine_threadsafe(work, loop)
@@ -345,7 +352,7 @@ def _copy_stdin(source: IO[bytes], process: AsyncProcess, loop: asyncio.Abstract
         future.result()  # waits: backpressure from the command
 
     try:
-        read = getattr(source, "read1", source.read)
+        read = functools.partial(os.read, source) if isinstance(source, int) else getattr(source, "read1", source.read)
         while chunk := read(65536):
             deliver(process.stdin.write(chunk))
         deliver(process.stdin.close())
