@@ -27,7 +27,7 @@ def benchmarks() -> list[Path]:
 
 
 # A figure: a number with a unit or a rate (12.3 ms, 4 s, 149/s, 0.82 MiB, 3.1×) or a score (0.6511).
-FIGURE = re.compile(r"\d(?:[\d,]*\.?\d*)\s*(?:ms|s|/s|MiB|MB|GiB|×|%)(?![a-z])|\b\d\.\d{3,}\b")
+FIGURE = re.compile(r"\d(?:[\d,]*\.?\d*)\s*(?:ms|s|/s|MiB|MB|GiB|×|%)(?![a-z])|\b\d\.\d{3,}\b|\b\d{1,3}(?:,\d{3})+\b")
 
 
 def test_the_benchmarks_are_found() -> None:
@@ -49,6 +49,6 @@ def test_quick_mode_runs_and_prints_figures(path: Path) -> None:
                           timeout=1800, check=False)
     shown = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
     assert done.returncode == 0, shown
-    assert FIGURE.search(done.stdout), f"no figures printed\n{shown}"
+    assert FIGURE.search(done.stdout + done.stderr), f"no figures printed\n{shown}"
     assert "Traceback (most recent call last)" not in done.stderr, shown
     assert "ERROR" not in done.stdout, shown

@@ -79,9 +79,10 @@ def test_best_of_three_with_a_message_compared_rejected_followed_up_and_accepted
     told = [m for request in agents.seen[0] for m in request if m.get("role") == "user"]
     assert any(MESSAGE in str(m.get("content")) for m in told), "the message never reached the model"
 
-    # The header adds up what the model server was sent: 9 calls of 100 in and 20 out.
+    # The header adds up what the model server was sent: 9 agent steps of 100 in and 20 out, and the
+    # call that distils memories from the finished task (counted in tokens, not in steps).
     expect(figure(page, "Steps")).to_have_text("9")
-    expect(figure(page, "Tokens")).to_have_text("1.1k (900 in, 180 out)")
+    expect(figure(page, "Tokens")).to_have_text("1.2k (1.0k in, 200 out)")
     rows = page.get_by_role("table").filter(has_text="against its budget").locator("tbody tr")
     expect(rows).to_have_count(3)
     expect(rows.nth(0)).to_contain_text(re.compile(r"\d of 100"))

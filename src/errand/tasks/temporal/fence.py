@@ -28,12 +28,19 @@ from errand.tasks.store import TaskStore, insert_event
 __all__ = ["FencedBench", "append_if_held", "lost"]
 
 
+#: States a run is put in by someone else than the worker that held it (recovery, a cancel).
+TAKEN = frozenset({RunState.INTERRUPTED.value, RunState.CANCELLED.value})
+
+
 def append_if_held(store: TaskStore, worker: str, task_id: str, run_id: str, kind: str, data: Any) -> int:
-    """Append the run's event if the run is still running and ``worker``'s; else :class:`RunNotRunning`."""
+    """Append the run's event if the run is still ``worker``'s and was not taken from it (see
+    :data:`TAKEN`); else :class:`RunNotRunning`."""
     query = sa.select(runs.c.state, runs.c.worker).where(runs.c.id == run_id).with_for_update()
     with store._write() as connection:
         row = connection.execute(query).first()
-        if row is not None and (row.state != RunState.RUNNING.value or row.worker != worker):
+        # A run this worker ended itself (succeeded, failed) still takes its round's closing events (the
+        # distilled memories, the egress record); one taken from it (interrupted, cancelled) takes none.
+        if row is not None and (row.state in TAKEN or row.worker != worker):
             raise RunNotRunning(f"run {run_id} is {row.state} and no longer {worker}'s: the worker lost it while it "
                                 "was not answering, and writes nothing more into it", task_id=task_id, run_id=run_id)
         return insert_event(connection, task_id, run_id, kind, data)
