@@ -59,3 +59,14 @@ def test_an_event_that_commits_late_below_the_newest_id_is_counted(tmp_path: Pat
     assert tally.read(store, now=now)[0]["model"] == 3
     assert tally.read(store, now=now + census.SETTLE_SECONDS + 1)[0]["model"] == 3
     store.close()
+
+
+def test_egress_refusals_add_up_what_each_sandboxs_record_lists_and_counts(tmp_path: Path) -> None:
+    store = store_at(tmp_path)
+    task = store.create_task(title="t", instruction="t", repo="/r")
+    store.append_event(task.id, None, "egress", {"role": "setup", "refused": [{"host": "a"}, {"host": "b"}],
+                                                 "more_refused": 5})
+    store.append_event(task.id, None, "egress", {"role": "agent", "refused": [], "more_refused": 0})
+    _, usage = census.Tally(settle_seconds=0.0).read(store)
+    assert usage.egress_refusals == 7
+    store.close()

@@ -37,8 +37,7 @@ __all__ = ["PROBE_TIMEOUT", "EngineStatus", "StoreCollector", "router"]
 router = APIRouter(tags=["operator"])
 #: How long one readiness check may take before it counts as down.
 PROBE_TIMEOUT = 3.0
-#: Event kinds that are a refusal of egress, and kinds that are a retry of something.
-EGRESS_REFUSALS = ("egress_refused",)
+#: Event kinds that are a retry of something.
 RETRIES = ("model_retry",)
 
 
@@ -142,7 +141,7 @@ class StoreCollector(Collector):
         kinds, usage = self.tally.read(self.store)
         yield from _state_metrics(now)
         yield _gauge("errand_sandboxes_live", "Live sandboxes of this errand home.", self.sandboxes())
-        yield from _event_metrics(kinds)
+        yield from _event_metrics(kinds, usage.egress_refusals)
         yield from _usage_metrics(usage)
 
 
@@ -160,13 +159,13 @@ def _state_metrics(now: census.Census) -> Iterator[Metric]:
                                 buckets=buckets, sum_value=now.rounds.total_seconds)
 
 
-def _event_metrics(kinds: dict[str, int]) -> Iterator[Metric]:
+def _event_metrics(kinds: dict[str, int], egress_refusals: int) -> Iterator[Metric]:
     by_kind = CounterMetricFamily("errand_events", "Events written to tasks' logs, by kind.", labels=["kind"])
     for kind, count in sorted(kinds.items()):
         by_kind.add_metric([kind], count)
     yield by_kind
-    yield CounterMetricFamily("errand_egress_refusals", "Connections the egress proxy refused (task sandboxes).",
-                              value=census.kinds_total(kinds, EGRESS_REFUSALS))
+    yield CounterMetricFamily("errand_egress_refusals", "Connections the egress proxy refused (task sandboxes, "
+                              "counted when each sandbox ends).", value=egress_refusals)
     yield CounterMetricFamily("errand_retries", "Retried calls (model calls).",
                               value=census.kinds_total(kinds, RETRIES))
 

@@ -38,8 +38,9 @@ __all__ = ["ROUND_BUCKETS", "SETTLE_SECONDS", "Census", "ModelUsage", "RoundDura
 ROUND_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 #: An event older than this has committed (or its transaction failed): its count is settled.
 SETTLE_SECONDS = 120.0
-#: The event kinds whose data carry a model call's usage.
+#: The event kinds whose data carry a model call's usage, and the one that records a sandbox's egress.
 USAGE_KINDS = ("model", "condensed")
+EGRESS_KIND = "egress"
 
 
 @dataclass(frozen=True)
@@ -89,10 +90,13 @@ def _round_durations(connection: sa.Connection) -> RoundDurations:
 
 @dataclass
 class ModelUsage:
+    """Model calls' usage, and (beside it, as it is read from the same events) egress refusals."""
+
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
+    egress_refusals: int = 0
 
     def add(self, data: object) -> None:
         if not isinstance(data, dict):
@@ -102,9 +106,17 @@ class ModelUsage:
         self.output_tokens += int(_number(data.get("output_tokens")))
         self.cost += float(_number(data.get("cost")))
 
+    def refused(self, data: object) -> None:
+        """One sandbox's egress record: the refusals it lists and the count of those it does not."""
+        if isinstance(data, dict):
+            listed = data.get("refused")
+            self.egress_refusals += (len(listed) if isinstance(listed, list) else 0) + int(
+                _number(data.get("more_refused")))
+
     def plus(self, other: ModelUsage) -> ModelUsage:
         return ModelUsage(self.calls + other.calls, self.input_tokens + other.input_tokens,
-                          self.output_tokens + other.output_tokens, self.cost + other.cost)
+                          self.output_tokens + other.output_tokens, self.cost + other.cost,
+                          self.egress_refusals + other.egress_refusals)
 
 
 def _number(value: object) -> int | float:
@@ -147,8 +159,12 @@ def _count(connection: sa.Connection, *where: sa.ColumnElement[bool]) -> tuple[C
                                           .group_by(events.c.kind)):
         kinds[str(kind)] = int(count)
     usage = ModelUsage()
-    for (data,) in connection.execute(sa.select(events.c.data).where(*where, events.c.kind.in_(USAGE_KINDS))):
-        usage.add(data)
+    for kind, data in connection.execute(sa.select(events.c.kind, events.c.data)
+                                         .where(*where, events.c.kind.in_((*USAGE_KINDS, EGRESS_KIND)))):
+        if kind == EGRESS_KIND:
+            usage.refused(data)
+        else:
+            usage.add(data)
     return kinds, usage
 
 
