@@ -5,7 +5,7 @@ overlay root, cgroups, bwrap); claiming one from a pool costs what configuring
 it does, a fraction of a millisecond::
 
     async with await AsyncSandboxPool.start(image, size=4) as pool:
-        sandbox = await pool.claim(network=Network.allow("pypi.org"), resources=Resources(memory="1GiB"),
+        sandbox = await pool.claim(network=Network.allow("api.example.org"), resources=Resources(memory="1GiB"),
                                    env={"CI": "1"}, labels={"task": "t-1"}, timeout=600)
         async with sandbox:
             await sandbox.run("pytest")
