@@ -302,3 +302,20 @@ def test_gc_spares_a_young_scratch_copy_and_reaps_an_old_one() -> None:
         assert young.name not in report.scratch and young.is_dir()
     finally:
         shutil.rmtree(young, ignore_errors=True)
+
+
+async def test_a_sandbox_that_dies_under_a_command_says_why() -> None:
+    """The host's view of a sandbox killed from outside: the command's wait and every later
+    call raise SandboxTerminated naming what the sandbox showed (here: the signal)."""
+    from errand import AsyncSandbox, SandboxTerminated
+
+    sandbox = await AsyncSandbox.create(timeout=60)
+    try:
+        process = await sandbox.exec("sleep", "30")
+        os.kill(sandbox._record.pid, signal.SIGKILL)
+        with pytest.raises(SandboxTerminated, match=r"\(killed by signal 9\)"):
+            await process.wait()
+        with pytest.raises(SandboxTerminated, match=r"has ended \(killed by signal 9\)"):
+            await sandbox.files.write("/tmp/after", b"x")
+    finally:
+        await sandbox.terminate()

@@ -439,11 +439,27 @@ class SandboxHandle:
 
     def _ensure_alive(self) -> None:
         if self._dead.is_set() or self._terminated:
-            raise SandboxTerminated(f"sandbox {self.id} has ended", sandbox_id=self.id)
+            cause = self._why_closed()
+            raise SandboxTerminated(f"sandbox {self.id} has ended" + (f" ({cause})" if cause else ""),
+                                    sandbox_id=self.id)
 
     async def _connect(self) -> AgentChannel:
         self._ensure_alive()
-        return await AgentChannel.connect(self._record.control_socket, self.id, self._dead)
+        return await AgentChannel.connect(self._record.control_socket, self.id, self._dead, self._why_closed)
+
+    def _why_closed(self) -> str:
+        """What the sandbox shows of why a connection closed unanswered: terminated, its
+        launcher's exit, the last line of its log; empty when it shows nothing."""
+        if self._terminated:
+            return "terminated"
+        parts = []
+        status = self._process.poll() if self._process is not None else None
+        if status is not None:
+            parts.append(f"exited with status {status}" if status >= 0 else f"killed by signal {-status}")
+        lines = [line for line in self._record.log_tail(2000).splitlines() if line.strip()]
+        if lines:
+            parts.append(f"its log ends: {lines[-1].strip()[:300]}")
+        return "; ".join(parts)
 
     async def _resolve_user(self, user: str | int | None) -> tuple[int, int]:
         if user is None or user == "root" or user == 0:

@@ -12,6 +12,7 @@ import collections
 import os
 import socket
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from errand.errors import SandboxError, SandboxTerminated
@@ -44,10 +45,12 @@ class AgentReply:
 class AgentChannel:
     """One connection to a sandbox's agent. Use one per command or file operation."""
 
-    def __init__(self, sock: socket.socket, sandbox_id: str, dead: asyncio.Event | None) -> None:
+    def __init__(self, sock: socket.socket, sandbox_id: str, dead: asyncio.Event | None,
+                 why: Callable[[], str] | None = None) -> None:
         self._sock = sock
         self._sandbox_id = sandbox_id
         self._dead = dead
+        self._why = why
         self._buffer = bytearray()
         self._fds: list[int] = []
         self._replies: collections.deque[AgentReply] = collections.deque()
@@ -57,7 +60,10 @@ class AgentChannel:
         self._loop.add_reader(sock.fileno(), self._on_readable)
 
     @classmethod
-    async def connect(cls, path: str, sandbox_id: str, dead: asyncio.Event | None = None) -> AgentChannel:
+    async def connect(cls, path: str, sandbox_id: str, dead: asyncio.Event | None = None,
+                      why: Callable[[], str] | None = None) -> AgentChannel:
+        """``why`` says, when the connection closes without an answer, what the sandbox left
+        behind (its exit and the last lines of its log), so the error names a cause."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         sock.setblocking(False)
         try:
@@ -65,7 +71,7 @@ class AgentChannel:
         except (FileNotFoundError, ConnectionRefusedError):
             sock.close()
             raise SandboxTerminated(f"sandbox {sandbox_id} is not running", sandbox_id=sandbox_id) from None
-        return cls(sock, sandbox_id, dead)
+        return cls(sock, sandbox_id, dead, why)
 
     async def send(self, fields: list[str], fds: list[int] | tuple[int, ...] = ()) -> None:
         payload = b"\0".join(f.encode("utf-8", "surrogateescape") for f in fields)
@@ -91,10 +97,13 @@ class AgentChannel:
         """
         while not self._replies:
             if self._eof:
-                raise SandboxTerminated(f"sandbox {self._sandbox_id} closed the connection",
-                                        sandbox_id=self._sandbox_id)
+                cause = self._why() if self._why is not None else ""
+                raise SandboxTerminated(f"sandbox {self._sandbox_id} closed the connection"
+                                        + (f" ({cause})" if cause else ""), sandbox_id=self._sandbox_id)
             if self._dead is not None and self._dead.is_set():
-                raise SandboxTerminated(f"sandbox {self._sandbox_id} has ended", sandbox_id=self._sandbox_id)
+                cause = self._why() if self._why is not None else ""
+                raise SandboxTerminated(f"sandbox {self._sandbox_id} has ended" + (f" ({cause})" if cause else ""),
+                                        sandbox_id=self._sandbox_id)
             self._wakeup = self._loop.create_future()
             waits: list[asyncio.Future[Any]] = [self._wakeup]
             dead = asyncio.ensure_future(self._dead.wait()) if self._dead is not None else None

@@ -69,18 +69,21 @@ class Dispatcher:
         async with temporal_lease(self.store, self.worker, self.settings.heartbeat):
             if ready is not None:
                 ready()
-            if not await self._connect(stop):
-                return
             self._after = await asyncio.to_thread(self.store.last_event_id)
             backoff = 0.0
             while not stop.is_set():
                 try:
-                    if not self._caught_up:
-                        await self._catch_up()
+                    # Claiming needs only the store: a task submitted while the service is away is
+                    # claimed, and its round waits in the outbox, before any connection is made.
                     await self._claim()
-                    await self._send()
-                    await self._forward()
-                    backoff = 0.0
+                    if await self._connected():
+                        if not self._caught_up:
+                            await self._catch_up()
+                        await self._send()
+                        await self._forward()
+                        backoff = 0.0
+                    else:
+                        backoff = min(max(backoff * 2, 0.5), _BACKOFF_CEILING)
                 except (RPCError, SQLAlchemyError) as error:  # away: try again, nothing is lost from the store
                     backoff = min(max(backoff * 2, 0.5), _BACKOFF_CEILING)
                     log.warning("the %s did not answer (%s); trying again in %g s",
@@ -88,20 +91,17 @@ class Dispatcher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), max(self.poll_interval, backoff))
 
-    async def _connect(self, stop: asyncio.Event) -> bool:
-        """Connect to the service, trying until it answers (False: stopped first)."""
-        backoff = 0.5
-        while not stop.is_set():
-            try:
-                self._client = await Client.connect(self.settings.address, namespace=self.settings.namespace)
-                return True
-            except (RuntimeError, RPCError) as error:
-                log.warning("cannot reach the Temporal service at %s (%s); rounds wait in the store's outbox, "
-                            "trying again in %g s", self.settings.address, error, backoff)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), backoff)
-            backoff = min(backoff * 2, _BACKOFF_CEILING)
-        return False
+    async def _connected(self) -> bool:
+        """Connect to the service if not yet connected; False while it does not answer."""
+        if self._client is not None:
+            return True
+        try:
+            self._client = await Client.connect(self.settings.address, namespace=self.settings.namespace)
+        except (RuntimeError, RPCError) as error:
+            log.warning("cannot reach the Temporal service at %s (%s); rounds wait in the store's outbox",
+                        self.settings.address, error)
+            return False
+        return True
 
     async def _claim(self) -> None:
         while await asyncio.to_thread(self.outbox.claim, self.worker) is not None:
