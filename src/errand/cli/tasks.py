@@ -111,6 +111,9 @@ def run(
                                          "(default: $ERRAND_MODEL, then the file's model).")] = None,
     attempts: Annotated[int, typer.Option(
         "--attempts", metavar="N", help="Attempts run in parallel, ranked by evidence.")] = 1,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", metavar="KIND", help="errand (its own loop) or an agent CLI run in the sandbox: claude-code "
+                                        "(default: errand.toml's [agent] kind, then config.toml's agent).")] = None,
     issue: Annotated[str | None, typer.Option(
         "--issue", metavar="FILE|OWNER/NAME#N|URL", help="Take the task from an issue: a Markdown file, or an "
                                                          "issue on GitHub, Gitea or GitLab (its thread read in "
@@ -146,7 +149,7 @@ def run(
             if issue is not None:
                 title, instruction = issue_instruction(Path(issue))
             task = service.submit(instruction or "", repo=repo, base=base, model=model, attempts=attempts,
-                                  title=title)
+                                  title=title, agent=agent)
         # With --json, stdout carries the one JSON object and everything said on the way goes to stderr.
         out = console(stderr=as_json)
         if not as_json:
@@ -257,7 +260,7 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
         out.print(f"[bold]{shown(task.id)}[/]  {_state(task.state)}  {shown(task.title, lines=False)}")
         out.print(f"[dim]repo {shown(task.repo, lines=False)} at {shown(task.base_ref, lines=False)} "
                   f"({shown((task.base_commit or '')[:12])}), branch {shown(task.branch, lines=False)}, "
-                  f"model {shown(_model_line(task), lines=False)}[/]")
+                  f"model {shown(_model_line(task), lines=False)}, agent {shown(task.agent or 'errand')}[/]")
         print_progress(out, figures)
         if task.state is TaskState.NEEDS_INPUT:
             questions = service.events(task_id, kinds=["question"])

@@ -30,7 +30,8 @@ def pull_body(task: Task, evidence: Evidence | None, *, issue: int | None, qa: l
     if follows is not None:
         parts.append(f"Follows up #{follows}: its branch is in a fork whose author has not allowed edits by "
                      "maintainers, so this carries its commits and errand's on top.")
-    footer = [f"errand task `{task.id}`" + (f" · [review page]({review_url})" if review_url else "")]
+    footer = [f"errand task `{task.id}` · agent {_code(task.agent or 'errand')}"
+              + (f" · [review page]({review_url})" if review_url else "")]
     if requested_by:
         footer.append(f"asked by @{requested_by}")
     parts.append("---\n" + " · ".join(footer) + "\n\nA draft for review: errand merges nothing.")

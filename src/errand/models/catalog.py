@@ -3,6 +3,7 @@
 ``$ERRAND_HOME/config.toml``::
 
     model = "local"                  # the default model; ERRAND_MODEL and --model win over it
+    agent = "claude-code"            # the default agent (errand's own without it); see errand.agent.seam
 
     [models.local]
     provider = "openai"              # openai | anthropic | scripted
@@ -51,7 +52,7 @@ from errand.models.profiles import Pricing
 __all__ = ["Catalog"]
 
 MAX_SETTINGS_BYTES = 1024**2
-_TOP_LEVEL = ("model", "models")
+_TOP_LEVEL = ("model", "models", "agent")
 _MODEL_KEYS = ("provider", "model", "base_url", "api_key_env", "context_window", "price", "stream")
 _PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -66,6 +67,7 @@ class Catalog:
     models: Mapping[str, ModelEndpoint] = field(default_factory=dict)
     default: str | None = None
     source: Path | None = None
+    agent: str | None = None  # the default agent kind, as written (errand.agent.seam checks it)
 
     @classmethod
     def load(cls, path: Path | None = None) -> Catalog:
@@ -127,7 +129,10 @@ def _parse(document: Mapping[str, Any], path: Path) -> Catalog:
     models = {name: _named_model(name, table, path) for name, table in tables.items()}
     if default is not None and ":" not in default and default.strip() not in models:
         raise ConfigError(f"{path}: model = {default!r} names no [models.{default.strip()}]", code="unknown_model")
-    return Catalog(models, default.strip() if default else None, path)
+    agent = document.get("agent")
+    if agent is not None and (not isinstance(agent, str) or not agent.strip()):
+        raise ConfigError(f"{path}: agent must be an agent's name such as \"claude-code\"", code="invalid_config")
+    return Catalog(models, default.strip() if default else None, path, agent.strip() if agent else None)
 
 
 def _named_model(name: str, table: object, path: Path) -> ModelEndpoint:

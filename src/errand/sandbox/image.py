@@ -9,6 +9,7 @@ rebuild starts from the first step that changed.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -25,8 +26,10 @@ from errand.sandbox.config import sandbox_path
 __all__ = ["Image", "Step"]
 
 LogSink = Callable[[str], None]
-_IMAGE_ID = __import__("re").compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-_PACKAGE = __import__("re").compile(r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~,\[\]-]*$")
+_IMAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+_PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+:=<>!~,\[\]-]*$")
+# An npm package pinned to one version: ``name@1.2.3`` or ``@scope/name@1.2.3``.
+_NPM_PINNED = re.compile(r"^(?:@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*@\d+\.\d+\.\d+[A-Za-z0-9.+-]*$")
 
 
 @dataclass(frozen=True, repr=False)
@@ -109,6 +112,17 @@ class Image:
                    "--disable-pip-version-check " + " ".join(shlex.quote(p) for p in names))
         return self._then(Step("run", (command,), network="pip"))
 
+    def npm_install(self, *packages: str, prefix: str) -> Image:
+        """Install npm packages (pin each: ``name@1.2.3``) under ``prefix`` (its ``bin`` holds their
+        commands), reaching only the host's npm registry while the step runs. npm's own cache is
+        left out of the layer."""
+        names = _packages(packages, "npm_install", _NPM_PINNED)
+        target = sandbox_path(prefix, what="npm_install prefix")
+        command = (f"npm install --global --prefix {shlex.quote(target)} --no-audit --no-fund --no-update-notifier "
+                   "--cache /tmp/errand-npm-cache " + " ".join(shlex.quote(p) for p in names)
+                   + " && rm -rf /tmp/errand-npm-cache")
+        return self._then(Step("run", (command,), network="npm"))
+
     def apt_install(self, *packages: str) -> Image:
         names = _packages(packages, "apt_install")
         if self.steps[0].kind == "base":
@@ -169,11 +183,11 @@ def _apply_step(image: Image, index: int, kind: str, value: Any) -> Image:
                       f"(steps are: {known})", code="invalid_image_step")
 
 
-def _packages(packages: tuple[str, ...], what: str) -> list[str]:
+def _packages(packages: tuple[str, ...], what: str, pattern: re.Pattern[str] = _PACKAGE) -> list[str]:
     if not packages:
         raise ConfigError(f"{what}() needs at least one package", code="invalid_image_step")
     for name in packages:
-        if not isinstance(name, str) or not _PACKAGE.match(name):
+        if not isinstance(name, str) or not pattern.match(name):
             raise ConfigError(f"{what}(): not a package name or requirement: {name!r}",
                               code="invalid_image_step")
     return list(packages)

@@ -61,7 +61,7 @@ def checked_submit(request: Request, body: TaskIn) -> Task:
         raise ConfigError("scripted models name a file on the server and are off here "
                           "(errand serve --allow-scripted-models turns them on)", code="model_not_allowed")
     return task_service(request).submit(body.instruction, repo=body.repo, base=body.base, model=body.model,
-                                    attempts=body.attempts, title=body.title)
+                                    attempts=body.attempts, title=body.title, agent=body.agent)
 
 
 @router.post("/tasks", status_code=201, response_model=Task, responses=PROBLEMS)

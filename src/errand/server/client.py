@@ -156,12 +156,12 @@ class ErrandClient(StoreReads[RemoteStore]):
     # ------------------------------------------------------------ intake, steering, review
 
     def submit(self, instruction: str, *, repo: str | Path, base: str = "HEAD", model: str | None = None,
-               attempts: int = 1, title: str | None = None) -> Task:
+               attempts: int = 1, title: str | None = None, agent: str | None = None) -> Task:
         source = str(repo)
         if not is_url(source) and Path(source).expanduser().exists():
             source = str(Path(source).expanduser().resolve())  # a path means this machine's, as the CLI's does
         body = {"instruction": instruction, "repo": source, "base": base, "model": model, "attempts": attempts,
-                "title": title}
+                "title": title, "agent": agent}
         return _task(self._http.json("POST", "/api/tasks", json=body))
 
     def message(self, task_id: str, text: str) -> int:

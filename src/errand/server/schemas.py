@@ -35,6 +35,9 @@ class TaskIn(BaseModel):
                                     "endpoint it resolves to on the server (model_endpoint).")
     attempts: int = Field(1, ge=1, le=MAX_ATTEMPTS, description="Attempts run in parallel, ranked by evidence.")
     title: ShortText | None = None
+    agent: ShortText | None = Field(default=None, description="The agent: errand (its own loop) or an agent "
+                                    "CLI such as claude-code; the repository's errand.toml, then the server's "
+                                    "config.toml, if omitted.")
 
 
 class TextIn(BaseModel):

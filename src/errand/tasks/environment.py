@@ -25,6 +25,7 @@ from typing import Any
 
 from errand._files import read_inside
 from errand.agent.budgets import Budgets
+from errand.agent.seam import agent_kind
 from errand.errors import ConfigError
 from errand.memory.rules import parse_rule, rule_files
 from errand.sandbox.config import Resources
@@ -62,7 +63,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "lint": ("command",),
     "network": ("mode", "domains", "cidrs"),
     "resources": ("cpus", "memory", "pids", "disk", "disk_medium"),
-    "agent": ("instructions", "max_steps", "max_tokens", "max_cost", "max_minutes"),
+    "agent": ("kind", "instructions", "max_steps", "max_tokens", "max_cost", "max_minutes"),
 }
 _CACHE_VERSION = "errand-environment-v3"
 _NETWORK_KEYS = ("mode", "domains", "cidrs")
@@ -90,6 +91,7 @@ class Environment:
     resources: Resources = field(default_factory=Resources)
     instruction_files: tuple[str, ...] = DEFAULT_INSTRUCTIONS
     budgets: Budgets | None = None  # [agent] max_steps & co; None: the engine's defaults
+    agent_kind: str | None = None  # [agent] kind: the agent tasks of this repository get unless told otherwise
     source: Path | None = None  # the errand.toml read, or None for the defaults
 
     @property
@@ -175,6 +177,8 @@ def _parse(document: dict[str, Any], repo: Path, path: Path) -> Environment:
         with _context(path, "resources"):
             values["resources"] = Resources(**resources)
 
+    if "kind" in tables.get("agent", {}):
+        values["agent_kind"] = agent_kind(tables["agent"]["kind"], where=f"{path}: agent.kind")
     if "instructions" in tables.get("agent", {}):
         files = _strings(tables["agent"]["instructions"], path, "agent.instructions", allow_empty=True)
         values["instruction_files"] = tuple(_relative_paths(files, path, "agent.instructions", "a path"))

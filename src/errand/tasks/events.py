@@ -39,7 +39,8 @@ _USAGE = "cache_read_tokens cache_write_tokens cost input_tokens output_tokens r
 
 KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
     # a round, as the engine runs it
-    _kind("round_started", "round runs worker", "a worker claimed the task and opened a round of N attempts"),
+    _kind("round_started", "agent round runs worker",
+          "a worker claimed the task and opened a round of N attempts, worked by its agent"),
     _kind("model_endpoint", "describe key model resolved_by", "the model the round uses, and where it came from"),
     _kind("environment", "budgets commit config isolation lint network setup_network test",
           "what shapes the round, read from the base commit"),

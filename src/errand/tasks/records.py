@@ -45,6 +45,8 @@ class Task:
     parent_id: str | None
     created_at: float
     updated_at: float
+    # The agent kind chosen at submission (errand.agent.seam's); None: errand's own.
+    agent: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)

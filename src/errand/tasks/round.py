@@ -36,6 +36,8 @@ from typing import Any, Protocol
 
 from errand.agent import Agent, AgentResult, Budgets
 from errand.agent.budgets import Spent
+from errand.agent.external import CliAdapter, CliAgent, Gateway, ModelAccess, reaching, with_layer
+from errand.agent.seam import DEFAULT_KIND, TaskAgent, cli_adapter
 from errand.agent.transcript import message_from_json, message_to_json
 from errand.errors import ConfigError, ErrandError
 from errand.memory import MemoryStore
@@ -162,9 +164,10 @@ class _Live:
     journals: list[steps.Journal]
     link: TaskMemory | None
     sandboxes: list[AsyncSandbox | None]
-    agents: list[Agent | None]
+    agents: list[TaskAgent | None]
     results: list[AgentResult | None]
     baseline: asyncio.Future[TestRun | None] | None = None
+    grants: dict[int, ModelAccess] = field(default_factory=dict)  # an agent CLI's model access, by attempt
     messages: list[tuple[str, int]] = field(default_factory=list)
     waiting: set[int] = field(default_factory=set)
 
@@ -182,6 +185,9 @@ class Bench:
     distiller: Callable[[ModelEndpoint], Model | None] = default_distiller
     memory: MemoryStore | None = None
     default_model: str | None = None
+    #: Where an agent CLI's model calls go (the host's model gateway): None, and tasks of an
+    #: external agent fail with the reason, since the model key never enters a sandbox.
+    gateway: Gateway | None = None
     rounds: dict[str, _Live] = field(default_factory=dict)
 
     def sandboxes(self, key: str) -> list[AsyncSandbox | None]:
@@ -214,7 +220,8 @@ async def begin(bench: Bench, task: Task) -> Begun:
     for _ in range(task.attempts):
         run = await asyncio.to_thread(bench.store.start_run, task.id, bench.worker, round=number)
         run_ids.append(run.id)
-    await bench.event(task.id, None, "round_started", {"round": number, "runs": run_ids, "worker": bench.worker})
+    await bench.event(task.id, None, "round_started", {"round": number, "runs": run_ids, "worker": bench.worker,
+                                                       "agent": task.agent or DEFAULT_KIND})
     await bench.event(task.id, None, "model_endpoint", said)
     return Begun(task.id, number, tuple(run_ids), endpoint.to_json(), bench.worker)
 
@@ -241,9 +248,10 @@ async def prepare(bench: Bench, begun: Begun) -> Prepared:
     bench.rounds[begun.key] = live
     live.baseline = asyncio.ensure_future(steps.tests_on_base(environment, setup, copies[0], journals[0],
                                                               labels=_labels(runs[0], "baseline")))
-    live.sandboxes = list(await asyncio.gather(*(steps.start_sandbox(environment, setup, copy,
-                                                                      labels=_labels(run))
-                                                 for copy, run in zip(copies, runs, strict=True))))
+    if (task.agent or DEFAULT_KIND) == DEFAULT_KIND:  # an agent CLI's sandbox waits for its model access
+        live.sandboxes = list(await asyncio.gather(*(steps.start_sandbox(environment, setup, copy,
+                                                                          labels=_labels(run))
+                                                     for copy, run in zip(copies, runs, strict=True))))
     await asyncio.to_thread(store.set_state, task.id, TaskState.RUNNING, expected=TaskState.PREPARING)
     prompt = await asyncio.to_thread(task_prompt, store, task, begun.round, environment)
     guide = await asyncio.to_thread(project_guide, base_tree, environment)
@@ -318,6 +326,7 @@ async def attempt(bench: Bench, prepared: Prepared, index: int, controls: Contro
         await journal("answer_delivered", {"text": text, "ref": ref})
         result = await agent.resume(text)
     live.results[index] = result
+    await _revoke(bench, live, index, run_id)
     await asyncio.to_thread(_save, prepared, index, _ENDED, {"result": _result_json(result),
                                                            "commands": journal.commands})
     return Attempt(index, run_id, "ended")
@@ -346,14 +355,23 @@ def _remember(live: _Live, text: str, ref: int) -> None:
             agent.send_message(text, ref=ref)
 
 
-async def _new_agent(bench: Bench, live: _Live, prepared: Prepared, index: int) -> Agent:
+async def _new_agent(bench: Bench, live: _Live, prepared: Prepared, index: int) -> TaskAgent:
+    """The attempt's agent, of the task's kind: errand's own loop, or an agent CLI in the sandbox."""
     journal = live.journals[index]
-    sandbox = await _sandbox(bench, live, prepared, index)
     budgets = live.environment.budgets or bench.budgets
-    hooks = live.link.attempt(journal) if live.link is not None else None
-    agent = Agent(bench.models(live.model, index), sandbox, workdir=steps.WORKSPACE, budgets=budgets,
-                  on_event=journal, instructions=prepared.guide or None, memory=hooks,
-                  memories=prepared.given or None, file_notes=hooks.opened if hooks is not None else None)
+    agent: TaskAgent
+    if (live.task.agent or DEFAULT_KIND) != DEFAULT_KIND:
+        adapter = cli_adapter(live.task.agent or "", workdir=steps.WORKSPACE)
+        access, sandbox = await _cli_sandbox(bench, live, prepared, index, adapter)
+        agent = CliAgent(adapter, sandbox, access, workdir=steps.WORKSPACE, budgets=budgets, on_event=journal,
+                         instructions=prepared.guide or None, memories=prepared.given or None,
+                         profile=live.model.profile)
+    else:
+        sandbox = await _sandbox(bench, live, prepared, index)
+        hooks = live.link.attempt(journal) if live.link is not None else None
+        agent = Agent(bench.models(live.model, index), sandbox, workdir=steps.WORKSPACE, budgets=budgets,
+                      on_event=journal, instructions=prepared.guide or None, memory=hooks,
+                      memories=prepared.given or None, file_notes=hooks.opened if hooks is not None else None)
     for text, ref in live.messages:
         if ref not in journal.delivered:
             agent.send_message(text, ref=ref)
@@ -361,7 +379,38 @@ async def _new_agent(bench: Bench, live: _Live, prepared: Prepared, index: int) 
     return agent
 
 
-async def _restored_agent(bench: Bench, live: _Live, prepared: Prepared, index: int) -> Agent:
+async def _cli_sandbox(bench: Bench, live: _Live, prepared: Prepared, index: int,
+                       adapter: CliAdapter) -> tuple[ModelAccess, AsyncSandbox]:
+    """An agent CLI's model access (granted by the host's gateway for this run) and its sandbox:
+    the set-up image with the CLI's layer on top, its egress allowing the gateway too."""
+    if bench.gateway is None:
+        raise ErrandError(f"this worker has no model gateway, and {adapter.kind} runs in the sandbox, where "
+                          "the model key never goes; run the task with errand's own agent (--agent errand)",
+                          code="no_gateway")
+    if live.model.provider != adapter.protocol:
+        raise ConfigError(f"{adapter.kind} speaks the {adapter.protocol} API, and the task's model is "
+                          f"{live.model.describe()}; pass --model {adapter.protocol}:MODEL", code="model_mismatch")
+    access = live.grants.get(index)
+    if access is None:
+        access = live.grants[index] = await bench.gateway.grant(prepared.run_ids[index], live.model)
+    sandbox = live.sandboxes[index]
+    if sandbox is None:
+        run = await asyncio.to_thread(bench.store.get_run, prepared.run_ids[index])
+        image = await with_layer(live.setup.image, adapter)
+        sandbox = await steps.start_sandbox(live.environment, live.setup, live.copies[index], labels=_labels(run),
+                                            image=image, network=reaching(live.environment.network, access))
+        live.sandboxes[index] = sandbox
+    return access, sandbox
+
+
+async def _revoke(bench: Bench, live: _Live, index: int, run_id: str) -> None:
+    """End an agent CLI's model access: its token stops working once its run has ended."""
+    access = live.grants.pop(index, None)
+    if access is not None and bench.gateway is not None:
+        await bench.gateway.revoke(run_id)
+
+
+async def _restored_agent(bench: Bench, live: _Live, prepared: Prepared, index: int) -> TaskAgent:
     """The agent of an attempt that stopped on a question, in this process: its conversation
     read back, a sandbox over the same working copy, the model past the replies it made."""
     saved = await asyncio.to_thread(_load, prepared, index, _SUSPENDED)
@@ -373,12 +422,13 @@ async def _restored_agent(bench: Bench, live: _Live, prepared: Prepared, index: 
     journal.delivered.update(saved["delivered"])
     agent = await _new_agent(bench, live, prepared, index)
     agent.restore(saved["agent"])
-    if isinstance(agent.model, ScriptedModel):  # a script is read from the start by each copy of the model
-        agent.model.skip(agent.spent.steps)
+    model = getattr(agent, "model", None)
+    if isinstance(model, ScriptedModel):  # a script is read from the start by each copy of the model
+        model.skip(agent.spent.steps)
     return agent
 
 
-async def _suspend(bench: Bench, live: _Live, prepared: Prepared, index: int, agent: Agent) -> None:
+async def _suspend(bench: Bench, live: _Live, prepared: Prepared, index: int, agent: TaskAgent) -> None:
     """Save the attempt's conversation and end its sandbox: nothing runs while a person thinks."""
     journal = live.journals[index]
     await asyncio.to_thread(_save, prepared, index, _SUSPENDED, {
@@ -513,6 +563,9 @@ async def close(bench: Bench, key: str, run_ids: Sequence[str]) -> None:
     if live is not None:
         if live.baseline is not None and not live.baseline.done():
             live.baseline.cancel()
+        for index in list(live.grants):
+            with contextlib.suppress(ErrandError):
+                await _revoke(bench, live, index, run_ids[index])
         for sandbox, journal in zip(live.sandboxes, live.journals, strict=True):
             if sandbox is not None:
                 with contextlib.suppress(ErrandError):

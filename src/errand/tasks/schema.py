@@ -36,6 +36,8 @@ tasks = sa.Table(
     # (a variable's name, never a key) and a salted fingerprint of the key. None before 0004.
     sa.Column("model_endpoint", sa.JSON, nullable=True),
     sa.Column("attempts", sa.Integer, nullable=False, server_default="1"),  # parallel attempts per run
+    # The agent that works the task (errand.agent.seam's kinds: "claude-code", …). None: errand's own.
+    sa.Column("agent", sa.String(32), nullable=True),
     sa.Column("state", sa.String(32), nullable=False),
     sa.Column("branch", sa.Text, nullable=True),  # "errand/<id>-<slug>", fixed at creation
     sa.Column("parent_id", sa.String(32), sa.ForeignKey("tasks.id"), nullable=True),

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from errand import _settings
+from errand.agent.seam import DEFAULT_KIND, agent_kind
 from errand.errors import ConfigError
 from errand.memory import MemoryStore
 from errand.models import Catalog, ModelEndpoint, ModelError, open_model
@@ -88,7 +90,8 @@ class TaskService(StoreReads[TaskStore]):
     # ------------------------------------------------------------ intake
 
     def submit(self, instruction: str, *, repo: str | Path, base: str = "HEAD", model: str | None = None,
-               attempts: int = 1, title: str | None = None, parent_id: str | None = None) -> Task:
+               attempts: int = 1, title: str | None = None, parent_id: str | None = None,
+               agent: str | None = None) -> Task:
         """Queue a task after checking everything it names: the repository, the ref, the
         repository's ``errand.toml`` at that ref, the model and the attempt count.
 
@@ -101,13 +104,14 @@ class TaskService(StoreReads[TaskStore]):
                               code="invalid_attempts")
         source = source_name(repo)
         spec, endpoint = resolve_model(model)
+        kind = agent_kind(agent, where="--agent") if agent is not None else None
         commit = resolve_base(source, base)
-        if not is_url(source):
-            _check_config(Path(source), commit)
+        environment = _check_config(Path(source), commit) if not is_url(source) else None
         check_serves(endpoint, running_worker())
+        kind = kind or (environment.agent_kind if environment else None) or _default_agent()
         return self.store.create_task(title=_title(title, text), instruction=text, repo=source, base_ref=base,
                                       base_commit=commit, model=spec, model_endpoint=endpoint, attempts=attempts,
-                                      parent_id=parent_id)
+                                      parent_id=parent_id, agent=kind)
 
     # ------------------------------------------------------------ steering
 
@@ -174,7 +178,7 @@ class TaskService(StoreReads[TaskStore]):
         instruction = (f"{text}\n\nThis follows up task {task.id} (\"{task.title}\"), whose work was accepted as "
                        f"{landed(commit, task.branch)}; your working copy starts from it.")
         new = self.submit(instruction, repo=task.repo, base=base, model=task.model, attempts=task.attempts,
-                          title=f"Follow-up to {task.id}: {text}", parent_id=task.id)
+                          title=f"Follow-up to {task.id}: {text}", parent_id=task.id, agent=task.agent)
         self.store.append_event(task.id, None, "followed_up", {"task_id": new.id, "text": text})
         observe_verdict(self.memory, task, "followup", text)
         return new
@@ -348,16 +352,22 @@ def resolve_model(model: str | None) -> tuple[str, ModelEndpoint]:
     return spec, endpoint
 
 
-def _check_config(repo: Path, commit: str) -> None:
-    """Parse the repository's errand.toml as the base commit has it."""
+def _default_agent() -> str:
+    """The agent of errand's settings file (``agent = "claude-code"``), else errand's own."""
+    written = Catalog.load().agent
+    return agent_kind(written, where=f"{_settings.config_path()}: agent") if written else DEFAULT_KIND
+
+
+def _check_config(repo: Path, commit: str) -> Environment | None:
+    """Parse the repository's errand.toml as the base commit has it (None: it has none)."""
     listing = run_git(["ls-tree", "--name-only", commit, "--", CONFIG_FILE], repo).strip()
     if not listing:
-        return
+        return None
     text = run_git(["show", f"{commit}:{CONFIG_FILE}"], repo)
     with tempfile.TemporaryDirectory(prefix="errand-config-") as tmp:
         (Path(tmp) / CONFIG_FILE).write_text(text, encoding="utf-8", errors="surrogateescape")
         try:
-            Environment.load(Path(tmp))
+            return Environment.load(Path(tmp))
         except ConfigError as error:
             message = error.message.replace(str(Path(tmp).resolve() / CONFIG_FILE), f"{CONFIG_FILE} at {commit[:12]}")
             raise ConfigError(message, code=error.code) from None

@@ -51,7 +51,7 @@ class TaskStore(SqlStore):
     def create_task(
         self, *, title: str, instruction: str, repo: str, base_ref: str = "HEAD", model: str | None = None,
         attempts: int = 1, parent_id: str | None = None, base_commit: str | None = None,
-        model_endpoint: ModelEndpoint | None = None,
+        model_endpoint: ModelEndpoint | None = None, agent: str | None = None,
     ) -> Task:
         """Record a new task in ``queued``; its branch is ``errand/<id>-<slug of title>``."""
         now = time.time()
@@ -60,6 +60,7 @@ class TaskStore(SqlStore):
             row = {
                 "id": task_id, "title": title, "instruction": instruction, "repo": repo, "base_ref": base_ref,
                 "base_commit": base_commit, "model": model, "attempts": attempts, "state": TaskState.QUEUED.value,
+                "agent": agent,
                 "model_endpoint": model_endpoint.to_json() if model_endpoint is not None else None,
                 "branch": branch_name(task_id, title), "parent_id": parent_id, "claimed_by": None,
                 "created_at": now, "updated_at": now,
@@ -80,7 +81,7 @@ class TaskStore(SqlStore):
             row = {
                 "id": task_id, "title": title, "instruction": instruction, "repo": repo, "base_ref": base_ref,
                 "base_commit": base_commit, "model": None, "attempts": 1, "state": TaskState.READY_FOR_REVIEW.value,
-                "model_endpoint": None, "branch": branch_name(task_id, title), "parent_id": None,
+                "model_endpoint": None, "branch": branch_name(task_id, title), "parent_id": None, "agent": None,
                 "claimed_by": worker, "created_at": now, "updated_at": now,
             }
             connection.execute(tasks.insert().values(row))

@@ -120,6 +120,12 @@ async def _run_layer(step: Step, config: ImageConfig, store: LayerStore, key: st
         env.update(settings.env)
         mounts = tuple(Mount.bind(p, p) for p in settings.paths)
         network = Network.allow(*settings.hosts) if settings.hosts else network
+    elif step.network == "npm":
+        from errand.sandbox.registries import host_registries  # it reads pip's settings through this package
+
+        npm = host_registries(("npm",))
+        env.update(npm.env)
+        network = Network.allow(*npm.domains) if npm.domains else network
     elif step.network == "apt":
         hosts = _apt_hosts()
         network = Network.allow(*hosts) if hosts else network

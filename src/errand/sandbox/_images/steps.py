@@ -16,7 +16,7 @@ class Step:
 
     kind: str
     args: tuple[str, ...] = ()
-    network: str = ""  # which package registry the step may reach: "", "pip" or "apt"
+    network: str = ""  # which package registry the step may reach: "", "pip", "npm" or "apt"
 
     def fingerprint(self) -> str:
         if self.kind == "copy":

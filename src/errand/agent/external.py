@@ -1,0 +1,389 @@
+"""An agent CLI run in the task's sandbox, behind the same seam as errand's own loop.
+
+The CLI (Claude Code, …) is installed into an image layer of its own, cached and
+stacked onto the task's set-up image (:meth:`CliAdapter.image`), and started over
+the working copy with its machine-readable stream on stdout. Each line of it is
+translated (by the adapter, a pure function of the line: :meth:`CliAdapter.translate`)
+into what errand's loop reports — ``model`` with its tokens and cost, ``tool_call``,
+``output``, ``tool_result`` — through the same event handler, so the log, the step,
+token, cost and time budgets, stuck detection, progress and cost work as for
+errand's own agent. A budget spent, the same tool call too often in a row, a CLI
+that prints nothing for too long or exits without its result: each ends the run
+with its reason, and the CLI's processes are killed before :meth:`CliAgent.run` returns.
+
+The CLI holds no model key: it is given a :class:`ModelAccess` — a base URL and a
+per-task token — by whoever runs the round (the host's model gateway swaps the
+token for the key). The task's instructions, memories and rules reach it through
+its prompt flags, never through a file in the working copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import inspect
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from errand.agent.budgets import Budgets, Spent
+from errand.agent.exits import BudgetExhausted, RunEnded, RunFailed, Stuck
+from errand.agent.loop import AgentResult, EventHandler
+from errand.errors import ConfigError, ErrandError
+from errand.models import Message, ToolCall, Usage
+from errand.models.profiles import ModelProfile
+from errand.sandbox import AsyncSandbox, Image, Network
+
+__all__ = ["CliAdapter", "CliAgent", "Gateway", "ModelAccess", "Said", "reaching", "with_layer"]
+
+#: Seconds a CLI may print nothing before it is taken for hung (the run's time budget, if shorter, wins).
+QUIET_SECONDS = 600.0
+_STDERR_TAIL = 2000
+
+
+@dataclass(frozen=True)
+class ModelAccess:
+    """How a CLI in a sandbox reaches its model: ``base_url`` and a per-task ``token`` (never the
+    real key), the ``model`` to ask for, and what the sandbox's egress must allow to reach
+    ``base_url`` (``domains``/``cidrs`` as :class:`~errand.sandbox.Network` takes them)."""
+
+    base_url: str
+    token: str
+    model: str
+    domains: tuple[str, ...] = ()
+    cidrs: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:  # the token is a credential of the task: never in a log line
+        return f"ModelAccess(base_url={self.base_url!r}, model={self.model!r}, token=…)"
+
+
+class Gateway(Protocol):
+    """The host's model gateway, as a round sees it: a grant per run, revoked when it ends."""
+
+    async def grant(self, run_id: str, endpoint: Any) -> ModelAccess: ...
+
+    async def revoke(self, run_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Said:
+    """One thing a CLI's stream said, in errand's terms: ``kind`` is ``model`` (a model call:
+    ``data`` has ``content`` and ``tool_calls``, ``usage`` its tokens, ``call_id`` the
+    provider's message id), ``tool_call``, ``output``, ``tool_result``, ``session`` (``data``
+    has ``id``) or ``result`` (``data`` has ``ok``, ``text``, ``reason``)."""
+
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+    usage: Usage | None = None
+
+
+class CliAdapter(Protocol):
+    """One agent CLI: its pinned package, how it is started, and how its stream reads."""
+
+    kind: str  # the agent kind tasks name it by
+    protocol: str  # the model API it speaks: a provider errand knows ("anthropic", "openai")
+    package: str  # the npm package, pinned: "@scope/name@1.2.3"
+    prefix: str  # where its layer installs it (its commands in prefix/bin)
+
+    def argv(self, prompt: str, system: str, access: ModelAccess, session: str | None) -> list[str]: ...
+
+    def env(self, access: ModelAccess) -> dict[str, str]: ...
+
+    def translate(self, line: Mapping[str, Any]) -> list[Said]: ...
+
+
+def reaching(network: Network, access: ModelAccess) -> Network:
+    """The sandbox's egress policy with what reaching ``access.base_url`` needs added to it."""
+    if (not access.domains and not access.cidrs) or network.mode == "open":
+        return network
+    return Network.allow(*sorted({*network.domains, *access.domains}), cidrs=sorted({*network.cidrs, *access.cidrs}))
+
+
+async def with_layer(image: Image, adapter: CliAdapter) -> Image:
+    """``image`` with the adapter's CLI on top: its install, built once on the base image into a
+    cached layer (the only step that reaches a registry, npm's, while it runs), and its
+    ``bin`` first on PATH."""
+    installed = await Image.base().npm_install(adapter.package, prefix=adapter.prefix).build_async()
+    base = image.config if image.config is not None else await image.build_async()
+    layer = installed.layers[-1]
+    env = dict(base.env)
+    env["PATH"] = f"{adapter.prefix}/bin:{env.get('PATH', '/usr/bin:/bin')}"
+    key = hashlib.sha256(f"{base.key}\0{layer}\0{adapter.prefix}".encode()).hexdigest()[:32]
+    return Image.from_config(replace(base, key=f"agent-{key}", layers=(*base.layers, layer), env=tuple(env.items())))
+
+
+class CliAgent:
+    """A task's agent that is a CLI in its sandbox (see the module's docstring)."""
+
+    def __init__(self, adapter: CliAdapter, sandbox: AsyncSandbox, access: ModelAccess, *, workdir: str,
+                 budgets: Budgets | None = None, on_event: EventHandler | None = None,
+                 instructions: str | None = None, memories: str | None = None,
+                 profile: ModelProfile | None = None, quiet_seconds: float = QUIET_SECONDS) -> None:
+        if not isinstance(workdir, str) or not workdir.startswith("/"):
+            raise ConfigError(f"workdir must be an absolute path inside the sandbox, not {workdir!r}")
+        self.adapter = adapter
+        self.sandbox = sandbox
+        self.access = access
+        self.workdir = workdir
+        self.budgets = budgets or Budgets()
+        self.instructions = instructions
+        self.memories = memories
+        self.profile = profile or ModelProfile()
+        self.quiet_seconds = quiet_seconds
+        self.messages: list[Message] = []
+        self.spent = Spent()
+        self.session: str | None = None
+        self._on_event = on_event
+        self._inbox: list[tuple[str, Any]] = []
+        self._calls: set[str] = set()  # the model calls counted (a call's blocks may come on several lines)
+        self._last_call: tuple[str, int] = ("", 0)
+        self._started = 0.0
+
+    # ------------------------------------------------------------ the seam
+
+    async def run(self, task: str) -> AgentResult:
+        if self.messages:
+            raise ConfigError("this agent has already run", code="already_run")
+        system = self.system_prompt()
+        await self._add(Message("system", system))
+        await self._add(Message("user", task))
+        self._started = time.monotonic()
+        prompt: str | None = task
+        try:
+            while prompt is not None:
+                said = await self._invoke(prompt, system)
+                prompt = await self._next_prompt()
+            result = self._finished(said)
+        except RunEnded as end:
+            result = self._ended(end)
+        await self._emit("exit", {"status": result.status, "detail": result.detail, "budget": result.budget,
+                                  "spent": result.spent.to_json()})
+        return result
+
+    async def resume(self, answer: str) -> AgentResult:
+        raise ConfigError(f"{self.adapter.kind} does not stop to ask a question, so it has none to resume",
+                          code="not_waiting")
+
+    def send_message(self, text: str, *, ref: Any = None) -> None:
+        """Queue a person's message: the CLI reads no input while it works, so it gets it when
+        its turn ends, in the same session."""
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError("a message needs some text", code="empty_message")
+        self._inbox.append((text, ref))
+
+    def suspended(self) -> dict[str, Any]:
+        raise ConfigError("only a run paused on a question can be suspended", code="not_waiting")
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        raise ConfigError(f"{self.adapter.kind} runs are not restored from another process", code="not_waiting")
+
+    def system_prompt(self) -> str:
+        """What errand adds to the CLI's own system prompt: the project's instructions, the memories
+        recalled for the task, and how to end (a summary, then the assumptions made)."""
+        parts = ["You are working on a task errand gave you, in a sandbox over a working copy of the repository "
+                 f"at {self.workdir}. Your changes are reviewed by a person as a diff: change only what the task "
+                 "needs, and run the project's tests. When you are done, end your last message with a short "
+                 "summary of what you changed and how you checked it, then a line `Assumptions:` followed by one "
+                 "`- ` line for each decision you made that the task did not settle (none: `- none`)."]
+        if self.instructions:
+            parts.append("# The project's instructions\n\n" + self.instructions)
+        if self.memories:
+            parts.append("# What errand remembers of this project\n\n" + self.memories)
+        return "\n\n".join(parts)
+
+    # ------------------------------------------------------------ one invocation of the CLI
+
+    async def _invoke(self, prompt: str, system: str) -> Said:
+        argv = self.adapter.argv(prompt, system, self.access, self.session)
+        process = await self.sandbox.exec(*argv, cwd=self.workdir, env=self.adapter.env(self.access))
+        await process.stdin.close()
+        errors = bytearray()
+        drain = asyncio.ensure_future(_tail(process.stderr, errors))
+        lines = aiter(process.stdout)
+        result: Said | None = None
+        before = replace(self.spent)
+        try:
+            while result is None:
+                line = await self._next_line(lines)
+                if line is None:
+                    break
+                for said in self.adapter.translate(line):
+                    result = await self._apply(said) or result
+            if result is None:
+                code = await process.wait()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(drain), 5)
+                said_last = errors.decode(errors="replace").strip()[-_STDERR_TAIL:]
+                raise RunFailed(f"{self.adapter.kind} exited with code {code} before it gave a result"
+                                + (f": {said_last}" if said_last else ""))
+            self._settle(before, result.data.get("usage"))
+            return result
+        finally:
+            await _stop(process)
+            drain.cancel()
+
+    async def _next_line(self, lines: Any) -> dict[str, Any] | None:
+        """The stream's next JSON object; None at its end. Waits no longer than the CLI may be quiet."""
+        while True:
+            left = self._seconds_left()
+            wait = self.quiet_seconds if left is None else max(min(self.quiet_seconds, left), 0.0)
+            try:
+                raw = await asyncio.wait_for(anext(lines), wait)
+            except StopAsyncIteration:
+                return None
+            except TimeoutError:
+                self.spent.seconds = self._seconds()
+                self.spent.check(self.budgets)
+                raise RunFailed(f"{self.adapter.kind} printed nothing for {wait:.0f}s and was taken for hung; "
+                                "it was stopped") from None
+            text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+            try:
+                line = json.loads(text)
+            except ValueError:
+                continue  # not a line of its stream (a warning it printed)
+            if isinstance(line, dict):
+                return line
+
+    async def _apply(self, said: Said) -> Said | None:
+        if said.kind == "model":
+            await self._model(said)
+        elif said.kind == "tool_call":
+            self._check_stuck(said.data)
+            await self._emit("tool_call", said.data)
+        elif said.kind == "tool_result":
+            self.messages.append(Message("tool", str(said.data.get("content") or ""),
+                                         tool_call_id=said.data.get("id")))
+            await self._emit("tool_result", said.data)
+        elif said.kind == "output":
+            await self._emit("output", said.data)
+        elif said.kind == "session":
+            self.session = str(said.data.get("id") or "") or self.session
+        elif said.kind == "result":
+            return said
+        return None
+
+    async def _model(self, said: Said) -> None:
+        """A model call: counted once (its blocks may come on several lines), checked against the budgets."""
+        call_id = str(said.data.get("call_id") or "")
+        content = str(said.data.get("content") or "")
+        calls = [ToolCall(str(c["id"]), str(c["name"]), dict(c.get("arguments") or {}))
+                 for c in said.data.get("tool_calls") or ()]
+        first = call_id not in self._calls
+        if first:
+            self._calls.add(call_id)
+            self.spent.seconds = self._seconds()
+            self.spent.check(self.budgets)
+            self.spent.steps += 1
+        usage = said.usage if first and said.usage is not None else Usage()
+        cost = self.profile.cost(usage) if first else 0.0
+        if first:
+            self.spent.add(usage, cost)
+        self.messages.append(Message("assistant", content, calls))
+        await self._emit("model", {
+            "content": content, "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+            "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens, "cache_write_tokens": usage.cache_write_tokens,
+            "cost": cost, "stop": said.data.get("stop"), "run_tokens": self.spent.tokens, "run_cost": self.spent.cost})
+
+    def _settle(self, before: Spent, total: object) -> None:
+        """Count what the CLI's own total for the invocation says beyond the calls' lines (a
+        stream gives each call's usage as it began: its output tokens come only in the total)."""
+        if not isinstance(total, Usage):
+            return
+        counted = Usage(self.spent.input_tokens - before.input_tokens, self.spent.output_tokens - before.output_tokens,
+                        self.spent.cache_read_tokens - before.cache_read_tokens,
+                        self.spent.cache_write_tokens - before.cache_write_tokens)
+        more = Usage(max(total.input_tokens - counted.input_tokens, 0),
+                     max(total.output_tokens - counted.output_tokens, 0),
+                     max(total.cache_read_tokens - counted.cache_read_tokens, 0),
+                     max(total.cache_write_tokens - counted.cache_write_tokens, 0))
+        if more.input_tokens or more.output_tokens:
+            cost = self.profile.cost(more)
+            self.spent.add(more, cost or 0.0)
+
+    async def _next_prompt(self) -> str | None:
+        """The people's messages that came while the CLI worked, as its next prompt in the same session."""
+        if not self._inbox or self.session is None:
+            return None
+        texts = []
+        while self._inbox:
+            text, ref = self._inbox.pop(0)
+            texts.append(text)
+            await self._emit("message_delivered", {"text": text, "ref": ref})
+        prompt = "\n\n".join(f"Message from the person who gave you this task: {text}" for text in texts)
+        self.messages.append(Message("user", prompt))
+        return prompt
+
+    # ------------------------------------------------------------ how it ended
+
+    def _finished(self, said: Said) -> AgentResult:
+        text = str(said.data.get("text") or "")
+        if not said.data.get("ok"):
+            return self._ended(RunFailed(f"{self.adapter.kind} ended in error: {said.data.get('reason') or text}"))
+        summary, assumptions = split_assumptions(text)
+        self.spent.seconds = self._seconds()
+        return AgentResult(status="finished", detail=summary or "finished", messages=list(self.messages),
+                           spent=replace(self.spent), summary=summary or None, assumptions=assumptions)
+
+    def _ended(self, end: RunEnded) -> AgentResult:
+        self.spent.seconds = self._seconds()
+        return AgentResult(status=end.status, detail=end.detail, messages=list(self.messages),
+                           spent=replace(self.spent), budget=end.budget if isinstance(end, BudgetExhausted) else None)
+
+    # ------------------------------------------------------------ helpers
+
+    def _check_stuck(self, data: Mapping[str, Any]) -> None:
+        signature = f"{data.get('name')} {json.dumps(data.get('arguments'), sort_keys=True, default=str)}"
+        previous, count = self._last_call
+        count = count + 1 if signature == previous else 1
+        self._last_call = (signature, count)
+        if count >= self.budgets.max_repeats:
+            raise Stuck(f"the same tool call {count} times in a row: {signature}")
+
+    async def _add(self, message: Message) -> None:
+        self.messages.append(message)
+        await self._emit("message", {"role": message.role, "content": message.content, "tool_call_id": None})
+
+    async def _emit(self, kind: str, data: dict[str, Any]) -> None:
+        if self._on_event is None:
+            return
+        outcome = self._on_event(kind, {"step": self.spent.steps, **data})
+        if inspect.isawaitable(outcome):
+            await outcome
+
+    def _seconds(self) -> float:
+        return time.monotonic() - self._started if self._started else 0.0
+
+    def _seconds_left(self) -> float | None:
+        limit = self.budgets.max_seconds
+        return None if limit is None else limit - self._seconds()
+
+
+def split_assumptions(text: str) -> tuple[str, list[str]]:
+    """A final message's summary and the assumptions it lists after an ``Assumptions:`` line."""
+    lines = text.strip().splitlines()
+    for index, line in enumerate(lines):
+        if line.strip().strip("*#").strip().lower().rstrip(":") in ("assumptions", "assumption"):
+            listed = [item.strip().lstrip("-*•").strip() for item in lines[index + 1:]]
+            chosen = [item for item in listed if item and item.lower().rstrip(".") != "none"]
+            return "\n".join(lines[:index]).strip(), chosen
+    return text.strip(), []
+
+
+async def _tail(stream: Any, into: bytearray) -> None:
+    async for chunk in stream.chunks():
+        into.extend(chunk)
+        del into[:-_STDERR_TAIL * 4]
+
+
+async def _stop(process: Any) -> None:
+    """Kill the CLI's whole process group, if it still runs, and reap it."""
+    if process.returncode is None:
+        with contextlib.suppress(ErrandError, OSError):
+            await process.kill()
+        with contextlib.suppress(ErrandError, OSError, asyncio.TimeoutError):
+            await asyncio.wait_for(process.wait(), 30)
+
