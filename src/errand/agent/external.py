@@ -236,9 +236,11 @@ class CliAgent:
                 return None
             except TimeoutError:
                 self.spent.seconds = self._seconds()
-                self.spent.check(self.budgets)
-                raise RunFailed(f"{self.adapter.kind} printed nothing for {wait:.0f}s and was taken for hung; "
-                                "it was stopped") from None
+                quiet = f"{self.adapter.kind} had printed nothing for {wait:.0f}s, and was stopped"
+                if left is not None and wait >= left:
+                    raise BudgetExhausted(f"time budget used up ({self.spent.seconds:.1f}s of "
+                                          f"{self.budgets.max_seconds:g}s): {quiet}", "seconds") from None
+                raise RunFailed(f"{quiet} (taken for hung)") from None
             text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
             try:
                 line = json.loads(text)
