@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -23,3 +24,12 @@ def wire() -> Iterator[WireServer]:
 async def gateway(tmp_path: Path) -> AsyncIterator[Gateway]:
     async with Gateway(tmp_path / "transcripts") as started:
         yield started
+
+
+@pytest.fixture
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
