@@ -14,11 +14,12 @@ import pytest
 
 from errand import AsyncSandbox, ConfigError, Network
 from errand.gateway import Gateway, Grant, Upstream
+from errand.sandbox import GATEWAY_URL
 from gateway.conftest import REAL_KEY
 from models.provider_wire import Turn, anthropic_events, anthropic_message, anthropic_usage
 from models.wire import WireServer
 
-INSIDE = "http://127.0.0.1:3129"
+INSIDE = GATEWAY_URL
 REQUEST = {"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": [{"role": "user", "content": "Fix it."}]}
 
 

@@ -7,7 +7,7 @@ talks to a model through the host's gateway::
         grant = await gateway.grant("task-12.run-1",
                                     Upstream("anthropic", "https://api.anthropic.com", key),
                                     Budget(max_tokens=2_000_000, max_cost=5.0))
-        # the sandbox gets grant.token and grant.url_at(GATEWAY_URL), never the key
+        # the sandbox gets grant.token and grant.url_at(errand.sandbox.GATEWAY_URL), never the key
         ...
         await gateway.revoke(grant)
         grant.usage, grant.cost, grant.calls      # metered, streaming included
