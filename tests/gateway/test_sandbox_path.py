@@ -114,3 +114,22 @@ async def test_a_detached_sandbox_cannot_have_a_gateway(gateway: Gateway) -> Non
         await AsyncSandbox.create(gateway=f"{host}:{port}", detach=True)
 
 
+
+
+@pytest.mark.slow
+@pytest.mark.needs("runsc")
+async def test_a_gvisor_sandbox_reaches_the_gateway_the_same_way(gateway: Gateway, grant: Grant,
+                                                                 wire: WireServer) -> None:
+    host, port = gateway.address
+    sb = await AsyncSandbox.create(gateway=f"{host}:{port}", network=Network.none(), isolation="gvisor",
+                                   timeout=180)
+    try:
+        wire.answer(anthropic_message(Turn("Fixed under gVisor."), anthropic_usage(12, 3)))
+        result = await sb.run(*_curl(grant, "-d", json.dumps(REQUEST), f"{grant.url_at(INSIDE)}/v1/messages"))
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout)["content"][0]["text"] == "Fixed under gVisor."
+        direct = await sb.run("curl", "-sS", "--max-time", "20", "--noproxy", "*", f"{wire.url}/")
+        assert direct.exit_code != 0
+    finally:
+        await sb.terminate()
+    assert [request.headers["x-api-key"] for request in wire.requests] == [REAL_KEY]
