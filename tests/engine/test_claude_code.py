@@ -1,34 +1,32 @@
 """Claude Code as a task's agent: the real CLI, from the npm registry, in the task's sandbox.
 
-The test plays the model on a wire server speaking Anthropic's messages API
-(streaming), listening on a test host's address that the sandbox reaches only
-through its egress proxy. A test gateway stands in for the host's model
-gateway: each run gets a token of its own, and the wire server sees that token,
-never the key. The key is in the worker's environment, as a real one would be,
-and the model's own turns look for it everywhere the sandbox can read.
+The test plays the model on a loopback wire server speaking Anthropic's messages
+API (streaming). The worker's model gateway stands between: the CLI in the
+sandbox holds a token of its run's own and reaches the gateway through the
+sandbox's relay; the gateway swaps the token for the key, which is in the
+worker's environment as a real one would be. The model's own turns look for
+the key everywhere the sandbox can read.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from errand.agent.claude_code import ClaudeCode
-from errand.agent.external import ModelAccess
 from errand.sandbox import AsyncSandbox
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
 from models.provider_wire import Provider, Turn
 from models.wire import Hang, Recorded, WireServer
-from nethosts import TestCA, TestHost
 
 from .harness import make_repo, running_engine, wait_for_state
 
@@ -38,52 +36,20 @@ KEY = "sk-ant-test-" + secrets.token_hex(16)  # the worker's key: it must never 
 FAILING = "python3 test_calc.py"
 
 
-class WireGateway:
-    """The host's model gateway as the test plays it: a grant is a token of the run's own for
-    the wire server (reached through the sandbox's egress proxy); revoking it ends it."""
-
-    def __init__(self, wire: WireServer, address: str) -> None:
-        self.port = int(wire.url.rsplit(":", 1)[1])
-        self.address = address
-        self.tokens: dict[str, str] = {}
-        self.revoked: set[str] = set()
-
-    async def grant(self, run_id: str, endpoint: Any) -> ModelAccess:
-        token = self.tokens[run_id] = "errand-run-" + secrets.token_hex(12)
-        return ModelAccess(f"http://{self.address}:{self.port}", token, endpoint.model,
-                           cidrs=(f"{self.address}/32:{self.port}",))
-
-    async def revoke(self, run_id: str) -> None:
-        self.revoked.add(run_id)
-
-    def live(self, authorization: str) -> bool:
-        return any(authorization == f"Bearer {token}" and run_id not in self.revoked
-                   for run_id, token in self.tokens.items())
-
-
-@pytest.fixture(scope="module")
-def test_host() -> Iterator[TestHost]:
-    ca = TestCA()
-    host = TestHost(ca, label="gateway", ipv6=False).start()
-    try:
-        yield host
-    finally:
-        host.stop()
-        ca.remove()
-
-
 @pytest.fixture
-def wire(test_host: TestHost) -> Iterator[WireServer]:
-    server = WireServer(host=test_host.host_ipv4).start()
+def wire() -> Iterator[WireServer]:
+    server = WireServer().start()
     yield server
     server.stop()
 
 
 @pytest.fixture
-def keyed(monkeypatch: pytest.MonkeyPatch) -> None:
+def keyed(monkeypatch: pytest.MonkeyPatch, wire: WireServer) -> None:
+    """The worker's key, and the task's endpoint: the wire server, as a provider's URL would be."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", wire.url)
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    monkeypatch.delenv("ERRAND_ANTHROPIC_BASE_URL", raising=False)
 
 
 def audit() -> str:
@@ -153,21 +119,19 @@ async def task_sandboxes(task_id: str) -> list[str]:
 
 
 async def test_claude_code_fixes_a_failing_test_with_its_own_tools_and_never_holds_the_key(
-        keyed: None, wire: WireServer, test_host: TestHost, tmp_path: Path) -> None:
-    gateway = WireGateway(wire, test_host.host_ipv4)
+        keyed: None, wire: WireServer, tmp_path: Path) -> None:
     def check(request: Recorded) -> str | None:
-        if not gateway.live(request.headers.get("authorization", "")):
-            return f"not a live grant's token: {request.headers.get('authorization')!r}"
-        if KEY in json.dumps(request.headers) or KEY in json.dumps(request.body):
-            return "the key reached the wire"
+        if request.headers.get("x-api-key") != KEY:  # the gateway put the key in, on the host
+            return f"not the worker's key: {request.headers.get('x-api-key')!r}"
+        if "errand-gw-" in json.dumps(request.headers):
+            return "the run's token went on to the provider"
         return None
 
     provider = Provider("anthropic", fix_turns(), streaming=True, check=check)
     wire.respond(provider)
     with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
         task_id = submit(store, tmp_path)
-        async with running_engine(store, default_model="anthropic:test-model") as engine:
-            engine.bench.gateway = gateway
+        async with running_engine(store, default_model="anthropic:test-model"):
             task = await wait_for_state(store, task_id, TaskState.READY_FOR_REVIEW, TaskState.FAILED, seconds=900)
         events = store.events(task_id, 0, 100_000)
         assert task.state is TaskState.READY_FOR_REVIEW, [(e.kind, e.data) for e in events][-10:]
@@ -202,11 +166,13 @@ async def test_claude_code_fixes_a_failing_test_with_its_own_tools_and_never_hol
         # The key: not in the CLI's requests, not in any environment, command line or file in the sandbox.
         assert provider.problems == []
         audit_output = tool_results(wire.requests)["toolu_1"]
-        assert "audit-done" in audit_output and "ANTHROPIC_AUTH_TOKEN=errand-run-" in audit_output
+        assert "audit-done" in audit_output and "ANTHROPIC_AUTH_TOKEN=errand-gw-" in audit_output
         assert KEY not in audit_output
         assert [line for line in audit_output.splitlines() if "KEY-FILE: " in line] == \
             ["KEY-FILE: /tmp/errand-audit-probe"]
-        assert gateway.revoked == {run.id}
+        # The gateway kept the run's calls as its transcript, without the key or the token.
+        transcript = (Path(os.environ["ERRAND_HOME"]) / "transcripts" / f"{run.id}.jsonl").read_text()
+        assert "/v1/messages" in transcript and KEY not in transcript and "errand-gw-" not in transcript
         # Nothing of the run is left: no sandbox of the task, no CLI process.
         assert await task_sandboxes(task_id) == []
         assert claude_processes(task_id, store) == []
@@ -214,15 +180,13 @@ async def test_claude_code_fixes_a_failing_test_with_its_own_tools_and_never_hol
 
 @pytest.mark.faults
 async def test_a_cli_that_exits_at_start_ends_its_run_with_its_reason(
-        keyed: None, wire: WireServer, test_host: TestHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        keyed: None, wire: WireServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real_argv = ClaudeCode.argv
     monkeypatch.setattr(ClaudeCode, "argv", lambda self, *a: [*real_argv(self, *a), "--no-such-option"])
     wire.respond(Provider("anthropic", fix_turns(), streaming=True))
-    gateway = WireGateway(wire, test_host.host_ipv4)
     with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
         task_id = submit(store, tmp_path)
-        async with running_engine(store, default_model="anthropic:test-model") as engine:
-            engine.bench.gateway = gateway
+        async with running_engine(store, default_model="anthropic:test-model"):
             task = await wait_for_state(store, task_id, TaskState.READY_FOR_REVIEW, TaskState.FAILED, seconds=900)
         assert task.state is TaskState.FAILED
         [run] = store.runs(task_id)
@@ -230,21 +194,18 @@ async def test_a_cli_that_exits_at_start_ends_its_run_with_its_reason(
         assert "claude-code exited with code 1 before it gave a result" in run.result["detail"]
         assert "no-such-option" in run.result["detail"]  # what the CLI said, so a person sees why
         assert wire.requests == []
-        assert gateway.revoked == {run.id}
         assert await task_sandboxes(task_id) == []
         assert claude_processes(task_id, store) == []
 
 
 @pytest.mark.faults
 async def test_a_cli_that_hangs_is_stopped_at_the_time_budget_and_leaves_nothing_running(
-        keyed: None, wire: WireServer, test_host: TestHost, tmp_path: Path) -> None:
+        keyed: None, wire: WireServer, tmp_path: Path) -> None:
     wire.respond(lambda _request: Hang())  # the model never answers; the CLI waits on it, printing nothing
-    gateway = WireGateway(wire, test_host.host_ipv4)
     toml = '[test]\ncommand = "python3 test_calc.py"\n[agent]\nmax_minutes = 0.5\n'
     with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
         task_id = submit(store, tmp_path, toml=toml)
-        async with running_engine(store, default_model="anthropic:test-model") as engine:
-            engine.bench.gateway = gateway
+        async with running_engine(store, default_model="anthropic:test-model"):
             task = await wait_for_state(store, task_id, TaskState.READY_FOR_REVIEW, TaskState.FAILED, seconds=900)
         assert task.state is TaskState.FAILED
         [run] = store.runs(task_id)

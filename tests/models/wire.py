@@ -57,13 +57,12 @@ Responder = Callable[[Recorded], Answer]
 class WireServer:
     """Serves queued answers in order, then the responder's; records every request."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
-        """Listening on loopback, or on ``host`` (a test host's address a sandbox's proxy may reach)."""
+    def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self._answers: deque[Answer] = deque()
         self._responder: Responder | None = None
         self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer((host, 0), self._handler_class())
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
     @property

@@ -35,9 +35,9 @@ from errand.agent.loop import AgentResult, EventHandler
 from errand.errors import ConfigError, ErrandError
 from errand.models import Message, ToolCall, Usage
 from errand.models.profiles import ModelProfile
-from errand.sandbox import AsyncSandbox, Image, Network
+from errand.sandbox import AsyncSandbox, Image
 
-__all__ = ["CliAdapter", "CliAgent", "Gateway", "ModelAccess", "Said", "reaching", "with_layer"]
+__all__ = ["CliAdapter", "CliAgent", "Gateway", "ModelAccess", "Said", "with_layer"]
 
 #: Seconds a CLI may print nothing before it is taken for hung (the run's time budget, if shorter, wins).
 QUIET_SECONDS = 600.0
@@ -47,25 +47,28 @@ _STDERR_TAIL = 2000
 @dataclass(frozen=True)
 class ModelAccess:
     """How a CLI in a sandbox reaches its model: ``base_url`` and a per-task ``token`` (never the
-    real key), the ``model`` to ask for, and what the sandbox's egress must allow to reach
-    ``base_url`` (``domains``/``cidrs`` as :class:`~errand.sandbox.Network` takes them)."""
+    real key), the ``model`` to ask for, and the ``relay``: the host's model gateway the sandbox
+    is created with (``AsyncSandbox.create(gateway=…)``), which it reaches at ``base_url``."""
 
     base_url: str
     token: str
     model: str
-    domains: tuple[str, ...] = ()
-    cidrs: tuple[str, ...] = ()
+    relay: str | None = None  # the gateway's host address the sandbox relays GATEWAY_URL to
 
     def __repr__(self) -> str:  # the token is a credential of the task: never in a log line
         return f"ModelAccess(base_url={self.base_url!r}, model={self.model!r}, token=…)"
 
 
 class Gateway(Protocol):
-    """The host's model gateway, as a round sees it: a grant per run, revoked when it ends."""
+    """The host's model gateway, as a round sees it: a grant per run (``endpoint`` the task's
+    :class:`~errand.models.ModelEndpoint`, stopped at ``budgets``), revoked when it ends; closed
+    with the worker."""
 
-    async def grant(self, run_id: str, endpoint: Any) -> ModelAccess: ...
+    async def grant(self, run_id: str, endpoint: Any, budgets: Budgets) -> ModelAccess: ...
 
     async def revoke(self, run_id: str) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -93,13 +96,6 @@ class CliAdapter(Protocol):
     def env(self, access: ModelAccess) -> dict[str, str]: ...
 
     def translate(self, line: Mapping[str, Any]) -> list[Said]: ...
-
-
-def reaching(network: Network, access: ModelAccess) -> Network:
-    """The sandbox's egress policy with what reaching ``access.base_url`` needs added to it."""
-    if (not access.domains and not access.cidrs) or network.mode == "open":
-        return network
-    return Network.allow(*sorted({*network.domains, *access.domains}), cidrs=sorted({*network.cidrs, *access.cidrs}))
 
 
 async def with_layer(image: Image, adapter: CliAdapter) -> Image:

@@ -252,6 +252,8 @@ class LocalEngine:
     async def _shutdown(self) -> None:
         """Stop every round; their runs are left to recovery, which requeues them."""
         await self._stop_rounds()
+        if self.bench.gateway is not None:
+            await self.bench.gateway.close()
         await asyncio.to_thread(self.store.recover_interrupted, self.worker)
         await asyncio.to_thread(self.store.release_worker, self.worker)
 

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from errand.agent import Agent, AgentResult, Budgets
 from errand.agent.budgets import Spent
-from errand.agent.external import CliAdapter, CliAgent, Gateway, ModelAccess, reaching, with_layer
+from errand.agent.external import CliAdapter, CliAgent, Gateway, ModelAccess, with_layer
 from errand.agent.seam import DEFAULT_KIND, TaskAgent, cli_adapter
 from errand.agent.transcript import message_from_json, message_to_json
 from errand.errors import ConfigError, ErrandError
@@ -52,6 +52,7 @@ from errand.tasks.errors import IllegalTransition, StateConflict
 from errand.tasks.evidence import Evidence, TestRun
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.memory_link import TaskMemory
+from errand.tasks.model_access import RunGrants
 from errand.tasks.progress import BUDGET_NAMES
 from errand.tasks.prompt import task_prompt
 from errand.tasks.records import Run, RunResult, RunState, Task
@@ -185,9 +186,9 @@ class Bench:
     distiller: Callable[[ModelEndpoint], Model | None] = default_distiller
     memory: MemoryStore | None = None
     default_model: str | None = None
-    #: Where an agent CLI's model calls go (the host's model gateway): None, and tasks of an
-    #: external agent fail with the reason, since the model key never enters a sandbox.
-    gateway: Gateway | None = None
+    #: Where an agent CLI's model calls go: the host's model gateway, started at the first grant
+    #: (None: tasks of an agent CLI fail with the reason, since the model key never enters a sandbox).
+    gateway: Gateway | None = field(default_factory=RunGrants)
     rounds: dict[str, _Live] = field(default_factory=dict)
 
     def sandboxes(self, key: str) -> list[AsyncSandbox | None]:
@@ -382,7 +383,7 @@ async def _new_agent(bench: Bench, live: _Live, prepared: Prepared, index: int) 
 async def _cli_sandbox(bench: Bench, live: _Live, prepared: Prepared, index: int,
                        adapter: CliAdapter) -> tuple[ModelAccess, AsyncSandbox]:
     """An agent CLI's model access (granted by the host's gateway for this run) and its sandbox:
-    the set-up image with the CLI's layer on top, its egress allowing the gateway too."""
+    the set-up image with the CLI's layer on top, relaying the gateway's address inside to the host's."""
     if bench.gateway is None:
         raise ErrandError(f"this worker has no model gateway, and {adapter.kind} runs in the sandbox, where "
                           "the model key never goes; run the task with errand's own agent (--agent errand)",
@@ -392,13 +393,14 @@ async def _cli_sandbox(bench: Bench, live: _Live, prepared: Prepared, index: int
                           f"{live.model.describe()}; pass --model {adapter.protocol}:MODEL", code="model_mismatch")
     access = live.grants.get(index)
     if access is None:
-        access = live.grants[index] = await bench.gateway.grant(prepared.run_ids[index], live.model)
+        budgets = live.environment.budgets or bench.budgets
+        access = live.grants[index] = await bench.gateway.grant(prepared.run_ids[index], live.model, budgets)
     sandbox = live.sandboxes[index]
     if sandbox is None:
         run = await asyncio.to_thread(bench.store.get_run, prepared.run_ids[index])
         image = await with_layer(live.setup.image, adapter)
         sandbox = await steps.start_sandbox(live.environment, live.setup, live.copies[index], labels=_labels(run),
-                                            image=image, network=reaching(live.environment.network, access))
+                                            image=image, gateway=access.relay)
         live.sandboxes[index] = sandbox
     return access, sandbox
 

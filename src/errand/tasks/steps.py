@@ -29,7 +29,7 @@ from errand.errors import ErrandError, ExecTimeout
 from errand.repo import Diff, WorkingCopy, checkouts
 from errand.repo.generated import Harvest, harvest
 from errand.repo.git import run_git
-from errand.sandbox import AsyncSandbox, Image, Mount, Network
+from errand.sandbox import AsyncSandbox, Image, Mount
 from errand.sandbox.cache import find_image, find_layer, keep_image, keep_layer
 from errand.sandbox.registries import RegistryAccess, host_registries
 from errand.tasks import reuse
@@ -438,15 +438,15 @@ def _object_mounts(copy: WorkingCopy) -> list[Mount]:
 
 async def start_sandbox(environment: Environment, setup: SetUp, copy: WorkingCopy, *,
                         labels: Mapping[str, str] | None = None, image: Image | None = None,
-                        network: Network | None = None) -> AsyncSandbox:
+                        gateway: str | None = None) -> AsyncSandbox:
     """A run's sandbox: the set-up image with the checkout bound writable at /workspace,
     labelled (``task``, ``run``, ``role``) so listings say whose it is. An agent CLI's
-    sandbox passes its ``image`` (the set-up one with the CLI on top) and ``network`` (the
-    environment's with the model gateway added)."""
+    sandbox passes its ``image`` (the set-up one with the CLI on top) and the host's model
+    ``gateway`` it reaches at ``errand.sandbox.GATEWAY_URL``."""
     return await AsyncSandbox.create(
         image or setup.image, mounts=[Mount.bind(copy.path, WORKSPACE, read_only=False), *_object_mounts(copy)],
-        network=network or environment.network, resources=environment.resources, timeout=None, workdir=WORKSPACE,
-        env={"CI": "1"}, isolation=setup.isolation, labels=labels)
+        network=environment.network, resources=environment.resources, timeout=None, workdir=WORKSPACE,
+        env={"CI": "1"}, isolation=setup.isolation, labels=labels, gateway=gateway)
 
 
 # ------------------------------------------------------------------ checks

@@ -143,6 +143,8 @@ class TemporalWorker:
             # come back is found by its heartbeats, and the round begins again elsewhere.
             await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
             await self._end_sandboxes()
+            if self.bench.gateway is not None:
+                await self.bench.gateway.close()
             # A round whose result is in but whose closing was cut short by the stop: its copies go
             # now (those of rounds still running, or waiting for an answer, stay for a restart).
             await asyncio.to_thread(self._remove_stale_work)

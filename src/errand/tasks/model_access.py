@@ -1,0 +1,69 @@
+"""An agent CLI's model access, granted per run by the host's model gateway.
+
+The CLI runs in the sandbox, where the model key never goes. For each run of an
+agent CLI the round asks :class:`RunGrants` for a grant: the gateway (started in
+this worker's process at the first grant, on loopback) gets the task's endpoint
+and the key the endpoint's variable names in this worker's environment, and the
+run gets a token of its own and the gateway's base URL as the sandbox sees it
+(``errand.sandbox.GATEWAY_URL``, a relay to the gateway that the sandbox is
+created with). The grant is revoked when the run ends; the gateway stops with
+the worker.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from errand import _settings
+from errand.agent.budgets import Budgets
+from errand.agent.external import ModelAccess
+from errand.gateway import Budget, Gateway, Grant, Upstream
+from errand.models import ModelEndpoint, ModelError
+from errand.sandbox import GATEWAY_URL
+
+__all__ = ["RunGrants"]
+
+
+class RunGrants:
+    """The worker's model gateway, as rounds use it: :meth:`grant` per run, :meth:`revoke` when it ends."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None, transcripts: Path | None = None) -> None:
+        self.environ = os.environ if environ is None else environ
+        self.transcripts = transcripts
+        self.gateway: Gateway | None = None
+        self.grants: dict[str, Grant] = {}
+
+    async def grant(self, run_id: str, endpoint: ModelEndpoint, budgets: Budgets) -> ModelAccess:
+        key = self.environ.get(endpoint.api_key_env or "")
+        if not key:
+            raise ModelError(f"this worker's environment has no ${endpoint.api_key_env}, the key of "
+                             f"{endpoint.describe()}; the gateway has no key to give the run's calls",
+                             provider=endpoint.provider, code="model_key_missing")
+        gateway = await self._started()
+        grant = await gateway.grant(run_id, Upstream(endpoint.provider, endpoint.base_url or "", key),  # type: ignore[arg-type]
+                                    Budget(max_tokens=budgets.max_tokens, max_cost=budgets.max_cost),
+                                    pricing=endpoint.profile.pricing)
+        self.grants[run_id] = grant
+        host, port = gateway.address
+        return ModelAccess(grant.url_at(GATEWAY_URL), grant.token, endpoint.model, relay=f"{host}:{port}")
+
+    async def revoke(self, run_id: str) -> None:
+        grant = self.grants.pop(run_id, None)
+        if grant is not None and self.gateway is not None:
+            await self.gateway.revoke(grant)
+
+    async def close(self) -> None:
+        """Stop the gateway (calls under way end); a later grant starts it again."""
+        gateway, self.gateway = self.gateway, None
+        self.grants.clear()
+        if gateway is not None:
+            await gateway.stop()
+
+    async def _started(self) -> Gateway:
+        if self.gateway is None:
+            where = self.transcripts or _settings.home() / "transcripts"
+            where.mkdir(parents=True, exist_ok=True)
+            self.gateway = await Gateway(where).start()
+        return self.gateway
