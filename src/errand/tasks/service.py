@@ -90,14 +90,17 @@ class TaskService(StoreReads[TaskStore]):
     # ------------------------------------------------------------ intake
 
     def submit(self, instruction: str, *, repo: str | Path, base: str = "HEAD", model: str | None = None,
-               attempts: int = 1, title: str | None = None, parent_id: str | None = None,
-               agent: str | None = None) -> Task:
+               attempts: int = 1, title: str | None = None, agent: str | None = None,
+               parent_id: str | None = None) -> Task:
         """Queue a task after checking everything it names: the repository, the ref, the
         repository's ``errand.toml`` at that ref, the model and the attempt count.
 
         ``model`` is a named model from errand's settings file or ``provider:model``
         (default: ``$ERRAND_MODEL``, then the file's ``model``). It is resolved here, in
-        this process's environment, and the task records the endpoint it resolved to."""
+        this process's environment, and the task records the endpoint it resolved to.
+        ``agent`` is the agent that works it (:mod:`errand.agent.seam`; default: the
+        errand.toml's ``[agent] kind`` at the base, then the settings file's ``agent``,
+        then errand's own), recorded with the task too."""
         text = _instruction(instruction)
         if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= MAX_ATTEMPTS:
             raise ConfigError(f"attempts must be a whole number from 1 to {MAX_ATTEMPTS}, not {attempts!r}",
