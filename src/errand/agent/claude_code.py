@@ -43,6 +43,7 @@ class ClaudeCode:
     """The Claude Code adapter. One instance reads one run's stream (it keeps which call a line is of)."""
 
     kind = "claude-code"
+    provider = "anthropic"
     protocol = "anthropic"
     package = PACKAGE
     prefix = "/opt/errand/agents/claude-code"

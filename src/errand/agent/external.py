@@ -61,10 +61,10 @@ class ModelAccess:
 
 class Gateway(Protocol):
     """The host's model gateway, as a round sees it: a grant per run (``endpoint`` the task's
-    :class:`~errand.models.ModelEndpoint`, stopped at ``budgets``), revoked when it ends; closed
-    with the worker."""
+    :class:`~errand.models.ModelEndpoint`, spoken to on the wire ``protocol``, stopped at
+    ``budgets``), revoked when it ends; closed with the worker."""
 
-    async def grant(self, run_id: str, endpoint: Any, budgets: Budgets) -> ModelAccess: ...
+    async def grant(self, run_id: str, endpoint: Any, budgets: Budgets, protocol: str) -> ModelAccess: ...
 
     async def revoke(self, run_id: str) -> None: ...
 
@@ -87,7 +87,8 @@ class CliAdapter(Protocol):
     """One agent CLI: its pinned package, how it is started, and how its stream reads."""
 
     kind: str  # the agent kind tasks name it by
-    protocol: str  # the model API it speaks: a provider errand knows ("anthropic", "openai")
+    provider: str  # whose models it talks to: a provider errand knows ("anthropic", "openai")
+    protocol: str  # the wire it speaks, as the model gateway names it ("anthropic", "openai-responses")
     package: str  # the npm package, pinned: "@scope/name@1.2.3"
     prefix: str  # where its layer installs it (its commands in prefix/bin)
 

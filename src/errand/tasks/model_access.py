@@ -19,7 +19,8 @@ from pathlib import Path
 from errand import _settings
 from errand.agent.budgets import Budgets
 from errand.agent.external import ModelAccess
-from errand.gateway import Budget, Gateway, Grant, Upstream
+from errand.errors import ConfigError
+from errand.gateway import PROTOCOLS, Budget, Gateway, Grant, Upstream
 from errand.models import ModelEndpoint, ModelError
 from errand.sandbox import GATEWAY_URL
 
@@ -35,14 +36,19 @@ class RunGrants:
         self.gateway: Gateway | None = None
         self.grants: dict[str, Grant] = {}
 
-    async def grant(self, run_id: str, endpoint: ModelEndpoint, budgets: Budgets) -> ModelAccess:
+    async def grant(self, run_id: str, endpoint: ModelEndpoint, budgets: Budgets, protocol: str) -> ModelAccess:
+        """A token for ``run_id``'s calls to ``endpoint`` on the wire ``protocol`` (the gateway's name for
+        it: ``anthropic``, ``openai-responses``), stopped at ``budgets``' tokens and cost."""
+        if protocol not in PROTOCOLS:
+            raise ConfigError(f"the model gateway speaks no {protocol!r} (it speaks {', '.join(PROTOCOLS)})",
+                              code="invalid_config")
         key = self.environ.get(endpoint.api_key_env or "")
         if not key:
             raise ModelError(f"this worker's environment has no ${endpoint.api_key_env}, the key of "
                              f"{endpoint.describe()}; the gateway has no key to give the run's calls",
                              provider=endpoint.provider, code="model_key_missing")
         gateway = await self._started()
-        grant = await gateway.grant(run_id, Upstream(endpoint.provider, endpoint.base_url or "", key),  # type: ignore[arg-type]
+        grant = await gateway.grant(run_id, Upstream(protocol, endpoint.base_url or "", key),
                                     Budget(max_tokens=budgets.max_tokens, max_cost=budgets.max_cost),
                                     pricing=endpoint.profile.pricing)
         self.grants[run_id] = grant

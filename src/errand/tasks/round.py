@@ -388,13 +388,14 @@ async def _cli_sandbox(bench: Bench, live: _Live, prepared: Prepared, index: int
         raise ErrandError(f"this worker has no model gateway, and {adapter.kind} runs in the sandbox, where "
                           "the model key never goes; run the task with errand's own agent (--agent errand)",
                           code="no_gateway")
-    if live.model.provider != adapter.protocol:
-        raise ConfigError(f"{adapter.kind} speaks the {adapter.protocol} API, and the task's model is "
-                          f"{live.model.describe()}; pass --model {adapter.protocol}:MODEL", code="model_mismatch")
+    if live.model.provider != adapter.provider:
+        raise ConfigError(f"{adapter.kind} talks to {adapter.provider}'s models, and the task's model is "
+                          f"{live.model.describe()}; pass --model {adapter.provider}:MODEL", code="model_mismatch")
     access = live.grants.get(index)
     if access is None:
         budgets = live.environment.budgets or bench.budgets
-        access = live.grants[index] = await bench.gateway.grant(prepared.run_ids[index], live.model, budgets)
+        access = live.grants[index] = await bench.gateway.grant(prepared.run_ids[index], live.model, budgets,
+                                                                adapter.protocol)
     sandbox = live.sandboxes[index]
     if sandbox is None:
         run = await asyncio.to_thread(bench.store.get_run, prepared.run_ids[index])
