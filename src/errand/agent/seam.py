@@ -8,9 +8,10 @@ detection, progress and cost read the same whichever agent ran. Nothing after
 the agent — evidence, ranking, review, memory, the forge — sees which one it was::
 
     TaskAgent                  kind
-    ├── errand.agent.Agent      "errand"        errand's loop on the host, its tools in the sandbox
-    └── errand.agent.cli.CliAgent
-        └── claude_code.CLAUDE_CODE  "claude-code"  Claude Code in the sandbox, its key outside it
+    ├── errand.agent.Agent             "errand"       errand's loop on the host, its tools in the sandbox
+    └── errand.agent.external.CliAgent                an agent CLI in the sandbox, its key outside it
+        ├── claude_code.ClaudeCode     "claude-code"
+        └── codex.Codex                "codex"
 
 A task's kind is chosen at submission (``errand run --agent``, else ``[agent] kind``
 in the repository's errand.toml, else ``agent`` in errand's config.toml, else
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 
 from errand.agent.budgets import Spent
 from errand.agent.claude_code import ClaudeCode
+from errand.agent.codex import Codex
 from errand.agent.external import CliAdapter
 from errand.agent.loop import AgentResult
 from errand.errors import ConfigError
@@ -31,7 +33,7 @@ __all__ = ["AGENT_KINDS", "DEFAULT_KIND", "EXTERNAL_KINDS", "TaskAgent", "agent_
 
 DEFAULT_KIND = "errand"
 #: The agent CLIs errand can run in a task's sandbox (each an adapter of :mod:`errand.agent.cli`).
-EXTERNAL_KINDS: tuple[str, ...] = ("claude-code",)
+EXTERNAL_KINDS: tuple[str, ...] = ("claude-code", "codex")
 AGENT_KINDS: tuple[str, ...] = (DEFAULT_KIND, *EXTERNAL_KINDS)
 
 
@@ -70,5 +72,7 @@ def cli_adapter(kind: str, *, workdir: str) -> CliAdapter:
     """The adapter of the agent CLI ``kind``, reading one run's stream in ``workdir``."""
     if kind == "claude-code":
         return ClaudeCode(workdir)
+    if kind == "codex":
+        return Codex(workdir)
     raise ConfigError(f"{kind!r} is not an agent CLI errand runs (those are: {', '.join(EXTERNAL_KINDS)})",
                       code="unknown_agent")

@@ -21,7 +21,7 @@ from errand.agent.budgets import Budgets
 from errand.agent.external import ModelAccess
 from errand.errors import ConfigError
 from errand.gateway import PROTOCOLS, Budget, Gateway, Grant, Upstream
-from errand.models import ModelEndpoint, ModelError
+from errand.models import ModelEndpoint, ModelError, Usage
 from errand.sandbox import GATEWAY_URL
 
 __all__ = ["RunGrants"]
@@ -55,10 +55,12 @@ class RunGrants:
         host, port = gateway.address
         return ModelAccess(grant.url_at(GATEWAY_URL), grant.token, endpoint.model, relay=f"{host}:{port}")
 
-    async def revoke(self, run_id: str) -> None:
+    async def revoke(self, run_id: str) -> tuple[Usage, float] | None:
         grant = self.grants.pop(run_id, None)
-        if grant is not None and self.gateway is not None:
-            await self.gateway.revoke(grant)
+        if grant is None or self.gateway is None:
+            return None
+        await self.gateway.revoke(grant)
+        return grant.usage, grant.cost
 
     async def close(self) -> None:
         """Stop the gateway (calls under way end); a later grant starts it again."""

@@ -30,7 +30,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,7 +42,7 @@ from errand.agent.transcript import message_from_json, message_to_json
 from errand.errors import ConfigError, ErrandError
 from errand.memory import MemoryStore
 from errand.memory.distill import estimated_tokens
-from errand.models import Catalog, Model, ModelEndpoint, ModelError, ScriptedModel, open_model
+from errand.models import Catalog, Model, ModelEndpoint, ModelError, ScriptedModel, Usage, open_model
 from errand.repo import WorkingCopy, checkouts
 from errand.sandbox import AsyncSandbox
 from errand.tasks import steps
@@ -326,8 +326,8 @@ async def attempt(bench: Bench, prepared: Prepared, index: int, controls: Contro
         text, ref = await _wait_here(bench, live, prepared, index, controls)
         await journal("answer_delivered", {"text": text, "ref": ref})
         result = await agent.resume(text)
+    result = metered(result, await _revoke(bench, live, index, run_id))
     live.results[index] = result
-    await _revoke(bench, live, index, run_id)
     await asyncio.to_thread(_save, prepared, index, _ENDED, {"result": _result_json(result),
                                                            "commands": journal.commands})
     return Attempt(index, run_id, "ended")
@@ -406,11 +406,27 @@ async def _cli_sandbox(bench: Bench, live: _Live, prepared: Prepared, index: int
     return access, sandbox
 
 
-async def _revoke(bench: Bench, live: _Live, index: int, run_id: str) -> None:
-    """End an agent CLI's model access: its token stops working once its run has ended."""
+async def _revoke(bench: Bench, live: _Live, index: int, run_id: str) -> tuple[Usage, float] | None:
+    """End an agent CLI's model access (its token stops working once its run has ended); what it metered."""
     access = live.grants.pop(index, None)
-    if access is not None and bench.gateway is not None:
-        await bench.gateway.revoke(run_id)
+    if access is None or bench.gateway is None:
+        return None
+    return await bench.gateway.revoke(run_id)
+
+
+def metered(result: AgentResult, gateway: tuple[Usage, float] | None) -> AgentResult:
+    """The result with what the gateway metered for its run where that is more than the agent's
+    stream counted: the gateway saw every call; the stream only those of its steps."""
+    if gateway is None:
+        return result
+    usage, cost = gateway
+    spent = replace(result.spent)
+    more = Usage(max(usage.input_tokens - spent.input_tokens, 0), max(usage.output_tokens - spent.output_tokens, 0),
+                 max(usage.cache_read_tokens - spent.cache_read_tokens, 0),
+                 max(usage.cache_write_tokens - spent.cache_write_tokens, 0))
+    if more.input_tokens or more.output_tokens:
+        spent.add(more, max(cost - spent.cost, 0.0))
+    return replace(result, spent=spent)
 
 
 async def _restored_agent(bench: Bench, live: _Live, prepared: Prepared, index: int) -> TaskAgent:
