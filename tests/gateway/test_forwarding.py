@@ -3,7 +3,9 @@ every call metered as the provider reported it, streaming included, and written 
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import anthropic
@@ -24,7 +26,7 @@ from models.provider_wire import (
     openai_completion,
     openai_usage,
 )
-from models.wire import Recorded, WireServer
+from models.wire import Hang, Recorded, WireServer
 
 MESSAGES = [{"role": "user", "content": "Fix the failing test."}]
 
@@ -295,3 +297,27 @@ async def test_grants_are_checked_when_made(gateway: Gateway, tmp_path: Path) ->
     with pytest.raises(GatewayError) as unknown:
         await gateway.revoke("task-16")
     assert unknown.value.code == "unknown_grant"
+
+
+@pytest.mark.faults
+async def test_a_client_that_leaves_ends_its_call_and_no_call_is_left_waiting(gateway: Gateway,
+                                                                             wire: WireServer) -> None:
+    """A CLI killed while the provider is silent: the gateway stops waiting on the provider."""
+    grant = await gateway.grant("task-17", Upstream("anthropic", wire.url, REAL_KEY))
+    wire.queue(Hang())
+    async with httpx.AsyncClient(base_url=grant.base_url, timeout=httpx.Timeout(60, read=0.5)) as client:
+        with pytest.raises(httpx.ReadTimeout):
+            await client.post("/v1/messages", headers={"x-api-key": grant.token},
+                              json={"model": "claude-sonnet-4-5", "max_tokens": 1, "messages": MESSAGES})
+    (call,) = grant.calls
+    await _until(lambda: call.ended is not None)
+    assert call.error == "the client left before the upstream answered" and not call.complete
+    reply = json.loads(grant.transcript.read_text().splitlines()[-1])
+    assert reply["kind"] == "reply" and reply["error"] == call.error
+
+
+async def _until(condition: Callable[[], bool], bound: float = 60.0) -> None:
+    deadline = asyncio.get_running_loop().time() + bound
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "the condition never held"
+        await asyncio.sleep(0.02)

@@ -14,6 +14,8 @@ shape, so the agent CLI shows them as it would the provider's.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import secrets
@@ -195,10 +197,10 @@ class Gateway:
         if body is None:
             await _refuse(send, protocol, "invalid", f"errand gateway: a request body over {_BODY_LIMIT} bytes")
             return
-        await self._forward(grant, route, scope["method"], path, headers, query, body, send)
+        await self._forward(grant, route, scope["method"], path, headers, query, body, receive, send)
 
     async def _forward(self, grant: Grant, route: Route, method: str, path: str, headers: dict[str, str],
-                       query: list[tuple[str, str]], body: bytes, send: Send) -> None:
+                       query: list[tuple[str, str]], body: bytes, receive: Receive, send: Send) -> None:
         protocol = grant.upstream.protocol
         document = _json(body)
         call = Call(len(grant.calls) + 1, method, path, model_of(protocol, route.relative, document), time.time(),
@@ -215,7 +217,7 @@ class Gateway:
         if amended is not None:
             body = json.dumps(amended).encode()
         request = self._upstream_request(grant, route, method, headers, query, body)
-        await _Exchange(grant, call, transcript, send).run(self._client_or_fail(), request)
+        await _Exchange(grant, call, transcript, send).run(self._client_or_fail(), request, receive)
 
     def _client_or_fail(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -247,7 +249,23 @@ class _Exchange:
         self.final = False
         self.reply_headers: dict[str, str] = {}
 
-    async def run(self, client: httpx.AsyncClient, request: httpx.Request) -> None:
+    async def run(self, client: httpx.AsyncClient, request: httpx.Request, receive: Receive) -> None:
+        """Relay the call; a client that leaves ends it (a CLI killed mid-call leaves no call
+        waiting on the provider), metered for what had arrived."""
+        relay = asyncio.ensure_future(self._relay(client, request))
+        left = asyncio.ensure_future(_client_left(receive))
+        try:
+            await asyncio.wait((relay, left), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            left.cancel()
+            if not relay.done():
+                relay.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await relay
+        if not relay.cancelled():
+            relay.result()  # a cut stream ends the client's connection the same way
+
+    async def _relay(self, client: httpx.AsyncClient, request: httpx.Request) -> None:
         try:
             response = await client.send(request, stream=True)
         except httpx.HTTPError as error:
@@ -255,15 +273,20 @@ class _Exchange:
             await _refuse(self.send, self.protocol, "upstream", "errand gateway: the upstream could not be "
                           f"reached ({type(error).__name__})")
             return
+        except asyncio.CancelledError:
+            self._end(None, "the client left before the upstream answered")
+            raise
         cut: str | None = None
         try:
             await self._start(response)
-            try:
-                async for chunk in response.aiter_raw():
-                    self._take(chunk)
-                    await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except httpx.HTTPError as error:
-                cut = f"the upstream's reply broke off ({type(error).__name__}: {error})"
+            async for chunk in response.aiter_raw():
+                self._take(chunk)
+                await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except httpx.HTTPError as error:
+            cut = f"the upstream's reply broke off ({type(error).__name__}: {error})"
+        except asyncio.CancelledError:
+            cut = "the client left before the reply ended"
+            raise
         finally:
             await response.aclose()
             self._end(response, cut)
@@ -356,6 +379,12 @@ async def _body(receive: Receive) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
+
+
+async def _client_left(receive: Receive) -> None:
+    """Returns once the client has gone (its request body has been read whole before)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _json(body: bytes) -> Any:
