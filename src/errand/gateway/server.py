@@ -299,7 +299,9 @@ class _Exchange:
         self.reply_headers = {name.lower(): value for name, value in response.headers.items()}
         self.call.streamed = self.reply_headers.get("content-type", "").startswith("text/event-stream")
         headers = [(name, value) for name, value in response.headers.raw
-                   if name.decode("latin-1").lower() not in _HOP_BY_HOP]
+                   if name.decode("latin-1").lower() not in _HOP_BY_HOP or name.lower() == b"content-length"]
+        # The upstream's length is kept: the bytes relayed are its own, and a reply of known length goes out
+        # without chunking (one write fewer per call); one that breaks off short is then a broken reply.
         await self.send({"type": "http.response.start", "status": response.status_code, "headers": headers})
 
     def _take(self, chunk: bytes) -> None:
