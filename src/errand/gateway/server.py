@@ -71,6 +71,9 @@ class _QuietCuts(logging.Filter):
         return not (record.exc_info and isinstance(record.exc_info[1], _CutStream))
 
 
+_QUIET_CUTS = _QuietCuts()
+
+
 class Gateway:
     """Serves grants on ``host:port`` (loopback, a free port by default); transcripts go to
     ``transcripts/<grant id>.jsonl``. Use ``async with Gateway(...) as gateway``."""
@@ -102,7 +105,8 @@ class Gateway:
         config = uvicorn.Config(self, lifespan="off", access_log=False, log_level="warning", http="httptools",
                                 timeout_keep_alive=60, server_header=False, date_header=False)
         config.load()
-        logging.getLogger("uvicorn.error").addFilter(_QuietCuts())
+        if _QUIET_CUTS not in logging.getLogger("uvicorn.error").filters:
+            logging.getLogger("uvicorn.error").addFilter(_QUIET_CUTS)
         self._client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(600.0, connect=30.0),
                                          limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
         self._server = uvicorn.Server(config)
@@ -203,7 +207,8 @@ class Gateway:
                        query: list[tuple[str, str]], body: bytes, receive: Receive, send: Send) -> None:
         protocol = grant.upstream.protocol
         document = _json(body)
-        call = Call(len(grant.calls) + 1, method, path, model_of(protocol, route.relative, document), time.time(),
+        grant.requests += 1
+        call = Call(grant.requests, method, path, model_of(protocol, route.relative, document), time.time(),
                     streamed=wants_stream(protocol, route.relative, document))
         transcript = self._transcripts[grant.token]
         transcript.request(call.number, method, path, headers, body)
