@@ -89,12 +89,12 @@ def _serve_gateway(wire_url: str, transcripts: str, ready: Any, stop: Any) -> No
             grants = {}
             for protocol in ("anthropic", "openai-chat"):
                 base = wire_url if protocol == "anthropic" else wire_url + "/v1"
-                grant = await gateway.grant(f"bench-{protocol}", Upstream(protocol, base, KEY))  # type: ignore[arg-type]
-                grants[protocol] = {"base_url": grant.base_url, "token": grant.token}
-            ready.send(grants)
+                grants[protocol] = await gateway.grant(f"bench-{protocol}",
+                                                       Upstream(protocol, base, KEY))  # type: ignore[arg-type]
+            ready.send({protocol: {"base_url": grant.base_url, "token": grant.token}
+                        for protocol, grant in grants.items()})
             await asyncio.get_running_loop().run_in_executor(None, stop.recv)
-            calls = {protocol: len(gateway._ids[f"bench-{protocol}"].calls) for protocol in grants}
-            ready.send(calls)
+            ready.send({protocol: len(grant.calls) for protocol, grant in grants.items()})
 
     asyncio.run(serve())
 

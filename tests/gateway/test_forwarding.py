@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -321,3 +322,19 @@ async def _until(condition: Callable[[], bool], bound: float = 60.0) -> None:
     while not condition():
         assert asyncio.get_running_loop().time() < deadline, "the condition never held"
         await asyncio.sleep(0.02)
+
+
+async def test_claude_codes_query_is_forwarded_and_its_connection_sends_without_delay(gateway: Gateway,
+                                                                                      wire: WireServer) -> None:
+    """Claude Code calls /v1/messages?beta=true over a kept-alive connection. Without TCP_NODELAY
+    on the gateway's side, each reply's last write waited on the client's delayed ACK (~40 ms a call)."""
+    grant = await gateway.grant("task-18", Upstream("anthropic", wire.url, REAL_KEY))
+    wire.answer(anthropic_message(Turn("ok"), anthropic_usage(1, 1)))
+    async with httpx.AsyncClient(base_url=grant.base_url) as client:
+        answer = await client.post("/v1/messages?beta=true", headers={"x-api-key": grant.token},
+                                   json={"model": "claude-sonnet-4-5", "max_tokens": 1, "messages": MESSAGES})
+        assert answer.status_code == 200
+        sockets = [connection.transport.get_extra_info("socket")
+                   for connection in gateway._server.server_state.connections]
+        assert sockets and all(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for sock in sockets)
+    assert wire.requests[0].path == "/v1/messages?beta=true"
