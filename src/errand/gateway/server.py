@@ -211,7 +211,7 @@ class Gateway:
         call = Call(grant.requests, method, path, model_of(protocol, route.relative, document), time.time(),
                     streamed=wants_stream(protocol, route.relative, document))
         transcript = self._transcripts[grant.token]
-        transcript.request(call.number, method, path, headers, body)
+        transcript.request(call.number, method, path, headers, body, document is not None)
         refusal = _refusal(grant, route, call.model)
         if refusal is not None:
             transcript.note(call.number, reason=refusal)
@@ -323,17 +323,19 @@ class _Exchange:
     def _end(self, response: httpx.Response | None, error: str | None) -> None:
         call = self.call
         call.ended = time.time()
+        document = _json(bytes(self.kept)) if response is not None and not call.streamed else None
         if response is not None and not call.streamed:
-            call.usage = usage_of_reply(self.protocol, _json(bytes(self.kept)))
+            call.usage = usage_of_reply(self.protocol, document)
         if error is None and call.streamed and response is not None and response.is_success and not self.final:
             error = "the upstream's stream ended before its last event"
         call.error = error
         call.complete = error is None
         pricing = self.grant.price(call.model)
         call.cost = pricing.cost(call.usage) if pricing is not None and call.usage is not None else None
-        self.transcript.reply(call.number, call.status, self.reply_headers, bytes(self.kept), {
-            "usage": _usage_fields(call.usage), "cost": call.cost, "complete": call.complete, "error": call.error,
-            "model": call.model})
+        metered = {"usage": _usage_fields(call.usage), "cost": call.cost, "complete": call.complete,
+                   "error": call.error, "model": call.model}
+        self.transcript.reply(call.number, call.status, self.reply_headers, bytes(self.kept), document is not None,
+                              metered)
 
 
 def _refusal(grant: Grant, route: Route, model: str | None) -> str | None:
