@@ -47,7 +47,7 @@ def _curl(grant: Grant, *extra: str) -> list[str]:
 
 
 async def test_a_process_in_the_sandbox_gets_the_wire_servers_answer_through_the_gateway(
-        sandbox: AsyncSandbox, grant: Grant, wire: WireServer) -> None:
+        sandbox: AsyncSandbox, gateway: Gateway, grant: Grant, wire: WireServer) -> None:
     wire.answer(anthropic_message(Turn("Fixed from the wire."), anthropic_usage(40, 8)))
     wire.stream(anthropic_events(Turn("Streamed from the wire."), anthropic_usage(50, 9)))
     base = grant.url_at(INSIDE)
@@ -60,6 +60,7 @@ async def test_a_process_in_the_sandbox_gets_the_wire_servers_answer_through_the
     assert "Streamed from the wire." in streamed.stdout and "event: message_stop" in streamed.stdout
 
     assert [request.headers["x-api-key"] for request in wire.requests] == [REAL_KEY, REAL_KEY]
+    await gateway.settle(grant)
     assert [call.usage.input_tokens for call in grant.calls if call.usage] == [40, 50]
     assert all(call.complete for call in grant.calls)
 

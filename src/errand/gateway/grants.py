@@ -8,6 +8,7 @@ and the :class:`Call` records of what went through, metered.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import time
@@ -107,8 +108,13 @@ class Grant:
     transcript: Path
     calls: list[Call] = field(default_factory=list)
     requests: int = 0  # every request on a route of the grant's protocol, refused ones included
+    in_flight: int = 0  # calls forwarded and not yet ended
     revoked: bool = False
     created: float = field(default_factory=time.time)
+    idle: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.idle.set()
 
     @property
     def base_url(self) -> str:

@@ -44,7 +44,7 @@ from errand.gateway.protocols import (
     with_stream_usage,
 )
 from errand.gateway.sse import EventReader
-from errand.gateway.transcript import BODY_LIMIT, Transcript
+from errand.gateway.transcript import BODY_LIMIT, Transcript, TranscriptWriter
 from errand.models import Pricing, Usage
 
 __all__ = ["Gateway"]
@@ -84,6 +84,7 @@ class Gateway:
         self._grants: dict[str, Grant] = {}  # by token
         self._ids: dict[str, Grant] = {}  # live grants by id
         self._transcripts: dict[str, Transcript] = {}  # by token
+        self._writer = TranscriptWriter()
         self._server: Any = None
         self._client: httpx.AsyncClient | None = None
         self._socket: socket.socket | None = None
@@ -126,6 +127,7 @@ class Gateway:
             self._client = None
         for transcript in self._transcripts.values():
             transcript.close()
+        await asyncio.to_thread(self._writer.stop)
 
     async def __aenter__(self) -> Gateway:
         return await self.start()
@@ -165,8 +167,15 @@ class Gateway:
         grant = Grant(grant_id, upstream, budget, pricing, token, self.origin,
                       self.transcripts / f"{grant_id}.jsonl")
         self._grants[token] = self._ids[grant_id] = grant
-        self._transcripts[token] = Transcript(grant.transcript, (upstream.key, token))
+        self._transcripts[token] = Transcript(grant.transcript, (upstream.key, token), self._writer)
         return grant
+
+    async def settle(self, grant: Grant) -> None:
+        """Returns once no call of ``grant`` is under way and its transcript is written: its
+        usage, cost and transcript are then whole (a client has a reply's last byte a moment
+        before the gateway has accounted for it)."""
+        await grant.idle.wait()
+        await self._writer.flush()
 
     async def revoke(self, grant: Grant | str) -> None:
         """Refuse the grant's token from now on (a call under way finishes)."""
@@ -222,7 +231,14 @@ class Gateway:
         if amended is not None:
             body = json.dumps(amended).encode()
         request = self._upstream_request(grant, route, method, headers, query, body)
-        await _Exchange(grant, call, transcript, send).run(self._client_or_fail(), request, receive)
+        grant.in_flight += 1
+        grant.idle.clear()
+        try:
+            await _Exchange(grant, call, transcript, send).run(self._client_or_fail(), request, receive)
+        finally:
+            grant.in_flight -= 1
+            if not grant.in_flight:
+                grant.idle.set()
 
     def _client_or_fail(self) -> httpx.AsyncClient:
         if self._client is None:
