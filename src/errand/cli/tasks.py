@@ -595,9 +595,9 @@ def followup(task_id: TaskId,
              as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Ask for more work: a new round on the same branch (of a task ready for review, rejected,
     failed or cancelled); of an accepted task, a new task that starts from its commit."""
-    comments = [_line_comment(said, "new") for said in comment or []]
-    comments += [_line_comment(said, "old") for said in old_comment or []]
     with task_service(server, token) as service:
+        comments = [_line_comment(said, "new") for said in comment or []]
+        comments += [_line_comment(said, "old") for said in old_comment or []]
         done = service.followup(task_id, text, comments)
         queued = task_id
         if isinstance(done, Task):

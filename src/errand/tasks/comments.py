@@ -5,7 +5,7 @@ pull request review) comments on lines of one side of a diff: ``new`` (the file 
 the work left it) or ``old`` (as it was at the base). :func:`anchor` checks each
 comment against the diff it names — the path must be a file of the diff, the lines
 must exist on that side — and quotes those lines, so the instruction
-(:func:`errand.tasks.prompt.followup_instruction`) carries them with the comment.
+(:func:`errand.tasks.prompt.commented_instruction`) carries them with the comment.
 It refuses the whole batch at the first bad comment: nothing is half sent.
 
 Lines a hunk shows are quoted from the patch; lines between hunks (a page that
@@ -24,7 +24,7 @@ from typing import Any, Literal
 from errand.errors import ConfigError
 
 __all__ = ["MAX_COMMENTS", "MAX_COMMENT_BYTES", "MAX_QUOTED", "LineComment", "Quoted", "Side", "anchor",
-           "check_count"]
+           "check_count", "quote_hunk", "quote_text"]
 
 Side = Literal["new", "old"]
 SIDES: tuple[Side, ...] = ("new", "old")
@@ -47,7 +47,8 @@ class Quoted:
 
 @dataclass(frozen=True)
 class LineComment:
-    """A comment on lines ``start_line``..``end_line`` of ``path`` as ``side`` of the diff shows it."""
+    """A comment on lines ``start_line``..``end_line`` of ``path`` as ``side`` of the diff shows it
+    (lines 0..0: a forge's comment on the file as a whole)."""
 
     path: str
     start_line: int
@@ -214,6 +215,20 @@ def _whole(diff: _FileDiff, side: Side, old_text: str | None) -> dict[int, Quote
 # ------------------------------------------------------------------ anchoring
 
 
+def quote_hunk(diff_hunk: str, side: Side, start: int, end: int) -> tuple[Quoted, ...]:
+    """Lines ``start``..``end`` of ``side`` that a forge's ``diff_hunk`` (a hunk header and its lines
+    up to the one commented on) shows; those it does not show are left out."""
+    shown = _shown(_file(["diff --git a/f b/f", *diff_hunk.split("\n")]), side)
+    return tuple(shown[n] for n in range(start, end + 1)[:MAX_QUOTED] if n in shown)
+
+
+def quote_text(text: str, start: int, end: int) -> tuple[Quoted, ...]:
+    """Lines ``start``..``end`` of a file's ``text`` (those it has)."""
+    lines = text.removesuffix("\n").split("\n")
+    return tuple(Quoted(n, " ", lines[n - 1]) for n in range(start, end + 1)[:MAX_QUOTED] if n <= len(lines))
+
+
+
 def anchor(patch: str, comments: Iterable[LineComment], read_old: ReadOld) -> list[LineComment]:
     """``comments`` with the lines they are about quoted, each checked against ``patch``; the first
     that names a file the patch does not change, or lines its side does not have, is refused
@@ -233,8 +248,6 @@ def anchor(patch: str, comments: Iterable[LineComment], read_old: ReadOld) -> li
 
 
 def _quote(diff: _FileDiff, comment: LineComment, read_old: ReadOld) -> tuple[Quoted, ...]:
-    noun = "line" if comment.start_line == comment.end_line else "lines"
-    where = f"{noun} {comment.lines} of {comment.path} ({comment.side} side)"
     if diff.status == "binary":
         raise ConfigError(f"{comment.path} is a binary file: it has no lines to comment on", code="bad_lines")
     shown = _shown(diff, comment.side)
@@ -244,8 +257,12 @@ def _quote(diff: _FileDiff, comment: LineComment, read_old: ReadOld) -> tuple[Qu
         if whole is not None:
             shown = {**whole, **shown}
     missing = [n for n in wanted if n not in shown]
+    if missing and comment.start_line == comment.end_line:
+        raise ConfigError(f"{comment.path} has no line {missing[0]} on its {comment.side} side ({_extent(shown)})",
+                          code="bad_lines")
     if missing:
-        raise ConfigError(f"{where}: line {missing[0]} is not there ({_extent(shown)})", code="bad_lines")
+        raise ConfigError(f"lines {comment.lines} of {comment.path} ({comment.side} side): line {missing[0]} is not "
+                          f"there ({_extent(shown)})", code="bad_lines")
     return tuple(shown[n] for n in wanted[:MAX_QUOTED])
 
 

@@ -71,7 +71,8 @@ def commented_instruction(text: str, comments: Sequence[LineComment]) -> str:
 
 def _comment(number: int, comment: LineComment) -> str:
     lines = "line" if comment.start_line == comment.end_line else "lines"
-    out = [f"{number}. {comment.path}, {lines} {comment.lines} ({comment.side}):"]
+    where = f"{lines} {comment.lines} ({comment.side})" if comment.end_line else "the file as a whole"
+    out = [f"{number}. {comment.path}, {where}:"]
     if comment.quoted:
         quoted = [f"{q.number:>5} {q.mark if q.mark in '+-' else ' '} {q.text}" for q in comment.quoted]
         more = comment.end_line - comment.start_line + 1 - len(comment.quoted)
