@@ -52,8 +52,12 @@ def person_branch(forged: Forged, branch: str) -> None:
     git(clone, "push", "-q", "origin", branch)
 
 
+@pytest.mark.parametrize(("said", "asked", "outcomes"), [
+    ("@errand please see to these", "@acme asked: please see to these", ["followed_up", "duplicate", "duplicate"]),
+    ("", "@acme asked: name them left and right", ["ignored", "followed_up", "duplicate"]),  # the comments ask
+])
 def test_a_review_with_two_line_comments_is_one_round_with_both_anchored_in_its_request(
-        forged: Forged, served: Served, agents: Agents) -> None:
+        forged: Forged, served: Served, agents: Agents, said: str, asked: str, outcomes: list[str]) -> None:
     fake, hook = forged.fake, f"{served.url}/api/forge/github/webhook"
     person_branch(forged, "fix-both")
     pull = fake.open_fork_pull(REPO, REPO, "fix-both", "Fix add and double", user="acme", maintainer_can_modify=True)
@@ -62,23 +66,23 @@ def test_a_review_with_two_line_comments_is_one_round_with_both_anchored_in_its_
                                      start_line=1, line=2, user="acme", review_id=review_id),
              fake.add_review_comment(REPO, pull["number"], "@errand say why there was a + 1", path="calc.py",
                                      line=6, side="LEFT", user="acme", review_id=review_id)]
-    review = {"id": review_id, "body": "@errand please see to these", "user": fake.user("acme"),
+    review = {"id": review_id, "body": said, "user": fake.user("acme"),
               "state": "COMMENTED"}
     fake.repos[REPO].reviews.setdefault(pull["number"], []).append(review)
     base = {"pull_request": pull, "repository": {"full_name": REPO}, "sender": fake.user("acme")}
     deliveries: list[tuple[str, dict[str, Any]]] = [
         ("pull_request_review", {**base, "action": "submitted", "review": review}),
         *(("pull_request_review_comment", {**base, "action": "created", "comment": line}) for line in lines)]
-    outcomes = []
+    acted = []
     for event, payload in deliveries:
         answer = fake.deliver(hook, event, payload, delivery=str(uuid.uuid4()))
         assert answer.status_code in (200, 202), answer.text
-        outcomes.append(answer.json()["action"])
-    assert outcomes == ["followed_up", "duplicate", "duplicate"]  # one review, one round
+        acted.append(answer.json()["action"])
+    assert acted == outcomes  # one review, one round
     [task] = httpx.get(f"{served.url}/api/tasks", timeout=30).json()["tasks"]
 
     request = sent(agents, 0)
-    assert "@acme asked: please see to these" in request
+    assert asked in request
     assert flat("1. calc.py, lines 1-2 (new):\n```\n    1   def add(a, b):\n    2 +     return a + b\n```\n"
                 "@acme: @errand name them left and right") in request
     assert flat("2. calc.py, line 6 (old):\n```\n    6 -     return x + x + 1\n```\n"
