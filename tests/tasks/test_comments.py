@@ -83,3 +83,9 @@ def test_a_forge_hunk_quotes_the_lines_it_shows_and_the_rendering_fences_backtic
     text = commented_instruction("", [LineComment("f.py", 1, 2, "no backticks", quoted=quoted, author="acme")])
     assert "   `````\n" in text and "@acme: no backticks" in text
     assert commented_instruction("just text", []) == "just text"
+
+
+def test_a_range_of_a_billion_lines_is_refused_at_the_first_line_past_the_end(
+        changed: tuple[str, dict[str, str]]) -> None:
+    with pytest.raises(ConfigError, match=re.escape("line 42 is not there (it has lines 1-41)")):
+        one(changed, "long.txt", 1, 1_000_000_000)

@@ -228,7 +228,6 @@ def quote_text(text: str, start: int, end: int) -> tuple[Quoted, ...]:
     return tuple(Quoted(n, " ", lines[n - 1]) for n in range(start, end + 1)[:MAX_QUOTED] if n <= len(lines))
 
 
-
 def anchor(patch: str, comments: Iterable[LineComment], read_old: ReadOld) -> list[LineComment]:
     """``comments`` with the lines they are about quoted, each checked against ``patch``; the first
     that names a file the patch does not change, or lines its side does not have, is refused
@@ -256,12 +255,12 @@ def _quote(diff: _FileDiff, comment: LineComment, read_old: ReadOld) -> tuple[Qu
         whole = _whole(diff, comment.side, read_old(diff.old_path))
         if whole is not None:
             shown = {**whole, **shown}
-    missing = [n for n in wanted if n not in shown]
-    if missing and comment.start_line == comment.end_line:
-        raise ConfigError(f"{comment.path} has no line {missing[0]} on its {comment.side} side ({_extent(shown)})",
+    missing = next((n for n in wanted if n not in shown), None)  # never past the file's length + 1
+    if missing is not None and comment.start_line == comment.end_line:
+        raise ConfigError(f"{comment.path} has no line {missing} on its {comment.side} side ({_extent(shown)})",
                           code="bad_lines")
-    if missing:
-        raise ConfigError(f"lines {comment.lines} of {comment.path} ({comment.side} side): line {missing[0]} is not "
+    if missing is not None:
+        raise ConfigError(f"lines {comment.lines} of {comment.path} ({comment.side} side): line {missing} is not "
                           f"there ({_extent(shown)})", code="bad_lines")
     return tuple(shown[n] for n in wanted[:MAX_QUOTED])
 
