@@ -269,7 +269,7 @@ def _word_spans(removed: str, added: str) -> tuple[Spans, Spans] | None:
         return None
     old_words, new_words = _WORD.findall(removed), _WORD.findall(added)
     matcher = difflib.SequenceMatcher(None, old_words, new_words, autojunk=False)
-    if matcher.ratio() < 0.4:
+    if _likeness(matcher, old_words, new_words) < 0.5:
         return None
     old_at, new_at = _offsets(old_words), _offsets(new_words)
     old_spans: list[tuple[int, int]] = []
@@ -281,6 +281,15 @@ def _word_spans(removed: str, added: str) -> tuple[Spans, Spans] | None:
             if j2 > j1:
                 new_spans.append((new_at[j1], new_at[j2]))
     return (tuple(old_spans), tuple(new_spans)) if old_spans or new_spans else None
+
+
+def _likeness(matcher: difflib.SequenceMatcher[str], old_words: list[str], new_words: list[str]) -> float:
+    """How much of the two lines' text, spaces aside, is the same (the spaces between words
+    match in any two sentences)."""
+    same = sum(len(word.strip()) for block in matcher.get_matching_blocks()
+               for word in old_words[block.a:block.a + block.size])
+    total = sum(len(word.strip()) for word in old_words + new_words)
+    return 2 * same / total if total else 1.0
 
 
 def _offsets(words: list[str]) -> list[int]:
