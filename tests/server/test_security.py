@@ -134,7 +134,8 @@ def test_a_logged_in_page_writes_the_api_only_with_its_csrf_token(serve: Callabl
     with served.client(TOKEN) as owner, served.client() as browser, served.client() as stranger:
         task = owner.post("/api/tasks", json={"instruction": "x", "repo": str(repo), "model": "openai:m"}).json()
         login = browser.get("/login")
-        assert browser.post("/login", data={"csrf_token": csrf_of(login), "token": TOKEN, "next": "/"}).status_code == 303
+        entered = browser.post("/login", data={"csrf_token": csrf_of(login), "token": TOKEN, "next": "/"})
+        assert entered.status_code == 303
         token = csrf_of(browser.get(f"/tasks/{task['id']}"))
         cancel = f"/api/tasks/{task['id']}/cancel"
         assert browser.post(cancel, json={}).status_code == 401
