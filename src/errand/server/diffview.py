@@ -95,7 +95,7 @@ class FileDiff:
     @property
     def expandable(self) -> bool:
         """Whether more of the file's base can be shown around its hunks."""
-        return self.status not in ("added",) and not self.binary and any(line.kind == "hunk" for line in self.lines)
+        return self.status != "added" and not self.binary and any(line.kind == "hunk" for line in self.lines)
 
 
 def generated(file: FileDiff) -> str | None:
