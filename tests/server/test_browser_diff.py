@@ -28,6 +28,7 @@ from .conftest import Served, wait_state
 
 pytestmark = [pytest.mark.slow, needs("chromium")]
 playwright = pytest.importorskip("playwright.sync_api")
+LOADED = 60_000  # ms: a request to a server on a saturated machine (a check, not a speed claim)
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 MODELS = "".join(f"def value_{n}(value):\n    return value * {n}\n\n\n" for n in range(1, 16))  # 60 lines
@@ -107,17 +108,17 @@ def test_files_changed_like_a_pull_request(served: Served, agents: Agents, tmp_p
     # More of the file: the hunk starts at line 27; "more above" adds the base's lines 7-26.
     expect(models.locator("tr.hunk")).to_have_attribute("data-old", "27")
     models.get_by_role("button", name="Show more lines above (src/demo/models.py)").click()
-    expect(models.locator("table.unified tr.expanded")).to_have_count(20)
+    expect(models.locator("table.unified tr.expanded")).to_have_count(20, timeout=LOADED)
     expect(models.locator('table.unified td.num[data-side="old"][data-line="7"]')).to_have_count(1)
     expect(numbered(models, "old", 10)).to_contain_text("return value * 3")
     models.get_by_role("button", name="Show more lines above (src/demo/models.py)").click()
-    expect(models.locator("table.unified tr.expanded")).to_have_count(26)  # lines 1-6: the gap is closed
+    expect(models.locator("table.unified tr.expanded")).to_have_count(26, timeout=LOADED)  # 1-6: the gap closed
     expect(models.get_by_role("button", name="Show more lines above (src/demo/models.py)")).to_have_count(0)
     below = models.get_by_role("button", name="Show more lines below (src/demo/models.py)")
     below.click()
-    expect(models.locator('td.num[data-side="new"][data-line="53"]')).to_have_count(1)
+    expect(models.locator('td.num[data-side="new"][data-line="53"]')).to_have_count(1, timeout=LOADED)
     below.click()
-    expect(below).to_have_count(0)  # the base's end was reached: nothing more below
+    expect(below).to_have_count(0, timeout=LOADED)  # the base's end was reached: nothing more below
     expect(numbered(models, "new", 58)).to_contain_text("return value * 15")
     expect(models.locator("table.unified tr.expanded").last.locator("td.num").first).to_have_text("60")
 
@@ -257,7 +258,7 @@ def test_files_changed_like_a_pull_request(served: Served, agents: Agents, tmp_p
          "body": "Keep a note of why it subtracted."}]}
     response = request.response()
     assert response is not None and response.ok, response and response.text()
-    expect(page).to_have_url(f"{served.url}/tasks/{task['id']}")  # sent: the task page shows the new round
+    expect(page).to_have_url(f"{served.url}/tasks/{task['id']}", timeout=LOADED)  # sent: the task page, its new round
     assert page.evaluate(f"localStorage.getItem('errand.comments.{task['id']}')") is None
     if takes_comments(served):  # the API that anchors comments: the next round's model request carries each one
         assert wait_for(lambda: any("Where does `offset` come from?" in json.dumps(requests)
