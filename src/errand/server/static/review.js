@@ -397,7 +397,7 @@
 
   function drawList(root) {
     const panel = root.querySelector("section.comments");
-    if (!panel) return;
+    if (!panel || !root.hasAttribute("data-can-send")) return;
     panel.hidden = false;
     const list = panel.querySelector("[data-comments-list]");
     const saved = comments(root);
@@ -464,7 +464,7 @@
       expand(root, expander.closest("details.file"), Number(expander.dataset.gap), expander);
     } else if (target.closest("button[data-layout]")) {
       setLayout(root, target.closest("button[data-layout]").dataset.layout);
-    } else if (number) {
+    } else if (number && root.hasAttribute("data-can-send")) {  // comments only where they can be sent
       event.preventDefault();
       select(root, number, event.shiftKey);
     } else if (target.closest("[data-cancel]")) {
