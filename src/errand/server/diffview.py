@@ -36,7 +36,7 @@ __all__ = ["LARGE", "FileDiff", "Line", "TreeEntry", "base_lines", "css", "gener
 
 Kind = Literal["context", "add", "del", "hunk", "note"]
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-HIGHLIGHT_LIMIT = 4000  # lines per file; past this a file is shown plain
+HIGHLIGHT_LIMIT = 4000  # lines per file; past this a file is shown plain (no colours, no word marks)
 LARGE = 400  # changed lines: a file with more is shown closed
 WORDS_LIMIT = 500  # characters: longer lines get no word-level marks (a minified line is one long word list)
 _WORD = re.compile(r"\w+|\s+|[^\w\s]")
@@ -226,9 +226,10 @@ def highlight(files: list[FileDiff]) -> list[FileDiff]:
 
 
 def _highlighted(file: FileDiff) -> list[Line]:
-    lexer = _lexer(file.path) if len(file.lines) <= HIGHLIGHT_LIMIT else None
+    small = len(file.lines) <= HIGHLIGHT_LIMIT  # past it, plain text: no colours, no word marks
+    lexer = _lexer(file.path) if small else None
     out = []
-    for line in _with_words(list(file.lines)):
+    for line in _with_words(list(file.lines)) if small else file.lines:
         if line.kind in ("hunk", "note"):
             out.append(replace(line, html=Markup(escape(line.text))))
         else:
