@@ -5,7 +5,8 @@
 
 Three processes on loopback, each with its own interpreter: a wire server
 (``tests/models/wire.py``) answering as Anthropic's Messages API and OpenAI's
-chat completions do, whole and streamed (a 12-event stream); the gateway
+chat completions do, whole and streamed (a 12-event stream), to a short request
+and to a long run's (200 turns of history, ~330 KB of JSON); the gateway
 (``errand.gateway``) with one grant per protocol; and the client, which makes
 the same request alternately **direct** to the wire server (with the key) and
 **through the gateway** (with the grant's token), so drift hits both alike.
@@ -41,7 +42,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 GOAL_MS = 2.0
 KEY = "sk-benchmark-upstream-key"
 PROMPT = [{"role": "user", "content": "Fix the failing test in tests/test_dates.py. " * 20}]
-KINDS = [("anthropic", False), ("anthropic", True), ("openai-chat", False), ("openai-chat", True)]
+# A long run's request: 200 turns of history, ~330 KB of JSON, as an agent CLI sends late in a task.
+HISTORY = [{"role": "user" if turn % 2 == 0 else "assistant", "content": "$ pytest -q tests/test_dates.py\n" * 50}
+           for turn in range(200)]
+KINDS = [("anthropic", False, False), ("anthropic", True, False), ("openai-chat", False, False),
+         ("openai-chat", True, False), ("anthropic", True, True)]
 
 
 def _answer(request: Any) -> Any:
@@ -89,22 +94,23 @@ def _serve_gateway(wire_url: str, transcripts: str, ready: Any, stop: Any) -> No
             grants = {}
             for protocol in ("anthropic", "openai-chat"):
                 base = wire_url if protocol == "anthropic" else wire_url + "/v1"
-                grant = await gateway.grant(f"bench-{protocol}", Upstream(protocol, base, KEY))  # type: ignore[arg-type]
-                grants[protocol] = {"base_url": grant.base_url, "token": grant.token}
-            ready.send(grants)
+                grants[protocol] = await gateway.grant(f"bench-{protocol}",
+                                                       Upstream(protocol, base, KEY))  # type: ignore[arg-type]
+            ready.send({protocol: {"base_url": grant.base_url, "token": grant.token}
+                        for protocol, grant in grants.items()})
             await asyncio.get_running_loop().run_in_executor(None, stop.recv)
-            calls = {protocol: len(gateway._ids[f"bench-{protocol}"].calls) for protocol in grants}
-            ready.send(calls)
+            ready.send({protocol: len(grant.calls) for protocol, grant in grants.items()})
 
     asyncio.run(serve())
 
 
-def _request(protocol: str, streamed: bool, base_url: str, credential: str) -> tuple[str, dict[str, str], bytes]:
+def _request(protocol: str, streamed: bool, base_url: str, credential: str,
+             messages: list[dict[str, str]] = PROMPT) -> tuple[str, dict[str, str], bytes]:
     if protocol == "anthropic":
-        body = {"model": "claude-sonnet-4-5", "max_tokens": 200, "messages": PROMPT, "stream": streamed}
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 200, "messages": messages, "stream": streamed}
         headers = {"x-api-key": credential, "anthropic-version": "2023-06-01", "content-type": "application/json"}
         return base_url + "/v1/messages", headers, json.dumps(body).encode()
-    body = {"model": "gpt-4.1", "messages": PROMPT, "stream": streamed}
+    body = {"model": "gpt-4.1", "messages": messages, "stream": streamed}
     if streamed:
         body["stream_options"] = {"include_usage": True}
     headers = {"authorization": f"Bearer {credential}", "content-type": "application/json"}
@@ -126,11 +132,12 @@ def measure(wire_url: str, grants: dict[str, dict[str, str]], calls: int, warmup
 
     samples: dict[str, dict[str, list[float]]] = {}
     with httpx.Client(trust_env=False, timeout=60) as client:
-        for protocol, streamed in KINDS:
-            name = f"{protocol}, {'streamed' if streamed else 'whole'}"
+        for protocol, streamed, long in KINDS:
+            name = f"{protocol}, {'streamed' if streamed else 'whole'}{', a 330 KB request' if long else ''}"
+            messages = HISTORY if long else PROMPT
             direct_base = wire_url if protocol == "anthropic" else wire_url + "/v1"
-            direct = _request(protocol, streamed, direct_base, KEY)
-            through = _request(protocol, streamed, grants[protocol]["base_url"], grants[protocol]["token"])
+            direct = _request(protocol, streamed, direct_base, KEY, messages)
+            through = _request(protocol, streamed, grants[protocol]["base_url"], grants[protocol]["token"], messages)
             times: dict[str, list[float]] = {"direct": [], "gateway": []}
             for index in range(warmups + calls):
                 pair = [("direct", direct), ("gateway", through)]

@@ -3,7 +3,9 @@ every call metered as the provider reported it, streaming included, and written 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 from pathlib import Path
 
 import anthropic
@@ -24,7 +26,7 @@ from models.provider_wire import (
     openai_completion,
     openai_usage,
 )
-from models.wire import Recorded, WireServer
+from models.wire import Hang, Recorded, WireServer
 
 MESSAGES = [{"role": "user", "content": "Fix the failing test."}]
 
@@ -65,6 +67,7 @@ async def test_anthropic_messages_whole_and_streamed(gateway: Gateway, wire: Wir
     assert final.content[0].text == "Streamed."  # type: ignore[union-attr]
 
     _assert_key_swapped(wire, grant, "x-api-key", REAL_KEY)
+    await gateway.settle(grant)
     assert [call.usage for call in grant.calls] == [Usage(1144, 30, 1024, 0), Usage(1300, 45, 0, 1100)]
     assert [call.streamed for call in grant.calls] == [False, True]
     assert all(call.complete and call.status == 200 for call in grant.calls)
@@ -100,6 +103,7 @@ async def test_openai_chat_whole_and_streamed(gateway: Gateway, wire: WireServer
     _assert_key_swapped(wire, grant, "authorization", f"Bearer {REAL_KEY}")
     assert [request.path for request in wire.requests] == ["/v1/chat/completions"] * 2
     assert wire.requests[1].body["stream_options"] == {"include_usage": True}
+    await gateway.settle(grant)
     assert [call.usage for call in grant.calls] == [Usage(300, 20, 256), Usage(400, 25)]
     price = profile_for("gpt-4.1")
     assert grant.cost == pytest.approx((price.cost(Usage(300, 20, 256)) or 0) + (price.cost(Usage(400, 25)) or 0))
@@ -117,6 +121,7 @@ async def test_openai_responses_whole_and_streamed(gateway: Gateway, wire: WireS
     assert kinds[-1] == "response.completed"
 
     _assert_key_swapped(wire, grant, "authorization", f"Bearer {REAL_KEY}")
+    await gateway.settle(grant)
     assert [call.usage for call in grant.calls] == [Usage(500, 40, 128), Usage(600, 50)]
     assert all(call.complete for call in grant.calls)
 
@@ -139,6 +144,7 @@ async def test_gemini_whole_and_streamed_with_the_token_in_the_header_or_the_que
 
     _assert_key_swapped(wire, grant, "x-goog-api-key", REAL_KEY)
     assert wire.requests[1].path == "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+    await gateway.settle(grant)
     assert [call.usage for call in grant.calls] == [Usage(70, 9), Usage(80, 12)]
     assert grant.cost == pytest.approx((150 * 1.25 + 21 * 10.0) / 1e6)
 
@@ -149,6 +155,7 @@ async def test_a_spent_budget_is_refused_in_the_providers_shape_before_the_upstr
     client = _anthropic(grant)
     wire.answer(anthropic_message(Turn("Done."), anthropic_usage(90, 20)))
     await client.messages.create(model="claude-sonnet-4-5", max_tokens=10, messages=MESSAGES)  # type: ignore[arg-type]
+    await gateway.settle(grant)
     assert grant.spent() is not None
     with pytest.raises(anthropic.BadRequestError) as refused:
         await client.messages.create(model="claude-sonnet-4-5", max_tokens=10,
@@ -219,6 +226,7 @@ async def test_the_transcript_has_every_call_and_no_secret(gateway: Gateway, wir
         await client.messages.create(model="claude-sonnet-4-5", max_tokens=10,
                                      messages=MESSAGES)  # type: ignore[arg-type]
 
+    await gateway.settle(grant)
     text = grant.transcript.read_text()
     assert grant.token not in text and REAL_KEY not in text
     lines = [json.loads(line) for line in text.splitlines()]
@@ -242,6 +250,7 @@ async def test_a_cut_stream_is_metered_for_what_arrived_and_reported(gateway: Ga
         async with client.messages.stream(model="claude-sonnet-4-5", max_tokens=100,
                                           messages=MESSAGES) as stream:  # type: ignore[arg-type]
             await stream.get_final_message()
+    await gateway.settle(grant)
     (call,) = grant.calls
     assert call.usage == Usage(250, 1)  # the prompt, and the one output token message_start reports
     assert not call.complete and call.error is not None and "broke off" in call.error
@@ -260,6 +269,7 @@ async def test_a_stream_that_ends_early_but_cleanly_is_reported(gateway: Gateway
         answer = await client.post("/chat/completions", headers={"authorization": f"Bearer {grant.token}"},
                                    json={"model": "gpt-4.1", "messages": MESSAGES, "stream": True})
     assert answer.status_code == 200 and "partial" in answer.text
+    await gateway.settle(grant)
     (call,) = grant.calls
     assert call.usage is None and not call.complete
     assert call.error == "the upstream's stream ended before its last event"
@@ -272,6 +282,7 @@ async def test_an_unreachable_upstream_is_a_bad_gateway_in_the_providers_shape(g
         answer = await client.post("/v1/messages", headers={"x-api-key": grant.token},
                                    json={"model": "claude-sonnet-4-5", "max_tokens": 1, "messages": MESSAGES})
     assert answer.status_code == 502 and answer.json()["error"]["type"] == "api_error"
+    await gateway.settle(grant)
     (call,) = grant.calls
     assert call.status is None and not call.complete and "could not be reached" in (call.error or "")
 
@@ -295,3 +306,37 @@ async def test_grants_are_checked_when_made(gateway: Gateway, tmp_path: Path) ->
     with pytest.raises(GatewayError) as unknown:
         await gateway.revoke("task-16")
     assert unknown.value.code == "unknown_grant"
+
+
+@pytest.mark.faults
+async def test_a_client_that_leaves_ends_its_call_and_no_call_is_left_waiting(gateway: Gateway,
+                                                                             wire: WireServer) -> None:
+    """A CLI killed while the provider is silent: the gateway stops waiting on the provider."""
+    grant = await gateway.grant("task-17", Upstream("anthropic", wire.url, REAL_KEY))
+    wire.queue(Hang())
+    async with httpx.AsyncClient(base_url=grant.base_url, timeout=httpx.Timeout(60, read=0.5)) as client:
+        with pytest.raises(httpx.ReadTimeout):
+            await client.post("/v1/messages", headers={"x-api-key": grant.token},
+                              json={"model": "claude-sonnet-4-5", "max_tokens": 1, "messages": MESSAGES})
+    async with asyncio.timeout(120):  # a bound, not a timing: without the client, the call must still end
+        await gateway.settle(grant)
+    (call,) = grant.calls
+    assert call.error == "the client left before the upstream answered" and not call.complete
+    reply = json.loads(grant.transcript.read_text().splitlines()[-1])
+    assert reply["kind"] == "reply" and reply["error"] == call.error
+
+
+async def test_claude_codes_query_is_forwarded_and_its_connection_sends_without_delay(gateway: Gateway,
+                                                                                      wire: WireServer) -> None:
+    """Claude Code calls /v1/messages?beta=true over a kept-alive connection. Without TCP_NODELAY
+    on the gateway's side, each reply's last write waited on the client's delayed ACK (~40 ms a call)."""
+    grant = await gateway.grant("task-18", Upstream("anthropic", wire.url, REAL_KEY))
+    wire.answer(anthropic_message(Turn("ok"), anthropic_usage(1, 1)))
+    async with httpx.AsyncClient(base_url=grant.base_url) as client:
+        answer = await client.post("/v1/messages?beta=true", headers={"x-api-key": grant.token},
+                                   json={"model": "claude-sonnet-4-5", "max_tokens": 1, "messages": MESSAGES})
+        assert answer.status_code == 200
+        sockets = [connection.transport.get_extra_info("socket")
+                   for connection in gateway._server.server_state.connections]
+        assert sockets and all(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for sock in sockets)
+    assert wire.requests[0].path == "/v1/messages?beta=true"

@@ -7,7 +7,10 @@ reach the wire server, directly or through its egress proxy, and holds no key.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -44,7 +47,7 @@ def _curl(grant: Grant, *extra: str) -> list[str]:
 
 
 async def test_a_process_in_the_sandbox_gets_the_wire_servers_answer_through_the_gateway(
-        sandbox: AsyncSandbox, grant: Grant, wire: WireServer) -> None:
+        sandbox: AsyncSandbox, gateway: Gateway, grant: Grant, wire: WireServer) -> None:
     wire.answer(anthropic_message(Turn("Fixed from the wire."), anthropic_usage(40, 8)))
     wire.stream(anthropic_events(Turn("Streamed from the wire."), anthropic_usage(50, 9)))
     base = grant.url_at(INSIDE)
@@ -57,6 +60,7 @@ async def test_a_process_in_the_sandbox_gets_the_wire_servers_answer_through_the
     assert "Streamed from the wire." in streamed.stdout and "event: message_stop" in streamed.stdout
 
     assert [request.headers["x-api-key"] for request in wire.requests] == [REAL_KEY, REAL_KEY]
+    await gateway.settle(grant)
     assert [call.usage.input_tokens for call in grant.calls if call.usage] == [40, 50]
     assert all(call.complete for call in grant.calls)
 
@@ -108,10 +112,27 @@ async def test_a_gateway_address_off_the_host_is_refused_before_anything_starts(
     assert refused.value.code == "invalid_gateway"
 
 
-async def test_a_detached_sandbox_cannot_have_a_gateway(gateway: Gateway) -> None:
+CREATE_DETACHED = """
+import sys
+from errand import Network, Sandbox
+print(Sandbox.create(gateway=sys.argv[1], network=Network.none(), detach=True, timeout=120).id)
+"""
+
+
+async def test_a_detached_sandbox_keeps_its_way_to_the_gateway_after_its_creator_exits(
+        gateway: Gateway, grant: Grant, wire: WireServer) -> None:
     host, port = gateway.address
-    with pytest.raises(ConfigError, match="detached"):
-        await AsyncSandbox.create(gateway=f"{host}:{port}", detach=True)
+    created = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", CREATE_DETACHED, f"{host}:{port}"],
+                                      capture_output=True, text=True, check=True, timeout=120)
+    sb = await AsyncSandbox.from_id(created.stdout.strip())  # its creator has exited: a supervisor relays
+    try:
+        wire.answer(anthropic_message(Turn("Fixed, detached."), anthropic_usage(5, 2)))
+        result = await sb.run(*_curl(grant, "-d", json.dumps(REQUEST), f"{grant.url_at(INSIDE)}/v1/messages"))
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout)["content"][0]["text"] == "Fixed, detached."
+    finally:
+        await sb.terminate()
+    assert [request.headers["x-api-key"] for request in wire.requests] == [REAL_KEY]
 
 
 

@@ -8,6 +8,7 @@ and the :class:`Call` records of what went through, metered.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import time
@@ -73,7 +74,8 @@ class Budget:
 
 @dataclass
 class Call:
-    """One request through a grant, as metered: ``usage`` is what the provider reported (None
+    """One request through a grant, as metered (``number`` counts the grant's requests, those
+    refused before the upstream included, as its transcript does): ``usage`` is what the provider reported (None
     when it reported none), ``cost`` its price (None when the model's price is unknown).
     ``complete`` is False for a reply that ended early (a stream cut mid-way: metered for what
     arrived), with ``error`` saying why."""
@@ -105,8 +107,14 @@ class Grant:
     origin: str
     transcript: Path
     calls: list[Call] = field(default_factory=list)
+    requests: int = 0  # every request on a route of the grant's protocol, refused ones included
+    in_flight: int = 0  # calls forwarded and not yet ended
     revoked: bool = False
     created: float = field(default_factory=time.time)
+    idle: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.idle.set()
 
     @property
     def base_url(self) -> str:

@@ -14,6 +14,8 @@ shape, so the agent CLI shows them as it would the provider's.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import secrets
@@ -42,7 +44,7 @@ from errand.gateway.protocols import (
     with_stream_usage,
 )
 from errand.gateway.sse import EventReader
-from errand.gateway.transcript import BODY_LIMIT, Transcript
+from errand.gateway.transcript import BODY_LIMIT, Transcript, TranscriptWriter
 from errand.models import Pricing, Usage
 
 __all__ = ["Gateway"]
@@ -69,6 +71,9 @@ class _QuietCuts(logging.Filter):
         return not (record.exc_info and isinstance(record.exc_info[1], _CutStream))
 
 
+_QUIET_CUTS = _QuietCuts()
+
+
 class Gateway:
     """Serves grants on ``host:port`` (loopback, a free port by default); transcripts go to
     ``transcripts/<grant id>.jsonl``. Use ``async with Gateway(...) as gateway``."""
@@ -79,6 +84,7 @@ class Gateway:
         self._grants: dict[str, Grant] = {}  # by token
         self._ids: dict[str, Grant] = {}  # live grants by id
         self._transcripts: dict[str, Transcript] = {}  # by token
+        self._writer = TranscriptWriter()
         self._server: Any = None
         self._client: httpx.AsyncClient | None = None
         self._socket: socket.socket | None = None
@@ -100,7 +106,8 @@ class Gateway:
         config = uvicorn.Config(self, lifespan="off", access_log=False, log_level="warning", http="httptools",
                                 timeout_keep_alive=60, server_header=False, date_header=False)
         config.load()
-        logging.getLogger("uvicorn.error").addFilter(_QuietCuts())
+        if _QUIET_CUTS not in logging.getLogger("uvicorn.error").filters:
+            logging.getLogger("uvicorn.error").addFilter(_QUIET_CUTS)
         self._client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(600.0, connect=30.0),
                                          limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
         self._server = uvicorn.Server(config)
@@ -120,6 +127,7 @@ class Gateway:
             self._client = None
         for transcript in self._transcripts.values():
             transcript.close()
+        await asyncio.to_thread(self._writer.stop)
 
     async def __aenter__(self) -> Gateway:
         return await self.start()
@@ -159,8 +167,15 @@ class Gateway:
         grant = Grant(grant_id, upstream, budget, pricing, token, self.origin,
                       self.transcripts / f"{grant_id}.jsonl")
         self._grants[token] = self._ids[grant_id] = grant
-        self._transcripts[token] = Transcript(grant.transcript, (upstream.key, token))
+        self._transcripts[token] = Transcript(grant.transcript, (upstream.key, token), self._writer)
         return grant
+
+    async def settle(self, grant: Grant) -> None:
+        """Returns once no call of ``grant`` is under way and its transcript is written: its
+        usage, cost and transcript are then whole (a client has a reply's last byte a moment
+        before the gateway has accounted for it)."""
+        await grant.idle.wait()
+        await self._writer.flush()
 
     async def revoke(self, grant: Grant | str) -> None:
         """Refuse the grant's token from now on (a call under way finishes)."""
@@ -195,16 +210,17 @@ class Gateway:
         if body is None:
             await _refuse(send, protocol, "invalid", f"errand gateway: a request body over {_BODY_LIMIT} bytes")
             return
-        await self._forward(grant, route, scope["method"], path, headers, query, body, send)
+        await self._forward(grant, route, scope["method"], path, headers, query, body, receive, send)
 
     async def _forward(self, grant: Grant, route: Route, method: str, path: str, headers: dict[str, str],
-                       query: list[tuple[str, str]], body: bytes, send: Send) -> None:
+                       query: list[tuple[str, str]], body: bytes, receive: Receive, send: Send) -> None:
         protocol = grant.upstream.protocol
         document = _json(body)
-        call = Call(len(grant.calls) + 1, method, path, model_of(protocol, route.relative, document), time.time(),
+        grant.requests += 1
+        call = Call(grant.requests, method, path, model_of(protocol, route.relative, document), time.time(),
                     streamed=wants_stream(protocol, route.relative, document))
         transcript = self._transcripts[grant.token]
-        transcript.request(call.number, method, path, headers, body)
+        transcript.request(call.number, method, path, headers, body, document is not None)
         refusal = _refusal(grant, route, call.model)
         if refusal is not None:
             transcript.note(call.number, reason=refusal)
@@ -215,7 +231,14 @@ class Gateway:
         if amended is not None:
             body = json.dumps(amended).encode()
         request = self._upstream_request(grant, route, method, headers, query, body)
-        await _Exchange(grant, call, transcript, send).run(self._client_or_fail(), request)
+        grant.in_flight += 1
+        grant.idle.clear()
+        try:
+            await _Exchange(grant, call, transcript, send).run(self._client_or_fail(), request, receive)
+        finally:
+            grant.in_flight -= 1
+            if not grant.in_flight:
+                grant.idle.set()
 
     def _client_or_fail(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -247,7 +270,23 @@ class _Exchange:
         self.final = False
         self.reply_headers: dict[str, str] = {}
 
-    async def run(self, client: httpx.AsyncClient, request: httpx.Request) -> None:
+    async def run(self, client: httpx.AsyncClient, request: httpx.Request, receive: Receive) -> None:
+        """Relay the call; a client that leaves ends it (a CLI killed mid-call leaves no call
+        waiting on the provider), metered for what had arrived."""
+        relay = asyncio.ensure_future(self._relay(client, request))
+        left = asyncio.ensure_future(_client_left(receive))
+        try:
+            await asyncio.wait((relay, left), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            left.cancel()
+            if not relay.done():
+                relay.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await relay
+        if not relay.cancelled():
+            relay.result()  # a cut stream ends the client's connection the same way
+
+    async def _relay(self, client: httpx.AsyncClient, request: httpx.Request) -> None:
         try:
             response = await client.send(request, stream=True)
         except httpx.HTTPError as error:
@@ -255,15 +294,20 @@ class _Exchange:
             await _refuse(self.send, self.protocol, "upstream", "errand gateway: the upstream could not be "
                           f"reached ({type(error).__name__})")
             return
+        except asyncio.CancelledError:
+            self._end(None, "the client left before the upstream answered")
+            raise
         cut: str | None = None
         try:
             await self._start(response)
-            try:
-                async for chunk in response.aiter_raw():
-                    self._take(chunk)
-                    await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except httpx.HTTPError as error:
-                cut = f"the upstream's reply broke off ({type(error).__name__}: {error})"
+            async for chunk in response.aiter_raw():
+                self._take(chunk)
+                await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except httpx.HTTPError as error:
+            cut = f"the upstream's reply broke off ({type(error).__name__}: {error})"
+        except asyncio.CancelledError:
+            cut = "the client left before the reply ended"
+            raise
         finally:
             await response.aclose()
             self._end(response, cut)
@@ -276,7 +320,9 @@ class _Exchange:
         self.reply_headers = {name.lower(): value for name, value in response.headers.items()}
         self.call.streamed = self.reply_headers.get("content-type", "").startswith("text/event-stream")
         headers = [(name, value) for name, value in response.headers.raw
-                   if name.decode("latin-1").lower() not in _HOP_BY_HOP]
+                   if name.decode("latin-1").lower() not in _HOP_BY_HOP or name.lower() == b"content-length"]
+        # The upstream's length is kept: the bytes relayed are its own, and a reply of known length goes out
+        # without chunking (one write fewer per call); one that breaks off short is then a broken reply.
         await self.send({"type": "http.response.start", "status": response.status_code, "headers": headers})
 
     def _take(self, chunk: bytes) -> None:
@@ -293,17 +339,19 @@ class _Exchange:
     def _end(self, response: httpx.Response | None, error: str | None) -> None:
         call = self.call
         call.ended = time.time()
+        document = _json(bytes(self.kept)) if response is not None and not call.streamed else None
         if response is not None and not call.streamed:
-            call.usage = usage_of_reply(self.protocol, _json(bytes(self.kept)))
+            call.usage = usage_of_reply(self.protocol, document)
         if error is None and call.streamed and response is not None and response.is_success and not self.final:
             error = "the upstream's stream ended before its last event"
         call.error = error
         call.complete = error is None
         pricing = self.grant.price(call.model)
         call.cost = pricing.cost(call.usage) if pricing is not None and call.usage is not None else None
-        self.transcript.reply(call.number, call.status, self.reply_headers, bytes(self.kept), {
-            "usage": _usage_fields(call.usage), "cost": call.cost, "complete": call.complete, "error": call.error,
-            "model": call.model})
+        metered = {"usage": _usage_fields(call.usage), "cost": call.cost, "complete": call.complete,
+                   "error": call.error, "model": call.model}
+        self.transcript.reply(call.number, call.status, self.reply_headers, bytes(self.kept), document is not None,
+                              metered)
 
 
 def _refusal(grant: Grant, route: Route, model: str | None) -> str | None:
@@ -356,6 +404,12 @@ async def _body(receive: Receive) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
+
+
+async def _client_left(receive: Receive) -> None:
+    """Returns once the client has gone (its request body has been read whole before)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _json(body: bytes) -> Any:

@@ -55,9 +55,6 @@ class AsyncSandbox(SandboxHandle):
         checked_labels = check_labels(labels)
         if gateway is not None:
             gateway = check_gateway(gateway)
-            if detach:
-                raise ConfigError("a detached sandbox cannot have a gateway: the relay lives in the process "
-                                  "that creates the sandbox", code="invalid_gateway")
         backend = get_backend(isolation)
         backend.check()
         gc.collect_once()

@@ -12,6 +12,8 @@ the worker.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +27,8 @@ from errand.models import ModelEndpoint, ModelError, Usage
 from errand.sandbox import GATEWAY_URL
 
 __all__ = ["RunGrants"]
+
+SETTLE_SECONDS = 30.0
 
 
 class RunGrants:
@@ -60,6 +64,10 @@ class RunGrants:
         if grant is None or self.gateway is None:
             return None
         await self.gateway.revoke(grant)
+        # What it metered is whole once no call is under way; a call the CLI left hanging upstream is
+        # not waited for past a bound (its CLI has been stopped already).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.gateway.settle(grant), SETTLE_SECONDS)
         return grant.usage, grant.cost
 
     async def close(self) -> None:

@@ -204,5 +204,5 @@ class LaunchedBackend(abc.ABC):
 
 def _wants_proxy(spec: SandboxSpec) -> bool:
     # A detached sandbox's proxy needs a supervisor process of its own: only worth it
-    # when the policy lets anything out.
-    return not spec.detach or spec.network.mode != "none"
+    # when the policy lets anything out, or the proxy's message carries the gateway's listener.
+    return not spec.detach or spec.network.mode != "none" or spec.gateway is not None

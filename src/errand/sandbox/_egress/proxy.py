@@ -69,12 +69,6 @@ _LOG_LIMIT = 1 << 20  # bytes of egress log appended per sandbox before it is re
 LIVE_BACKLOG = 1000  # events a subscriber that is not reading may fall behind before they are dropped
 
 
-async def receive_listener(channel: socket.socket, timeout: float = 30.0) -> socket.socket | None:
-    """The listener the launcher sends over ``channel`` (None if it died first)."""
-    listeners = await receive_listeners(channel, 1, timeout)
-    return listeners[0] if listeners else None
-
-
 async def receive_listeners(channel: socket.socket, count: int, timeout: float = 30.0) -> list[socket.socket]:
     """The ``count`` listeners the launcher sends over ``channel`` in one message: the proxy's,
     then the gateway's if it has one (none if it died first)."""
