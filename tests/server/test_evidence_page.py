@@ -84,16 +84,17 @@ FILES = {
 }
 
 
-def _project(root: Path) -> Path:
+def _committed(root: Path, files: dict[str, str]) -> Path:
+    """A repository at ``root`` holding ``files``, committed on ``main``."""
     root.mkdir(parents=True)
     git(root, "init", "-q", "-b", "main")
     git(root, "config", "user.name", "Test User")
     git(root, "config", "user.email", "user@example.com")
-    for name, text in FILES.items():
+    for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "ledger")
+    git(root, "commit", "-q", "-m", root.name)
     return root
 
 
@@ -117,7 +118,7 @@ def _text(page: str) -> str:
 def test_show_and_the_review_page_name_the_flipped_tests_and_the_cause_of_a_broken_test_command(
         tmp_path: Path) -> None:
     home = tmp_path / "home"
-    repo = _project(tmp_path / "ledger")
+    repo = _committed(tmp_path / "ledger", FILES)
     flip = script(tmp_path / "flip.json", [
         [_write("src/ledger.py", FIXED)],
         [("finish", {"summary": "balance() counts refunds; totals keep cents", "assumptions": []})],
@@ -197,18 +198,8 @@ test.describe('body heat', () => {
 def _units(root: Path) -> Path:
     """An npm project whose tests run on node's own runner, which prints TAP when not on a terminal."""
     package = {"name": "units", "version": "1.0.0", "private": True, "scripts": {"test": "node --test"}}
-    files = {"package.json": json.dumps(package, indent=2) + "\n", "errand.toml": UNITS_TOML,
-             "src/convert.js": CONVERT, "test/convert.test.js": CONVERT_TESTS}
-    root.mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.name", "Test User")
-    git(root, "config", "user.email", "user@example.com")
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "units")
-    return root
+    return _committed(root, {"package.json": json.dumps(package, indent=2) + "\n", "errand.toml": UNITS_TOML,
+                             "src/convert.js": CONVERT, "test/convert.test.js": CONVERT_TESTS})
 
 
 def test_tap_from_node_s_test_runner_reads_as_tap_with_its_tests_named(tmp_path: Path) -> None:

@@ -611,8 +611,9 @@ async def collect_evidence(
         additions=diff.stats.additions, deletions=diff.stats.deletions, commands_run=len(journal.commands),
         failed_commands=[{"command": c["command"], "exit_code": c["exit_code"]}
                          for c in journal.commands if not c["ok"]]
-        # Tests not run again on an unchanged tree are the base's, said once.
-        + failed_checks(("tests on base", tests_before), ("tests after", None if diff_unchanged else tests_after)),
+        # The tests after are the verdict under review (the base's failure is where the run started,
+        # shown beside its own verdict); on an unchanged tree they are the base's, not run again.
+        + failed_checks(("tests after", None if diff_unchanged else tests_after)),
         assumptions=list(result.assumptions), summary=result.summary, fixed_tests=list(fixed),
         broken_tests=list(broken))
     return replace(evidence, confidence=assess(evidence))
