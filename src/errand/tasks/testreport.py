@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from errand._terminal import decode_line
+from errand._text import strip_escapes
 
 __all__ = ["MAX_REPORT_BYTES", "Case", "Report", "flips", "junit_cases", "plain", "read_junit", "read_output",
            "report_request"]
@@ -112,8 +113,18 @@ def read_junit(xml: bytes) -> Report | None:
 def plain(output: str) -> str:
     """``output`` as a terminal shows it, without its colours: escapes removed, a line redrawn
     after a carriage return read as its last state."""
-    return "\n".join("".join(run.text for run in decode_line(line.removesuffix("\r"))[0])
-                     for line in output.split("\n"))
+    return "\n".join(_plain_line(line.removesuffix("\r")) for line in output.split("\n"))
+
+
+_REDRAWN = re.compile(r"[\r\b]|\x1b\[[0-9;]*K")
+
+
+def _plain_line(line: str) -> str:
+    # Only a line that redraws itself needs the terminal's cell by cell decoding; the rest (nearly
+    # all, and a test suite can print megabytes) lose their escapes in one pass.
+    if _REDRAWN.search(line):
+        return "".join(run.text for run in decode_line(line)[0])
+    return strip_escapes(line)
 
 
 def read_output(output: str) -> Report:
