@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -115,70 +116,80 @@ def _text(page: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
 
 
-def test_show_and_the_review_page_name_the_flipped_tests_and_the_cause_of_a_broken_test_command(
-        tmp_path: Path) -> None:
+def _pages(tmp_path: Path, home: Path, *task_ids: str) -> list[str]:
+    """The review page of each task, from ``errand serve`` over the home's store."""
+    served = start_server(tmp_path, env={"ERRAND_DATABASE_URL": f"sqlite:///{home / 'errand.db'}"})
+    try:
+        with served.client() as client:
+            pages = [client.get(f"/tasks/{task_id}/review") for task_id in task_ids]
+    finally:
+        served.stop()
+    assert [page.status_code for page in pages] == [200] * len(task_ids)
+    return [page.text for page in pages]
+
+
+def test_show_and_the_review_page_name_the_tests_a_fix_flipped_each_way(tmp_path: Path) -> None:
     home = tmp_path / "home"
     repo = _committed(tmp_path / "ledger", FILES)
     flip = script(tmp_path / "flip.json", [
         [_write("src/ledger.py", FIXED)],
         [("finish", {"summary": "balance() counts refunds; totals keep cents", "assumptions": []})],
     ])
-    broken_ini = TOX_INI + "filterwarnings error\n"  # "=" forgotten: pytest stops before any test
+    try:
+        task = _task(home, repo, "Make refunds count", flip)
+        shown = errand(home, "show", task)
+    finally:
+        stop_worker(home)
+    assert shown.returncode == 0, shown.stderr
+    out = " ".join(shown.stdout.split())
+    # Colour forced by the project's config still reads as counts, and the tests are named.
+    assert "tests on base: fail (exit 1) — 3 passed, 2 failed" in out, out
+    assert "tests after: fail (exit 1) — 4 passed, 1 failed" in out, out
+    assert ("fixed (fail → pass): tests/test_ledger.py::test_refunds_count_against_the_balance, "
+            "tests/test_ledger.py::test_totals_keep_cents") in out, out
+    assert "broken (pass → fail): tests/test_ledger.py::test_an_empty_ledger_balances_to_zero" in out, out
+    assert "failing: tests/test_ledger.py::test_an_empty_ledger_balances_to_zero" in out, out
+    assert "\x1b" not in shown.stdout and "␛" not in shown.stdout
+
+    [page] = [_text(raw) for raw in _pages(tmp_path, home, task)]
+    assert ("Fixed: fail → pass (2) tests/test_ledger.py::test_refunds_count_against_the_balance "
+            "tests/test_ledger.py::test_totals_keep_cents") in page, page
+    assert "Broken: pass → fail (1) tests/test_ledger.py::test_an_empty_ledger_balances_to_zero" in page
+    assert "Tests after fail (exit 1) — 4 passed, 1 failed .venv/bin/python -m pytest Failing: " \
+           "tests/test_ledger.py::test_an_empty_ledger_balances_to_zero" in page, page
+
+
+def test_a_test_command_that_fails_before_any_test_shows_its_cause_and_is_a_failed_command(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    repo = _committed(tmp_path / "ledger", FILES)
     breaks = script(tmp_path / "breaks.json", [
-        [_write("tox.ini", broken_ini)],
+        [_write("tox.ini", TOX_INI + "filterwarnings error\n")],  # "=" forgotten: pytest stops before any test
         [("shell", {"command": "true"})],
         [("finish", {"summary": "warnings are errors", "assumptions": []})],
     ])
     try:
-        flipped = _task(home, repo, "Make refunds count", flip)
-        configured = _task(home, repo, "Turn warnings into errors", breaks)
-
-        shown = errand(home, "show", flipped)
-        assert shown.returncode == 0, shown.stderr
-        out = " ".join(shown.stdout.split())
-        # Colour forced by the project's config still reads as counts, and the tests are named.
-        assert "tests on base: fail (exit 1) — 3 passed, 2 failed" in out, out
-        assert "tests after: fail (exit 1) — 4 passed, 1 failed" in out, out
-        assert ("fixed (fail → pass): tests/test_ledger.py::test_refunds_count_against_the_balance, "
-                "tests/test_ledger.py::test_totals_keep_cents") in out, out
-        assert "broken (pass → fail): tests/test_ledger.py::test_an_empty_ledger_balances_to_zero" in out, out
-        assert "failing: tests/test_ledger.py::test_an_empty_ledger_balances_to_zero" in out, out
-        assert "\x1b" not in shown.stdout and "␛" not in shown.stdout
-
-        shown = errand(home, "show", configured)
-        out = " ".join(shown.stdout.split())
-        assert "tests after: fail (exit 4) — no test reported" in out, out
-        cause = "ERROR: /workspace/tox.ini:5: unexpected line: 'filterwarnings error'"
-        assert f"│ {cause}" in shown.stdout, shown.stdout  # the tail, beside the verdict
-        assert ("the test command (tests after) failed before reporting any test: " + cause) in out, out
+        task = _task(home, repo, "Turn warnings into errors", breaks)
+        shown = errand(home, "show", task)
     finally:
         stop_worker(home)
+    out = " ".join(shown.stdout.split())
+    assert "tests after: fail (exit 4) — no test reported" in out, out
+    cause = "ERROR: /workspace/tox.ini:5: unexpected line: 'filterwarnings error'"
+    assert f"│ {cause}" in shown.stdout, shown.stdout  # the tail, beside the verdict
+    assert ("the test command (tests after) failed before reporting any test: " + cause) in out, out
 
-    served = start_server(tmp_path, env={"ERRAND_DATABASE_URL": f"sqlite:///{home / 'errand.db'}"})
-    try:
-        with served.client() as client:
-            page = _text(client.get(f"/tasks/{flipped}/review").text)
-            assert ("Fixed: fail → pass (2) tests/test_ledger.py::test_refunds_count_against_the_balance "
-                    "tests/test_ledger.py::test_totals_keep_cents") in page, page
-            assert "Broken: pass → fail (1) tests/test_ledger.py::test_an_empty_ledger_balances_to_zero" in page
-            assert "Tests after fail (exit 1) — 4 passed, 1 failed .venv/bin/python -m pytest Failing: " \
-                   "tests/test_ledger.py::test_an_empty_ledger_balances_to_zero" in page, page
-
-            raw = client.get(f"/tasks/{configured}/review").text
-            page = _text(raw)
-            # The verdict, and beside it the output's tail with the cause in it.
-            assert "Tests after fail (exit 4) — no test reported .venv/bin/python -m pytest" in page, page
-            tail = re.search(r'<pre class="tail" aria-label="Tests after: the last lines of its output">(.*?)</pre>',
-                             raw, re.DOTALL)
-            assert tail is not None and cause in html.unescape(tail.group(1)), raw
-            # One story: the failed test command is a failed command, with its cause.
-            assert ("Failed commands .venv/bin/python -m pytest exit 4 — the test command (tests after) failed "
-                    f"before reporting any test: {cause}") in page, page
-            assert "None of the agent's 2 command(s) failed." in page
-            assert "None of 2 command(s) failed" not in page
-    finally:
-        served.stop()
-
+    [raw] = _pages(tmp_path, home, task)
+    page = _text(raw)
+    # The verdict, and beside it the output's tail with the cause in it.
+    assert "Tests after fail (exit 4) — no test reported .venv/bin/python -m pytest" in page, page
+    tail = re.search(r'<pre class="tail" aria-label="Tests after: the last lines of its output">(.*?)</pre>',
+                     raw, re.DOTALL)
+    assert tail is not None and cause in html.unescape(tail.group(1)), raw
+    # One story: the failed test command is a failed command, with its cause.
+    assert ("Failed commands .venv/bin/python -m pytest exit 4 — the test command (tests after) failed "
+            f"before reporting any test: {cause}") in page, page
+    assert "None of the agent's 2 command(s) failed." in page
+    assert "None of 2 command(s) failed" not in page
 
 UNITS_TOML = '[test]\ncommand = "npm test"\n'
 CONVERT = "function toCelsius(f) {\n  return (f - 32) * 5 / 8;\n}\n\nmodule.exports = { toCelsius };\n"
@@ -222,3 +233,55 @@ def test_tap_from_node_s_test_runner_reads_as_tap_with_its_tests_named(tmp_path:
     evidence = json.loads(errand(home, "show", task, "--json").stdout)["runs"][0]["result"]["evidence"]
     assert evidence["tests_before"]["source"] == "tap"
     assert evidence["tests_before"]["failing"] == ["boiling is a hundred", "body heat > is thirty-seven"]
+
+
+PRICING_TOML = """\
+[setup]
+commands = ["npm ci --no-audit --no-fund"]
+network = { registries = ["npm"] }
+
+[test]
+command = "FORCE_COLOR=1 npm test"
+"""
+PRICE = "export function withTax(cents, rate) {\n  return cents + cents * rate;\n}\n"
+PRICE_TESTS = """\
+import { describe, it, expect } from 'vitest';
+import { withTax } from '../src/price.js';
+
+describe('withTax', () => {
+  it('rounds to whole cents', () => { expect(withTax(999, 0.0825)).toBe(1081); });
+  it('adds nothing at a zero rate', () => { expect(withTax(999, 0)).toBe(999); });
+});
+"""
+
+
+def test_vitest_s_coloured_counts_and_the_test_a_fix_flipped(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    package = {"name": "pricing", "version": "2.1.0", "private": True, "type": "module",
+               "scripts": {"test": "vitest run"}, "devDependencies": {"vitest": "^3.2.0"}}
+    # The lockfile a person commits, made by npm itself from the registry it is configured with.
+    locking = tmp_path / "locking"
+    locking.mkdir()
+    (locking / "package.json").write_text(json.dumps(package, indent=2) + "\n")
+    subprocess.run(["npm", "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund"],
+                   cwd=locking, check=True, capture_output=True, timeout=600)
+    lock = (locking / "package-lock.json").read_text()
+    repo = _committed(tmp_path / "pricing", {
+        "package.json": json.dumps(package, indent=2) + "\n", "package-lock.json": lock, "errand.toml": PRICING_TOML,
+        ".gitignore": "node_modules/\n", "src/price.js": PRICE, "test/price.test.js": PRICE_TESTS})
+    fix = script(tmp_path / "fix.json", [
+        [("edit_file", {"path": "src/price.js", "old": "return cents + cents * rate;",
+                        "new": "return Math.round(cents + cents * rate);"})],
+        [("finish", {"summary": "withTax rounds to whole cents", "assumptions": []})],
+    ])
+    try:
+        task = _task(home, repo, "Round prices", fix)
+        shown = errand(home, "show", task)
+    finally:
+        stop_worker(home)
+    out = " ".join(shown.stdout.split())
+    assert "tests on base: fail (exit 1) — 1 passed, 1 failed" in out, out
+    assert "tests after: pass — 2 passed" in out, out
+    assert "fixed (fail → pass): test/price.test.js > withTax > rounds to whole cents" in out, out
+    evidence = json.loads(errand(home, "show", task, "--json").stdout)["runs"][0]["result"]["evidence"]
+    assert evidence["tests_before"]["source"] == "vitest"

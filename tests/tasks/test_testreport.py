@@ -28,6 +28,16 @@ t.test('adds', async t => { t.equal(1 + 1, 2) })
 t.test('subtracts', async t => { t.equal(3 - 1, 1) })
 """
 
+MOCHA_FILE = """\
+import assert from 'node:assert'
+describe('withTax', () => {
+  it('rounds to whole cents', () => { assert.strictEqual(Math.round(999 * 1.0825), 1080) })
+  describe('at a zero rate', () => {
+    it('keeps the price', () => { assert.strictEqual(999 * 1, 999) })
+  })
+})
+"""
+
 
 def _run(cwd: Path, *command: str, **env: str) -> str:
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
@@ -36,14 +46,15 @@ def _run(cwd: Path, *command: str, **env: str) -> str:
 
 @pytest.fixture(scope="module")
 def node_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """vitest and node-tap installed from the registry npm is configured with, and a test file for each."""
+    """vitest, node-tap and mocha installed from the registry npm is configured with, and a test file for each."""
     root = tmp_path_factory.mktemp("node-runners")
     (root / "package.json").write_text('{"name": "runners", "version": "1.0.0", "private": true, "type": "module"}\n')
     (root / "test").mkdir()
     (root / "test/math.test.js").write_text(VITEST_FILE)
     (root / "test/t.tap.mjs").write_text(TAP_FILE)
-    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "vitest@3", "tap@21"], cwd=root, check=True,
-                   capture_output=True, timeout=900)
+    (root / "test/m.spec.mjs").write_text(MOCHA_FILE)
+    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "vitest@3", "tap@21", "mocha@11"], cwd=root,
+                   check=True, capture_output=True, timeout=900)
     return root
 
 
@@ -67,6 +78,16 @@ def test_node_tap_s_ok_lines_read_as_tap_not_as_go(node_project: Path) -> None:
         assert parse_counts(output) == (1, 1)
         assert [name.rpartition("subtracts")[1:] for name in report.failing] == [("subtracts", " > should be equal")]
         assert report.passing is not None and [p.endswith("adds > should be equal") for p in report.passing] == [True]
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_mocha_s_coloured_failure_list_names_the_test_by_its_titles(node_project: Path) -> None:
+    output = _run(node_project, "npx", "mocha", "test/m.spec.mjs", FORCE_COLOR="1")
+    assert "\x1b[" in output
+    report = read_output(output)
+    assert (report.source, report.passed, report.failed) == ("mocha", 1, 1), output
+    assert report.failing == ("withTax rounds to whole cents",), output
 
 
 def test_pytest_s_junit_report_names_tests_as_pytest_does(tmp_path: Path) -> None:
