@@ -155,6 +155,7 @@ def test_show_and_the_review_page_name_the_tests_a_fix_flipped_each_way(tmp_path
     assert ("Fixed: fail → pass (2) tests/test_ledger.py::test_refunds_count_against_the_balance "
             "tests/test_ledger.py::test_totals_keep_cents") in page, page
     assert "Broken: pass → fail (1) tests/test_ledger.py::test_an_empty_ledger_balances_to_zero" in page
+    assert "assert None == 0" in page and "errand-report" not in page  # the tail, without errand's own report line
     assert "Tests after fail (exit 1) — 4 passed, 1 failed .venv/bin/python -m pytest Failing: " \
            "tests/test_ledger.py::test_an_empty_ledger_balances_to_zero" in page, page
 

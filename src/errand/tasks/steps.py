@@ -464,6 +464,9 @@ async def check(sandbox: AsyncSandbox, command: str, *, timeout: float = CHECK_T
         junit = read_junit(await sandbox.files.read(path, max_bytes=MAX_REPORT_BYTES))
     except ErrandError:  # none written (not pytest, or pytest never started), or too large
         junit = None
+    # pytest names the report it wrote; that line is errand's doing, not the project's output.
+    result = replace(result, output="".join(line for line in result.output.splitlines(keepends=True)
+                                            if path not in line))
     return result if junit is None else _with_junit(result, junit)
 
 
