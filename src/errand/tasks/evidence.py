@@ -81,7 +81,7 @@ class TestRun:
         return f"{verdict}{' — ' + ', '.join(counts) if counts else ''}"
 
     def tail(self, lines: int = TAIL_LINES) -> str:
-        """The last ``lines`` non-blank-ended lines of the output, as a terminal shows them, colour removed."""
+        """The output's last ``lines`` lines (trailing blank ones dropped), as a terminal shows them, uncoloured."""
         return "\n".join(plain(self.output).rstrip().split("\n")[-lines:])
 
     def cause(self) -> str:
