@@ -42,7 +42,7 @@ from errand.repo.workcopy import is_url, source_name
 from errand.tasks.api import TaskApi
 from errand.tasks.comments import LineComment, Side
 from errand.tasks.environment import CONFIG_FILE
-from errand.tasks.evidence import Evidence
+from errand.tasks.evidence import Evidence, TestRun
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Run, Task
 from errand.tasks.service import TaskService, issue_instruction
@@ -363,6 +363,11 @@ def print_evidence(out: Console, run: Run, of: int, evidence: Evidence) -> None:
             cached = ", from the cache" if check.cached else ""
             out.print(f"  {label}: {shown(check.describe(), lines=False)}  "
                       f"[dim]({shown(check.command, lines=False)}{cached})[/]")
+            _print_check_detail(out, check)
+    for label, names in (("fixed (fail → pass)", evidence.fixed_tests),
+                         ("broken (pass → fail)", evidence.broken_tests)):
+        if names:
+            out.print(f"  {label}: {_names(names)}")
     environment = outcome.caches.get("environment") if outcome else None
     if environment:
         for line in environment_lines(environment):
@@ -373,10 +378,31 @@ def print_evidence(out: Console, run: Run, of: int, evidence: Evidence) -> None:
         out.print(f"  tests added or changed: {shown(', '.join(evidence.test_files), lines=False)}")
     for assumption in evidence.assumptions:
         out.print(f"  assumed: {shown(assumption, lines=False)}")
-    if evidence.failed_commands:
-        out.print(f"  commands that failed ({len(evidence.failed_commands)} of {evidence.commands_run} run):")
-        for failed in evidence.failed_commands[-5:]:
+    checks = [failed for failed in evidence.failed_commands if "check" in failed]
+    agents = [failed for failed in evidence.failed_commands if "check" not in failed]
+    for failed in checks:
+        out.print(f"  command that failed: [dim]exit {shown(failed['exit_code'])}[/] "
+                  f"{shown(failed['command'], lines=False)} — the test command ({shown(failed['check'])}) failed "
+                  f"before reporting any test: {shown(failed.get('cause') or 'it printed nothing', lines=False)}")
+    if agents:
+        out.print(f"  commands the agent ran that failed ({len(agents)} of {evidence.commands_run}):")
+        for failed in agents[-5:]:
             out.print(f"    [dim]exit {shown(failed['exit_code'])}[/] {shown(failed['command'], lines=False)}")
+
+
+def _names(names: list[str], limit: int = 10) -> str:
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return shown(", ".join(names[:limit]), lines=False) + more
+
+
+def _print_check_detail(out: Console, check: TestRun) -> None:
+    """A failing check's failing tests by name, and the last lines of its output."""
+    if check.failing:
+        out.print(f"    failing: {_names(check.failing)}")
+    if not check.ok and check.output:
+        out.print("    [dim]last lines of its output:[/]")
+        for line in check.tail(8).split("\n"):
+            out.print(f"    [dim]│[/] {shown(line, lines=False)}", highlight=False)
 
 
 def environment_lines(environment: dict[str, Any]) -> list[str]:

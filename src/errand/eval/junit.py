@@ -9,9 +9,10 @@ turned back into a path, which is ambiguous.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable, Mapping
 from typing import Literal
+
+from errand.tasks.testreport import junit_cases
 
 __all__ = ["Outcome", "junit_key", "outcomes", "parse_junit"]
 
@@ -19,23 +20,16 @@ Outcome = Literal["passed", "failed", "error", "skipped", "missing"]
 
 
 def parse_junit(xml: bytes) -> dict[tuple[str, str], Outcome]:
-    """``(classname, name) -> outcome`` for every test case of the report; a report that is not
-    XML gives ``{}`` (every wanted test then reads as missing). External entities are never
-    fetched: ElementTree does not resolve them."""
-    try:
-        root = ElementTree.fromstring(xml)
-    except ElementTree.ParseError:
-        return {}
+    """``(classname, name) -> outcome`` for every test case of the report (read by the evidence's
+    reader, :func:`errand.tasks.testreport.junit_cases`); a report that is not XML gives ``{}``
+    (every wanted test then reads as missing)."""
     found: dict[tuple[str, str], Outcome] = {}
-    for case in root.iter("testcase"):
-        key = (case.get("classname", ""), case.get("name", ""))
-        tags = {child.tag for child in case}
-        outcome: Outcome = ("error" if "error" in tags else "failed" if "failure" in tags
-                            else "skipped" if "skipped" in tags else "passed")
+    for case in junit_cases(xml):
+        key = (case.classname, case.name)
         # A test reported twice (an error in teardown after a pass) keeps its worse outcome.
-        if found.get(key) in ("failed", "error") and outcome in ("passed", "skipped"):
+        if found.get(key) in ("failed", "error") and case.outcome in ("passed", "skipped"):
             continue
-        found[key] = outcome
+        found[key] = case.outcome
     return found
 
 

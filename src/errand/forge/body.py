@@ -44,9 +44,19 @@ def _evidence(evidence: Evidence) -> str:
     lines = [f"- tests on base: {_run(evidence.tests_before)}", f"- tests after: {_run(evidence.tests_after)}"]
     if evidence.lint_after is not None:
         lines.append(f"- lint after: {_run(evidence.lint_after)}")
+    for label, names in (("fixed (fail → pass)", evidence.fixed_tests),
+                         ("broken (pass → fail)", evidence.broken_tests)):
+        if names:
+            more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+            lines.append(f"- {label}: " + ", ".join(f"`{_code(name)}`" for name in names[:10]) + more)
+    checks = [failed for failed in evidence.failed_commands if "check" in failed]
+    agents = [failed for failed in evidence.failed_commands if "check" not in failed]
+    for failed in checks:
+        lines.append(f"- the test command ({_inline(failed['check'])}) failed before reporting any test: "
+                     f"`{_code(str(failed.get('cause') or 'it printed nothing'))}`")
     lines.append(f"- {len(evidence.files)} file(s) changed, +{evidence.additions} −{evidence.deletions}; "
-                 f"{evidence.commands_run} command(s) run by the agent, {len(evidence.failed_commands)} failed")
-    for failed in evidence.failed_commands[:10]:
+                 f"{evidence.commands_run} command(s) run by the agent, {len(agents)} failed")
+    for failed in agents[:10]:
         lines.append(f"  - `{_code(str(failed.get('command')))}` exited {failed.get('exit_code')}")
     lines.append(f"- confidence **{evidence.confidence.level}**: "
                  + "; ".join(_inline(r) for r in evidence.confidence.reasons))

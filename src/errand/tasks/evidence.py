@@ -22,17 +22,20 @@ The rules, the weakest finding deciding the level:
 from __future__ import annotations
 
 import fnmatch
-import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from errand._text import strip_escapes
+from errand.tasks.testreport import Report, plain, read_output
 
-__all__ = ["Confidence", "Evidence", "TestRun", "assess", "is_test_file", "parse_counts"]
+__all__ = ["Confidence", "Evidence", "TestRun", "assess", "failed_checks", "is_test_file", "parse_counts"]
 
 Level = Literal["high", "medium", "low"]
 _ORDER: dict[Level, int] = {"low": 0, "medium": 1, "high": 2}
 LARGE_DIFF_LINES = 400
+#: The failing tests a run keeps by name (the count says how many there were).
+MAX_NAMED = 200
+#: The lines of a failing check's output shown beside its verdict.
+TAIL_LINES = 15
 _TEST_PATTERNS = ("test_*.py", "*_test.py", "*_test.go", "*.test.[jt]s", "*.test.[jt]sx", "*.spec.[jt]s",
                   "*.spec.[jt]sx", "*Test.java", "*_spec.rb", "conftest.py")
 _TEST_DIRS = ("test", "tests", "__tests__", "spec")
@@ -40,8 +43,9 @@ _TEST_DIRS = ("test", "tests", "__tests__", "spec")
 
 @dataclass(frozen=True)
 class TestRun:
-    """One run of a check command: its exit code (``None``: killed by its timeout) and
-    the counts its output reports, when it reports them in a format errand knows."""
+    """One run of a check command: its exit code (``None``: killed by its timeout), the counts
+    and the failing tests' names its report or output gives (:mod:`errand.tasks.testreport`),
+    and the tail of its output."""
 
     __test__ = False  # not a pytest test class, whatever its name
 
@@ -52,10 +56,18 @@ class TestRun:
     passed: int | None = None
     failed: int | None = None
     cached: bool = False  # taken from the baseline cache, not run for this round
+    failing: list[str] = field(default_factory=list)  # the failing tests' names, the first MAX_NAMED
+    passing: list[str] | None = None  # the passing tests' names where the runner lists them
+    source: str = "none"  # what the counts were read from: junit, tap, pytest, vitest, ...
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0
+
+    @property
+    def reported_tests(self) -> bool:
+        """Whether the run reported any test: without one, a failure is the command's, not a test's."""
+        return bool(self.passed or self.failed or self.failing)
 
     def describe(self) -> str:
         counts = []
@@ -63,8 +75,33 @@ class TestRun:
             counts.append(f"{self.passed} passed")
         if self.failed:
             counts.append(f"{self.failed} failed")
+        if not self.ok and not self.reported_tests:
+            counts.append("no test reported")
         verdict = "pass" if self.ok else ("timed out" if self.exit_code is None else f"fail (exit {self.exit_code})")
         return f"{verdict}{' — ' + ', '.join(counts) if counts else ''}"
+
+    def tail(self, lines: int = TAIL_LINES) -> str:
+        """The output's last ``lines`` lines (trailing blank ones dropped), as a terminal shows them, uncoloured."""
+        return "\n".join(plain(self.output).rstrip().split("\n")[-lines:])
+
+    def cause(self) -> str:
+        """The output's last line that says something (what a failing command said last)."""
+        said = [line.strip() for line in plain(self.output).split("\n") if line.strip()]
+        return said[-1] if said else ""
+
+    def report(self) -> Report:
+        return Report(self.passed, self.failed, tuple(self.failing),
+                      None if self.passing is None else tuple(self.passing), self.source)
+
+    @classmethod
+    def of(cls, command: str, exit_code: int | None, seconds: float, output: str, report: Report) -> TestRun:
+        return cls(command, exit_code, seconds, output, report.passed, report.failed,
+                   failing=list(report.failing[:MAX_NAMED]),
+                   passing=None if report.passing is None else list(report.passing), source=report.source)
+
+    def stored(self) -> TestRun:
+        """The run as evidence keeps it: without the passing tests' names (they served the flips)."""
+        return replace(self, passing=None)
 
 
 @dataclass(frozen=True)
@@ -87,10 +124,12 @@ class Evidence:
     additions: int
     deletions: int
     commands_run: int
-    failed_commands: list[dict[str, Any]]  # command, exit_code
+    failed_commands: list[dict[str, Any]]  # command, exit_code; a check's also check, cause, tail
     assumptions: list[str]
     summary: str | None
     confidence: Confidence = field(default_factory=lambda: Confidence("low", ["not assessed"]))
+    fixed_tests: list[str] = field(default_factory=list)  # failed on the base, pass after
+    broken_tests: list[str] = field(default_factory=list)  # passed on the base, fail after
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,41 +148,20 @@ def is_test_file(path: str) -> bool:
         part in _TEST_DIRS for part in parts[:-1])
 
 
-_PYTEST = re.compile(r"(\d+) (passed|failed|errors?)\b")
-_UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
-_UNITTEST_FAILED = re.compile(r"^FAILED \((.*)\)\s*$", re.MULTILINE)
-_JEST = re.compile(r"^Tests:\s+(.*)$", re.MULTILINE)
-_MOCHA = re.compile(r"^\s*(\d+) (passing|failing)\b", re.MULTILINE)
-_VITEST = re.compile(r"^\s*Tests\s+(.*\(\d+\))\s*$", re.MULTILINE)
-_GO = re.compile(r"^(--- PASS|--- FAIL|ok |FAIL\t)", re.MULTILINE)
-
-
 def parse_counts(output: str) -> tuple[int | None, int | None]:
-    """``(passed, failed)`` from a test runner's summary (pytest, unittest, jest, vitest, mocha,
-    go test), or ``(None, None)`` when the output has no summary errand recognises. Escape
-    sequences are removed first: a project that forces colour still reads as it ran."""
-    output = strip_escapes(output)
-    if (match := _JEST.search(output)) or (match := _VITEST.search(output)):
-        counts = dict((kind, int(n)) for n, kind in re.findall(r"(\d+) (passed|failed)", match.group(1)))
-        return counts.get("passed", 0), counts.get("failed", 0)
-    if ran := _UNITTEST_RAN.search(output):
-        total = int(ran.group(1))
-        failed = 0
-        if failure := _UNITTEST_FAILED.search(output):
-            failed = sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", failure.group(1)))
-        return total - failed, failed
-    summary = [line for line in output.splitlines() if _PYTEST.search(line) and " in " in line]
-    if summary:
-        counts = {"passed": 0, "failed": 0}
-        for n, kind in _PYTEST.findall(summary[-1]):
-            counts["passed" if kind == "passed" else "failed"] += int(n)
-        return counts["passed"], counts["failed"]
-    if mocha := _MOCHA.findall(output):
-        counts = {kind: int(n) for n, kind in mocha}
-        return counts.get("passing", 0), counts.get("failing", 0)
-    if go := _GO.findall(output):
-        return go.count("--- PASS"), go.count("--- FAIL")
-    return None, None
+    """``(passed, failed)`` from a test runner's summary (TAP, pytest, unittest, jest, vitest,
+    mocha, go test), or ``(None, None)`` when the output has no summary errand recognises.
+    Escape sequences are removed first: a project that forces colour still reads as it ran."""
+    report = read_output(output)
+    return report.passed, report.failed
+
+
+def failed_checks(*checks: tuple[str, TestRun | None]) -> list[dict[str, Any]]:
+    """The test commands that failed without reporting a test (a broken config, a missing
+    runner): failed commands, each with what it said last and the tail of its output."""
+    return [{"command": run.command, "exit_code": run.exit_code, "check": label, "cause": run.cause(),
+             "tail": run.tail()}
+            for label, run in checks if run is not None and not run.ok and not run.reported_tests]
 
 
 def assess(evidence: Evidence) -> Confidence:
@@ -172,7 +190,7 @@ def _test_findings(evidence: Evidence) -> list[tuple[Level, str]]:
         return [("low", "no test command is configured ([test] command in errand.toml), so nothing checked "
                         "the change")]
     if not after.ok:
-        return [("low", f"the tests fail after the change: {after.describe()}")]
+        return [("low", f"the tests fail after the change: {after.describe()}{_named(after.failing)}")]
     findings: list[tuple[Level, str]] = []
     if before is not None and before.passed is not None and after.passed is not None and after.passed < before.passed:
         findings.append(("low", f"fewer tests pass than on the base ({before.passed} → {after.passed})"))
@@ -193,6 +211,13 @@ def _test_findings(evidence: Evidence) -> list[tuple[Level, str]]:
         findings.append(("medium", "test files were changed along with the code; check the tests were not "
                                    "weakened: " + ", ".join(evidence.test_files)))
     return findings
+
+
+def _named(names: list[str], shown: int = 5) -> str:
+    if not names:
+        return ""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return " (" + ", ".join(names[:shown]) + more + ")"
 
 
 def _review_findings(evidence: Evidence) -> list[tuple[Level, str]]:

@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import time
 import weakref
@@ -36,10 +37,11 @@ from errand.tasks import reuse
 from errand.tasks.egress_log import end_sandbox, refusals_note
 from errand.tasks.environment import Environment, cache_key, keyed_on
 from errand.tasks.errors import SetupFailed
-from errand.tasks.evidence import Evidence, TestRun, assess, is_test_file, parse_counts
+from errand.tasks.evidence import Evidence, TestRun, assess, failed_checks, is_test_file
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run, RunResult, RunState, Task
 from errand.tasks.store import TaskStore
+from errand.tasks.testreport import MAX_REPORT_BYTES, Report, flips, read_junit, read_output, report_request
 
 __all__ = [
     "RANKING_RULE", "WORKSPACE", "Journal", "SetUp", "SetupFailed", "base_checkout", "cached_set_up", "check",
@@ -453,9 +455,32 @@ async def start_sandbox(environment: Environment, setup: SetUp, copy: WorkingCop
 
 
 async def check(sandbox: AsyncSandbox, command: str, *, timeout: float = CHECK_TIMEOUT,
-                on_output: Callable[[str], Awaitable[None]] | None = None) -> TestRun:
-    """Run a check command (tests, lint) in the sandbox's working copy."""
-    return await _stream(sandbox, command, timeout, on_output or _ignore)
+                on_output: Callable[[str], Awaitable[None]] | None = None, report: bool = False) -> TestRun:
+    """Run a check command (tests, lint) in the sandbox's working copy. With ``report`` the test
+    runner is asked for a machine-readable report (:func:`report_request`), which names the
+    tests where it was written; its printed summary is read where not."""
+    if not report:
+        return await _stream(sandbox, command, timeout, on_output or _ignore)
+    path = f"/tmp/errand-report-{secrets.token_hex(8)}.xml"
+    result = await _stream(sandbox, command, timeout, on_output or _ignore, env=report_request(path))
+    try:
+        junit = read_junit(await sandbox.files.read(path, max_bytes=MAX_REPORT_BYTES))
+    except ErrandError:  # none written (not pytest, or pytest never started), or too large
+        junit = None
+    # pytest names the report it wrote; that line is errand's doing, not the project's output.
+    result = replace(result, output="".join(line for line in result.output.splitlines(keepends=True)
+                                            if path not in line))
+    return result if junit is None else _with_junit(result, junit)
+
+
+def _with_junit(result: TestRun, junit: Report) -> TestRun:
+    """The run with its JUnit report's names. Where its printed summary counts otherwise (the
+    command ran pytest more than once, and the report is the last run's), the summary's counts
+    stand, and only the report's failing names are kept."""
+    printed = result.report()
+    if printed.passed is not None and (printed.passed, printed.failed) != (junit.passed, junit.failed):
+        junit = Report(printed.passed, printed.failed, junit.failing, None, printed.source)
+    return TestRun.of(result.command, result.exit_code, result.seconds, result.output, junit)
 
 
 async def _ignore(_text: str) -> None:
@@ -478,8 +503,7 @@ async def _stream(sandbox: AsyncSandbox, command: str, timeout: float,
     except ExecTimeout:
         exit_code = None
     text = "".join(output)
-    passed, failed = parse_counts(text)
-    return TestRun(command, exit_code, round(time.monotonic() - start, 3), text[-OUTPUT_TAIL:], passed, failed)
+    return TestRun.of(command, exit_code, round(time.monotonic() - start, 3), text[-OUTPUT_TAIL:], read_output(text))
 
 
 def _ended(result: TestRun) -> str:
@@ -526,7 +550,7 @@ async def _run_baseline(environment: Environment, setup: SetUp, copy: WorkingCop
     try:
         sandbox = await start_sandbox(environment, setup, base, labels={**(labels or {}), "role": "baseline"})
         try:
-            return await check(sandbox, environment.test)
+            return await check(sandbox, environment.test, report=True)
         finally:
             await end_sandbox(sandbox, journal, "baseline")
     finally:
@@ -578,20 +602,26 @@ async def collect_evidence(
         tests_after = replace(tests_before, cached=True)
     elif environment.test is not None:
         await journal("check_started", {"what": "tests", "command": environment.test})
-        tests_after = await check(sandbox, environment.test, on_output=output)
+        tests_after = await check(sandbox, environment.test, on_output=output, report=True)
     if environment.lint is not None:
         await journal("check_started", {"what": "lint", "command": environment.lint})
         lint_after = await check(sandbox, environment.lint, on_output=output)
     files = [{"path": f.path, "status": f.status, "additions": f.additions, "deletions": f.deletions}
              for f in diff.files]
+    diff_unchanged = tests_after is not None and tests_after.cached
+    fixed, broken = flips(tests_before.report(), tests_after.report()) if tests_before and tests_after else ((), ())
     evidence = Evidence(
-        exit_status=result.status, exit_detail=result.detail, tests_before=tests_before, tests_after=tests_after,
-        lint_after=lint_after, files=files,
+        exit_status=result.status, exit_detail=result.detail, tests_before=tests_before and tests_before.stored(),
+        tests_after=tests_after and tests_after.stored(), lint_after=lint_after and lint_after.stored(), files=files,
         test_files=[f.path for f in diff.files if f.status != "deleted" and is_test_file(f.path)],
         additions=diff.stats.additions, deletions=diff.stats.deletions, commands_run=len(journal.commands),
         failed_commands=[{"command": c["command"], "exit_code": c["exit_code"]}
-                         for c in journal.commands if not c["ok"]],
-        assumptions=list(result.assumptions), summary=result.summary)
+                         for c in journal.commands if not c["ok"]]
+        # The tests after are the verdict under review (the base's failure is where the run started,
+        # shown beside its own verdict); on an unchanged tree they are the base's, not run again.
+        + failed_checks(("tests after", None if diff_unchanged else tests_after)),
+        assumptions=list(result.assumptions), summary=result.summary, fixed_tests=list(fixed),
+        broken_tests=list(broken))
     return replace(evidence, confidence=assess(evidence))
 
 

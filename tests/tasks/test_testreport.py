@@ -1,0 +1,118 @@
+"""Reading which tests ran and how they ended, from what the runners print and write when run
+here: vitest with colour forced, node-tap and a plain TAP producer, pytest's JUnit report."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from errand.tasks.evidence import parse_counts
+from errand.tasks.testreport import Report, flips, read_junit, read_output
+
+VITEST_FILE = """\
+import { describe, it, expect } from 'vitest'
+describe('math', () => {
+  it('adds', () => { expect(1 + 1).toBe(2) })
+  it('subtracts', () => { expect(3 - 1).toBe(1) })
+  it('multiplies', () => { expect(2 * 3).toBe(6) })
+})
+"""
+
+TAP_FILE = """\
+import t from 'tap'
+t.test('adds', async t => { t.equal(1 + 1, 2) })
+t.test('subtracts', async t => { t.equal(3 - 1, 1) })
+"""
+
+MOCHA_FILE = """\
+import assert from 'node:assert'
+describe('withTax', () => {
+  it('rounds to whole cents', () => { assert.strictEqual(Math.round(999 * 1.0825), 1080) })
+  describe('at a zero rate', () => {
+    it('keeps the price', () => { assert.strictEqual(999 * 1, 999) })
+  })
+})
+"""
+
+
+def _run(cwd: Path, *command: str, **env: str) -> str:
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    return done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def node_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """vitest, node-tap and mocha installed from the registry npm is configured with, and a test file for each."""
+    root = tmp_path_factory.mktemp("node-runners")
+    (root / "package.json").write_text('{"name": "runners", "version": "1.0.0", "private": true, "type": "module"}\n')
+    (root / "test").mkdir()
+    (root / "test/math.test.js").write_text(VITEST_FILE)
+    (root / "test/t.tap.mjs").write_text(TAP_FILE)
+    (root / "test/m.spec.mjs").write_text(MOCHA_FILE)
+    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "vitest@3", "tap@21", "mocha@11"], cwd=root,
+                   check=True, capture_output=True, timeout=900)
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_vitest_s_coloured_summary_counts_and_names_the_failing_test(node_project: Path) -> None:
+    output = _run(node_project, "npx", "vitest", "run", "test/math.test.js", FORCE_COLOR="1")
+    assert "\x1b[" in output  # the colour is there to read through
+    report = read_output(output)
+    assert (report.source, report.passed, report.failed) == ("vitest", 2, 1), output
+    assert report.failing == ("test/math.test.js > math > subtracts",), output
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_node_tap_s_ok_lines_read_as_tap_not_as_go(node_project: Path) -> None:
+    for output in (_run(node_project, "npx", "tap", "test/t.tap.mjs", CI="1"),  # the runner, as in a sandbox
+                   _run(node_project, "node", "test/t.tap.mjs")):  # the file alone: plain TAP
+        report = read_output(output)
+        assert (report.source, report.passed, report.failed) == ("tap", 1, 1), output
+        assert parse_counts(output) == (1, 1)
+        assert [name.rpartition("subtracts")[1:] for name in report.failing] == [("subtracts", " > should be equal")]
+        assert report.passing is not None and [p.endswith("adds > should be equal") for p in report.passing] == [True]
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_mocha_s_coloured_failure_list_names_the_test_by_its_titles(node_project: Path) -> None:
+    output = _run(node_project, "npx", "mocha", "test/m.spec.mjs", FORCE_COLOR="1")
+    assert "\x1b[" in output
+    report = read_output(output)
+    assert (report.source, report.passed, report.failed) == ("mocha", 1, 1), output
+    assert report.failing == ("withTax rounds to whole cents",), output
+
+
+def test_pytest_s_junit_report_names_tests_as_pytest_does(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/test_money.py").write_text(
+        "import pytest\n\n\nclass TestCents:\n    def test_kept(self):\n        assert round(0.1 + 0.2, 2) == 0.3\n\n"
+        "    @pytest.mark.parametrize('n', [1, 2])\n    def test_even(self, n):\n        assert n % 2 == 0\n\n\n"
+        "def test_plain():\n    pass\n")
+    report_path = tmp_path / "report.xml"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTEST_ADDOPTS": f"--junitxml={report_path} -o junit_family=xunit1"})
+    report = read_junit(report_path.read_bytes())
+    assert report is not None, done.stdout
+    assert report.failing == ("tests/test_money.py::TestCents::test_even[1]",)
+    assert report.passing == ("tests/test_money.py::TestCents::test_kept",
+                              "tests/test_money.py::TestCents::test_even[2]", "tests/test_money.py::test_plain")
+    assert read_output(done.stdout).failing == report.failing  # the printed short summary names it alike
+
+
+def test_flips_each_way_and_only_where_a_run_says_so() -> None:
+    before = Report(2, 2, ("a", "b"), ("c", "d"), "junit")
+    after = Report(3, 1, ("c",), ("a", "d", "e"), "junit")
+    assert flips(before, after) == (("a",), ("c",))  # b is gone, not fixed; e is new, not broken
+    # A run that lists only its failures: a test it does not name failed counts as passing.
+    assert flips(Report(1, 2, ("a", "b")), Report(3, 0)) == (("a", "b"), ())
+    # A run that reported no test at all fixed nothing.
+    assert flips(before, Report(None, None)) == ((), ())
