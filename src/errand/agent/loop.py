@@ -243,6 +243,9 @@ class Agent:
                 result = await run_tool(self.sandbox, self.workdir, call,
                                         on_output=lambda text: self._emit("output", {"id": call.id, "text": text}))
         except (SandboxTerminated, SandboxNotFound) as error:
+            by = error.terminated_by if isinstance(error, SandboxTerminated) else None
+            if by is not None:
+                raise RunFailed(f"the sandbox was terminated by a person ({by}) while the agent worked") from error
             raise RunFailed(f"the sandbox is gone: {error.message}") from error
         await self._add_result(call, await self._with_notes(call, result))
 

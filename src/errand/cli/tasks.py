@@ -32,6 +32,7 @@ from errand import _settings
 from errand._figures import duration as figures_duration
 from errand._figures import money, tokens
 from errand._text import printable
+from errand.cli.confirm import Yes, confirm
 from errand.cli.events import LogPrinter, print_event, shown
 from errand.errors import ConfigError, ErrandError
 from errand.forge.refs import looks_like_issue_ref
@@ -40,8 +41,9 @@ from errand.repo.git import run_git
 from errand.repo.workcopy import is_url, source_name
 from errand.tasks.api import TaskApi
 from errand.tasks.environment import CONFIG_FILE
+from errand.tasks.errors import NeedsConfirmation
 from errand.tasks.evidence import Evidence
-from errand.tasks.lifecycle import TaskState
+from errand.tasks.lifecycle import FINAL, TaskState
 from errand.tasks.records import Event, Run, Task
 from errand.tasks.service import TaskService, issue_instruction
 from errand.tasks.store import TaskStore
@@ -525,13 +527,23 @@ def accept(
                                                 "best: its number, as `errand show` gives it.")] = None,
     into: Annotated[Path | None, typer.Option(
         "--into", metavar="PATH", help="The local clone (for a task made from a URL).")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept without asking even a diff whose tests fail "
+                                                          "after it, at low confidence, or that deletes files "
+                                                          "(off a terminal such a diff is refused without it).")]
+    = False,
     as_json: AsJson = False,
     server: Server = None,
     token: Token = None,
 ) -> None:
-    """Commit the task's diff on its branch errand/<id>-<slug>; your checkout is left as it is."""
+    """Commit the task's diff on its branch errand/<id>-<slug>; your checkout is left as it is.
+    A diff whose tests fail after it, at low confidence, or that deletes files asks first."""
     with task_service(server, token) as service:
-        accepted = service.accept(task_id, attempt=attempt, into=into)
+        try:
+            accepted = service.accept(task_id, attempt=attempt, into=into, confirm=yes)
+        except NeedsConfirmation as risky:
+            console(stderr=True).print(f"[yellow]{shown(task_id)}'s diff needs a second look:[/]")
+            confirm(f"accept {task_id}", risky.reasons, yes=False)
+            accepted = service.accept(task_id, attempt=attempt, into=into, confirm=True)
         if not server:
             from errand.cli.forge import publish_if_linked  # a task from a forge issue goes back as a pull request
 
@@ -631,9 +643,14 @@ def message(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT",
              f"message sent to {shown(task_id)}; `errand logs {shown(task_id)}` shows when it is delivered")
 
 
-def cancel(task_id: TaskId, as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
-    """Cancel a task; its sandbox is ended and nothing lands."""
+def cancel(task_id: TaskId, yes: Yes = False, as_json: AsJson = False, server: Server = None,
+           token: Token = None) -> None:
+    """Cancel a task; its sandbox is ended and nothing lands. Asks first (--yes does not)."""
     with task_service(server, token) as service:
+        task = service.get_task(task_id)
+        if task.state not in FINAL:  # a final task's refusal is the service's to say
+            confirm(f"cancel {task_id}", [f"{task.title} is {task.state.value}: cancelling ends its sandboxes, "
+                                          "and nothing of it lands"], yes=yes)
         task = service.cancel(task_id)
         _say(as_json, task, f"cancelled {shown(task_id)}")
 
