@@ -298,7 +298,7 @@ def print_progress(out: Console, figures: dict[str, Any]) -> None:
     usage = figures["usage"]
     cost = figures_money(usage)
     out.print(f"{figures_duration(figures['seconds'])} elapsed · {usage['steps']} steps · "
-              f"{tokens(usage['tokens'])} tokens ({tokens(usage['input_tokens'])} in, "
+              f"{tokens(usage['tokens'])} tokens ({tokens(usage['input_tokens'])} in{_cache_part(usage)}, "
               f"{tokens(usage['output_tokens'])} out) · {cost}" + (f" · round {figures['round']}" if figures['round']
                                                                     else ""))
     budgets = figures.get("budgets") or {}
@@ -311,6 +311,16 @@ def print_progress(out: Console, figures: dict[str, Any]) -> None:
         which = f"round {attempt['round']}" + (f", attempt {attempt['attempt']}" if len(figures["attempts"]) > 1
                                                else "")  # the numbers --attempt takes, only in best-of-N
         out.print(f"  [dim]{which} ({attempt['state']}): {', '.join(parts)}[/]")
+
+
+def _cache_part(usage: dict[str, Any]) -> str:
+    """Of the input tokens, what the provider's prompt cache served and took: ``, of them 3.1k read
+    from the prompt cache, 800 written to it``; empty when it did neither."""
+    read, written = usage.get("cached_tokens") or 0, usage.get("cache_write_tokens") or 0
+    parts = ([f"{tokens(read)} read from the prompt cache"] if read else []) + (
+        [f"{tokens(written)} written to it" if read else f"{tokens(written)} written to the prompt cache"]
+        if written else [])
+    return f", of them {', '.join(parts)}" if parts else ""
 
 
 def _against(used: str, limit: Any, show: Callable[[Any], str]) -> str:
