@@ -27,6 +27,7 @@ import typer
 from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
 from errand import _settings
 from errand._figures import duration as figures_duration
@@ -56,6 +57,7 @@ EXIT_USAGE = 2
 _NAMED = 5  # uncommitted files named by `errand run`; the rest are counted
 _SETTLED = {TaskState.READY_FOR_REVIEW, TaskState.ACCEPTED, TaskState.REJECTED, TaskState.FAILED,
             TaskState.CANCELLED}
+_TITLE_WIDTH, _REPO_WIDTH = 12, 16  # `errand ls`: the least a title gets, the most a repository's name does
 _STATE_STYLE = {"queued": "cyan", "preparing": "cyan", "running": "blue", "needs_input": "bold yellow",
                 "ready_for_review": "bold green", "accepted": "green", "rejected": "red", "failed": "bold red",
                 "cancelled": "dim"}
@@ -230,11 +232,26 @@ def ls(
         if as_json:
             _print_json([_record_json(t) for t in tasks])
             return
-        table = Table("ID", "STATE", "AGE", "ATTEMPTS", "TITLE", "REPO", box=None, pad_edge=False)
-        for task in tasks:
-            table.add_row(shown(task.id), _state(task.state), age(time.time() - task.created_at), str(task.attempts),
-                          shown(task.title, lines=False), shown(task.repo, lines=False))
-        console().print(table)
+        # One line a task at any width: the title takes what is left and ends in "…" when cut, the
+        # repository shows its name (`errand show` and --json have the whole path).
+        rows = [(shown(task.id), _state(task.state), age(time.time() - task.created_at), str(task.attempts),
+                 shown(task.title, lines=False), shown(_repo_name(task.repo), lines=False)) for task in tasks]
+        out = console()
+        widths = [max([len(name), *(len(Text.from_markup(row[column])) for row in rows)])
+                  for column, name in enumerate(("ID", "STATE", "AGE", "ATTEMPTS", "TITLE", "REPO"))]
+        widths[5] = min(widths[5], _REPO_WIDTH)
+        widths[4] = max(_TITLE_WIDTH, min(widths[4], out.width - sum(widths[:4]) - widths[5] - 2 * 5))
+        table = Table(box=None, pad_edge=False)
+        for name, width in zip(("ID", "STATE", "AGE", "ATTEMPTS", "TITLE", "REPO"), widths, strict=True):
+            table.add_column(name, no_wrap=True, overflow="ellipsis", width=width)
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
+
+
+def _repo_name(repo: str) -> str:
+    """A repository's last path part: ``/home/me/src/calc`` → ``calc``, ``https://host/o/calc.git`` → ``calc``."""
+    return repo.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git") or repo
 
 
 def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
