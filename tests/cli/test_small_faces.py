@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.cli import errand, errand_json, stop_worker
+from engine.cli import errand, errand_json, script, stop_worker
 from engine.harness import FIX_SCRIPT, anthropic_turn, make_repo
 from errand._figures import tokens
 from models.wire import WireServer
@@ -86,3 +86,33 @@ def test_show_and_the_page_tell_cache_reads_and_writes(home: Path, tmp_path: Pat
         assert f"{tokens(usage['cache_write_tokens'])} written to it" in page
     finally:
         wire.stop()
+
+
+ANSWER = "add() returns a - b: it subtracts, so add(2, 3) is -1."
+
+
+def test_a_question_answered_without_a_change_ends_answered_with_its_report(home: Path, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "project")
+    model = script(tmp_path / "answer.json", [[("read_file", {"path": "calc.py"})],
+                                               [("finish", {"summary": "Read calc.py; changed nothing",
+                                                            "assumptions": [], "answer": ANSWER})]])
+    ran = errand(home, "run", "What does add() in calc.py return?", "--repo", str(repo), "--model", model, "-f")
+    assert ran.returncode == 0, ran.stderr
+    assert "answered (no change): " + ANSWER in ran.stdout and "is answered" in ran.stdout, ran.stdout
+    task_id = json.loads(errand(home, "ls", "--json").stdout)[0]["id"]
+    assert errand_json(home, "show", task_id)["state"] == "answered"
+    shown = errand(home, "show", task_id).stdout
+    assert "answered (it changed no file, so there is nothing to accept):" in shown and ANSWER in shown, shown
+    assert "failed" not in shown
+    refused = errand(home, "accept", task_id)
+    assert refused.returncode == 1 and "answered with a report and changed nothing" in refused.stderr
+    stop_worker(home)
+    served = start_server(tmp_path, "--no-engine",
+                          env={"ERRAND_HOME": str(home), "ERRAND_DATABASE_URL": f"sqlite:///{home / 'errand.db'}"})
+    try:
+        page = httpx.get(f"{served.url}/tasks/{task_id}", timeout=60).text
+        listed = httpx.get(f"{served.url}/api/tasks", params={"state": "answered"}, timeout=60).json()
+    finally:
+        served.stop()
+    assert "<h3>Answered</h3>" in page and ANSWER.replace(">", "&gt;") in page
+    assert [t["id"] for t in listed["tasks"]] == [task_id]

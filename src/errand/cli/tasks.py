@@ -55,12 +55,12 @@ __all__ = ["age", "console", "print_event", "print_evidence", "print_patch", "re
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 _NAMED = 5  # uncommitted files named by `errand run`; the rest are counted
-_SETTLED = {TaskState.READY_FOR_REVIEW, TaskState.ACCEPTED, TaskState.REJECTED, TaskState.FAILED,
+_SETTLED = {TaskState.READY_FOR_REVIEW, TaskState.ACCEPTED, TaskState.REJECTED, TaskState.ANSWERED, TaskState.FAILED,
             TaskState.CANCELLED}
 _TITLE_WIDTH, _REPO_WIDTH = 12, 16  # `errand ls`: the least a title gets, the most a repository's name does
 _STATE_STYLE = {"queued": "cyan", "preparing": "cyan", "running": "blue", "needs_input": "bold yellow",
-                "ready_for_review": "bold green", "accepted": "green", "rejected": "red", "failed": "bold red",
-                "cancelled": "dim"}
+                "ready_for_review": "bold green", "accepted": "green", "rejected": "red", "answered": "green",
+                "failed": "bold red", "cancelled": "dim"}
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -354,6 +354,12 @@ def _print_next_steps(out: Console, service: TaskApi, task: Task) -> None:
     if task.state is TaskState.READY_FOR_REVIEW:
         out.print(f"[dim]`errand diff {task.id}`, then `errand accept {task.id}`, `errand reject {task.id} "
                   f"--reason ...` or `errand followup {task.id} \"...\"`[/]")
+    elif task.state is TaskState.ANSWERED:
+        answered = service.events(task.id, kinds=["answered"], limit=1_000_000)
+        report = answered[-1].data.get("report") if answered and isinstance(answered[-1].data, dict) else None
+        out.print("\n[bold green]answered[/] (it changed no file, so there is nothing to accept):")
+        out.print("  " + shown(report or "no report was recorded").replace("\n", "\n  "))
+        out.print(f"[dim]`errand followup {task.id} \"...\"` asks for more, or for the change itself[/]")
     elif task.state in (TaskState.FAILED, TaskState.CANCELLED):
         if task.state is TaskState.FAILED:
             failed = service.events(task.id, kinds=["failed"], limit=1_000_000)

@@ -234,7 +234,7 @@ class ErrandClient(StoreReads[RemoteStore]):
             yield from parse_sse(response.iter_lines(), lambda data: Event(**_loads(data)))
 
 
-_SETTLING = frozenset({"ready_for_review", "failed", "cancelled", "accepted", "rejected"})
+_SETTLING = frozenset({"ready_for_review", "answered", "failed", "cancelled", "accepted", "rejected"})
 
 
 def _loads(data: str) -> dict[str, Any]:

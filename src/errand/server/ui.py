@@ -166,6 +166,7 @@ async def _task_context(request: Request, task_id: str) -> dict[str, Any]:
         runs = task.runs  # read once: detail has them (without their patches, which nothing here needs)
         return {"task": task, "panel": _panel(task), "names": taskview.RunNames.of(task, runs),
                 "progress": progress(service.store, task, runs), "cause": taskview.cause(service.store, task),
+                "report": taskview.report(service.store, task),
                 "next": taskview.next_steps(service.store, task),
                 "memories": task_memories(service.store, memory_store(request), task_id)}
 
@@ -185,8 +186,9 @@ def _panel(task: Any) -> dict[str, Any]:
                                                       TaskState.ACCEPTED),
             "reviewable": state in (TaskState.READY_FOR_REVIEW, TaskState.REJECTED),
             "retryable": state in (TaskState.FAILED, TaskState.CANCELLED),
-            "followable": state in (TaskState.REJECTED, TaskState.FAILED, TaskState.CANCELLED, TaskState.ACCEPTED),
-            "live": state not in (TaskState.ACCEPTED, TaskState.FAILED, TaskState.CANCELLED)}
+            "followable": state in (TaskState.REJECTED, TaskState.ANSWERED, TaskState.FAILED, TaskState.CANCELLED,
+                                    TaskState.ACCEPTED),
+            "live": state not in (TaskState.ACCEPTED, TaskState.ANSWERED, TaskState.FAILED, TaskState.CANCELLED)}
 
 
 @router.get("/tasks/{task_id}/panel", response_class=HTMLResponse)

@@ -42,7 +42,8 @@ FOLLOW_POLL = 0.2  # seconds between reads of a followed task
 
 _REVIEWABLE = frozenset({TaskState.READY_FOR_REVIEW})
 # A follow-up starts a new round of the same task from these; from ``accepted``, a new task.
-_FOLLOWABLE = frozenset({TaskState.READY_FOR_REVIEW, TaskState.REJECTED, TaskState.FAILED, TaskState.CANCELLED})
+_FOLLOWABLE = frozenset({TaskState.READY_FOR_REVIEW, TaskState.REJECTED, TaskState.ANSWERED, TaskState.FAILED,
+                         TaskState.CANCELLED})
 _RETRYABLE = frozenset({TaskState.FAILED, TaskState.CANCELLED})
 
 MAX_ATTEMPTS = 8
