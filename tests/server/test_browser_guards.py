@@ -89,29 +89,33 @@ def _accept(person: Person, task_id: str, repo: Path, branch: str) -> None:
     assert branch_exists(repo, branch)
 
 
+def _asks_then_does(page: playwright.Page, button: str, heading: str, confirm: str) -> None:
+    """Click ``button``: its confirm step (``heading``) comes, going back changes nothing, and
+    clicking it again and then ``confirm`` does it."""
+    expect = playwright.expect
+    page.get_by_role("button", name=button).click()
+    expect(page.get_by_role("heading", name=heading)).to_be_visible()
+    page.get_by_role("link", name="No, go back").click()
+    expect(page.get_by_role("button", name=button)).to_be_visible()
+    page.get_by_role("button", name=button).click()
+    expect(page.get_by_role("heading", name=heading)).to_be_visible()
+    page.get_by_role("button", name=confirm).click()
+
+
 def _cancel(person: Person, task_id: str) -> None:
     page, expect = person.page, playwright.expect
     page.goto(f"{person.base}/tasks/{task_id}")
     page.get_by_role("button", name="Cancel task").click()
-    expect(page.get_by_role("heading", name=f"Cancel task {task_id}?")).to_be_visible()
     page.screenshot(path=str(person.artifacts / "guard-3-confirm-cancel-1280.png"), full_page=True)
     page.get_by_role("link", name="No, go back").click()
-    expect(page.locator("#facts [data-state]")).to_have_text("queued")
-    page.get_by_role("button", name="Cancel task").click()
-    page.get_by_role("button", name="Cancel the task").click()
+    _asks_then_does(page, "Cancel task", f"Cancel task {task_id}?", "Cancel the task")
     expect(page.locator("#facts [data-state]")).to_have_text("cancelled")
 
 
 def _terminate(person: Person, sandbox_id: str, home: Path) -> None:
     page, expect = person.page, playwright.expect
     page.goto(f"{person.base}/sandboxes")
-    page.get_by_role("button", name=f"Terminate {sandbox_id}").click()
-    expect(page.get_by_role("heading", name=f"Terminate {sandbox_id}?")).to_be_visible()
-    page.get_by_role("link", name="No, go back").click()
-    expect(page.get_by_role("button", name=f"Terminate {sandbox_id}")).to_be_visible()
-    assert sandbox_id in errand(home, "sandbox", "ls", "--json").stdout
-    page.get_by_role("button", name=f"Terminate {sandbox_id}").click()
-    page.locator("main").get_by_role("button", name=f"Terminate {sandbox_id}").click()
+    _asks_then_does(page, f"Terminate {sandbox_id}", f"Terminate {sandbox_id}?", f"Terminate {sandbox_id}")
     expect(page.get_by_role("heading", name="Sandboxes")).to_be_visible()
     expect(page.get_by_role("button", name=f"Terminate {sandbox_id}")).to_have_count(0)
     assert sandbox_id not in errand(home, "sandbox", "ls", "--json").stdout
@@ -120,10 +124,6 @@ def _terminate(person: Person, sandbox_id: str, home: Path) -> None:
 def _remove(person: Person, memory_id: int) -> None:
     page, expect = person.page, playwright.expect
     page.goto(f"{person.base}/memory")
-    page.get_by_role("button", name=f"Remove memory {memory_id}").click()
-    expect(page.get_by_role("heading", name=f"Remove memory {memory_id} for good?")).to_be_visible()
-    page.get_by_role("link", name="No, go back").click()
-    expect(page.get_by_role("button", name=f"Remove memory {memory_id}")).to_be_visible()
-    page.get_by_role("button", name=f"Remove memory {memory_id}").click()
-    page.get_by_role("button", name=f"Remove memory {memory_id}").click()  # the confirm step's own button
+    _asks_then_does(page, f"Remove memory {memory_id}", f"Remove memory {memory_id} for good?",
+                    f"Remove memory {memory_id}")
     expect(page.get_by_role("button", name=f"Remove memory {memory_id}")).to_have_count(0)
