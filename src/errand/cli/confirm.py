@@ -31,6 +31,7 @@ def confirm(action: str, reasons: Sequence[str] = (), *, yes: bool, flag: str = 
     err = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
     for reason in reasons:
         err.print(f"  • {printable(reason, lines=False)}", style="yellow", markup=False)
+    # Both, so output piped elsewhere (`--json | jq`, a test's capture) never waits on a hidden question.
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         err.print(f"error: {printable(action, lines=False)} needs a confirm, and there is no terminal to ask on: "
                   f"pass {flag} to do it anyway; nothing changed", style="red", markup=False)
