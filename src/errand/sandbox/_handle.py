@@ -348,7 +348,8 @@ class SandboxHandle:
             return
         self._terminated = True
         if self._process is None:
-            await asyncio.to_thread(mark_ended, self.id, _terminator())
+            if self._record.owner_pid is not None and self._record.owner_alive():  # someone to tell
+                await asyncio.to_thread(mark_ended, self.id, _terminator())
         else:
             await asyncio.to_thread(forget_ended, self.id)
         if self._proxy is not None:

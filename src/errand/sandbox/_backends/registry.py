@@ -135,6 +135,7 @@ def ended_by(sandbox_id: str) -> str | None:
 
 def forget_ended(sandbox_id: str) -> None:
     (_ended_dir() / sandbox_id).unlink(missing_ok=True)
+    _remove_if_empty(_ended_dir())
 
 
 def prune_ended(now: float) -> None:
@@ -143,6 +144,12 @@ def prune_ended(now: float) -> None:
         with contextlib.suppress(OSError):
             if now - marker.stat().st_mtime > ENDED_KEPT:
                 marker.unlink()
+    _remove_if_empty(folder)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not empty (another marker), or gone already
+        folder.rmdir()
 
 
 def process_start(pid: int) -> int | None:
