@@ -55,7 +55,7 @@ def test_the_walk_sees_a_reach_around() -> None:
 # The layer map of docs/architecture.md, bottom first: each layer imports only the layers
 # beneath it. ``core`` is errand's root modules (errors, settings, the database); the
 # migrations sit on top, since they hold every layer's tables.
-LAYERS = ("core", "sandbox", "models", "memory", "repo", "agent", "tasks", "eval", "forge", "server", "cli",
+LAYERS = ("core", "sandbox", "models", "gateway", "memory", "repo", "agent", "tasks", "eval", "forge", "server", "cli",
           "migrations")
 
 

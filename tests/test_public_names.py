@@ -29,6 +29,9 @@ PUBLIC: dict[str, list[str]] = {
         "ModelError", "ModelProfile", "OpenAIModel", "PROVIDERS", "Pricing", "Reply", "Role", "ScriptedModel",
         "Tool", "ToolCall", "Usage", "get_model", "open_model", "profile_for",
     ],
+    "errand.gateway": [
+        "Budget", "Call", "Gateway", "GatewayError", "Grant", "PROTOCOLS", "Protocol", "Upstream",
+    ],
     "errand.memory": [
         "ArchiveReason", "DistillResult", "E5Embedder", "Embedder", "InvalidMemory", "Kind", "Memory",
         "MemoryNotFound", "MemoryStore", "MemoryStoreError", "Provenance", "Recalled", "SecretRefused",

@@ -18,6 +18,7 @@ tree is drawn here (a test holds the drawing to the classes)::
     │   ├── ExecTimeout          a command ran past its own timeout and was killed
     │   └── FilesError           a files-API call failed (carries the path and errno)
     ├── ModelError               a model provider refused or failed a call      (models.errors)
+    ├── GatewayError             the model gateway refused a grant              (gateway.errors)
     ├── RepoError                a repository, working copy or accept failed    (repo.errors)
     ├── MemoryStoreError         project memory refused a change                (memory.errors)
     │   ├── MemoryNotFound       no memory has that id

@@ -194,13 +194,43 @@ class FakeGitHub:
         return comment
 
     def add_review_comment(self, full_name: str, number: int, body: str, *, path: str, line: int,
-                           user: str = "octo") -> dict[str, Any]:
+                           user: str = "octo", start_line: int | None = None, side: str = "RIGHT",
+                           review_id: int | None = None) -> dict[str, Any]:
+        """A line comment on lines ``start_line``..``line`` of ``side`` (RIGHT: the head, LEFT: the
+        base), with the ``diff_hunk`` GitHub sends beside it: the pull request's hunk up to ``line``."""
         repo = self.repos[full_name]
         comment = {"id": next(self._ids), "body": body, "user": self.user(user), "path": path, "line": line,
-                   "pull_request_review_id": next(self._ids), "created_at": _now()}
+                   "start_line": start_line, "side": side, "start_side": side if start_line else None,
+                   "original_line": line, "original_start_line": start_line,
+                   "diff_hunk": self.diff_hunk(full_name, number, path, line, side),
+                   "pull_request_review_id": review_id or next(self._ids), "created_at": _now()}
         with self._lock:
             repo.review_comments.setdefault(number, []).append(comment)
         return comment
+
+    def diff_hunk(self, full_name: str, number: int, path: str, line: int, side: str) -> str:
+        """The hunk of pull request ``number``'s diff of ``path`` that holds ``line`` of ``side``, cut
+        after that line, as GitHub's ``diff_hunk`` is ("" when the diff does not show the line)."""
+        pulls = self.repos[full_name].pulls
+        if number not in pulls:
+            return ""
+        self.mirror_pull_heads()
+        ran = subprocess.run(["git", "diff", f"{pulls[number]['base']['ref']}...refs/pull/{number}/head", "--", path],
+                             cwd=self.repos[full_name].bare, capture_output=True, text=True, env=_git_env())
+        hunk: list[str] = []
+        old = new = 0
+        for text in ran.stdout.splitlines():
+            if match := re.match(r"@@ -(\d+)(?:,\d+)? \+(\d+)", text):
+                hunk, old, new = [text], int(match.group(1)), int(match.group(2))
+                continue
+            if not hunk or text.startswith("\\"):
+                continue
+            hunk.append(text)
+            if (side == "LEFT" and text[:1] in " -" and old == line) or (side != "LEFT" and text[:1] in " +"
+                                                                        and new == line):
+                return "\n".join(hunk)
+            old, new = old + (text[:1] in " -"), new + (text[:1] in " +")
+        return ""
 
     def branch_head(self, full_name: str, branch: str) -> str | None:
         ran = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"],

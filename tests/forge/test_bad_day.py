@@ -124,7 +124,9 @@ def test_one_review_is_one_round_however_its_deliveries_come(forged: Forged, ser
     assert sorted(o["action"] for o in outcomes) == ["duplicate"] * 5 + ["followed_up"], outcomes
     detail = httpx.get(f"{served.url}/api/tasks/{tasks[0]['id']}", timeout=30).json()
     assert "@acme asked: tidy the names" in detail["instruction"]  # whichever part came first
-    assert "calc.py:1 — @acme: @errand rename a" in detail["instruction"]
-    assert "calc.py:2 — @acme: @errand rename b" in detail["instruction"]
+    assert "calc.py, line 1 (new):" in detail["instruction"]
+    assert "@acme: @errand rename a" in detail["instruction"]
+    assert "calc.py, line 2 (new):" in detail["instruction"]
+    assert "@acme: @errand rename b" in detail["instruction"]
     picked = [c for c in fake.repos[REPO].comments[pull["number"]] if c["body"].startswith("errand is on it")]
     assert len(picked) == 1

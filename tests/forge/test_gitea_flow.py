@@ -175,8 +175,10 @@ def test_gitea_label_to_pull_request_to_review_round_on_the_same_branch(gitea: O
     assert followed.status_code == 202, followed.text
     round_id = followed.json()["task_id"]
     detail = httpx.get(f"{served.url}/api/tasks/{round_id}").json()
-    assert "calc.py:2 — @acme: say why in CHANGES.md" in detail["instruction"]
-    assert "calc.py:1 — @reviewer: a - b was intended?" in detail["instruction"]
+    assert "calc.py, line 2 (new):" in detail["instruction"]
+    assert "@acme: say why in CHANGES.md" in detail["instruction"]
+    assert "calc.py, line 1 (new):" in detail["instruction"]
+    assert "@reviewer: a - b was intended?" in detail["instruction"]
 
     def pushed() -> str | None:
         head = fake.branch_head(REPO, branch)

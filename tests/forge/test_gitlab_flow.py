@@ -168,8 +168,10 @@ def test_gitlab_label_to_merge_request_to_review_round_on_the_same_branch(gitlab
     round_id = followed.json()["task_id"]
     assert ("eyes", f"note:{asked['id']}") in [(a["name"], a["awardable"]) for a in project.awards]
     detail = httpx.get(f"{served.url}/api/tasks/{round_id}").json()
-    assert "calc.py:2 — @acme: @errand say why in CHANGES.md" in detail["instruction"]
-    assert "calc.py:1 — @reviewer: a - b was intended?" in detail["instruction"]
+    assert "calc.py, line 2 (new):" in detail["instruction"]
+    assert "@acme: @errand say why in CHANGES.md" in detail["instruction"]
+    assert "calc.py, line 1 (new):" in detail["instruction"]
+    assert "@reviewer: a - b was intended?" in detail["instruction"]
 
     def pushed() -> str | None:
         head = fake.branch_head(REPO, branch)

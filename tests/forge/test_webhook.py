@@ -78,8 +78,9 @@ def test_label_to_pull_request_to_review_round_on_the_same_branch(forged: Forged
     assert ("eyes", f"review_comment:{line['id']}") in [(r["content"], r["target"])
                                                        for r in fake.repos[REPO].reactions]
     detail = httpx.get(f"{served.url}/api/tasks/{round_id}").json()
-    assert "calc.py:2" in detail["instruction"] and "say why in CHANGES.md" in detail["instruction"]
-    assert "calc.py:1 — @reviewer: a - b was intended?" in detail["instruction"]  # the whole review, not one comment
+    assert "calc.py, line 2 (new):" in detail["instruction"] and "say why in CHANGES.md" in detail["instruction"]
+    assert "calc.py, line 1 (new):" in detail["instruction"]  # the whole review, not one comment
+    assert "@reviewer: a - b was intended?" in detail["instruction"]
 
     def pushed() -> str | None:
         head = fake.branch_head(REPO, branch)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from errand import Mount, Resources, Sandbox, SandboxError, _settings
+from errand import AsyncSandbox, Mount, Resources, Sandbox, SandboxError, SandboxTerminated, _settings
 from errand.sandbox._backends import gc, writable
 from errand.sandbox._backends.cgroups import Cgroup, Limits
 from errand.sandbox._backends.registry import Record
@@ -307,8 +308,6 @@ def test_gc_spares_a_young_scratch_copy_and_reaps_an_old_one() -> None:
 async def test_a_sandbox_that_dies_under_a_command_says_why() -> None:
     """The host's view of a sandbox killed from outside: the command's wait and every later
     call raise SandboxTerminated naming what the sandbox showed (here: the signal)."""
-    from errand import AsyncSandbox, SandboxTerminated
-
     sandbox = await AsyncSandbox.create(timeout=60)
     try:
         process = await sandbox.exec("sleep", "30")
@@ -319,3 +318,31 @@ async def test_a_sandbox_that_dies_under_a_command_says_why() -> None:
             await sandbox.files.write("/tmp/after", b"x")
     finally:
         await sandbox.terminate()
+
+
+@pytest.mark.slow
+@pytest.mark.serial  # it saturates the machine on purpose: alone, not beside other tests
+async def test_sandboxes_started_while_others_end_all_start() -> None:
+    """Every launcher asks the kernel for a free loop device at once and is told the same one, while
+    the devices of sandboxes ending are being released; the losers ask again. Each of 100 sandboxes
+    created while 100 others end must come up and answer (one used to die with "attach a loop
+    device: Device or resource busy")."""
+    async def started(count: int) -> list[AsyncSandbox]:
+        made = await asyncio.gather(*(AsyncSandbox.create(timeout=120) for _ in range(count)), return_exceptions=True)
+        alive = [sb for sb in made if isinstance(sb, AsyncSandbox)]
+        ours.extend(alive)
+        assert len(alive) == count, [repr(error) for error in made if isinstance(error, BaseException)]
+        return alive
+
+    async def answer(sandbox: AsyncSandbox) -> int:
+        return await (await sandbox.exec("true")).wait()
+
+    ours: list[AsyncSandbox] = []
+    try:
+        first = await started(100)
+        ending = asyncio.gather(*(sb.terminate() for sb in first))
+        second = await started(100)
+        await ending
+        assert await asyncio.gather(*(answer(sb) for sb in second), return_exceptions=True) == [0] * 100
+    finally:
+        await asyncio.gather(*(sb.terminate() for sb in ours), return_exceptions=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errand.sandbox
 
 PUBLIC = [
+    "GATEWAY_URL",
     "AsyncFiles",
     "AsyncProcess",
     "AsyncSandbox",

@@ -23,6 +23,7 @@ import components
 from engine.harness import Turn, make_repo, openai_turn
 from models.wire import WireServer
 
+from .agents import Agents
 from .browsing import CHROMIUM
 
 
@@ -102,6 +103,21 @@ def serve(tmp_path: Path, wire: WireServer) -> Iterator[Callable[..., Served]]:
     yield start
     for served in started:
         served.stop()
+
+
+@pytest.fixture
+def agents() -> Iterator[Agents]:
+    """A model server playing one script per conversation (see :mod:`.agents`)."""
+    server = Agents().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def served(tmp_path: Path, agents: Agents) -> Iterator[Served]:
+    server = start_server(tmp_path, env={"OPENAI_BASE_URL": f"{agents.url}/v1", "OPENAI_API_KEY": "sk-wire"})
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ written to the directory the test prints."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from engine.harness import FINISH, FIX, READ, TEST, git
 
 from .agents import Agents
 from .browsing import Person
-from .conftest import Served, start_server
+from .conftest import Served
 from .test_browser import ASK
 
 pytestmark = [pytest.mark.slow, needs("chromium")]
@@ -25,20 +24,6 @@ playwright = pytest.importorskip("playwright.sync_api")
 FIX_OTHER = ("edit_file", {"path": "calc.py", "old": "return a - b", "new": "return b + a"})
 FIX_DOUBLE = ("edit_file", {"path": "calc.py", "old": "return x + x + 1", "new": "return 2 * x"})
 MESSAGE = "Keep the function names as they are."
-
-
-@pytest.fixture
-def agents() -> Iterator[Agents]:
-    server = Agents().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def served(tmp_path: Path, agents: Agents) -> Iterator[Served]:
-    server = start_server(tmp_path, env={"OPENAI_BASE_URL": f"{agents.url}/v1", "OPENAI_API_KEY": "sk-wire"})
-    yield server
-    server.stop()
 
 
 def start_task(person: Person, repo: Path, instruction: str, attempts: int, *, page: object = None) -> None:
@@ -106,7 +91,7 @@ def test_best_of_three_with_a_message_compared_rejected_followed_up_and_accepted
     page.get_by_role("link", name="Compare them side by side").click()
     expect(page.get_by_role("heading", name="How they rank")).to_be_visible()
     expect(page.get_by_role("row", name=re.compile("^calc.py"))).to_be_visible()
-    expect(page.locator("table.interdiff")).to_contain_text("return b + a")
+    expect(page.locator('tbody.compare-file[data-path="calc.py"]')).to_contain_text("return b + a")
     person.shoot("23-compare")
     page.go_back()
 

@@ -62,3 +62,89 @@ def test_agent_control_and_bidi_characters_are_shown_not_obeyed() -> None:
     [file] = diffview.parse(patch)
     added = [line.text for line in file.lines if line.kind == "add"]
     assert added and "\u202e" not in added[0] and "\x1b" not in added[0] and "<U+202E>" in added[0]
+
+
+EDITS = """diff --git a/src/app.py b/src/app.py
+--- a/src/app.py
++++ b/src/app.py
+@@ -10,3 +10,3 @@ def main():
+ def total(items):
+-    return sum(item.price for item in items)
++    return sum(item.cost for item in items)
+ # end
+@@ -40,0 +41,2 @@ def later():
++def extra():
++    pass
+diff --git a/package-lock.json b/package-lock.json
+--- a/package-lock.json
++++ b/package-lock.json
+@@ -1 +1 @@
+-{"a": 1}
++{"a": 2}
+diff --git a/static/app.js b/static/app.js
+--- a/static/app.js
++++ b/static/app.js
+@@ -1 +1 @@
+-var a=1;
++""" + "var a=1;" * 200 + """
+"""
+
+
+def test_the_changed_words_are_marked_on_both_sides_and_nothing_else() -> None:
+    app = diffview.highlight(diffview.parse(EDITS))[0]
+    removed, added = (line for line in app.lines[:5] if line.kind in ("del", "add"))
+    assert removed.text[removed.words[0][0]:removed.words[0][1]] == "price"
+    assert added.text[added.words[0][0]:added.words[0][1]] == "cost"
+    assert str(added.html).count('class="w"') == 1 and ">cost</span></span>" in str(added.html)
+    assert "return" in str(added.html) and 'class="hl-k">return' in str(added.html)  # still highlighted
+    context = [line for line in app.lines if line.kind == "context"]
+    assert all('class="w"' not in str(line.html) for line in context)
+
+
+def test_a_rewritten_line_is_not_marked_word_by_word() -> None:
+    patch = ("diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-the quick brown fox\n"
+             "+completely different words here\n")
+    [file] = diffview.highlight(diffview.parse(patch))
+    assert all(not line.words for line in file.lines)
+
+
+def test_hunks_name_the_first_line_of_each_side_they_cover() -> None:
+    app = diffview.parse(EDITS)[0]
+    hunks = [(line.old, line.new) for line in app.lines if line.kind == "hunk"]
+    assert hunks == [(10, 10), (41, 41)]  # "-40,0": after line 40, so the next old line is 41
+
+
+def test_deleted_generated_and_large_files_are_closed_saying_why() -> None:
+    app, lock, bundle = diffview.parse(EDITS)
+    gone = diffview.parse(PATCH)[2]
+    big = diffview.parse("diff --git a/d.csv b/d.csv\nnew file mode 100644\n--- /dev/null\n+++ b/d.csv\n"
+                         f"@@ -0,0 +1,{diffview.LARGE + 1} @@\n" + "+x\n" * (diffview.LARGE + 1))[0]
+    small = diffview.parse("diff --git a/d.csv b/d.csv\nnew file mode 100644\n--- /dev/null\n+++ b/d.csv\n"
+                           f"@@ -0,0 +1,{diffview.LARGE} @@\n" + "+x\n" * diffview.LARGE)[0]
+    assert [f.collapsed for f in (app, lock, bundle, gone, big, small)] == [
+        None, "generated: lockfile", "generated: minified", "deleted", f"large: {diffview.LARGE + 1} changed lines",
+        None]
+    assert app.expandable and not big.expandable  # an added file has no base to show more of
+
+
+def test_viewed_marks_hold_while_the_change_does() -> None:
+    first = diffview.parse(EDITS)[0]
+    again = diffview.parse(EDITS)[0]
+    changed = diffview.parse(EDITS.replace("item.cost", "item.costs"))[0]
+    assert first.digest == again.digest != changed.digest
+
+
+def test_the_tree_names_each_directory_once_in_the_diff_order() -> None:
+    def file(path: str) -> diffview.FileDiff:
+        return diffview.FileDiff(path, None, "modified", False, ())
+
+    entries = diffview.tree([file(p) for p in ("README.md", "src/a/b.py", "src/a/c.py", "src/d.py", "tests/t.py")])
+    assert [(e.name, e.depth, e.index) for e in entries] == [
+        ("README.md", 0, 1), ("src/", 0, 0), ("a/", 1, 0), ("b.py", 2, 2), ("c.py", 2, 3), ("d.py", 1, 4),
+        ("tests/", 0, 0), ("t.py", 1, 5)]
+
+
+def test_base_lines_are_numbered_highlighted_and_bounded() -> None:
+    total, lines = diffview.base_lines("a.py", "x = 1\ny = '<b>'\nz = 3\n", 2, 10)
+    assert total == 3 and [line.old for line in lines] == [2, 3]
+    assert "&lt;b&gt;" in str(lines[0].html) and "<b>" not in str(lines[0].html)

@@ -13,9 +13,11 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+import components
 from engine.harness import FIX_SCRIPT
 from models.wire import WireServer
 from postgres import BIN, Cluster, _as_owner
+from temporal import TemporalServer
 
 from .conftest import Served, free_port, queue_turns, wait_state
 
@@ -128,6 +130,28 @@ def test_not_ready_when_temporal_does_not_answer(serve: Callable[..., Served]) -
     server = next(finding for finding in json.loads(doctor.stdout)["findings"] if finding["name"] == "server")
     assert server["status"] == "fail"
     assert "is not ready (" in server["detail"] and "temporal: " in server["detail"]
+
+
+@pytest.mark.faults
+@pytest.mark.slow
+def test_ready_again_when_temporal_comes_back(serve: Callable[..., Served]) -> None:
+    """The readiness probe keeps one client to the Temporal service: the service killed and
+    started again on its own state, the same probe says not ready, then ready again."""
+    components.require("temporal")
+    server = TemporalServer()
+    server.start()
+    try:
+        served = serve("--engine", "temporal", "--temporal", server.address)
+        with served.client() as client:
+            wait_ready(client, ready=True, seconds=120)
+            server.kill()
+            body = wait_ready(client, ready=False, seconds=120)
+            assert body["checks"]["temporal"]["ok"] is False  # type: ignore[index]
+            server.start()  # the same state file and port
+            body = wait_ready(client, ready=True, seconds=120)
+            assert body["checks"]["temporal"] == {"ok": True, "detail": "answers"}  # type: ignore[index]
+    finally:
+        server.remove()
 
 
 @pytest.mark.faults

@@ -128,3 +128,25 @@ def test_no_path_leads_out_of_the_server(serve: Callable[..., Served], repo: Pat
         into = client.post(f"/api/tasks/{task['id']}/accept", json={"into": str(outside)})
         assert into.status_code == 422 and into.json()["code"] == "repo_not_allowed"
         assert client.get("/api/tasks").json()["tasks"] == [task]
+
+
+def test_a_logged_in_page_writes_the_api_only_with_its_csrf_token(serve: Callable[..., Served], repo: Path) -> None:
+    """The review page sends its follow-up as JSON to the API: with the session cookie alone that is
+    refused, as before; with the page's CSRF token beside it (which another site cannot read) it is done."""
+    served = serve("--no-engine", host="0.0.0.0", token=TOKEN)
+    with served.client(TOKEN) as owner, served.client() as browser, served.client() as stranger:
+        task = owner.post("/api/tasks", json={"instruction": "x", "repo": str(repo), "model": "openai:m"}).json()
+        login = browser.get("/login")
+        entered = browser.post("/login", data={"csrf_token": csrf_of(login), "token": TOKEN, "next": "/"})
+        assert entered.status_code == 303
+        token = csrf_of(browser.get(f"/tasks/{task['id']}"))
+        cancel = f"/api/tasks/{task['id']}/cancel"
+        assert browser.post(cancel, json={}).status_code == 401
+        assert browser.post(cancel, json={}, headers={"x-csrf-token": "0" * 64}).status_code == 401
+        stranger.get("/login")  # a cookie of its own: the token signs another browser's cookie, not this one's
+        stranger.cookies.set("errand_session", browser.cookies["errand_session"])
+        assert stranger.post(cancel, json={}, headers={"x-csrf-token": token}).status_code == 401
+        assert owner.get(f"/api/tasks/{task['id']}").json()["state"] == "queued"
+        done = browser.post(cancel, json={}, headers={"x-csrf-token": token})
+        assert done.status_code == 200, done.text
+        assert owner.get(f"/api/tasks/{task['id']}").json()["state"] == "cancelled"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -41,6 +42,7 @@ from errand.models import ModelEndpoint
 from errand.repo.git import run_git
 from errand.repo.workcopy import is_url, source_name
 from errand.tasks.api import TaskApi
+from errand.tasks.comments import LineComment, Side
 from errand.tasks.environment import CONFIG_FILE
 from errand.tasks.errors import NeedsConfirmation
 from errand.tasks.evidence import Evidence
@@ -622,13 +624,26 @@ def reject(task_id: TaskId,
         _say(as_json, review, f"[red]rejected[/] {shown(task_id)}")
 
 
-def followup(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT", help="What to do next.")],
-             start_worker: StartWorker = True, as_json: AsJson = False, server: Server = None,
-             token: Token = None) -> None:
+Commented = Annotated[list[str] | None, typer.Option(
+    "--comment", metavar="PATH:LINES: TEXT",
+    help="A comment on lines of the diff as the work left the file, as a compiler would say it: "
+         "`--comment \"src/x.py:10-12: use the constant\"` (LINES is 10 or 10-12); repeat it for more. The next "
+         "round sees each with its file, its lines quoted, and the text.")]
+OldCommented = Annotated[list[str] | None, typer.Option(
+    "--old-comment", metavar="PATH:LINES: TEXT",
+    help="The same, on lines numbered as the file was at the base (a removed line).")]
+
+
+def followup(task_id: TaskId,
+             text: Annotated[str, typer.Argument(metavar="TEXT", help="What to do next (optional with --comment).")]
+             = "", comment: Commented = None, old_comment: OldCommented = None, start_worker: StartWorker = True,
+             as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
     """Ask for more work: a new round on the same branch (of a task ready for review, rejected,
     failed or cancelled); of an accepted task, a new task that starts from its commit."""
     with task_service(server, token) as service:
-        done = service.followup(task_id, text)
+        comments = [_line_comment(said, "new") for said in comment or []]
+        comments += [_line_comment(said, "old") for said in old_comment or []]
+        done = service.followup(task_id, text, comments)
         queued = task_id
         if isinstance(done, Task):
             queued = done.id
@@ -638,6 +653,17 @@ def followup(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT"
         else:
             _say(as_json, done, f"{shown(task_id)} queued again with the follow-up")
         _queued_next(service, queued, as_json, start_worker and not server)
+
+
+def _line_comment(said: str, side: Side) -> LineComment:
+    """``PATH:LINE: TEXT`` or ``PATH:FIRST-LAST: TEXT`` as a comment (checked against the diff later)."""
+    match = re.fullmatch(r"(.+?):(\d+)(?:-(\d+))?:(.*)", said, flags=re.DOTALL)
+    if match is None:
+        option = "--comment" if side == "new" else "--old-comment"
+        raise ConfigError(f"{option} {said!r}: say it as PATH:LINE: TEXT or PATH:FIRST-LAST: TEXT "
+                          "(e.g. \"src/x.py:10-12: use the constant\")", code="bad_lines")
+    path, first, last, body = match.groups()
+    return LineComment.of(path, int(first), int(last or first), body, side)
 
 
 def retry(task_id: TaskId, start_worker: StartWorker = True, as_json: AsJson = False, server: Server = None,

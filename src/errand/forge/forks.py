@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from errand.forge.attribution import credit_asker
 from errand.forge.errors import ForgeError
-from errand.forge.intake import Ask, follow_pull, followup_instruction, short
+from errand.forge.intake import Ask, follow_pull, followup_instruction, head_reader, short
 from errand.forge.links import Link, LinkStore
 from errand.forge.protocol import Forge
 from errand.forge.push import fetch_ref
@@ -51,7 +51,8 @@ def follow_foreign_pull(service: TaskService, links: LinkStore, forge: Forge, to
     if head is None:
         raise ForgeError(f"{repo}#{pull.number} has no head to start from", code="forge_not_found")
     where_from = f"{pull.head_repo}:{pull.head}" if pull.head_repo else pull.head
-    task = service.submit(followup_instruction(repo, pull.number, where_from, ask, line_comments),
+    task = service.submit(followup_instruction(repo, pull.number, where_from, ask, line_comments,
+                                               head_reader(where.path, head)),
                           repo=where.path, base=head, model=where.model, attempts=1,
                           title=f"Round on #{pull.number}: {short(visible(ask.text or 'review comments'))}")
     mine = pushable(pull)

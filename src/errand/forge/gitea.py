@@ -130,7 +130,9 @@ class GiteaForge:
         for raw in self._line_comments(repo, number):
             place = (str(raw.get("path") or ""), _line(raw))
             found.append(ReviewComment(id=int(raw["id"]), author=_login(raw), body=str(raw.get("body") or ""),
-                                       path=place[0], line=place[1], in_reply_to=first.get(place)))
+                                       path=place[0], line=place[1], in_reply_to=first.get(place),
+                                       side="new" if int(raw.get("position") or 0) > 0 else "old",
+                                       diff_hunk=str(raw.get("diff_hunk") or "")))
             first.setdefault(place, int(raw["id"]))
         return found
 

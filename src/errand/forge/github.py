@@ -162,10 +162,7 @@ class GitHubForge:
         return _pull(self._json(f"reading {repo}#{number}", "GET", f"/repos/{repo}/pulls/{number}"))
 
     def review_comments(self, repo: str, number: int) -> list[ReviewComment]:
-        return [ReviewComment(id=int(c["id"]), author=_login(c), body=str(c.get("body") or ""),
-                              path=str(c.get("path") or ""), line=c.get("line") or c.get("original_line"),
-                              in_reply_to=c.get("in_reply_to_id"))
-                for c in self._pages(f"reading {repo}#{number}'s review comments",
+        return [_review_comment(c) for c in self._pages(f"reading {repo}#{number}'s review comments",
                                      f"/repos/{repo}/pulls/{number}/comments")]
 
     def review_body(self, repo: str, number: int, review_id: int) -> str:
@@ -185,6 +182,16 @@ class GitHubForge:
         found += [CheckState(str(s.get("context")), str(s.get("state")), s.get("target_url"))
                   for s in status.get("statuses") or []]
         return found
+
+
+def _review_comment(c: dict[str, Any]) -> ReviewComment:
+    """A line comment: ``line`` and ``start_line`` where it is now, else (outdated) where it was made."""
+    current = c.get("line") is not None
+    return ReviewComment(id=int(c["id"]), author=_login(c), body=str(c.get("body") or ""),
+                         path=str(c.get("path") or ""), line=c.get("line") if current else c.get("original_line"),
+                         in_reply_to=c.get("in_reply_to_id"),
+                         start_line=c.get("start_line") if current else c.get("original_start_line"),
+                         side="old" if c.get("side") == "LEFT" else "new", diff_hunk=str(c.get("diff_hunk") or ""))
 
 
 def _login(data: dict[str, Any]) -> str:

@@ -167,7 +167,8 @@ class GitLabForge:
                 found.append(ReviewComment(id=int(note["id"]), author=_username(note), body=str(note.get("body") or ""),
                                            path=str(position.get("new_path") or position.get("old_path") or ""),
                                            line=position.get("new_line") or position.get("old_line"),
-                                           in_reply_to=None if int(note["id"]) == first else first))
+                                           in_reply_to=None if int(note["id"]) == first else first,
+                                           side="new" if position.get("new_line") else "old"))
         return found
 
     def reply_review(self, repo: str, number: int, comment_id: int, body: str) -> None:

@@ -9,6 +9,7 @@ has it now, so a person's commits pushed there are built on, never overwritten.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,11 +20,16 @@ from errand.forge.push import fetch_branch, fetch_ref
 from errand.forge.records import ReviewComment
 from errand.forge.refs import IssueRef
 from errand.forge.text import issue_instruction, visible
+from errand.repo.errors import RepoError
+from errand.repo.git import run_git
+from errand.tasks.comments import LineComment, Side, quote_hunk, quote_text
 from errand.tasks.lifecycle import FINAL, TaskState
+from errand.tasks.prompt import commented_instruction
 from errand.tasks.records import Task
 from errand.tasks.service import TaskService
 
-__all__ = ["Ask", "Batch", "follow_pull", "followup_instruction", "short", "submit_batch", "submit_issue"]
+__all__ = ["Ask", "Batch", "follow_pull", "followup_instruction", "head_reader", "short", "submit_batch",
+           "submit_issue"]
 
 _TITLE = 60
 
@@ -107,7 +113,8 @@ def follow_pull(service: TaskService, links: LinkStore, forge: Forge, token: str
     else:
         head = fetch_branch(clone, url, parent.pull_branch, token)
     head = head or task.base_commit or task.base_ref
-    instruction = followup_instruction(parent.repo, parent.pull, parent.pull_branch, ask, line_comments)
+    instruction = followup_instruction(parent.repo, parent.pull, parent.pull_branch, ask, line_comments,
+                                       head_reader(clone, head))
     new = service.submit(instruction, repo=clone, base=head, model=task.model, attempts=1,
                          title=f"Follow-up on #{parent.pull}: {short(visible(ask.text or 'review comments'))}",
                          parent_id=task.id)
@@ -123,16 +130,37 @@ def follow_pull(service: TaskService, links: LinkStore, forge: Forge, token: str
     return new
 
 
-def followup_instruction(repo: str, pull: int, branch: str, ask: Ask, line_comments: list[ReviewComment]) -> str:
+def followup_instruction(repo: str, pull: int, branch: str, ask: Ask, line_comments: list[ReviewComment],
+                         read_head: Callable[[str], str | None]) -> str:
+    """The round's instruction: the ask, and each line comment that opens a thread anchored as a
+    follow-up's comments are (:func:`errand.tasks.prompt.commented_instruction`), its lines quoted
+    from the forge's diff hunk, else from the head the round starts from."""
     parts = [f"Review feedback on pull request #{pull} of {repo} (branch {branch}); "
              "your working copy starts from that branch's current head."]
     if ask.text:
         parts.append(f"@{ask.author} asked: {visible(ask.text)}" if ask.author else visible(ask.text))
-    threads = [f"- {c.path}:{c.line if c.line is not None else '?'} — @{c.author}: {visible(c.body)}"
-               for c in line_comments if c.in_reply_to is None and visible(c.body)]
-    if threads:
-        parts.append("Comments on lines of the diff (file:line):\n" + "\n".join(threads))
-    return "\n\n".join(parts)
+    threads = [_anchored(c, read_head) for c in line_comments if c.in_reply_to is None and visible(c.body)]
+    return commented_instruction("\n\n".join(parts), threads)
+
+
+def _anchored(comment: ReviewComment, read_head: Callable[[str], str | None]) -> LineComment:
+    end = comment.line or 0  # 0: on the file as a whole
+    start = min(comment.start_line or end, end)
+    side: Side = "old" if comment.side == "old" else "new"
+    quoted = quote_hunk(comment.diff_hunk, side, start, end) if comment.diff_hunk and end else ()
+    if not quoted and end and side == "new" and (text := read_head(comment.path)) is not None:
+        quoted = quote_text(text, start, end)
+    return LineComment(comment.path, start, end, visible(comment.body), side, comment.author or None, quoted)
+
+
+def head_reader(clone: Path, head: str) -> Callable[[str], str | None]:
+    """A path's text at ``head`` in ``clone`` (``None`` if that commit has no such file)."""
+    def read(path: str) -> str | None:
+        try:
+            return run_git(["cat-file", "blob", f"{head}:{path}"], clone)
+        except RepoError:
+            return None
+    return read
 
 
 def short(text: str) -> str:

@@ -49,8 +49,11 @@ class ReviewComment:
     author: str
     body: str
     path: str
-    line: int | None
+    line: int | None  # the last line commented on (None: the file as a whole)
     in_reply_to: int | None = None
+    start_line: int | None = None  # the first line, for a comment on several
+    side: str = "new"  # new: lines of the head; old: of the base (a removed line)
+    diff_hunk: str = ""  # the diff up to the line, as the forge showed it beside the comment
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 from errand._sync import synchronize
 from errand.sandbox._backends.gc import GcReport
 from errand.sandbox._backends.gc import collect as collect_garbage
+from errand.sandbox._egress.gateway import GATEWAY_URL
 from errand.sandbox._egress.ledger import EgressLedger
 from errand.sandbox._egress.proxy import EgressEvent
 from errand.sandbox.backend import SandboxUsage
@@ -26,6 +27,7 @@ else:
     Files = synchronize(AsyncFiles, "Files")
 
 __all__ = [
+    "GATEWAY_URL",
     "AsyncFiles",
     "AsyncProcess",
     "AsyncSandbox",

@@ -78,6 +78,7 @@ class Sandbox:
         isolation: str = "namespace",
         detach: bool = False,
         log: Callable[[str], None] | None = None,
+        gateway: str | None = None,
     ) -> Sandbox: ...
     @classmethod
     def from_id(cls, sandbox_id: str) -> Sandbox: ...

@@ -36,8 +36,9 @@ from errand.sandbox._backends.cgroups import Cgroup, SandboxUsage
 from errand.sandbox._backends.channel import AgentChannel
 from errand.sandbox._backends.registry import OWNER_GRACE, Record, ended_by, forget_ended, mark_ended, records
 from errand.sandbox._backends.spec import SandboxSpec, Started
+from errand.sandbox._egress.gateway import GatewayRelay
 from errand.sandbox._egress.ledger import EgressLedger, read_log
-from errand.sandbox._egress.proxy import EgressEvent, EgressProxy, proxy_env, receive_listener
+from errand.sandbox._egress.proxy import EgressEvent, EgressProxy, proxy_env, receive_listeners
 from errand.sandbox._egress.supervisor import set_supervised_policy, start_supervisor
 from errand.sandbox._images.layers import ImageConfig, LayerStore, copy_owned_tree
 from errand.sandbox.backend import Backend, get_backend
@@ -72,6 +73,7 @@ class SandboxHandle:
         self._process = process
         self._dead = asyncio.Event()
         self._proxy: EgressProxy | None = None
+        self._gateway: GatewayRelay | None = None
         self._terminated = False
         self._finished = False
         self._finish_lock = threading.Lock()
@@ -104,24 +106,30 @@ class SandboxHandle:
                 record.labels = dict(spec.labels)
                 record.save()
             if started.proxy_channel is not None:
-                await sandbox._serve_egress(started.proxy_channel, spec.network)
+                await sandbox._serve_egress(started.proxy_channel, spec.network, spec.gateway)
         except BaseException:
             await sandbox.terminate()
             raise
         return sandbox
 
-    async def _serve_egress(self, channel: socket.socket, network: Network) -> None:
+    async def _serve_egress(self, channel: socket.socket, network: Network, gateway: str | None = None) -> None:
         """Serve the proxy listener the launcher made inside the sandbox's network namespace:
-        here, or, for a detached sandbox, in a supervisor process that lives as long as it."""
+        here, or, for a detached sandbox, in a supervisor process that lives as long as it;
+        and relay the gateway's listener, if it has one, to the gateway."""
         if self._process is not None and self._record.owner_pid is None:
-            await start_supervisor(self._record, channel, network)
+            await start_supervisor(self._record, channel, network, gateway)
             return
-        listener = await receive_listener(channel)
-        if listener is None:
+        listeners = await receive_listeners(channel, 1 if gateway is None else 2)
+        if len(listeners) != (1 if gateway is None else 2):
+            for listener in listeners:
+                listener.close()
             raise SandboxError(f"sandbox {self.id} failed to start: {self._record.log_tail().strip()}",
                                sandbox_id=self.id, code="start_failed")
         self._proxy = _egress_proxy()
-        await self._proxy.serve(self.id, listener, network, self._record.directory / "egress.log")
+        await self._proxy.serve(self.id, listeners[0], network, self._record.directory / "egress.log")
+        if gateway is not None:
+            self._gateway = GatewayRelay(gateway)
+            await self._gateway.serve(listeners[1])
 
     @classmethod
     async def from_id(cls, sandbox_id: str) -> Self:
@@ -347,6 +355,8 @@ class SandboxHandle:
         if self._terminated:
             return
         self._terminated = True
+        if self._gateway is not None:
+            self._gateway.close()
         if self._process is None:
             if self._record.owner_pid is not None and self._record.owner_alive():  # someone to tell
                 await asyncio.to_thread(mark_ended, self.id, _terminator())
@@ -423,6 +433,8 @@ class SandboxHandle:
         self._dead.set()
         if self._deadline_timer is not None:
             self._deadline_timer.cancel()
+        if self._gateway is not None:
+            self._gateway.close()
         if self._proxy is not None:
             self._proxy_stop = asyncio.ensure_future(self._proxy.stop(self.id))
         if not self._terminated:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from errand.errors import ConfigError
 from errand.sandbox._backends import gc
 from errand.sandbox._backends.spec import SandboxSpec
+from errand.sandbox._egress.gateway import check_gateway
 from errand.sandbox._handle import SandboxHandle, SandboxInfo, new_sandbox_id
 from errand.sandbox._images.layers import ImageConfig
 from errand.sandbox._labels import check_labels
@@ -44,16 +45,22 @@ class AsyncSandbox(SandboxHandle):
         isolation: str = "namespace",
         detach: bool = False,
         log: Callable[[str], None] | None = None,
+        gateway: str | None = None,
     ) -> AsyncSandbox:
         """Create a sandbox. Everything about it is declared here and validated first.
-        ``labels`` (e.g. ``{"task": ..., "run": ...}``) are kept with it and listed."""
+        ``labels`` (e.g. ``{"task": ..., "run": ...}``) are kept with it and listed.
+        ``gateway`` (the model gateway's host address, ``"127.0.0.1:PORT"``, or a Unix socket's
+        path) is reached from inside at ``http://127.0.0.1:3129``, whatever ``network`` allows."""
         declared = validate(image, mounts, network, resources, timeout, idle_timeout, workdir, env)
         checked_labels = check_labels(labels)
+        if gateway is not None:
+            gateway = check_gateway(gateway)
         backend = get_backend(isolation)
         backend.check()
         gc.collect_once()
         config = await (image or Image.base()).build_async(log=log)
-        return await cls._start(backend, declared.spec(config, labels=checked_labels, detach=detach))
+        spec = declared.spec(config, labels=checked_labels, detach=detach)
+        return await cls._start(backend, replace(spec, gateway=gateway) if gateway is not None else spec)
 
     async def snapshot(self) -> Image:
         """The sandbox's filesystem as a new image (layers shared, one new layer on top)."""

@@ -19,6 +19,7 @@ from errand.server.live import Hub, sse_comment
 from errand.server.schemas import (
     AcceptIn,
     AttemptOut,
+    FollowupIn,
     PostedOut,
     ReasonIn,
     TaskDetail,
@@ -207,10 +208,13 @@ def reject_task(request: Request, task_id: TaskId, body: ReasonIn) -> Review:
 
 
 @router.post("/tasks/{task_id}/followup", response_model=Review | Task, responses=PROBLEMS)
-def followup_task(request: Request, task_id: TaskId, body: TextIn) -> Review | Task:
+def followup_task(request: Request, task_id: TaskId, body: FollowupIn) -> Review | Task:
     """More work: a new round of the task on its branch (the review is returned); of an accepted
-    task, a new task starting from its commit, with ``parent_id`` naming it (that task is returned)."""
-    return task_service(request).followup(task_id, body.text)
+    task, a new task starting from its commit, with ``parent_id`` naming it (that task is returned).
+    Each of ``comments`` is anchored in the round's instruction: its file, its lines, those lines
+    quoted from the diff, and its text. A comment on a file the diff does not change, or on lines
+    it does not have, is refused (422) and nothing changes."""
+    return task_service(request).followup(task_id, body.text, [c.comment() for c in body.comments])
 
 
 @router.post("/tasks/{task_id}/retry", response_model=Task, responses=PROBLEMS)

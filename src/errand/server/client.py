@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import quote
@@ -24,6 +24,7 @@ from errand.models import ModelEndpoint
 from errand.repo.workcopy import is_url
 from errand.server.codes import error_from
 from errand.server.errors import ServerError
+from errand.tasks.comments import LineComment
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.reading import StoreReads
 from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict
@@ -173,8 +174,10 @@ class ErrandClient(StoreReads[RemoteStore]):
     def cancel(self, task_id: str) -> Task:
         return _task(self._post(task_id, "cancel", {}))
 
-    def followup(self, task_id: str, text: str) -> Review | Task:
-        answer = self._post(task_id, "followup", {"text": text})
+    def followup(self, task_id: str, text: str = "", comments: Sequence[LineComment] = ()) -> Review | Task:
+        sent = [{"path": c.path, "side": c.side, "start_line": c.start_line, "end_line": c.end_line,
+                 "body": c.body} for c in comments]
+        answer = self._post(task_id, "followup", {"text": text, "comments": sent} if sent else {"text": text})
         return _review(answer) if "verdict" in answer else _task(answer)
 
     def retry(self, task_id: str) -> Task:

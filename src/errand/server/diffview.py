@@ -4,38 +4,59 @@ The patch is the text the agent's run produced (``git diff`` output). Hiding
 whitespace cannot re-run git (the working copy is gone once the run ends), so it
 works on the patch: within each block of removed and added lines, a removed line
 and an added line that differ only in whitespace are shown as one unchanged line.
+
+Within such a block the n-th removed line is paired with the n-th added one, as a
+pull request's diff does, and the words that differ between them are marked
+(:func:`highlight`). Files a reviewer rarely reads line by line — deleted ones,
+generated ones (lockfiles, minified bundles), large ones — say so
+(:attr:`FileDiff.collapsed`), and the page shows them closed.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
+import itertools
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from markupsafe import Markup, escape
-from pygments import format as format_tokens
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
 from pygments.lexers import TextLexer, get_lexer_for_filename
+from pygments.token import STANDARD_TYPES, Token, _TokenType
 from pygments.util import ClassNotFound
 
 from errand._text import printable
 
-__all__ = ["FileDiff", "Line", "css", "hide_whitespace", "highlight", "parse"]
+__all__ = ["LARGE", "FileDiff", "Line", "TreeEntry", "base_lines", "css", "generated", "hide_whitespace", "highlight",
+           "parse", "tree"]
 
 Kind = Literal["context", "add", "del", "hunk", "note"]
-_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
-HIGHLIGHT_LIMIT = 4000  # lines per file; past this a file is shown plain
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+HIGHLIGHT_LIMIT = 4000  # lines per file; past this a file is shown plain (no colours, no word marks)
+LARGE = 400  # changed lines: a file with more is shown closed
+WORDS_LIMIT = 500  # characters: longer lines get no word-level marks (a minified line is one long word list)
+_WORD = re.compile(r"\w+|\s+|[^\w\s]")
+#: Files a tool writes, not a person: a lockfile's diff is read as "the lockfile changed".
+LOCKFILES = frozenset({
+    "package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml", "bun.lockb", "poetry.lock",
+    "Pipfile.lock", "uv.lock", "pdm.lock", "Cargo.lock", "Gemfile.lock", "composer.lock", "go.sum", "flake.lock",
+    "mix.lock", "pubspec.lock", "Podfile.lock", "packages.lock.json", "gradle.lockfile", "conda-lock.yml"})
+GENERATED_SUFFIXES = (".min.js", ".min.css", ".js.map", ".css.map", ".pb.go", "_pb2.py", "_pb2.pyi", ".snap")
+MINIFIED_LINE = 1000  # characters: a line this long in a file's additions means it was minified
 
 
 @dataclass(frozen=True)
 class Line:
     kind: Kind
     text: str
-    old: int | None = None
+    old: int | None = None  # a hunk header: the first old line it covers
     new: int | None = None
     html: Markup | None = None
+    words: tuple[tuple[int, int], ...] = ()  # the spans of ``text`` that differ from its paired line
 
 
 @dataclass(frozen=True)
@@ -53,6 +74,43 @@ class FileDiff:
     @property
     def deletions(self) -> int:
         return sum(line.kind == "del" for line in self.lines)
+
+    @property
+    def collapsed(self) -> str | None:
+        """Why the page shows this file closed (None: it is shown open)."""
+        if self.status == "deleted":
+            return "deleted"
+        if why := generated(self):
+            return f"generated: {why}"
+        if (changed := self.additions + self.deletions) > LARGE:
+            return f"large: {changed} changed lines"
+        return None
+
+    @property
+    def digest(self) -> str:
+        """Names this file's change: a person's "viewed" mark holds while the digest does."""
+        text = "\n".join(f"{line.kind}{line.text}" for line in self.lines)
+        return hashlib.sha256(f"{self.path}\0{text}".encode(errors="surrogateescape")).hexdigest()[:16]
+
+    @property
+    def expandable(self) -> bool:
+        """Whether more of the file's base can be shown around its hunks."""
+        return self.status != "added" and not self.binary and any(line.kind == "hunk" for line in self.lines)
+
+
+def generated(file: FileDiff) -> str | None:
+    """Why ``file`` looks written by a tool (a lockfile, a minified or generated file), or None."""
+    name = file.path.rpartition("/")[2]
+    if name in LOCKFILES:
+        return "lockfile"
+    if name.endswith(GENERATED_SUFFIXES):
+        return "minified or generated"
+    added = [line.text for line in file.lines if line.kind == "add"]
+    if any(len(text) > MINIFIED_LINE for text in added):
+        return "minified"
+    if any("@generated" in text or "DO NOT EDIT" in text for text in added[:5]):
+        return "marked as generated"
+    return None
 
 
 def parse(patch: str) -> list[FileDiff]:
@@ -103,8 +161,9 @@ def _body(lines: list[str]) -> list[Line]:
     old = new = 0
     for line in lines:
         if match := _HUNK.match(line):
-            old, new = int(match.group(1)), int(match.group(2))
-            out.append(Line("hunk", line))
+            old, new = int(match.group(1)), int(match.group(3))
+            # A hunk that covers no line of a side names the line before its place ("-5,0": after 5).
+            out.append(Line("hunk", line, old=old + (match.group(2) == "0"), new=new + (match.group(4) == "0")))
         elif line.startswith("+"):
             out.append(Line("add", line[1:], new=new))
             new += 1
@@ -161,21 +220,158 @@ def _squash(text: str) -> str:
 
 
 def highlight(files: list[FileDiff]) -> list[FileDiff]:
-    """The same files with each line's HTML, highlighted by the language its name suggests."""
-    formatter = HtmlFormatter(nowrap=True, classprefix="hl-")
-    return [replace(f, lines=tuple(_highlighted(f, formatter))) for f in files]
+    """The same files with each line's HTML, highlighted by the language its name suggests,
+    and the words that changed between a removed line and the added line paired with it marked."""
+    return [replace(f, lines=tuple(_highlighted(f))) for f in files]
 
 
-def _highlighted(file: FileDiff, formatter: HtmlFormatter[str]) -> list[Line]:
-    lexer = _lexer(file.path) if len(file.lines) <= HIGHLIGHT_LIMIT else None
+def _highlighted(file: FileDiff) -> list[Line]:
+    small = len(file.lines) <= HIGHLIGHT_LIMIT  # past it, plain text: no colours, no word marks
+    lexer = _lexer(file.path) if small else None
     out = []
-    for line in file.lines:
-        if lexer is None or line.kind in ("hunk", "note"):
-            html = Markup(escape(line.text))
+    for line in _with_words(list(file.lines)) if small else file.lines:
+        if line.kind in ("hunk", "note"):
+            out.append(replace(line, html=Markup(escape(line.text))))
         else:
-            html = Markup(format_tokens(lexer.get_tokens(line.text), formatter).rstrip("\n"))
-        out.append(replace(line, html=html))
+            out.append(replace(line, html=_html(_tokens(lexer, line.text), line.words)))
     return out
+
+
+def _with_words(lines: list[Line]) -> Iterator[Line]:
+    """Each block of removed then added lines with its n-th removed and n-th added line's
+    differing words marked (a pull request pairs them the same way)."""
+    index = 0
+    while index < len(lines):
+        end = index
+        while end < len(lines) and lines[end].kind in ("add", "del"):
+            end += 1
+        if end == index:
+            yield lines[index]
+            index += 1
+            continue
+        block = lines[index:end]
+        removed = [n for n, line in enumerate(block) if line.kind == "del"]
+        added = [n for n, line in enumerate(block) if line.kind == "add"]
+        for old_at, new_at in zip(removed, added, strict=False):
+            if spans := _word_spans(block[old_at].text, block[new_at].text):
+                block[old_at], block[new_at] = replace(block[old_at], words=spans[0]), replace(block[new_at],
+                                                                                                  words=spans[1])
+        yield from block
+        index = end
+
+
+Spans = tuple[tuple[int, int], ...]
+
+
+def _word_spans(removed: str, added: str) -> tuple[Spans, Spans] | None:
+    """The character spans of the words that differ, in each line; None when the lines are
+    too unlike for marks to help (a rewrite reads better whole) or too long to compare."""
+    if len(removed) > WORDS_LIMIT or len(added) > WORDS_LIMIT:
+        return None
+    old_words, new_words = _WORD.findall(removed), _WORD.findall(added)
+    matcher = difflib.SequenceMatcher(None, old_words, new_words, autojunk=False)
+    if _likeness(matcher, old_words, new_words) < 0.5:
+        return None
+    old_at, new_at = _offsets(old_words), _offsets(new_words)
+    old_spans: list[tuple[int, int]] = []
+    new_spans: list[tuple[int, int]] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            if i2 > i1:
+                old_spans.append((old_at[i1], old_at[i2]))
+            if j2 > j1:
+                new_spans.append((new_at[j1], new_at[j2]))
+    return (tuple(old_spans), tuple(new_spans)) if old_spans or new_spans else None
+
+
+def _likeness(matcher: difflib.SequenceMatcher[str], old_words: list[str], new_words: list[str]) -> float:
+    """How much of the two lines' text, spaces aside, is the same (the spaces between words
+    match in any two sentences)."""
+    same = sum(len(word.strip()) for block in matcher.get_matching_blocks()
+               for word in old_words[block.a:block.a + block.size])
+    total = sum(len(word.strip()) for word in old_words + new_words)
+    return 2 * same / total if total else 1.0
+
+
+def _offsets(words: list[str]) -> list[int]:
+    offsets = [0]
+    for word in words:
+        offsets.append(offsets[-1] + len(word))
+    return offsets
+
+
+def _tokens(lexer: Lexer | None, text: str) -> list[tuple[_TokenType, str]]:
+    if lexer is None:
+        return [(Token.Text, text)]
+    tokens = list(lexer.get_tokens(text))
+    if "".join(value for _, value in tokens) != text:  # a lexer that rewrote the text: the marks would drift
+        return [(Token.Text, text)]
+    return tokens
+
+
+def _html(tokens: Iterable[tuple[_TokenType, str]], words: Spans) -> Markup:
+    """The tokens as spans of their highlighting class; the parts inside ``words`` wrapped in
+    ``<span class="w">`` (split at token edges, so the markup nests)."""
+    out: list[str] = []
+    position = 0
+    for token_type, value in tokens:
+        css_class = _css_class(token_type)
+        for start, end, changed in _pieces(position, position + len(value), words):
+            piece = str(escape(value[start - position:end - position]))
+            if css_class:
+                piece = f'<span class="hl-{css_class}">{piece}</span>'
+            out.append(f'<span class="w">{piece}</span>' if changed else piece)
+        position += len(value)
+    return Markup("".join(out))
+
+
+def _pieces(start: int, end: int, words: Spans) -> Iterator[tuple[int, int, bool]]:
+    cuts = sorted({start, end, *(edge for span in words for edge in span if start < edge < end)})
+    for left, right in itertools.pairwise(cuts):
+        yield left, right, any(a <= left and right <= b for a, b in words)
+
+
+def _css_class(token_type: _TokenType) -> str:
+    while token_type not in STANDARD_TYPES and token_type.parent is not None:
+        token_type = token_type.parent
+    return STANDARD_TYPES.get(token_type, "")
+
+
+def base_lines(path: str, text: str, start: int, end: int) -> tuple[int, list[Line]]:
+    """Lines ``start``..``end`` (1-based, inclusive) of the base's ``text`` of ``path``, highlighted,
+    as unchanged lines numbered on the old side; and how many lines the file has."""
+    lines = printable(text).splitlines()
+    lexer = _lexer(path)
+    shown = [Line("context", line, old=number, html=_html(_tokens(lexer, line), ()))
+             for number, line in enumerate(lines[start - 1:end], start=start)]
+    return len(lines), shown
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """One row of the file tree: a directory (``file`` None) or a file, at its depth."""
+
+    name: str
+    depth: int
+    file: FileDiff | None = None
+    index: int = 0  # the file's place in the diff, from 1
+
+
+def tree(files: list[FileDiff]) -> list[TreeEntry]:
+    """The files as a tree, in the diff's order (git's: by path, so a directory's files are
+    together), each directory named once above its files."""
+    entries: list[TreeEntry] = []
+    shown: list[str] = []
+    for index, file in enumerate(files, start=1):
+        *directories, name = file.path.split("/")
+        common = 0
+        while common < min(len(shown), len(directories)) and shown[common] == directories[common]:
+            common += 1
+        entries += [TreeEntry(directory + "/", depth) for depth, directory in enumerate(directories[common:],
+                                                                                         start=common)]
+        shown = directories
+        entries.append(TreeEntry(name, len(directories), file, index))
+    return entries
 
 
 def _lexer(path: str) -> Lexer:

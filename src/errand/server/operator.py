@@ -67,7 +67,7 @@ async def healthz() -> dict[str, str]:
 async def readyz(request: Request) -> JSONResponse:
     state = request.app.state
     checks = await asyncio.gather(_check_store(state.service.store), _check_engine(state),
-                                  *([_check_temporal(state.config.temporal)] if _runs_temporal(state) else []))
+                                  *([_check_temporal(state)] if _runs_temporal(state) else []))
     ready = all(check.ok for check in checks)
     body = {"status": "ready" if ready else "not ready",
             "checks": {check.name: {"ok": check.ok, "detail": check.detail} for check in checks}}
@@ -100,14 +100,19 @@ async def _check_engine(state: Any) -> Check:
     return Check("engine", ok, f"{status.value}: {reason}" if reason else status.value)
 
 
-async def _check_temporal(address: str | None) -> Check:
-    from errand.tasks.temporal import TemporalSettings
-
+async def _check_temporal(state: Any) -> Check:
+    """The service's health over one client kept on the app: a probe every few seconds does not
+    open a connection each time (the client reconnects by itself after the service restarts)."""
     async def health() -> None:
-        from temporalio.client import Client
+        client = getattr(state, "temporal_probe", None)
+        if client is None:
+            from temporalio.client import Client
 
-        settings = TemporalSettings.from_environment(address)
-        client = await Client.connect(settings.address, namespace=settings.namespace)
+            from errand.tasks.temporal import TemporalSettings
+
+            settings = TemporalSettings.from_environment(state.config.temporal)
+            client = await Client.connect(settings.address, namespace=settings.namespace)
+            state.temporal_probe = client
         await client.service_client.check_health()
 
     return await _bounded("temporal", health(), "answers")

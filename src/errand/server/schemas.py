@@ -7,11 +7,12 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field
 
+from errand.tasks.comments import MAX_COMMENTS, LineComment, Side
 from errand.tasks.records import Review, Run, Task
 from errand.tasks.service import MAX_ATTEMPTS
 
-__all__ = ["AcceptIn", "AttemptOut", "PostedOut", "ReasonIn", "TaskDetail", "TaskIn", "TaskPage", "Text", "TextIn",
-           "without_patch"]
+__all__ = ["AcceptIn", "AttemptOut", "CommentIn", "FollowupIn", "PostedOut", "ReasonIn", "TaskDetail", "TaskIn",
+           "TaskPage", "Text", "TextIn", "without_patch"]
 
 
 def _plain_text(value: str) -> str:
@@ -39,6 +40,27 @@ class TaskIn(BaseModel):
 
 class TextIn(BaseModel):
     text: Text
+
+
+class CommentIn(BaseModel):
+    """A comment on lines of the task's diff."""
+
+    path: ShortText = Field(description="A file of the task's diff (its new path, or its old one for side old).")
+    side: Side = Field("new", description="new: lines as the work left the file; old: as it was at the base.")
+    start_line: int = Field(ge=1, description="The first line commented on (numbered on that side).")
+    end_line: int | None = Field(None, ge=1, description="The last line; start_line if omitted.")
+    body: Text = Field(description="What the comment says.")
+
+    def comment(self) -> LineComment:
+        end = self.start_line if self.end_line is None else self.end_line
+        return LineComment.of(self.path, self.start_line, end, self.body, self.side)
+
+
+class FollowupIn(BaseModel):
+    text: Text = Field("", description="The overall instruction; may be empty when comments are given.")
+    comments: list[CommentIn] = Field([], max_length=MAX_COMMENTS,
+                                      description="Comments on lines of the diff, each anchored (its file, lines "
+                                      "and the lines quoted) in the next round's instruction.")
 
 
 class ReasonIn(BaseModel):

@@ -9,8 +9,10 @@ One ASGI middleware, :class:`Guard`, runs before every route:
 * **Token.** With a token, the API wants ``Authorization: Bearer <token>``; a
   browser logs in once and gets a session cookie (HttpOnly, SameSite=Lax) that
   holds an HMAC of the token, not the token. The cookie authenticates reading
-  the API, never changing it: an API write always carries the header, which a
-  browser never adds on its own.
+  the API; it authenticates changing it only beside ``X-CSRF-Token`` carrying
+  the page's CSRF token (below), which a page of another site cannot read, so
+  cannot send — the review page's "Send as follow-up" writes this way. Any other
+  API write carries the header, which a browser never adds on its own.
 * **Cross-site writes.** A POST, PUT, PATCH or DELETE is refused when the
   browser says it comes from another site (``Sec-Fetch-Site``) or another
   origin (``Origin``). An API POST must be JSON (which no cross-site form can
@@ -164,8 +166,14 @@ class Guard:
         if scheme.lower() == "bearer" and self.keys.token_matches(credential.strip()):
             return True
         session = cookies.get(SESSION_COOKIE, "")
-        return (not writing and self.keys.session is not None
-                and hmac.compare_digest(session.encode(), self.keys.session.encode()))
+        if self.keys.session is None or not hmac.compare_digest(session.encode(), self.keys.session.encode()):
+            return False
+        return not writing or self._page_token(headers, cookies)
+
+    def _page_token(self, headers: dict[str, str], cookies: dict[str, str]) -> bool:
+        """Whether the request carries the CSRF token errand's own page was given (signed double submit)."""
+        given, cookie = headers.get("x-csrf-token", ""), cookies.get(CSRF_COOKIE, "")
+        return bool(given and cookie) and hmac.compare_digest(given.encode(), self.keys.csrf_for(cookie).encode())
 
 
 def _cross_site(headers: dict[str, str], host: str) -> str | None:

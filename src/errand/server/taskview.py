@@ -8,22 +8,23 @@ so the pages show what the API shows.
 
 from __future__ import annotations
 
-import difflib
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from errand.errors import ErrandError
+from errand.repo.git import run_git
 from errand.repo.workcopy import is_url
 from errand.sandbox import AsyncSandbox, SandboxInfo, SandboxUsage
 from errand.server import diffview
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Run, Task
+from errand.tasks.steps import base_checkout, rank_key
 from errand.tasks.store import TaskStore
 
-__all__ = ["Attempt", "Cause", "Exchange", "LiveSandbox", "NextSteps", "RunNames", "cause", "compare",
-           "conversation", "file_matrix", "interdiff", "next_steps", "report", "task_sandboxes"]
+__all__ = ["Attempt", "Cause", "Exchange", "FileRow", "LiveSandbox", "NextSteps", "RunNames", "base_text", "cause",
+           "compare", "conversation", "file_matrix", "next_steps", "report", "task_sandboxes"]
 
 CONVERSATION_KINDS = ("question", "answer_sent", "message_sent", "followup", "rejected")
 
@@ -189,16 +190,23 @@ class Attempt:
     patch: str
     same_as: int | None  # the better-ranked attempt whose diff is the same, if any
     why: list[str]  # what placed it where the ranking put it
+    tied_with: int | None = None  # the better-ranked attempt equal to it on every measure (placed first by number)
 
 
 def compare(runs: list[Run], evidences: list[Evidence | None]) -> list[Attempt]:
-    """The round's attempts best first, each saying whose diff it repeats and why it ranks so."""
+    """The round's attempts best first, each saying whose diff it repeats, which better-ranked
+    attempt it ties with, and why it ranks so."""
     attempts: list[Attempt] = []
+    keys: list[tuple[int, ...] | None] = []
     for run, evidence in zip(runs, evidences, strict=True):
         outcome = run.outcome
         patch = outcome.patch if outcome else ""
         same = next((a.run.attempt for a in attempts if a.patch == patch), None)
-        attempts.append(Attempt(run, outcome.rank if outcome else 0, evidence, patch, same, _why(run, evidence)))
+        key = rank_key(evidence) if evidence is not None and outcome is not None else None
+        tied = next((a.run.attempt for a, other in zip(attempts, keys, strict=True) if key and other == key), None)
+        attempts.append(Attempt(run, outcome.rank if outcome else 0, evidence, patch, same, _why(run, evidence),
+                                tied))
+        keys.append(key)
     return attempts
 
 
@@ -217,28 +225,36 @@ def _why(run: Run, evidence: Evidence | None) -> list[str]:
     ]
 
 
-def file_matrix(attempts: list[Attempt]) -> list[dict[str, Any]]:
-    """Per path any attempt changed: each attempt's +/− there (None: untouched), and whether
-    the attempts that touched it changed it the same way."""
-    per: list[dict[str, diffview.FileDiff]] = [{f.path: f for f in diffview.parse(a.patch)} for a in attempts]
+@dataclass(frozen=True)
+class FileRow:
+    """One path any attempt changed, with each attempt's change to it (None: untouched)."""
+
+    path: str
+    cells: list[diffview.FileDiff | None]
+
+    @property
+    def same(self) -> bool:
+        """Whether every attempt changed this path, all the same way."""
+        return None not in self.cells and len({_file_text(cell) for cell in self.cells if cell is not None}) == 1
+
+
+def file_matrix(attempts: list[Attempt]) -> list[FileRow]:
+    """Per path any attempt changed, each attempt's change to it, highlighted: the rows of the
+    comparison, so the attempts' changes to one file sit side by side."""
+    per = [{f.path: f for f in diffview.highlight(diffview.parse(a.patch))} for a in attempts]
     paths = sorted({path for files in per for path in files})
-    rows = []
-    for path in paths:
-        cells = [files.get(path) for files in per]
-        texts = {_file_text(cell) for cell in cells if cell is not None}
-        rows.append({"path": path, "cells": cells, "same": len(texts) == 1 and None not in cells})
-    return rows
+    return [FileRow(path, [files.get(path) for files in per]) for path in paths]
 
 
-def interdiff(first: Attempt, second: Attempt) -> list[str]:
-    """How ``second``'s diff differs from ``first``'s, as a diff of the two diffs."""
-    def lines(patch: str) -> list[str]:  # blob ids differ whenever content does: noise here
-        return [line for line in patch.splitlines() if not line.startswith("index ")]
-
-    return list(difflib.unified_diff(lines(first.patch), lines(second.patch), f"attempt {first.run.attempt}",
-                                     f"attempt {second.run.attempt}", lineterm="", n=2))
+def base_text(task: Task, path: str) -> str:
+    """``path`` as the task's base commit has it, read from the host's own copy of the repository
+    (never from an agent's working copy), with git's config, hooks and filters off."""
+    host_git = base_checkout(task).parent / "host.git"
+    text = run_git(["cat-file", "blob", f"refs/errand/base:{path}"], host_git, git_dir=host_git, untrusted=True)
+    if "\0" in text:
+        raise ErrandError(f"{path} is a binary file in the base; it has no lines to show", code="binary_file")
+    return text
 
 
 def _file_text(file: diffview.FileDiff) -> str:
     return "\n".join(f"{line.kind}:{line.text}" for line in file.lines if line.kind != "hunk")
-

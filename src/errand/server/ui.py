@@ -18,12 +18,12 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Header, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
 from errand import _figures as figures
-from errand.errors import ErrandError
+from errand.errors import ConfigError, ErrandError
 from errand.repo.workcopy import is_url
 from errand.sandbox import AsyncSandbox
 from errand.server import diffview, taskview
@@ -41,6 +41,7 @@ from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.progress import progress
 from errand.tasks.records import Task, Verdict
 from errand.tasks.service import MAX_ATTEMPTS, TaskService
+from errand.tasks.steps import RANKING_RULE
 
 __all__ = ["Confirmed", "Csrf", "FormText", "confirm_page", "error_page", "local_path", "page", "redirect", "router",
            "templates"]
@@ -48,6 +49,7 @@ __all__ = ["Confirmed", "Csrf", "FormText", "confirm_page", "error_page", "local
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 LOG_LIMIT = 2000
+CONTEXT_LIMIT = 500  # lines one "show more" may fetch
 EGRESS_SHOWN = 50
 Csrf = Annotated[str, Form(alias="csrf_token", max_length=128)]
 FormText = Annotated[Text, Form(max_length=100_000)]
@@ -354,32 +356,50 @@ def _review_page_now(request: Request, task_id: str, attempt: int | None, hide_w
     attempts = taskview.compare(ranked, [service.evidence(r) for r in ranked])
     evidence = service.evidence(chosen)
     return page(request, "review.html", status, **shared, files=files, attempts=attempts, chosen=chosen,
+                tree=diffview.tree(files), ranking_rule=RANKING_RULE,
                 evidence=evidence, risks=accept_risks(evidence), needs_into=is_url(task.repo),
                 reviewable=_panel(task)["reviewable"], accept_ready=task.state is TaskState.READY_FOR_REVIEW)
 
 
 @router.get("/tasks/{task_id}/compare", response_class=HTMLResponse)
 def compare(request: Request, task_id: Text) -> HTMLResponse:
-    """The round's attempts side by side: the ranking's reasons, which files each changed,
-    and how each diff differs from the best one's."""
+    """The round's attempts in columns: the ranking's reasons and how ties are broken, then
+    each file any attempt changed, with every attempt's change to it side by side."""
     service = task_service(request)
     task = detail(service, task_id)
     try:
         ranked = service.round_runs(task_id)
     except ErrandError as missing:
-        return page(request, "compare.html", status_of(missing), task=task, attempts=[], matrix=[], interdiffs=[],
-                    error=missing.message)
+        return page(request, "compare.html", status_of(missing), task=task, attempts=[], matrix=[],
+                    ranking_rule=RANKING_RULE, error=missing.message)
     attempts = taskview.compare(ranked, [service.evidence(r) for r in ranked])
-    interdiffs = [(a, [(_line_kind(line), line) for line in taskview.interdiff(attempts[0], a)])
-                  for a in attempts[1:] if a.same_as is None]
     return page(request, "compare.html", task=task, attempts=attempts, matrix=taskview.file_matrix(attempts),
-                interdiffs=interdiffs)
+                ranking_rule=RANKING_RULE)
 
 
-def _line_kind(line: str) -> str:
-    if line.startswith(("---", "+++")):
-        return "head"
-    return {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "context")
+@router.get("/tasks/{task_id}/context")
+async def context(request: Request, task_id: Text, path: Annotated[str, Query(min_length=1, max_length=4096)],
+                  start: Annotated[int, Query(ge=1, le=10_000_000)], end: Annotated[int, Query(ge=1, le=10_000_000)],
+                  attempt: Annotated[int | None, Query(ge=1, le=10_000)] = None) -> JSONResponse:
+    """Lines ``start``..``end`` of a changed file as the task's base has it, highlighted: what the
+    review page's "show more" buttons add around a hunk. Only a file the attempt changed (and
+    that existed before it) can be read, and at most :data:`CONTEXT_LIMIT` lines at a time."""
+    if end < start or end - start >= CONTEXT_LIMIT:
+        raise ConfigError(f"ask for 1 to {CONTEXT_LIMIT} lines (start {start}, end {end})", code="bad_range")
+    total, lines = await asyncio.to_thread(_context_now, request, task_id, attempt, path, start, end)
+    return JSONResponse({"path": path, "total": total,
+                         "lines": [{"old": line.old, "html": str(line.html)} for line in lines]})
+
+
+def _context_now(request: Request, task_id: str, attempt: int | None, path: str, start: int,
+                 end: int) -> tuple[int, list[diffview.Line]]:
+    service = task_service(request)
+    task = detail(service, task_id)
+    run = service.chosen_run(task_id, attempt)
+    changed = diffview.parse(run.outcome.patch if run.outcome else "")
+    if not any((file.old_path or file.path) == path and file.expandable for file in changed):
+        raise ConfigError(f"{path!r} is not a file this attempt changed that existed before it", code="not_in_diff")
+    return diffview.base_lines(path, taskview.base_text(task, path), start, end)
 
 
 @router.get("/assets/code.css")

@@ -8,10 +8,11 @@ and mypy holds both to the same methods (see the check at the end of the client'
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from errand.tasks.comments import LineComment
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.reading import ReadableStore
@@ -37,7 +38,7 @@ class TaskApi(ReadableStore, Protocol):
 
     def retry(self, task_id: str) -> Task: ...
 
-    def followup(self, task_id: str, text: str) -> Review | Task: ...
+    def followup(self, task_id: str, text: str = "", comments: Sequence[LineComment] = ()) -> Review | Task: ...
 
     # ------------------------------------------------------------ review
 

@@ -3,11 +3,15 @@ environment says about checking work, and what people said in earlier rounds."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
+from errand.tasks.comments import LineComment
 from errand.tasks.environment import Environment
 from errand.tasks.records import Task, Verdict
 from errand.tasks.store import TaskStore
 
-__all__ = ["task_prompt"]
+__all__ = ["commented_instruction", "task_prompt"]
 
 
 def task_prompt(store: TaskStore, task: Task, round_number: int, environment: Environment) -> str:
@@ -29,9 +33,9 @@ def _history(store: TaskStore, task: Task) -> list[str]:
     lines: list[str] = []
     for review in store.reviews(task.id):
         if review.verdict is Verdict.FOLLOWUP and review.reason:
-            lines.append(f"- The reviewer asked for a follow-up: {review.reason}")
+            lines.append(_item(f"- The reviewer asked for a follow-up: {review.reason}"))
         elif review.verdict is Verdict.REJECTED and review.reason:
-            lines.append(f"- The reviewer rejected the work: {review.reason}")
+            lines.append(_item(f"- The reviewer rejected the work: {review.reason}"))
     questions = store.events(task.id, kinds=["question", "answer_delivered"])
     for event in questions:
         text = str(event.data.get("text", ""))
@@ -40,3 +44,43 @@ def _history(store: TaskStore, task: Task) -> list[str]:
         return []
     return ["This task has been worked on before; your working copy already holds the work of the last "
             "finished round (if any). What happened since:\n" + "\n".join(lines)]
+
+
+def _item(text: str) -> str:
+    """A list item whose later lines (a follow-up's comments and quotes) stay inside it."""
+    return "\n".join(line if index == 0 or not line else f"  {line}"
+                     for index, line in enumerate(text.strip().split("\n")))
+
+
+def commented_instruction(text: str, comments: Sequence[LineComment]) -> str:
+    """``text`` (an overall instruction, maybe empty) and each comment anchored: its file, its
+    lines and side, the lines themselves as quoted, who said it, and what it says. The one
+    rendering of line comments: the review page, ``errand followup --comment`` and a forge's
+    review all send their comments through it."""
+    if not comments:
+        return text.strip()
+    head = (f"The reviewer commented on lines of the diff ({len(comments)} "
+            f"comment{'' if len(comments) == 1 else 's'}). Each names a file and its lines — \"new\": "
+            "numbered as the file is after the work so far, \"old\": as it was at the base — quotes them "
+            "(+ added, - removed by the work), then says what to change:")
+    parts = [text.strip()] if text.strip() else []
+    parts.append(head)
+    parts += [_comment(number, comment) for number, comment in enumerate(comments, start=1)]
+    return "\n\n".join(parts)
+
+
+def _comment(number: int, comment: LineComment) -> str:
+    lines = "line" if comment.start_line == comment.end_line else "lines"
+    where = f"{lines} {comment.lines} ({comment.side})" if comment.end_line else "the file as a whole"
+    out = [f"{number}. {comment.path}, {where}:"]
+    if comment.quoted:
+        quoted = [f"{q.number:>5} {q.mark if q.mark in '+-' else ' '} {q.text}" for q in comment.quoted]
+        more = comment.end_line - comment.start_line + 1 - len(comment.quoted)
+        if more > 0:
+            quoted.append(f"      … {more} more line{'' if more == 1 else 's'}")
+        fence = "`" * max(3, 1 + max((len(run) for q in quoted for run in re.findall(r"`+", q)), default=0))
+        out += [f"   {fence}", *(f"   {line}" for line in quoted), f"   {fence}"]
+    said = comment.body.strip().split("\n")
+    who = f"@{comment.author}: " if comment.author else ""
+    out += [f"   {who}{said[0]}", *(f"   {line}" for line in said[1:])]
+    return "\n".join(out)

@@ -12,7 +12,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,14 +21,17 @@ from errand.errors import ConfigError
 from errand.memory import MemoryStore
 from errand.models import Catalog, ModelEndpoint, ModelError, open_model
 from errand.repo.accept import Signing, branch_at, write_commit
+from errand.repo.errors import RepoError
 from errand.repo.git import run_git
 from errand.repo.workcopy import is_url, resolve_base, source_name
+from errand.tasks.comments import LineComment, anchor, check_count
 from errand.tasks.environment import CONFIG_FILE, Environment
 from errand.tasks.errors import NeedsConfirmation, TaskError, WrongState
 from errand.tasks.guards import accept_risks
 from errand.tasks.lifecycle import ACTIVE, FINAL, TaskState
 from errand.tasks.memory_link import observe_verdict
 from errand.tasks.progress import progress
+from errand.tasks.prompt import commented_instruction
 from errand.tasks.reading import StoreReads
 from errand.tasks.reconcile import end_abandoned_runs
 from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict
@@ -152,21 +155,43 @@ class TaskService(StoreReads[TaskStore]):
 
     # ------------------------------------------------------------ review
 
-    def followup(self, task_id: str, text: str) -> Review | Task:
-        """Ask for more work: a new round of the task on its branch, with ``text`` (the review
-        returned). Of an accepted task, whose work has landed, a new task that starts from its
-        commit and names it as its parent (that task returned)."""
-        text = _text(text, "a follow-up instruction")
+    def followup(self, task_id: str, text: str = "", comments: Sequence[LineComment] = ()) -> Review | Task:
+        """Ask for more work: a new round of the task on its branch, with ``text`` and each of
+        ``comments`` (lines of the task's diff, see :mod:`errand.tasks.comments`) anchored in its
+        instruction (the review returned). Of an accepted task, whose work has landed, a new task
+        that starts from its commit and names it as its parent (that task returned). With comments
+        ``text`` may be empty; a comment on a file or lines the diff does not have refuses the
+        whole follow-up, and nothing changes."""
+        check_count(comments)
+        note = text.strip() if comments and isinstance(text, str) and not text.strip() else _text(
+            text, "a follow-up instruction")
         task = self.store.get_task(task_id)
+        if task.state is not TaskState.ACCEPTED:
+            self._settled(task_id, "followup", _FOLLOWABLE)
+        anchored = self._anchored(task, comments) if comments else []
+        instruction = _text(commented_instruction(note, anchored), "a follow-up instruction")
         if task.state is TaskState.ACCEPTED:
-            return self._follow_accepted(task, text)
-        self._settled(task_id, "followup", _FOLLOWABLE)
-        review = self.store.add_review(task_id, Verdict.FOLLOWUP, text)
-        self.store.append_event(task_id, None, "followup", {"text": review.reason})
-        observe_verdict(self.memory, self.store.get_task(task_id), "followup", review.reason)
+            return self._follow_accepted(task, instruction, note, anchored)
+        review = self.store.add_review(task_id, Verdict.FOLLOWUP, instruction)
+        self.store.append_event(task_id, None, "followup", _followup_event(instruction, note, anchored))
+        observe_verdict(self.memory, self.store.get_task(task_id), "followup", note or None)
         return review
 
-    def _follow_accepted(self, task: Task, text: str) -> Task:
+    def _anchored(self, task: Task, comments: Sequence[LineComment]) -> list[LineComment]:
+        """``comments`` checked against, and quoting, the diff they are about: the accepted run's
+        of an accepted task, else the chosen run's (the work the next round continues)."""
+        accepted = self.store.last_event(task.id, ["accepted"]) if task.state is TaskState.ACCEPTED else None
+        run_id = str(accepted.data.get("run_id") or "") if accepted is not None else ""
+        runs = [r for r in self.store.runs(task.id) if r.id == run_id and r.outcome is not None]
+        run = runs[0] if runs else self.chosen_run(task.id)
+        assert run.outcome is not None
+        if not run.outcome.patch:
+            raise ConfigError(f"task {task.id} changed no file: there are no lines to comment on; send the "
+                              "follow-up as text", code="unknown_path")
+        return anchor(run.outcome.patch, comments, _base_reader(task))
+
+    def _follow_accepted(self, task: Task, text: str, note: str = "",
+                         comments: Sequence[LineComment] = ()) -> Task:
         commit = self._accepted_commit(task) or task.base_commit or task.base_ref
         if is_url(task.repo):
             raise WrongState(f"task {task.id} came from {task.repo}; its accepted {landed(commit, task.branch)} is "
@@ -175,10 +200,12 @@ class TaskService(StoreReads[TaskStore]):
         base = task.branch if task.branch and _resolves(task.repo, task.branch) else commit
         instruction = (f"{text}\n\nThis follows up task {task.id} (\"{task.title}\"), whose work was accepted as "
                        f"{landed(commit, task.branch)}; your working copy starts from it.")
+        about = note or f"{len(comments)} line comment{'' if len(comments) == 1 else 's'}"
         new = self.submit(instruction, repo=task.repo, base=base, model=task.model, attempts=task.attempts,
-                          title=f"Follow-up to {task.id}: {text}", parent_id=task.id)
-        self.store.append_event(task.id, None, "followed_up", {"task_id": new.id, "text": text})
-        observe_verdict(self.memory, task, "followup", text)
+                          title=f"Follow-up to {task.id}: {about}", parent_id=task.id)
+        self.store.append_event(task.id, None, "followed_up", {"task_id": new.id, **_followup_event(text, note,
+                                                                                                    comments)})
+        observe_verdict(self.memory, task, "followup", note or None)
         return new
 
     def reject(self, task_id: str, reason: str) -> Review:
@@ -322,6 +349,28 @@ def _instruction(instruction: object) -> str:
     if len(instruction.encode()) > MAX_INSTRUCTION_BYTES:
         raise ConfigError(f"the instruction is longer than {MAX_INSTRUCTION_BYTES} bytes", code="too_long")
     return instruction.strip()
+
+
+def _followup_event(instruction: str, note: str, comments: Sequence[LineComment]) -> dict[str, Any]:
+    """A follow-up as the conversation keeps it: the instruction as sent (``text``, what a person
+    reads in ``errand logs`` and on the page) and, with comments, the overall note and each
+    comment as data."""
+    if not comments:
+        return {"text": instruction}
+    return {"text": instruction, "note": note, "comments": [c.to_json() for c in comments]}
+
+
+def _base_reader(task: Task) -> Callable[[str], str | None]:
+    """A path's text at the task's base commit, from the host's repository (``None`` for a task made
+    from a URL, or a path the commit does not have)."""
+    def read(path: str) -> str | None:
+        if is_url(task.repo) or not task.base_commit:
+            return None
+        try:
+            return run_git(["cat-file", "blob", f"{task.base_commit}:{path}"], Path(task.repo))
+        except RepoError:
+            return None
+    return read
 
 
 def _text(text: object, what: str) -> str:

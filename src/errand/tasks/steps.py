@@ -42,9 +42,9 @@ from errand.tasks.records import Run, RunResult, RunState, Task
 from errand.tasks.store import TaskStore
 
 __all__ = [
-    "WORKSPACE", "Journal", "SetUp", "SetupFailed", "base_checkout", "cached_set_up", "check", "collect_evidence",
-    "finalize",
-    "prepare_copy", "rank", "remove_work", "run_agent", "set_up", "start_sandbox", "tests_on_base",
+    "RANKING_RULE", "WORKSPACE", "Journal", "SetUp", "SetupFailed", "base_checkout", "cached_set_up", "check",
+    "collect_evidence", "finalize", "prepare_copy", "rank", "rank_key", "remove_work", "run_agent", "set_up",
+    "start_sandbox", "tests_on_base",
 ]
 
 WORKSPACE = "/workspace"
@@ -634,8 +634,7 @@ def finalize(store: TaskStore, task_id: str, runs: list[Run], results: list[Agen
         stored[index] = outcome
     if len(order) > 1:
         store.append_event(task_id, None, "ranking", {
-            "runs": [runs[i].id for i in order], "rule": "finished with a change, tests passing, confidence, "
-                                                         "smaller diff"})
+            "runs": [runs[i].id for i in order], "rule": RANKING_RULE})
     best = collected[order[0]][0]
     report = (results[order[0]].answer or "") if results[order[0]].status == "finished" else ""
     if best.files:
@@ -650,17 +649,22 @@ def finalize(store: TaskStore, task_id: str, runs: list[Run], results: list[Agen
     return [stored[index] for index in range(len(results))]
 
 
+#: The ranking in words, as the ranking event records it and the review pages state it.
+RANKING_RULE = ("finished with a change, then tests passing after it, then higher confidence, then fewer "
+                "changed lines; attempts equal on all four are placed by attempt number, the lower first")
+
+
+def rank_key(item: Evidence) -> tuple[int, int, int, int]:
+    """What :func:`rank` orders by, best lowest: two attempts with equal keys tie."""
+    usable = item.exit_status == "finished" and bool(item.files)
+    passing = item.tests_after is not None and item.tests_after.ok
+    return (0 if usable else 1, 0 if passing else 1, {"high": 0, "medium": 1, "low": 2}[item.confidence.level],
+            item.additions + item.deletions)
+
+
 def rank(evidence: list[Evidence]) -> list[int]:
-    """Indices of ``evidence`` best first: finished runs with a change, then tests passing
-    after the change, then higher confidence, then the smaller diff."""
-    levels = {"high": 0, "medium": 1, "low": 2}
-
-    def key(index: int) -> tuple[int, int, int, int, int]:
-        item = evidence[index]
-        usable = item.exit_status == "finished" and bool(item.files)
-        passing = item.tests_after is not None and item.tests_after.ok
-        return (0 if usable else 1, 0 if passing else 1, levels[item.confidence.level],
-                item.additions + item.deletions, index)
-
-    return sorted(range(len(evidence)), key=key)
+    """Indices of ``evidence`` (one per attempt, in attempt order) best first, by
+    :data:`RANKING_RULE`: a tie goes to the lower attempt number, so equal attempts always
+    rank the same way."""
+    return sorted(range(len(evidence)), key=lambda index: (*rank_key(evidence[index]), index))
 

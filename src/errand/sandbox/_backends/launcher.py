@@ -30,7 +30,7 @@ from errand.errors import ConfigError
 from errand.sandbox._backends.cgroups import Cgroup, Limits
 from errand.sandbox._backends.native import agent_binary
 from errand.sandbox._backends.registry import Record, process_start
-from errand.sandbox._backends.spec import PROXY_PORT, SandboxSpec, Started
+from errand.sandbox._backends.spec import GATEWAY_PORT, PROXY_PORT, SandboxSpec, Started
 from errand.sandbox._backends.writable import discard, launch_arguments
 from errand.sandbox._images.layers import LayerStore
 
@@ -164,6 +164,8 @@ class LaunchedBackend(abc.ABC):
         args = ["--netns", "new"]
         if _wants_proxy(spec):
             args += ["--proxy-channel", str(channel), "--proxy-port", str(PROXY_PORT)]
+            if spec.gateway is not None:
+                args += ["--gateway-port", str(GATEWAY_PORT)]
         return args
 
     def _lowerdirs(self, spec: SandboxSpec, copy_layers: list[Path]) -> str:
@@ -202,5 +204,5 @@ class LaunchedBackend(abc.ABC):
 
 def _wants_proxy(spec: SandboxSpec) -> bool:
     # A detached sandbox's proxy needs a supervisor process of its own: only worth it
-    # when the policy lets anything out.
-    return not spec.detach or spec.network.mode != "none"
+    # when the policy lets anything out, or the proxy's message carries the gateway's listener.
+    return not spec.detach or spec.network.mode != "none" or spec.gateway is not None

@@ -12,10 +12,12 @@ from errand.sandbox._images.layers import ImageConfig
 from errand.sandbox.config import Mount, Resources
 from errand.sandbox.network import Network
 
-__all__ = ["PROXY_PORT", "SandboxSpec", "Started"]
+__all__ = ["GATEWAY_PORT", "PROXY_PORT", "SandboxSpec", "Started"]
 
 # Where, inside the sandbox's network namespace, the egress proxy's listener listens.
 PROXY_PORT = 3128
+# Where a sandbox created with a gateway reaches it (relayed to the gateway's host socket).
+GATEWAY_PORT = 3129
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,9 @@ class SandboxSpec:
     # Image build steps run as a root with a container-like capability set inside
     # the sandbox's own user namespace (chown, create users); user sandboxes never do.
     build_capabilities: bool = False
+    # The model gateway's host socket ("127.0.0.1:PORT" or a Unix socket's path), relayed from
+    # 127.0.0.1:GATEWAY_PORT inside; None: no gateway.
+    gateway: str | None = None
 
 
 @dataclass(frozen=True)

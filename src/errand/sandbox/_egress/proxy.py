@@ -69,15 +69,16 @@ _LOG_LIMIT = 1 << 20  # bytes of egress log appended per sandbox before it is re
 LIVE_BACKLOG = 1000  # events a subscriber that is not reading may fall behind before they are dropped
 
 
-async def receive_listener(channel: socket.socket, timeout: float = 30.0) -> socket.socket | None:
-    """The listener the launcher sends over ``channel`` (None if it died first)."""
+async def receive_listeners(channel: socket.socket, count: int, timeout: float = 30.0) -> list[socket.socket]:
+    """The ``count`` listeners the launcher sends over ``channel`` in one message: the proxy's,
+    then the gateway's if it has one (none if it died first)."""
     loop = asyncio.get_running_loop()
     channel.setblocking(False)
     received: asyncio.Future[list[int]] = loop.create_future()
 
     def ready() -> None:
         try:
-            _data, fds, _flags, _address = socket.recv_fds(channel, 1, 1)
+            _data, fds, _flags, _address = socket.recv_fds(channel, 1, count)
         except BlockingIOError:
             return
         if not received.done():
@@ -89,7 +90,7 @@ async def receive_listener(channel: socket.socket, timeout: float = 30.0) -> soc
     finally:
         loop.remove_reader(channel.fileno())
         channel.close()
-    return socket.socket(fileno=fds[0]) if fds else None
+    return [socket.socket(fileno=fd) for fd in fds]
 
 
 def _proxy_env() -> dict[str, str]:

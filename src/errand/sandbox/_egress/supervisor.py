@@ -20,7 +20,8 @@ import sys
 
 from errand.errors import SandboxError
 from errand.sandbox._backends.registry import Record
-from errand.sandbox._egress.proxy import EgressProxy, receive_listener
+from errand.sandbox._egress.gateway import GatewayRelay
+from errand.sandbox._egress.proxy import EgressProxy, receive_listeners
 from errand.sandbox.network import Network
 
 __all__ = ["set_supervised_policy", "start_supervisor"]
@@ -28,12 +29,15 @@ __all__ = ["set_supervised_policy", "start_supervisor"]
 _READY = b"ready\n"
 
 
-async def start_supervisor(record: Record, channel: socket.socket, network: Network) -> None:
-    """Start the supervisor with the launcher's channel; return once it serves the proxy."""
+async def start_supervisor(record: Record, channel: socket.socket, network: Network,
+                           gateway: str | None = None) -> None:
+    """Start the supervisor with the launcher's channel; return once it serves the proxy (and
+    relays the gateway's listener, if the sandbox has one)."""
     policy = json.dumps(_policy_fields(network))
     with open(record.directory / "supervisor.log", "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "errand.sandbox._egress.supervisor", record.id, str(channel.fileno()), policy],
+            [sys.executable, "-m", "errand.sandbox._egress.supervisor", record.id, str(channel.fileno()), policy,
+             *([gateway] if gateway is not None else [])],
             pass_fds=(channel.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
             start_new_session=True)
     channel.close()
@@ -69,15 +73,19 @@ def _policy_fields(network: Network) -> dict[str, object]:
     return network.to_dict()
 
 
-async def _serve(sandbox_id: str, channel_fd: int, policy: Network) -> None:
+async def _serve(sandbox_id: str, channel_fd: int, policy: Network, gateway: str | None) -> None:
     record = Record.load(sandbox_id)
     if record is None:
         raise SystemExit(f"no record for {sandbox_id}")
-    listener = await receive_listener(socket.socket(fileno=channel_fd))
-    if listener is None:
+    wanted = 1 if gateway is None else 2
+    listeners = await receive_listeners(socket.socket(fileno=channel_fd), wanted)
+    if len(listeners) != wanted:
         raise SystemExit("the launcher sent no listener")
     proxy = EgressProxy()
-    await proxy.serve(sandbox_id, listener, policy, record.directory / "egress.log")
+    await proxy.serve(sandbox_id, listeners[0], policy, record.directory / "egress.log")
+    relay = GatewayRelay(gateway) if gateway is not None else None
+    if relay is not None:
+        await relay.serve(listeners[1])
 
     async def control(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -100,14 +108,17 @@ async def _serve(sandbox_id: str, channel_fd: int, policy: Network) -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the creator stops listening after "ready"
     await ended.wait()
     server.close()
+    if relay is not None:
+        relay.close()
     await proxy.stop(sandbox_id)
 
 
 def main() -> None:
     sandbox_id, channel_fd, policy = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+    gateway = sys.argv[4] if len(sys.argv) > 4 else None
     if os.fork() > 0:
         os._exit(0)  # the creator reaps this first process at once; the second serves
-    asyncio.run(_serve(sandbox_id, channel_fd, Network.from_dict(policy)))
+    asyncio.run(_serve(sandbox_id, channel_fd, Network.from_dict(policy), gateway))
 
 
 if __name__ == "__main__":

@@ -31,8 +31,11 @@
 #include "agent.h"
 
 #define LOOP_BLOCK_SIZE 4096 /* the filesystem's own: no read-modify-write below it */
-/* Another process may take the free device between our asking and our attaching. */
-#define ATTACH_TRIES 64
+/* Another process may take the free device between our asking and our attaching: every
+ * launcher asking at once is told the same one, and only one wins it. With 100 sandboxes
+ * starting together a launcher lost 64 times in a row; each loss now waits a little longer
+ * (up to 20 ms, spread by the pid so the herd thins), for about 20 s in all. */
+#define ATTACH_TRIES 1024
 
 /* A loop device over `backing`, its path in `device`; returns its descriptor. */
 static int attach(int backing, const char *name, char *device, size_t size) {
@@ -56,6 +59,8 @@ static int attach(int backing, const char *name, char *device, size_t size) {
         }
         if (errno != EBUSY) die("attach a loop device");
         close(loop);
+        long pause_us = 100L * (attempt + 1) + getpid() % 997;
+        usleep((useconds_t)(pause_us < 20000 ? pause_us : 20000));
     }
     errno = EBUSY;
     die("attach a loop device");

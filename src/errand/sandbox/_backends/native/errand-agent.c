@@ -151,24 +151,25 @@ static void make_netns(void) {
 }
 
 /* One byte carrying one descriptor (a socket the receiver takes over). */
-int send_fd(int channel, int fd) {
+int send_fds(int channel, const int *fds, int count) {
     char byte = 'F';
     struct iovec iov = {&byte, 1};
-    union { struct cmsghdr h; char space[CMSG_SPACE(sizeof(int))]; } control;
+    union { struct cmsghdr h; char space[CMSG_SPACE(2 * sizeof(int))]; } control;
+    if (count < 1 || count > 2) return -1;
     memset(&control, 0, sizeof control);
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
-                         .msg_controllen = sizeof control.space};
+                         .msg_controllen = CMSG_SPACE((size_t)count * sizeof(int))};
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    c->cmsg_len = CMSG_LEN((size_t)count * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, (size_t)count * sizeof(int));
     return sendmsg(channel, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
-/* The egress proxy's listening socket, made inside the sandbox's network
- * namespace and sent to the host over `channel`; the host serves it. */
-static void send_proxy_listener(int channel, int port) {
+int send_fd(int channel, int fd) { return send_fds(channel, &fd, 1); }
+
+static int loopback_listener(int port) {
     int sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -176,8 +177,19 @@ static void send_proxy_listener(int channel, int port) {
     if (sock < 0 || setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
         bind(sock, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(sock, 1024) < 0)
         die("proxy listener");
-    if (send_fd(channel, sock) < 0) die("send proxy listener");
-    close(sock);
+    return sock;
+}
+
+/* The egress proxy's listening socket, made inside the sandbox's network
+ * namespace and sent to the host over `channel`; the host serves it. With a
+ * gateway port, a second listener goes in the same message: the host relays
+ * its connections to the model gateway's host socket. */
+static void send_proxy_listener(int channel, int port, int gateway_port) {
+    int socks[2] = {loopback_listener(port), -1};
+    int count = 1;
+    if (gateway_port > 0) socks[count++] = loopback_listener(gateway_port);
+    if (send_fds(channel, socks, count) < 0) die("send proxy listener");
+    for (int n = 0; n < count; n++) close(socks[n]);
     close(channel);
 }
 
@@ -200,7 +212,7 @@ static void stage_binds(const char *run, const char **binds, int nbinds) {
 static int launch(int argc, char **argv) {
     const char *run = NULL, *lower = NULL, *tmpfs_opts = "size=1g,mode=0711", *disk = NULL;
     const char *binds[256];
-    int nbinds = 0, proxy_channel = -1, proxy_port = 0, own_netns = 0, relay_fd = -1, die_with_parent = 0;
+    int nbinds = 0, proxy_channel = -1, proxy_port = 0, gateway_port = 0, own_netns = 0, relay_fd = -1, die_with_parent = 0;
     uid_t uid = 0;
     int i = 2;
     for (; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
@@ -216,6 +228,7 @@ static int launch(int argc, char **argv) {
         else if (strcmp(key, "--netns") == 0) own_netns = strcmp(val, "new") == 0;
         else if (strcmp(key, "--proxy-channel") == 0) proxy_channel = atoi(val);
         else if (strcmp(key, "--proxy-port") == 0) proxy_port = atoi(val);
+        else if (strcmp(key, "--gateway-port") == 0) gateway_port = atoi(val);
         else if (strcmp(key, "--relay") == 0) relay_fd = atoi(val);
         else if (strcmp(key, "--die-with-parent") == 0) die_with_parent = strcmp(val, "1") == 0;
         else { fprintf(stderr, "errand-agent: unknown option %s\n", key); return 2; }
@@ -225,7 +238,7 @@ static int launch(int argc, char **argv) {
         return 2;
     }
     if (own_netns) make_netns();
-    if (proxy_channel >= 0) send_proxy_listener(proxy_channel, proxy_port);
+    if (proxy_channel >= 0) send_proxy_listener(proxy_channel, proxy_port, gateway_port);
     int userns = make_userns(uid);
     mount_root(run, lower, tmpfs_opts, disk, uid);
     stage_binds(run, binds, nbinds);

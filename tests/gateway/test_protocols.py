@@ -1,0 +1,140 @@
+"""The gateway's knowledge of each wire, row by row, without a socket."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from errand.gateway.protocols import (
+    error_body,
+    error_status,
+    protocol_guess,
+    route_of,
+    usage_of_event,
+    usage_of_reply,
+    with_stream_usage,
+)
+from errand.gateway.sse import EventReader
+from errand.gateway.transcript import REDACTED, Transcript
+from errand.models import Usage
+
+
+@pytest.mark.parametrize(("protocol", "method", "path", "generates"), [
+    ("anthropic", "POST", "/v1/messages", True),
+    ("anthropic", "POST", "/v1/messages/count_tokens", False),
+    ("anthropic", "GET", "/v1/models", False),
+    ("openai-chat", "POST", "/v1/chat/completions", True),
+    ("openai-responses", "POST", "/v1/responses", True),
+    ("openai-responses", "GET", "/v1/models/gpt-5", False),
+    ("gemini", "POST", "/v1beta/models/gemini-2.5-pro:streamGenerateContent", True),
+    ("gemini", "POST", "/v1beta/models/gemini-2.5-pro:generateContent", True),
+    ("gemini", "POST", "/v1beta/models/gemini-2.5-pro:countTokens", False),
+])
+def test_each_protocol_serves_its_own_routes(protocol: str, method: str, path: str, generates: bool) -> None:
+    route = route_of(protocol, method, path)  # type: ignore[arg-type]
+    assert route is not None and route.generates is generates
+
+
+@pytest.mark.parametrize(("protocol", "method", "path"), [
+    ("anthropic", "POST", "/v1/chat/completions"),       # another provider's route
+    ("anthropic", "GET", "/v1/messages"),                # the wrong method
+    ("anthropic", "POST", "/v1/messages/batches"),       # a route errand does not carry
+    ("openai-chat", "POST", "/v1/responses"),            # the other OpenAI wire
+    ("openai-chat", "POST", "/chat/completions"),        # outside the base path
+    ("openai-responses", "POST", "/v1/files"),
+    ("gemini", "POST", "/v1beta/models/x:embedContent"),
+    ("gemini", "POST", "/v1beta/tunedModels/x:generateContent"),
+    ("openai-chat", "POST", "/v1/chat/completions/../files"),
+])
+def test_a_route_of_no_protocol_is_refused(protocol: str, method: str, path: str) -> None:
+    assert route_of(protocol, method, path) is None  # type: ignore[arg-type]
+
+
+def test_refusals_come_in_each_providers_own_shape() -> None:
+    assert error_body("anthropic", 401, "authentication", "m") == {
+        "type": "error", "error": {"type": "authentication_error", "message": "m"}}
+    assert error_body("openai-chat", 429, "budget", "m") == {
+        "error": {"message": "m", "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}}
+    assert error_body("gemini", 429, "budget", "m") == {
+        "error": {"code": 429, "message": "m", "status": "RESOURCE_EXHAUSTED"}}
+    assert [error_status(p, "budget") for p in ("anthropic", "openai-responses", "gemini")] == [400, 429, 429]
+    assert error_status("openai-chat", "authentication") == 401
+
+
+def test_an_unknown_tokens_refusal_is_shaped_by_its_path_or_header() -> None:
+    assert protocol_guess("/v1/messages", {}) == "anthropic"
+    assert protocol_guess("/x", {"x-api-key": "t"}) == "anthropic"
+    assert protocol_guess("/v1beta/models/g:generateContent", {}) == "gemini"
+    assert protocol_guess("/v1/responses", {}) == "openai-responses"
+    assert protocol_guess("/v1/chat/completions", {"authorization": "Bearer t"}) == "openai-chat"
+
+
+def test_usage_of_whole_replies() -> None:
+    assert usage_of_reply("anthropic", {"usage": {"input_tokens": 10, "output_tokens": 5,
+                                                  "cache_read_input_tokens": 100,
+                                                  "cache_creation_input_tokens": 20}}) == Usage(130, 5, 100, 20)
+    assert usage_of_reply("openai-chat", {"usage": {"prompt_tokens": 50, "completion_tokens": 7,
+                                                    "prompt_tokens_details": {"cached_tokens": 32}}}) == \
+        Usage(50, 7, 32)
+    assert usage_of_reply("openai-responses", {"usage": {"input_tokens": 40, "output_tokens": 9,
+                                                         "input_tokens_details": {"cached_tokens": 8}}}) == \
+        Usage(40, 9, 8)
+    assert usage_of_reply("gemini", {"usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 3,
+                                                       "thoughtsTokenCount": 4}}) == Usage(12, 7)
+    assert usage_of_reply("openai-chat", {"choices": []}) is None
+    assert usage_of_reply("anthropic", "not json") is None
+
+
+def test_anthropic_stream_usage_is_the_start_then_the_cumulative_deltas() -> None:
+    start = usage_of_event("anthropic", json.dumps({"type": "message_start", "message": {"usage": {
+        "input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 30}}}), None)
+    assert start.usage == Usage(40, 1, 30) and not start.final
+    delta = usage_of_event("anthropic", json.dumps({"type": "message_delta", "usage": {"output_tokens": 25}}),
+                           start.usage)
+    assert delta.usage == Usage(40, 25, 30)
+    assert usage_of_event("anthropic", '{"type": "message_stop"}', delta.usage).final
+
+
+def test_the_other_streams_usage_and_their_last_events() -> None:
+    chunk = usage_of_event("openai-chat", json.dumps({"choices": [], "usage": {"prompt_tokens": 5,
+                                                                               "completion_tokens": 2}}), None)
+    assert chunk.usage == Usage(5, 2) and not chunk.final
+    assert usage_of_event("openai-chat", "[DONE]", chunk.usage).final
+    done = usage_of_event("openai-responses", json.dumps({"type": "response.completed", "response": {
+        "usage": {"input_tokens": 3, "output_tokens": 4}}}), None)
+    assert done.usage == Usage(3, 4) and done.final
+    last = usage_of_event("gemini", json.dumps({"candidates": [{"finishReason": "STOP"}],
+                                                "usageMetadata": {"promptTokenCount": 8,
+                                                                  "candidatesTokenCount": 2}}), None)
+    assert last.usage == Usage(8, 2) and last.final
+
+
+def test_a_streamed_chat_request_is_asked_for_its_usage() -> None:
+    assert with_stream_usage("openai-chat", {"stream": True, "model": "m"}) == {
+        "stream": True, "model": "m", "stream_options": {"include_usage": True}}
+    assert with_stream_usage("openai-chat", {"stream": True, "stream_options": {"include_usage": True}}) is None
+    assert with_stream_usage("openai-chat", {"stream": False}) is None
+    assert with_stream_usage("anthropic", {"stream": True}) is None
+
+
+def test_events_split_anywhere_are_read_whole() -> None:
+    stream = b'event: a\ndata: {"x": 1}\n\ndata: [DONE]\r\n\r\n'
+    for cut in range(1, len(stream)):
+        reader = EventReader()
+        assert reader.feed(stream[:cut]) + reader.feed(stream[cut:]) == ['{"x": 1}', "[DONE]"]
+
+
+def test_the_transcript_never_holds_a_secret(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    key, token = 'sk-a"b\\c', "errand-gw-token"
+    transcript = Transcript(tmp_path / "t.jsonl", (key, token))
+    body = json.dumps({"prompt": f"my token is {token}, the key {key}"}, indent=2).encode()
+    transcript.request(1, "POST", f"/v1/x?key={token}", {"x-api-key": token, "x-echo": key}, body, True)
+    transcript.reply(1, 200, {}, f"data: {token}\n\n".encode(), False, {"usage": None})
+    transcript.close()
+    text = (tmp_path / "t.jsonl").read_text()
+    assert token not in text and "sk-a" not in text
+    assert text.count(REDACTED) == 6
+    request, reply = (json.loads(line) for line in text.splitlines())  # one line each, the body kept as JSON
+    assert request["body"] == {"prompt": f"my token is {REDACTED}, the key {REDACTED}"}
+    assert reply["body"] == f"data: {REDACTED}\n\n"
