@@ -107,9 +107,14 @@ class SandboxNotFound(SandboxError):
 
 
 class SandboxTerminated(SandboxError):
-    """The sandbox has ended; it can no longer run commands or serve files."""
+    """The sandbox has ended; it can no longer run commands or serve files. ``terminated_by`` names
+    who ended it from outside its owner (``errand sandbox rm``, the sandboxes page), if someone did."""
 
     code = "sandbox_terminated"
+
+    def __init__(self, message: str, *, sandbox_id: str | None = None, terminated_by: str | None = None) -> None:
+        super().__init__(message, sandbox_id=sandbox_id)
+        self.terminated_by = terminated_by
 
 
 class ExecTimeout(SandboxError):

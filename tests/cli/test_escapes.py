@@ -273,7 +273,7 @@ def test_json_stays_exact(session: Session) -> None:
 
 
 def test_accept_makes_a_commit_message_safe_for_git_log(session: Session) -> None:
-    assert_safe(session.terminal("accept", session.hostile))
+    assert_safe(session.terminal("accept", session.hostile, "--yes"))
     branch = json.loads(errand(session.home, "show", session.hostile, "--json").stdout)["branch"]
     message = _git_text(session.repo, "cat-file", "commit", branch).split("\n\n", 1)[1]
     assert unsafe(message) == [] and "\n\nSUMMARY" + SEEN in message

@@ -83,7 +83,7 @@ def homes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Home
     yield pair  # type: ignore[misc]
     for home in pair:
         for sandbox_id in home.ids():
-            home.cli("sandbox", "rm", sandbox_id)
+            home.cli("sandbox", "rm", "--yes", sandbox_id)
         home.cli("sandbox", "gc")
         if shared is None:
             with_nothing_left(home.runtime_dir())

@@ -98,7 +98,7 @@ def test_a_queued_task_is_messaged_and_cancelled_in_json(tmp_path: Path, project
     assert set(task) == TASK_FIELDS and task["state"] == "queued"
     posted = errand_json(home, "message", task["id"], "use the stdlib only", "--json")
     assert set(posted) == {"event_id"} and isinstance(posted["event_id"], int)  # POST .../message's PostedOut
-    cancelled = errand_json(home, "cancel", task["id"], "--json")
+    cancelled = errand_json(home, "cancel", task["id"], "--yes", "--json")
     assert set(cancelled) == TASK_FIELDS and cancelled["state"] == "cancelled"
 
 

@@ -107,7 +107,7 @@ def test_cancelled_tasks_are_retried_and_followed_up_and_refusals_say_what_to_do
     task_id = task["id"]
     early = errand(errand_home, "followup", task_id, "more", "--no-worker")
     assert early.returncode == 1 and "is queued and has no result yet; send the agent a message" in early.stderr
-    assert errand(errand_home, "cancel", task_id).returncode == 0
+    assert errand(errand_home, "cancel", task_id, "--yes").returncode == 0
     again = errand(errand_home, "cancel", task_id)
     assert again.returncode == 1 and again.stderr.strip() == \
         f"error: task {task_id} was cancelled; nothing of it runs any more"
@@ -117,7 +117,7 @@ def test_cancelled_tasks_are_retried_and_followed_up_and_refusals_say_what_to_do
     twice = errand(errand_home, "retry", task_id, "--no-worker")
     assert twice.returncode == 1 and "is queued and has no result yet" in twice.stderr
 
-    assert errand(errand_home, "cancel", task_id).returncode == 0
+    assert errand(errand_home, "cancel", task_id, "--yes").returncode == 0
     review = errand_json(errand_home, "followup", task_id, "Keep add() pure", "--no-worker")
     assert review["verdict"] == "followup" and review["reason"] == "Keep add() pure"
     assert errand_json(errand_home, "show", task_id)["state"] == "queued"

@@ -93,7 +93,7 @@ def test_lifecycle_in_real_processes(made: list[str]) -> None:
     table = errand("sandbox", "ls").stdout
     assert sandbox_id in table and "detached" in table
 
-    removed = errand("sandbox", "rm", sandbox_id)
+    removed = errand("sandbox", "rm", "--yes", sandbox_id)
     assert removed.returncode == 0 and f"removed {sandbox_id}" in removed.stdout
     assert sandbox_id not in {entry["id"] for entry in json.loads(errand("sandbox", "ls", "--json").stdout)}
     gone = errand("sandbox", "exec", sandbox_id, "--", "true")
@@ -173,7 +173,7 @@ def test_create_refuses_bad_policies(args: list[str]) -> None:
 
 def test_rm_unknown_id_fails_and_still_removes_the_others(made: list[str]) -> None:
     sandbox_id = create(made)
-    result = cli("sandbox", "rm", "sb-unknown0000", sandbox_id)
+    result = cli("sandbox", "rm", "--yes", "sb-unknown0000", sandbox_id)
     assert result.exit_code == 1
     assert result.stderr.startswith("error: no live sandbox 'sb-unknown0000'")
     assert f"removed {sandbox_id}" in result.stdout

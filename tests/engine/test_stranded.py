@@ -110,7 +110,7 @@ def test_cancel_ends_a_dead_workers_run_and_unmounts_its_copy(
     machine = machines("one", database)
     run_id = killed_mid_run(store, machine, task.id)
 
-    ran = machine.errand("cancel", task.id)
+    ran = machine.errand("cancel", task.id, "--yes")
     assert ran.returncode == 0, ran.stderr
     assert store.get_task(task.id).state is S.CANCELLED
     run = store.get_run(run_id)

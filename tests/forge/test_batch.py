@@ -75,7 +75,7 @@ def batch_at_every_stage(forged: Forged) -> tuple[str, list[dict[str, Any]], dic
         store.append_event(pushed, None, "forge_checks", {"commit": "ab" * 20, "checks": [
             {"name": "tests", "state": "failure", "url": f"{fake.url}/runs/7"},
             {"name": "lint", "state": "success", "url": "javascript:alert(1)"}]})
-    assert errand(forged.home, "cancel", cancelled, env=forged.env).returncode == 0
+    assert errand(forged.home, "cancel", cancelled, "--yes", env=forged.env).returncode == 0
     return batch.group(1), bugs, by_issue
 
 

@@ -93,7 +93,7 @@ def test_the_command_line_labels_and_lists_them() -> None:
         listed = json.loads(_cli("sandbox", "ls", "--json").stdout)
         assert [e["labels"] for e in listed if e["id"] == sandbox_id] == [LABELS]
     finally:
-        _cli("sandbox", "rm", sandbox_id)
+        _cli("sandbox", "rm", "--yes", sandbox_id)
 
 
 REFUSALS: list[tuple[list[str], Callable[[str], bool]]] = [

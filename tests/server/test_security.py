@@ -97,7 +97,10 @@ def test_cross_site_requests_change_nothing(serve: Callable[..., Served], repo: 
             stolen = stranger.post(f"/tasks/{task['id']}/cancel", data={"csrf_token": csrf_of(page)})
             assert stolen.status_code == 403
         assert client.get(f"/api/tasks/{task['id']}").json()["state"] == "queued"
-        done = client.post(f"/tasks/{task['id']}/cancel", data={"csrf_token": csrf_of(page)})
+        asked = client.post(f"/tasks/{task['id']}/cancel", data={"csrf_token": csrf_of(page)})
+        assert asked.status_code == 200 and f"Cancel task {task['id']}?" in asked.text  # its confirm step
+        assert client.get(f"/api/tasks/{task['id']}").json()["state"] == "queued"
+        done = client.post(f"/tasks/{task['id']}/cancel", data={"csrf_token": csrf_of(page), "confirm": "yes"})
         assert done.status_code == 303
         assert client.get(f"/api/tasks/{task['id']}").json()["state"] == "cancelled"
 

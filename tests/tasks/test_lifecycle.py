@@ -13,8 +13,10 @@ S = TaskState
 LEGAL = {
     (S.QUEUED, S.PREPARING), (S.PREPARING, S.RUNNING), (S.RUNNING, S.NEEDS_INPUT), (S.NEEDS_INPUT, S.RUNNING),
     (S.RUNNING, S.READY_FOR_REVIEW), (S.READY_FOR_REVIEW, S.ACCEPTED), (S.READY_FOR_REVIEW, S.REJECTED),
+    # a question answered, nothing changed
+    (S.RUNNING, S.ANSWERED),
     # follow-up
-    (S.READY_FOR_REVIEW, S.QUEUED), (S.REJECTED, S.QUEUED),
+    (S.READY_FOR_REVIEW, S.QUEUED), (S.REJECTED, S.QUEUED), (S.ANSWERED, S.QUEUED),
     # retry, or a follow-up of a task that ended without a result
     (S.FAILED, S.QUEUED), (S.CANCELLED, S.QUEUED),
     # requeue after an interrupted run

@@ -34,10 +34,11 @@ class RunEnded(Exception):
 class Finished(RunEnded):
     status: ExitStatus = "finished"
 
-    def __init__(self, summary: str, assumptions: list[str]) -> None:
+    def __init__(self, summary: str, assumptions: list[str], answer: str | None = None) -> None:
         super().__init__(summary)
         self.summary = summary
         self.assumptions = assumptions
+        self.answer = answer  # the task asked a question: the agent's answer
 
 
 class NeedsInput(RunEnded):

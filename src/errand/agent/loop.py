@@ -62,9 +62,9 @@ _NOT_RUN = "not run: the run paused for the user's answer first; call it again i
 class AgentResult:
     """How a run ended (``status``), why (``detail``), and its whole trajectory.
 
-    ``summary`` and ``assumptions`` are set when the run finished, ``question``
-    when it needs input, ``budget`` (steps, tokens, cost or seconds) when a
-    budget ran out.
+    ``summary`` and ``assumptions`` are set when the run finished (and ``answer``
+    when it finished answering a question), ``question`` when it needs input,
+    ``budget`` (steps, tokens, cost or seconds) when a budget ran out.
     """
 
     status: ExitStatus
@@ -75,6 +75,7 @@ class AgentResult:
     assumptions: list[str] = field(default_factory=list)
     question: str | None = None
     budget: str | None = None
+    answer: str | None = None
 
 
 class Agent:
@@ -243,6 +244,9 @@ class Agent:
                 result = await run_tool(self.sandbox, self.workdir, call,
                                         on_output=lambda text: self._emit("output", {"id": call.id, "text": text}))
         except (SandboxTerminated, SandboxNotFound) as error:
+            by = error.terminated_by if isinstance(error, SandboxTerminated) else None
+            if by is not None:
+                raise RunFailed(f"the sandbox was terminated by a person ({by}) while the agent worked") from error
             raise RunFailed(f"the sandbox is gone: {error.message}") from error
         await self._add_result(call, await self._with_notes(call, result))
 
@@ -315,7 +319,8 @@ class Agent:
             summary=end.summary if isinstance(end, Finished) else None,
             assumptions=end.assumptions if isinstance(end, Finished) else [],
             question=end.question if isinstance(end, NeedsInput) else None,
-            budget=end.budget if isinstance(end, BudgetExhausted) else None)
+            budget=end.budget if isinstance(end, BudgetExhausted) else None,
+            answer=end.answer if isinstance(end, Finished) else None)
 
 
 def _call_data(call: ToolCall) -> dict[str, Any]:

@@ -63,8 +63,9 @@ TOOLS: tuple[Tool, ...] = (
     Tool("ask_user", "Ask the person who gave you the task a question and wait for the answer. Ask early, "
          "when the task is ambiguous, rather than guess.", _schema({"question": _STRING})),
     Tool("finish", "End the task. `summary` says what you changed and how you checked it; `assumptions` "
-         "lists every decision you made that the task did not settle.",
-         _schema({"summary": _STRING, "assumptions": {"type": "array", "items": _STRING}})),
+         "lists every decision you made that the task did not settle. When the task asked a question rather "
+         "than for a change, change nothing and give your answer in `answer`.",
+         _schema({"summary": _STRING, "assumptions": {"type": "array", "items": _STRING}}, {"answer": _STRING})),
 )
 
 
@@ -274,7 +275,8 @@ async def _finish(context: _Context, arguments: dict[str, Any]) -> ToolResult:
     assumptions = arguments.get("assumptions", [])
     if not isinstance(assumptions, list) or not all(isinstance(item, str) for item in assumptions):
         raise ToolArgumentError("'assumptions' must be a list of strings (an empty list if there are none)")
-    raise Finished(summary, list(assumptions))
+    answer = _string(arguments, "answer").strip() if "answer" in arguments else ""
+    raise Finished(summary, list(assumptions), answer or None)
 
 
 _HANDLERS: dict[str, Callable[[_Context, dict[str, Any]], Awaitable[ToolResult]]] = {

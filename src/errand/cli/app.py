@@ -32,6 +32,7 @@ from errand.cli import demo as task_demo
 from errand.cli import doctor as cli_doctor
 from errand.cli import tasks as cli_tasks
 from errand.cli import tour
+from errand.cli.confirm import Yes, confirm
 from errand.cli.eval import eval_app
 from errand.cli.forge import forge_app
 from errand.cli.memory import memory_app
@@ -420,22 +421,40 @@ def _table(sandboxes: Sequence[SandboxInfo]) -> Table:
 
 
 @sandbox_app.command("rm")
-def rm(sandbox_ids: Annotated[list[str], typer.Argument(metavar="ID", help="Sandboxes to end.")]) -> None:
-    """End sandboxes: kill every process, remove what they left on the host."""
+def rm(sandbox_ids: Annotated[list[str], typer.Argument(metavar="ID", help="Sandboxes to end.")],
+       yes: Yes = False) -> None:
+    """End sandboxes: kill every process, remove what they left on the host. Asks first (--yes does not);
+    a task whose sandbox this ends is told a person ended it."""
     async def remove_all() -> int:
-        failures = 0
+        failures, found = 0, []
         for sandbox_id in sandbox_ids:
             try:
-                await (await AsyncSandbox.from_id(sandbox_id)).terminate()
+                found.append(await AsyncSandbox.from_id(sandbox_id))
+            except ErrandError as error:
+                _report(error)
+                failures += 1
+        if found:
+            listed = {info.id: info for info in await AsyncSandbox.list()}
+            confirm(f"end {', '.join(s.id for s in found)}",
+                    [_ending(listed[s.id]) for s in found if s.id in listed], yes=yes)
+        for sandbox in found:
+            try:
+                await sandbox.terminate()
             except ErrandError as error:
                 _report(error)
                 failures += 1
             else:
-                _stdout().print(f"removed {sandbox_id}", highlight=False)
+                _stdout().print(f"removed {sandbox.id}", highlight=False)
         return failures
 
     if _run(remove_all()):
         raise typer.Exit(EXIT_ERROR)
+
+
+def _ending(info: SandboxInfo) -> str:
+    task = info.labels.get("task")
+    what = f"task {task}'s sandbox (its run fails, saying a person ended it)" if task else "a sandbox"
+    return f"{info.id}: {what}, every process in it killed"
 
 
 @sandbox_app.command("gc")

@@ -130,7 +130,7 @@ async def _work(console: Console, store: TaskStore, task_id: str) -> None:
             for event in await asyncio.to_thread(store.events, task_id, after):
                 printer.show(event)
                 after = event.id
-            if state in (TaskState.READY_FOR_REVIEW, TaskState.FAILED, TaskState.CANCELLED):
+            if state in (TaskState.READY_FOR_REVIEW, TaskState.ANSWERED, TaskState.FAILED, TaskState.CANCELLED):
                 return
             if state is TaskState.NEEDS_INPUT:
                 console.print(f"[yellow]answer in another terminal: errand answer {task_id} \"...\"[/]")

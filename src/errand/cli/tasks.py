@@ -28,11 +28,13 @@ import typer
 from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
 from errand import _settings
 from errand._figures import duration as figures_duration
 from errand._figures import money, tokens
 from errand._text import printable
+from errand.cli.confirm import Yes, confirm
 from errand.cli.events import LogPrinter, print_event, shown
 from errand.errors import ConfigError, ErrandError
 from errand.forge.refs import looks_like_issue_ref
@@ -42,8 +44,9 @@ from errand.repo.workcopy import is_url, source_name
 from errand.tasks.api import TaskApi
 from errand.tasks.comments import LineComment, Side
 from errand.tasks.environment import CONFIG_FILE
+from errand.tasks.errors import NeedsConfirmation
 from errand.tasks.evidence import Evidence, TestRun
-from errand.tasks.lifecycle import TaskState
+from errand.tasks.lifecycle import FINAL, TaskState
 from errand.tasks.records import Event, Run, Task
 from errand.tasks.service import TaskService, issue_instruction
 from errand.tasks.store import TaskStore
@@ -54,11 +57,12 @@ __all__ = ["age", "console", "print_event", "print_evidence", "print_patch", "re
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 _NAMED = 5  # uncommitted files named by `errand run`; the rest are counted
-_SETTLED = {TaskState.READY_FOR_REVIEW, TaskState.ACCEPTED, TaskState.REJECTED, TaskState.FAILED,
+_SETTLED = {TaskState.READY_FOR_REVIEW, TaskState.ACCEPTED, TaskState.REJECTED, TaskState.ANSWERED, TaskState.FAILED,
             TaskState.CANCELLED}
+_TITLE_WIDTH, _REPO_WIDTH = 12, 16  # `errand ls`: the least a title gets, the most a repository's name does
 _STATE_STYLE = {"queued": "cyan", "preparing": "cyan", "running": "blue", "needs_input": "bold yellow",
-                "ready_for_review": "bold green", "accepted": "green", "rejected": "red", "failed": "bold red",
-                "cancelled": "dim"}
+                "ready_for_review": "bold green", "accepted": "green", "rejected": "red", "answered": "green",
+                "failed": "bold red", "cancelled": "dim"}
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -233,11 +237,26 @@ def ls(
         if as_json:
             _print_json([_record_json(t) for t in tasks])
             return
-        table = Table("ID", "STATE", "AGE", "ATTEMPTS", "TITLE", "REPO", box=None, pad_edge=False)
-        for task in tasks:
-            table.add_row(shown(task.id), _state(task.state), age(time.time() - task.created_at), str(task.attempts),
-                          shown(task.title, lines=False), shown(task.repo, lines=False))
-        console().print(table)
+        # One line a task at any width: the title takes what is left and ends in "…" when cut, the
+        # repository shows its name (`errand show` and --json have the whole path).
+        rows = [(shown(task.id), _state(task.state), age(time.time() - task.created_at), str(task.attempts),
+                 shown(task.title, lines=False), shown(_repo_name(task.repo), lines=False)) for task in tasks]
+        out = console()
+        widths = [max([len(name), *(len(Text.from_markup(row[column])) for row in rows)])
+                  for column, name in enumerate(("ID", "STATE", "AGE", "ATTEMPTS", "TITLE", "REPO"))]
+        widths[5] = min(widths[5], _REPO_WIDTH)
+        widths[4] = max(_TITLE_WIDTH, min(widths[4], out.width - sum(widths[:4]) - widths[5] - 2 * 5))
+        table = Table(box=None, pad_edge=False)
+        for name, width in zip(("ID", "STATE", "AGE", "ATTEMPTS", "TITLE", "REPO"), widths, strict=True):
+            table.add_column(name, no_wrap=True, overflow="ellipsis", width=width)
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
+
+
+def _repo_name(repo: str) -> str:
+    """A repository's last path part: ``/home/me/src/calc`` → ``calc``, ``https://host/o/calc.git`` → ``calc``."""
+    return repo.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git") or repo
 
 
 def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
@@ -301,7 +320,7 @@ def print_progress(out: Console, figures: dict[str, Any]) -> None:
     usage = figures["usage"]
     cost = figures_money(usage)
     out.print(f"{figures_duration(figures['seconds'])} elapsed · {usage['steps']} steps · "
-              f"{tokens(usage['tokens'])} tokens ({tokens(usage['input_tokens'])} in, "
+              f"{tokens(usage['tokens'])} tokens ({tokens(usage['input_tokens'])} in{_cache_part(usage)}, "
               f"{tokens(usage['output_tokens'])} out) · {cost}" + (f" · round {figures['round']}" if figures['round']
                                                                     else ""))
     budgets = figures.get("budgets") or {}
@@ -314,6 +333,16 @@ def print_progress(out: Console, figures: dict[str, Any]) -> None:
         which = f"round {attempt['round']}" + (f", attempt {attempt['attempt']}" if len(figures["attempts"]) > 1
                                                else "")  # the numbers --attempt takes, only in best-of-N
         out.print(f"  [dim]{which} ({attempt['state']}): {', '.join(parts)}[/]")
+
+
+def _cache_part(usage: dict[str, Any]) -> str:
+    """Of the input tokens, what the provider's prompt cache served and took: ``, of them 3.1k read
+    from the prompt cache, 800 written to it``; empty when it did neither."""
+    read, written = usage.get("cached_tokens") or 0, usage.get("cache_write_tokens") or 0
+    parts = ([f"{tokens(read)} read from the prompt cache"] if read else []) + (
+        [f"{tokens(written)} written to it" if read else f"{tokens(written)} written to the prompt cache"]
+        if written else [])
+    return f", of them {', '.join(parts)}" if parts else ""
 
 
 def _against(used: str, limit: Any, show: Callable[[Any], str]) -> str:
@@ -330,6 +359,12 @@ def _print_next_steps(out: Console, service: TaskApi, task: Task) -> None:
     if task.state is TaskState.READY_FOR_REVIEW:
         out.print(f"[dim]`errand diff {task.id}`, then `errand accept {task.id}`, `errand reject {task.id} "
                   f"--reason ...` or `errand followup {task.id} \"...\"`[/]")
+    elif task.state is TaskState.ANSWERED:
+        answered = service.events(task.id, kinds=["answered"], limit=1_000_000)
+        report = answered[-1].data.get("report") if answered and isinstance(answered[-1].data, dict) else None
+        out.print("\n[bold green]answered[/] (it changed no file, so there is nothing to accept):")
+        out.print("  " + shown(report or "no report was recorded").replace("\n", "\n  "))
+        out.print(f"[dim]`errand followup {task.id} \"...\"` asks for more, or for the change itself[/]")
     elif task.state in (TaskState.FAILED, TaskState.CANCELLED):
         if task.state is TaskState.FAILED:
             failed = service.events(task.id, kinds=["failed"], limit=1_000_000)
@@ -556,13 +591,23 @@ def accept(
                                                 "best: its number, as `errand show` gives it.")] = None,
     into: Annotated[Path | None, typer.Option(
         "--into", metavar="PATH", help="The local clone (for a task made from a URL).")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept without asking even a diff whose tests fail "
+                                                          "after it, at low confidence, or that deletes files "
+                                                          "(off a terminal such a diff is refused without it).")]
+    = False,
     as_json: AsJson = False,
     server: Server = None,
     token: Token = None,
 ) -> None:
-    """Commit the task's diff on its branch errand/<id>-<slug>; your checkout is left as it is."""
+    """Commit the task's diff on its branch errand/<id>-<slug>; your checkout is left as it is.
+    A diff whose tests fail after it, at low confidence, or that deletes files asks first."""
     with task_service(server, token) as service:
-        accepted = service.accept(task_id, attempt=attempt, into=into)
+        try:
+            accepted = service.accept(task_id, attempt=attempt, into=into, confirm=yes)
+        except NeedsConfirmation as risky:
+            console(stderr=True).print(f"[yellow]{shown(task_id)}'s diff needs a second look:[/]")
+            confirm(f"accept {task_id}", risky.reasons, yes=False)
+            accepted = service.accept(task_id, attempt=attempt, into=into, confirm=True)
         if not server:
             from errand.cli.forge import publish_if_linked  # a task from a forge issue goes back as a pull request
 
@@ -686,9 +731,14 @@ def message(task_id: TaskId, text: Annotated[str, typer.Argument(metavar="TEXT",
              f"message sent to {shown(task_id)}; `errand logs {shown(task_id)}` shows when it is delivered")
 
 
-def cancel(task_id: TaskId, as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
-    """Cancel a task; its sandbox is ended and nothing lands."""
+def cancel(task_id: TaskId, yes: Yes = False, as_json: AsJson = False, server: Server = None,
+           token: Token = None) -> None:
+    """Cancel a task; its sandbox is ended and nothing lands. Asks first (--yes does not)."""
     with task_service(server, token) as service:
+        task = service.get_task(task_id)
+        if task.state not in FINAL:  # a final task's refusal is the service's to say
+            confirm(f"cancel {task_id}", [f"{task.title} is {task.state.value}: cancelling ends its sandboxes, "
+                                          "and nothing of it lands"], yes=yes)
         task = service.cancel(task_id)
         _say(as_json, task, f"cancelled {shown(task_id)}")
 

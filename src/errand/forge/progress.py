@@ -22,12 +22,13 @@ __all__ = ["LABELS", "Row", "counts", "rows"]
 
 LABELS = {"queued": "queued", "running": "running", "waiting": "waiting for a person", "ready": "ready for review",
           "draft": "draft PR opened", "pr_opened": "PR opened", "accepted": "accepted", "rejected": "rejected",
-          "failed": "failed", "cancelled": "cancelled"}
+          "answered": "answered", "failed": "failed", "cancelled": "cancelled"}
 _RED = frozenset({"failure", "error", "timed_out", "action_required"})
 _GREEN = frozenset({"success", "neutral", "skipped"})
 _STATES = {TaskState.QUEUED: "queued", TaskState.PREPARING: "running", TaskState.RUNNING: "running",
            TaskState.NEEDS_INPUT: "waiting", TaskState.READY_FOR_REVIEW: "ready", TaskState.ACCEPTED: "accepted",
-           TaskState.REJECTED: "rejected", TaskState.FAILED: "failed", TaskState.CANCELLED: "cancelled"}
+           TaskState.REJECTED: "rejected", TaskState.ANSWERED: "answered", TaskState.FAILED: "failed",
+           TaskState.CANCELLED: "cancelled"}
 
 
 @dataclass(frozen=True)

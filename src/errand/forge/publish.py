@@ -80,7 +80,7 @@ class Publisher:
         round_ = self._round(task_id)
         if task.state is TaskState.READY_FOR_REVIEW and round_ is not None:
             # A round the forge asked for (a review comment, a fork's pull request): the pull request is its review.
-            self.service.accept(task_id)
+            self.service.accept(task_id, confirm=True)
             task = self.service.store.get_task(task_id)
         commit, draft = self._commit(task, link)
         branch = link.pull_branch or task.branch or ""

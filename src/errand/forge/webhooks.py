@@ -240,7 +240,8 @@ class WebhookHandler:
             return Outcome("ignored", f"nothing ready to accept on {ref}" + (
                 f"; task {still_open}'s question is still open" if still_open else ""))
         for link in ready:
-            self.service.accept(link.task_id)
+            # The person's own `accept` on the forge, under the evidence the pull request shows: their confirm.
+            self.service.accept(link.task_id, confirm=True)
             self.service.store.append_event(link.task_id, None, "forge_accepted", {"by": ask.author,
                                                                                    "comment_id": ask.comment_id})
         if ask.comment_id is not None:

@@ -20,6 +20,7 @@ import shutil
 import socket
 import string
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -33,7 +34,7 @@ from errand import _settings
 from errand.errors import ConfigError, SandboxError, SandboxNotFound, SandboxTerminated
 from errand.sandbox._backends.cgroups import Cgroup, SandboxUsage
 from errand.sandbox._backends.channel import AgentChannel
-from errand.sandbox._backends.registry import OWNER_GRACE, Record, records
+from errand.sandbox._backends.registry import OWNER_GRACE, Record, ended_by, forget_ended, mark_ended, records
 from errand.sandbox._backends.spec import SandboxSpec, Started
 from errand.sandbox._egress.gateway import GatewayRelay
 from errand.sandbox._egress.ledger import EgressLedger, read_log
@@ -348,12 +349,19 @@ class SandboxHandle:
         return Cgroup.open(self._record.cgroup).usage()
 
     async def terminate(self) -> None:
-        """Kill every process, unmount, remove scratch. Safe to call more than once."""
+        """Kill every process, unmount, remove scratch. Safe to call more than once. A handle that
+        attached by id (not the sandbox's creator) first leaves word of who ended it, so the
+        owner's run can say a person did, not only that its sandbox is gone."""
         if self._terminated:
             return
         self._terminated = True
         if self._gateway is not None:
             self._gateway.close()
+        if self._process is None:
+            if self._record.owner_pid is not None and self._record.owner_alive():  # someone to tell
+                await asyncio.to_thread(mark_ended, self.id, _terminator())
+        else:
+            await asyncio.to_thread(forget_ended, self.id)
         if self._proxy is not None:
             await self._proxy.stop(self.id)
         await asyncio.to_thread(self._backend.kill, self._record)
@@ -453,15 +461,23 @@ class SandboxHandle:
         if self._dead.is_set() or self._terminated:
             cause = self._why_closed()
             raise SandboxTerminated(f"sandbox {self.id} has ended" + (f" ({cause})" if cause else ""),
-                                    sandbox_id=self.id)
+                                    sandbox_id=self.id, terminated_by=self._ended_by())
 
     async def _connect(self) -> AgentChannel:
         self._ensure_alive()
-        return await AgentChannel.connect(self._record.control_socket, self.id, self._dead, self._why_closed)
+        return await AgentChannel.connect(self._record.control_socket, self.id, self._dead, self._why_closed,
+                                          self._ended_by)
+
+    def _ended_by(self) -> str | None:
+        """Who ended the sandbox from outside this handle, if someone did (never this handle's own terminate)."""
+        return None if self._terminated and self._process is not None else ended_by(self.id)
 
     def _why_closed(self) -> str:
-        """What the sandbox shows of why a connection closed unanswered: terminated, its
-        launcher's exit, the last line of its log; empty when it shows nothing."""
+        """What the sandbox shows of why a connection closed unanswered: terminated, by whom if
+        from elsewhere, its launcher's exit, the last line of its log; empty when it shows nothing."""
+        by = self._ended_by()
+        if by is not None:
+            return f"terminated by {by}"
         if self._terminated:
             return "terminated"
         parts = []
@@ -536,6 +552,15 @@ def _egress_proxy() -> EgressProxy:
 
 def new_sandbox_id() -> str:
     return "sb-" + "".join(secrets.choice(_ALPHABET) for _ in range(10))
+
+
+def _terminator() -> str:
+    """This process, as a task's log names who ended its sandbox: ``errand sandbox rm`` (pid 42)."""
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+    if program in ("__main__.py", "-m", "-c", ""):
+        program = "errand" if any("errand" in part for part in sys.argv[:1]) else "python"
+    words = [program, *(arg for arg in sys.argv[1:3] if not arg.startswith("-") and len(arg) < 40)]
+    return f"`{' '.join(words)}` (pid {os.getpid()})"
 
 
 def _valid_id(sandbox_id: object) -> bool:

@@ -41,7 +41,8 @@ TaskId = Annotated[Text, Path(max_length=64)]
 Attempt = Annotated[int | None, Query(ge=1, le=MAX_ATTEMPTS, description="An attempt other than the best-ranked.")]
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     status: {"description": phrase, "content": {"application/problem+json": {}}}
-    for status, phrase in ((404, "No such task"), (409, "The task's state does not allow it"),
+    for status, phrase in ((404, "No such task"),
+                           (409, "The task's state does not allow it, or it needs `confirm` (`needs_confirmation`)"),
                            (422, "The input was refused; nothing changed"))}
 
 
@@ -193,10 +194,12 @@ def task_attempts(request: Request, task_id: TaskId) -> list[AttemptOut]:
 
 @router.post("/tasks/{task_id}/accept", response_model=Accepted, responses=PROBLEMS)
 def accept_task(request: Request, task_id: TaskId, body: AcceptIn) -> Accepted:
-    """Commit the chosen attempt's diff on the task's branch in its repository."""
+    """Commit the chosen attempt's diff on the task's branch in its repository. A diff whose tests
+    fail after it, at low confidence, or that deletes files is refused (409, code `needs_confirmation`,
+    its `reasons` listed) unless the request says `confirm: true`."""
     if body.into is not None:
         request.app.state.config.check_repo_path(body.into)
-    return task_service(request).accept(task_id, attempt=body.attempt, into=body.into)
+    return task_service(request).accept(task_id, attempt=body.attempt, into=body.into, confirm=body.confirm)
 
 
 @router.post("/tasks/{task_id}/reject", response_model=Review, responses=PROBLEMS)

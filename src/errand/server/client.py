@@ -186,8 +186,10 @@ class ErrandClient(StoreReads[RemoteStore]):
     def reject(self, task_id: str, reason: str) -> Review:
         return _review(self._post(task_id, "reject", {"reason": reason}))
 
-    def accept(self, task_id: str, *, attempt: int | None = None, into: str | Path | None = None) -> Accepted:
-        body = {"attempt": attempt, "into": str(Path(into).expanduser().resolve()) if into is not None else None}
+    def accept(self, task_id: str, *, attempt: int | None = None, into: str | Path | None = None,
+               confirm: bool = False) -> Accepted:
+        body = {"attempt": attempt, "into": str(Path(into).expanduser().resolve()) if into is not None else None,
+                "confirm": confirm}
         return Accepted(**self._post(task_id, "accept", body))
 
     def _post(self, task_id: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -235,7 +237,7 @@ class ErrandClient(StoreReads[RemoteStore]):
             yield from parse_sse(response.iter_lines(), lambda data: Event(**_loads(data)))
 
 
-_SETTLING = frozenset({"ready_for_review", "failed", "cancelled", "accepted", "rejected"})
+_SETTLING = frozenset({"ready_for_review", "answered", "failed", "cancelled", "accepted", "rejected"})
 
 
 def _loads(data: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from errand.memory.errors import InvalidMemory, MemoryNotFound, SecretRefused
 from errand.server.errors import ServerError
 from errand.tasks.errors import (
     IllegalTransition,
+    NeedsConfirmation,
     RunNotFound,
     RunNotRunning,
     StateConflict,
@@ -37,6 +38,7 @@ ERRORS: tuple[tuple[type[ErrandError], int], ...] = (
     (SandboxTerminated, 404),
     (MemoryNotFound, 404),
     (WrongState, 409),
+    (NeedsConfirmation, 409),
     (IllegalTransition, 409),
     (StateConflict, 409),
     (RunNotRunning, 409),
@@ -50,7 +52,7 @@ CODE_STATUS: Mapping[str, int] = {"no_result": 409, "engine_busy": 503, "patch_f
                                   "csrf_failed": 403, "model_not_allowed": 422}
 # The structured fields a problem document carries beside ``detail`` and ``code``.
 FIELDS = ("task_id", "run_id", "sandbox_id", "state", "current", "target", "expected", "actual", "memory_id",
-          "detector")
+          "detector", "reasons")
 
 
 def status_of(error: ErrandError) -> int:
@@ -96,4 +98,6 @@ def _built(kind: type[ErrandError], detail: str, code: str, fields: Mapping[str,
 
 
 def _plain(value: object) -> object:
+    if isinstance(value, list | tuple):
+        return [str(item) for item in value]
     return value if isinstance(value, int | float | bool) else str(value)

@@ -73,6 +73,9 @@ class ReasonIn(BaseModel):
 class AcceptIn(BaseModel):
     attempt: int | None = Field(None, ge=1, description="Accept this attempt rather than the best-ranked one.")
     into: ShortText | None = Field(None, description="The local clone to commit in (for a task made from a URL).")
+    confirm: bool = Field(False, description="Accept even a diff whose tests fail after it, at low confidence, or "
+                                             "that deletes files; without it such a diff is refused with 409 "
+                                             "`needs_confirmation`, its `reasons` listed.")
 
 
 class TaskPage(BaseModel):

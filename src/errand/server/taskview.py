@@ -24,7 +24,7 @@ from errand.tasks.steps import base_checkout, rank_key
 from errand.tasks.store import TaskStore
 
 __all__ = ["Attempt", "Cause", "Exchange", "FileRow", "LiveSandbox", "NextSteps", "RunNames", "base_text", "cause",
-           "compare", "conversation", "file_matrix", "next_steps", "task_sandboxes"]
+           "compare", "conversation", "file_matrix", "next_steps", "report", "task_sandboxes"]
 
 CONVERSATION_KINDS = ("question", "answer_sent", "message_sent", "followup", "rejected")
 
@@ -157,6 +157,14 @@ class NextSteps:
     commit: str
     repo: str
     commands: list[str] = field(default_factory=list)
+
+
+def report(store: TaskStore, task: Task) -> str | None:
+    """Of an answered task (it changed nothing and finished with a report): the report."""
+    answered = store.last_event(task.id, ["answered"]) if task.state is TaskState.ANSWERED else None
+    if answered is None or not isinstance(answered.data, dict):
+        return None
+    return str(answered.data.get("report") or "") or None
 
 
 def next_steps(store: TaskStore, task: Task) -> NextSteps | None:

@@ -35,13 +35,16 @@ from errand.server.live import Hub, sse_comment, sse_frame
 from errand.server.problems import status_of
 from errand.server.schemas import TaskIn, Text
 from errand.server.security import SESSION_COOKIE, Keys, check_csrf, csrf_token
+from errand.tasks.errors import NeedsConfirmation
+from errand.tasks.guards import accept_risks
 from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.progress import progress
 from errand.tasks.records import Task, Verdict
 from errand.tasks.service import MAX_ATTEMPTS, TaskService
 from errand.tasks.steps import RANKING_RULE
 
-__all__ = ["Csrf", "FormText", "error_page", "local_path", "page", "redirect", "router", "templates"]
+__all__ = ["Confirmed", "Csrf", "FormText", "confirm_page", "error_page", "local_path", "page", "redirect", "router",
+           "templates"]
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -80,6 +83,18 @@ def error_page(request: Request, status: int, detail: str) -> HTMLResponse:
 
 def redirect(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
+
+
+Confirmed = Annotated[str | None, Form(max_length=8)]
+
+
+def confirm_page(request: Request, *, heading: str, reasons: list[str], action: str, button: str, back: str,
+                 fields: dict[str, Any] | None = None) -> HTMLResponse:
+    """The second step of a risky or final form: what it will do and why it asks, a button that posts
+    the same form again with ``confirm=yes``, and a way back that changes nothing (no script: the CSP
+    allows none inline, and the step works without any)."""
+    return page(request, "confirm.html", heading=heading, reasons=reasons, action=action, button=button,
+                back=back, fields=fields or {})
 
 
 # ------------------------------------------------------------------ task list
@@ -153,6 +168,7 @@ async def _task_context(request: Request, task_id: str) -> dict[str, Any]:
         runs = task.runs  # read once: detail has them (without their patches, which nothing here needs)
         return {"task": task, "panel": _panel(task), "names": taskview.RunNames.of(task, runs),
                 "progress": progress(service.store, task, runs), "cause": taskview.cause(service.store, task),
+                "report": taskview.report(service.store, task),
                 "next": taskview.next_steps(service.store, task),
                 "memories": task_memories(service.store, memory_store(request), task_id)}
 
@@ -172,8 +188,9 @@ def _panel(task: Any) -> dict[str, Any]:
                                                       TaskState.ACCEPTED),
             "reviewable": state in (TaskState.READY_FOR_REVIEW, TaskState.REJECTED),
             "retryable": state in (TaskState.FAILED, TaskState.CANCELLED),
-            "followable": state in (TaskState.REJECTED, TaskState.FAILED, TaskState.CANCELLED, TaskState.ACCEPTED),
-            "live": state not in (TaskState.ACCEPTED, TaskState.FAILED, TaskState.CANCELLED)}
+            "followable": state in (TaskState.REJECTED, TaskState.ANSWERED, TaskState.FAILED, TaskState.CANCELLED,
+                                    TaskState.ACCEPTED),
+            "live": state not in (TaskState.ACCEPTED, TaskState.ANSWERED, TaskState.FAILED, TaskState.CANCELLED)}
 
 
 @router.get("/tasks/{task_id}/panel", response_class=HTMLResponse)
@@ -239,23 +256,42 @@ async def message(request: Request, task_id: Text, csrf: Csrf, text: FormText) -
 
 
 @router.post("/tasks/{task_id}/cancel", response_class=HTMLResponse)
-async def cancel(request: Request, task_id: Text, csrf: Csrf) -> Response:
+async def cancel(request: Request, task_id: Text, csrf: Csrf, confirm: Confirmed = None) -> Response:
     check_csrf(request, csrf)
+    if confirm != "yes":
+        task = await asyncio.to_thread(task_service(request).store.get_task, task_id)
+        return confirm_page(request, heading=f"Cancel task {task.id}?", action=f"/tasks/{quote(task.id)}/cancel",
+                            reasons=[f"“{task.title}” is {task.state.value.replace('_', ' ')}: cancelling ends its "
+                                     "sandboxes, and nothing of it lands."],
+                            button="Cancel the task", back=f"/tasks/{quote(task.id)}")
     return await _act(request, task_id, lambda: task_service(request).cancel(task_id))
 
 
 @router.post("/tasks/{task_id}/accept", response_class=HTMLResponse)
 async def accept(request: Request, task_id: Text, csrf: Csrf, attempt: Annotated[int | None, Form(ge=1)] = None,
-           into: Annotated[Text | None, Form(max_length=4096)] = None) -> Response:
+                 into: Annotated[Text | None, Form(max_length=4096)] = None, confirm: Confirmed = None) -> Response:
+    """Accept; a diff whose tests fail after it, at low confidence, or that deletes files first
+    gets a confirm step naming why."""
     check_csrf(request, csrf)
     config: ServerConfig = request.app.state.config
+    risky: list[NeedsConfirmation] = []
 
     def run() -> None:
         if into:
             config.check_repo_path(into)
-        task_service(request).accept(task_id, attempt=attempt, into=into or None)
+        try:
+            task_service(request).accept(task_id, attempt=attempt, into=into or None, confirm=confirm == "yes")
+        except NeedsConfirmation as needs:
+            risky.append(needs)
 
-    return await _act(request, task_id, run)
+    response = await _act(request, task_id, run)
+    if not risky:
+        return response
+    which = f"attempt {attempt}" if attempt else "the best attempt"
+    return confirm_page(request, heading=f"Accept {which} of task {task_id} anyway?", reasons=risky[0].reasons,
+                        action=f"/tasks/{quote(task_id)}/accept", fields={"attempt": attempt, "into": into},
+                        button=f"Accept {which} anyway",
+                        back=f"/tasks/{quote(task_id)}/review" + (f"?attempt={attempt}" if attempt else ""))
 
 
 @router.post("/tasks/{task_id}/reject", response_class=HTMLResponse)
@@ -318,9 +354,10 @@ def _review_page_now(request: Request, task_id: str, attempt: int | None, hide_w
     files = diffview.parse(patch)
     files = diffview.highlight(diffview.hide_whitespace(files) if hide_ws else files)
     attempts = taskview.compare(ranked, [service.evidence(r) for r in ranked])
+    evidence = service.evidence(chosen)
     return page(request, "review.html", status, **shared, files=files, attempts=attempts, chosen=chosen,
                 tree=diffview.tree(files), ranking_rule=RANKING_RULE,
-                evidence=service.evidence(chosen), needs_into=is_url(task.repo),
+                evidence=evidence, risks=accept_risks(evidence), needs_into=is_url(task.repo),
                 reviewable=_panel(task)["reviewable"], accept_ready=task.state is TaskState.READY_FOR_REVIEW)
 
 
@@ -391,13 +428,28 @@ async def sandboxes(request: Request) -> HTMLResponse:
 
 
 @router.post("/sandboxes/{sandbox_id}/terminate", response_class=HTMLResponse)
-async def terminate(request: Request, sandbox_id: Text, csrf: Annotated[str, Form(alias="csrf_token")]) -> Response:
+async def terminate(request: Request, sandbox_id: Text, csrf: Annotated[str, Form(alias="csrf_token")],
+                    confirm: Confirmed = None) -> Response:
     check_csrf(request, csrf)
     try:
-        await (await AsyncSandbox.from_id(sandbox_id)).terminate()
+        sandbox = await AsyncSandbox.from_id(sandbox_id)
+        if confirm != "yes":
+            await sandbox.close()  # a look only, until the person confirms
+            return await _confirm_terminate(request, sandbox.id)
+        await sandbox.terminate()
     except ErrandError as error:
         return page(request, "sandboxes.html", status_of(error), sandboxes=[], error=error.message)
     return redirect("/sandboxes")
+
+
+async def _confirm_terminate(request: Request, sandbox_id: str) -> HTMLResponse:
+    labels = next((info.labels for info in await AsyncSandbox.list() if info.id == sandbox_id), {})
+    task = labels.get("task")
+    return confirm_page(request, heading=f"Terminate {sandbox_id}?", action=f"/sandboxes/{quote(sandbox_id)}/terminate",
+                        reasons=["Every process in it is killed, and what it left on the host is removed."]
+                        + ([f"It runs task {task}: that run ends, and the task says a person terminated its "
+                            "sandbox."] if task else []),
+                        button=f"Terminate {sandbox_id}", back="/sandboxes")
 
 
 # ------------------------------------------------------------------ login

@@ -23,7 +23,7 @@ from errand.server.api_memory import MemoryId, MemoryIn, add_memory_for, memory_
 from errand.server.problems import status_of
 from errand.server.schemas import Text
 from errand.server.security import check_csrf
-from errand.server.ui import Csrf, FormText, local_path, page, redirect
+from errand.server.ui import Confirmed, Csrf, FormText, confirm_page, local_path, page, redirect
 
 __all__ = ["router"]
 
@@ -117,8 +117,16 @@ def _change(request: Request, memory_id: int, back: str, change: Callable[[Memor
 
 
 @router.post("/memory/{memory_id}/remove", response_class=HTMLResponse)
-def remove(request: Request, memory_id: MemoryId, csrf: Csrf, back: Back = "/memory") -> Response:
+def remove(request: Request, memory_id: MemoryId, csrf: Csrf, back: Back = "/memory",
+           confirm: Confirmed = None) -> Response:
     check_csrf(request, csrf)
+    if confirm != "yes":
+        memory = memory_store(request).get(memory_id)
+        return confirm_page(request, heading=f"Remove memory {memory.id} for good?",
+                            action=f"/memory/{memory.id}/remove",
+                            reasons=[f"“{memory.text}” is deleted; an agent is never given it again. Archive keeps "
+                                     "it instead."], button=f"Remove memory {memory.id}", back=local_path(back),
+                            fields={"back": back})
     if back.rstrip("/") == f"/memory/{memory_id}":
         back = "/memory"  # its own page is gone with it
     return _change(request, memory_id, back, lambda store: store.remove(memory_id))

@@ -6,6 +6,7 @@
         ├── IllegalTransition    the lifecycle forbids ``current → target``
         ├── StateConflict        the task was not in the state the caller expected
         ├── WrongState           the task's state does not allow the action (answer, accept, …)
+        ├── NeedsConfirmation    the action is risky (a diff whose tests fail, say): confirm it to go on
         ├── RunNotFound          no run has that id
         └── RunNotRunning        the run has already ended
     SetupFailed                  a setup command of the repository's errand.toml failed
@@ -19,8 +20,8 @@ from __future__ import annotations
 
 from errand.errors import ErrandError
 
-__all__ = ["EngineBusy", "EnginesMixed", "IllegalTransition", "RunNotFound", "RunNotRunning", "SetupFailed",
-           "StateConflict", "TaskError", "TaskNotFound", "WrongState"]
+__all__ = ["EngineBusy", "EnginesMixed", "IllegalTransition", "NeedsConfirmation", "RunNotFound", "RunNotRunning",
+           "SetupFailed", "StateConflict", "TaskError", "TaskNotFound", "WrongState"]
 
 
 class TaskError(ErrandError):
@@ -70,6 +71,17 @@ class WrongState(TaskError):
     def __init__(self, message: str, *, task_id: str, state: str) -> None:
         super().__init__(message, task_id=task_id)
         self.state = state
+
+
+class NeedsConfirmation(TaskError):
+    """The action would do something a person should confirm first; ``reasons`` says what.
+    Asked again with a confirm (``--yes``, ``confirm: true``, the page's confirm step), it goes on."""
+
+    code = "needs_confirmation"
+
+    def __init__(self, message: str, *, task_id: str, reasons: list[str]) -> None:
+        super().__init__(message, task_id=task_id)
+        self.reasons = list(reasons)
 
 
 class RunNotFound(TaskError):

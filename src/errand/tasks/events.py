@@ -85,6 +85,7 @@ KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
     _kind("check_output", "text", "a line a check printed", output=True),
     _kind("ranking", "rule runs", "the attempts, best first"),
     _kind("ready_for_review", "confidence run_id", "the round ended with a diff to review"),
+    _kind("answered", "report run_id", "the round ended with a report and no change (a question answered)"),
     _kind("failed", "code command exit_code log reason", "the round ended without a result"),
     _kind("recovered", "previous reason rule run_id state",
           "an orphaned run was ended (its worker or workflow gone) and the task settled, with the reason"),

@@ -5,14 +5,19 @@
     queued → preparing → running ⇄ needs_input
                             ↓
                      ready_for_review → accepted | rejected
+                            | answered                          (no change to review: a report)
 
     any non-final state → failed | cancelled
     preparing | running | needs_input → queued      (the run was interrupted; requeued)
     ready_for_review | rejected → queued            (follow-up: a new round on the task's branch)
+    answered → queued                               (follow-up: ask more, or ask for the change)
     failed | cancelled → queued                     (retry, or a follow-up: a new round, history kept)
 
-Final states are ``accepted``, ``rejected``, ``failed`` and ``cancelled``: no
-work runs in them, and none starts unless a person asks. A follow-up is a
+Final states are ``accepted``, ``rejected``, ``answered``, ``failed`` and
+``cancelled``: no work runs in them, and none starts unless a person asks.
+``answered`` is the end of a task that asked a question rather than for a change:
+the agent finished with a report and changed no file, so there is nothing to
+review or accept, and it did not fail. A follow-up is a
 person's answer to work that has *not* landed, so it is allowed from
 ``ready_for_review`` and ``rejected``; a retry or a follow-up of a ``failed``
 or ``cancelled`` task starts a new round of the same task, from where the
@@ -41,6 +46,7 @@ class TaskState(enum.StrEnum):
     RUNNING = "running"
     NEEDS_INPUT = "needs_input"
     READY_FOR_REVIEW = "ready_for_review"
+    ANSWERED = "answered"
     ACCEPTED = "accepted"
     REJECTED = "rejected"
     FAILED = "failed"
@@ -52,15 +58,16 @@ S = TaskState
 #: States in which a run is (or should be) in progress on some worker.
 ACTIVE = frozenset({S.PREPARING, S.RUNNING, S.NEEDS_INPUT})
 #: States in which nothing runs; only a person's follow-up or retry moves one of them (not ``accepted``) on.
-FINAL = frozenset({S.ACCEPTED, S.REJECTED, S.FAILED, S.CANCELLED})
+FINAL = frozenset({S.ACCEPTED, S.REJECTED, S.ANSWERED, S.FAILED, S.CANCELLED})
 
 _FORWARD: dict[TaskState, frozenset[TaskState]] = {
     S.QUEUED: frozenset({S.PREPARING}),
     S.PREPARING: frozenset({S.RUNNING, S.QUEUED}),
-    S.RUNNING: frozenset({S.NEEDS_INPUT, S.READY_FOR_REVIEW, S.QUEUED}),
+    S.RUNNING: frozenset({S.NEEDS_INPUT, S.READY_FOR_REVIEW, S.ANSWERED, S.QUEUED}),
     S.NEEDS_INPUT: frozenset({S.RUNNING, S.QUEUED}),
     S.READY_FOR_REVIEW: frozenset({S.ACCEPTED, S.REJECTED, S.QUEUED}),
     S.REJECTED: frozenset({S.QUEUED}),
+    S.ANSWERED: frozenset({S.QUEUED}),
     S.FAILED: frozenset({S.QUEUED}),
     S.CANCELLED: frozenset({S.QUEUED}),
 }

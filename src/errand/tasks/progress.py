@@ -28,7 +28,9 @@ BUDGET_NAMES = ("max_steps", "max_tokens", "max_cost", "max_seconds")
 @dataclass(frozen=True)
 class Usage:
     """What model calls used. ``cost`` is in US dollars; ``cost_known`` is false when any
-    call's provider said nothing of its price (the figure then counts those calls as free)."""
+    call's provider said nothing of its price (the figure then counts those calls as free).
+    Of the input tokens, ``cached_tokens`` were read from the provider's prompt cache and
+    ``cache_write_tokens`` written to it."""
 
     steps: int = 0
     input_tokens: int = 0
@@ -36,6 +38,7 @@ class Usage:
     cached_tokens: int = 0
     cost: float = 0.0
     cost_known: bool = True
+    cache_write_tokens: int = 0
 
     @property
     def tokens(self) -> int:
@@ -44,7 +47,8 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         return Usage(self.steps + other.steps, self.input_tokens + other.input_tokens,
                      self.output_tokens + other.output_tokens, self.cached_tokens + other.cached_tokens,
-                     self.cost + other.cost, self.cost_known and other.cost_known)
+                     self.cost + other.cost, self.cost_known and other.cost_known,
+                     self.cache_write_tokens + other.cache_write_tokens)
 
     @classmethod
     def of_event(cls, data: dict[str, Any], steps: int = 1) -> Usage:
@@ -52,7 +56,8 @@ class Usage:
         cost = data.get("cost")
         return cls(steps, _count(data.get("input_tokens")), _count(data.get("output_tokens")),
                    _count(data.get("cached_tokens", data.get("cache_read_tokens"))),
-                   float(cost) if isinstance(cost, int | float) else 0.0, isinstance(cost, int | float))
+                   float(cost) if isinstance(cost, int | float) else 0.0, isinstance(cost, int | float),
+                   _count(data.get("cache_write_tokens")))
 
 
 @dataclass(frozen=True)
@@ -128,12 +133,13 @@ def _run_usage(store: TaskStore, run: Run) -> Usage:
         cost = spent.get("cost")
         return Usage(_count(spent.get("steps")), _count(spent.get("input_tokens")),
                      _count(spent.get("output_tokens")), _count(spent.get("cache_read_tokens")),
-                     float(cost) if isinstance(cost, int | float) else 0.0, _count(spent.get("unpriced_calls")) == 0)
+                     float(cost) if isinstance(cost, int | float) else 0.0, _count(spent.get("unpriced_calls")) == 0,
+                     _count(spent.get("cache_write_tokens")))
     live = sum((Usage.of_event(e.data) for e in store.events(run.task_id, 0, 10_000_000, kinds=["model"],
                                                            run_id=run.id) if isinstance(e.data, dict)), Usage())
     if isinstance(spent, dict) and isinstance(spent.get("cost"), int | float):  # a run from before spent split
         return Usage(max(live.steps, _count(spent.get("steps"))), live.input_tokens, live.output_tokens,
-                     live.cached_tokens, float(spent["cost"]), live.cost_known)
+                     live.cached_tokens, float(spent["cost"]), live.cost_known, live.cache_write_tokens)
     return live
 
 
@@ -159,7 +165,8 @@ def _run_seconds(run: Run, now: float) -> float:
 
 def _usage_json(usage: Usage) -> dict[str, Any]:
     return {"steps": usage.steps, "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
-            "cached_tokens": usage.cached_tokens, "tokens": usage.tokens, "cost": round(usage.cost, 6),
+            "cached_tokens": usage.cached_tokens, "cache_write_tokens": usage.cache_write_tokens,
+            "tokens": usage.tokens, "cost": round(usage.cost, 6),
             "cost_known": usage.cost_known}
 
 

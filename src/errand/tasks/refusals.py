@@ -34,7 +34,8 @@ def _is(task: Task, commit: str | None) -> str:
     if task.state in ACTIVE:
         return f"is still running ({task.state.value.replace('_', ' ')})"
     return {S.READY_FOR_REVIEW: "is ready for review", S.ACCEPTED: f"was accepted ({landed(commit, task.branch)})",
-            S.REJECTED: "was rejected", S.FAILED: "failed", S.CANCELLED: "was cancelled"}[task.state]
+            S.REJECTED: "was rejected", S.ANSWERED: "was answered (it changed nothing)", S.FAILED: "failed",
+            S.CANCELLED: "was cancelled"}[task.state]
 
 
 def _instead(task: Task, action: str) -> str:
@@ -48,6 +49,11 @@ def _instead(task: Task, action: str) -> str:
             return f"`git switch {task.branch}` takes you to it"
         return (f"its work has landed, so it cannot be {_done(action)}: delete the branch to take it back "
                 f"(`git branch -D {task.branch}`), or `errand followup {tid} \"...\"` starts a new task from it")
+    if state is S.ANSWERED:
+        if action == "cancel":
+            return "nothing of it runs any more"
+        return (f"it answered with a report and changed nothing, so there is no diff to {action}: `errand show "
+                f"{tid}` has the report, and `errand followup {tid} \"...\"` asks for more (or for the change)")
     if state in (S.FAILED, S.CANCELLED):
         if action == "cancel":
             return "nothing of it runs any more"

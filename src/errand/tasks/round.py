@@ -689,14 +689,14 @@ def _load(prepared: Prepared, index: int, name: str) -> dict[str, Any] | None:
 def _result_json(result: AgentResult) -> dict[str, Any]:
     return {"status": result.status, "detail": result.detail, "messages": [message_to_json(m) for m in result.messages],
             "spent": asdict(result.spent), "summary": result.summary, "assumptions": list(result.assumptions),
-            "question": result.question, "budget": result.budget}
+            "question": result.question, "budget": result.budget, "answer": result.answer}
 
 
 def _result_from_json(data: Mapping[str, Any]) -> AgentResult:
     return AgentResult(status=data["status"], detail=data["detail"],
                        messages=[message_from_json(m) for m in data["messages"]], spent=Spent(**data["spent"]),
                        summary=data.get("summary"), assumptions=list(data.get("assumptions") or []),
-                       question=data.get("question"), budget=data.get("budget"))
+                       question=data.get("question"), budget=data.get("budget"), answer=data.get("answer"))
 
 
 def _labels(run: Run, role: str = "agent") -> dict[str, str]:

@@ -28,7 +28,8 @@ from errand.repo.git import run_git
 from errand.repo.workcopy import is_url, resolve_base, source_name
 from errand.tasks.comments import LineComment, anchor, check_count
 from errand.tasks.environment import CONFIG_FILE, Environment
-from errand.tasks.errors import TaskError, WrongState
+from errand.tasks.errors import NeedsConfirmation, TaskError, WrongState
+from errand.tasks.guards import accept_risks
 from errand.tasks.lifecycle import ACTIVE, FINAL, TaskState
 from errand.tasks.memory_link import observe_verdict
 from errand.tasks.progress import progress
@@ -46,7 +47,8 @@ FOLLOW_POLL = 0.2  # seconds between reads of a followed task
 
 _REVIEWABLE = frozenset({TaskState.READY_FOR_REVIEW})
 # A follow-up starts a new round of the same task from these; from ``accepted``, a new task.
-_FOLLOWABLE = frozenset({TaskState.READY_FOR_REVIEW, TaskState.REJECTED, TaskState.FAILED, TaskState.CANCELLED})
+_FOLLOWABLE = frozenset({TaskState.READY_FOR_REVIEW, TaskState.REJECTED, TaskState.ANSWERED, TaskState.FAILED,
+                         TaskState.CANCELLED})
 _RETRYABLE = frozenset({TaskState.FAILED, TaskState.CANCELLED})
 
 MAX_ATTEMPTS = 8
@@ -221,13 +223,21 @@ class TaskService(StoreReads[TaskStore]):
         observe_verdict(self.memory, self.store.get_task(task_id), "rejected", review.reason)
         return review
 
-    def accept(self, task_id: str, *, attempt: int | None = None, into: str | Path | None = None) -> Accepted:
+    def accept(self, task_id: str, *, attempt: int | None = None, into: str | Path | None = None,
+               confirm: bool = False) -> Accepted:
         """Commit the chosen run's diff on the task's branch in the repository (``into`` for a
         task made from a URL). The current branch, index and worktree are left untouched. The
         commit credits whoever :meth:`credit` named, and is signed when ``ERRAND_SIGNING_KEY``
-        names a key; a commit :meth:`prepare` wrote for the same run is the one the branch gets."""
+        names a key; a commit :meth:`prepare` wrote for the same run is the one the branch gets.
+
+        A diff whose tests fail after it, at low confidence, or that deletes files is refused with
+        :class:`NeedsConfirmation` (its reasons named) unless ``confirm``; nothing changes then."""
         task = self._settled(task_id, "accept", _REVIEWABLE)
         run = self.chosen_run(task_id, attempt)
+        risks = [] if confirm else accept_risks(self.evidence(run))
+        if risks:
+            raise NeedsConfirmation(f"attempt {run.attempt} of task {task_id} needs a confirm before it is accepted: "
+                                    + "; ".join(risks), task_id=task_id, reasons=risks)
         repo = Path(into) if into is not None else _local_repo(task)
         assert task.branch is not None
         prepared = self._prepared(task, run, repo)

@@ -647,27 +647,35 @@ def finalize(store: TaskStore, task_id: str, runs: list[Run], results: list[Agen
              order: list[int] | None = None) -> list[RunResult]:
     """Store each run's result (its patch, evidence, place in ``order`` — the round's
     ranking, :func:`rank` of the evidence unless given — and the caches it used) and move the
-    task on: ready for review when the best attempt changed something, else failed. A run
-    succeeded when it finished with a change to review. Returns the results, in run order."""
+    task on: ready for review when the best attempt changed something; answered when none did
+    but the best finished with an answer (the task asked a question); else failed. A run
+    succeeded when it finished with a change to review or an answer. Returns the results, in
+    run order."""
     order = rank([evidence for evidence, _ in collected]) if order is None else order
     stored: dict[int, RunResult] = {}
     for place, index in enumerate(order, start=1):
         result, (evidence, patch) = results[index], collected[index]
         usable = result.status == "finished" and bool(evidence.files)
-        detail = result.detail if usable or result.status != "finished" else "finished without changing anything"
+        reported = result.status == "finished" and not evidence.files and bool(result.answer)
+        detail = result.detail if usable or result.status != "finished" else (
+            "finished with an answer and no change" if reported else "finished without changing anything")
         outcome = RunResult(status=result.status, detail=detail, summary=result.summary,
                             assumptions=list(result.assumptions), budget=result.budget, rank=place, patch=patch,
                             evidence=evidence.to_json(), spent=result.spent.to_json(), caches=caches or {})
-        state = RunState.SUCCEEDED if usable else RunState.FAILED
+        state = RunState.SUCCEEDED if usable or reported else RunState.FAILED
         store.finish_run(runs[index].id, state, outcome.to_json())
         stored[index] = outcome
     if len(order) > 1:
         store.append_event(task_id, None, "ranking", {
             "runs": [runs[i].id for i in order], "rule": RANKING_RULE})
     best = collected[order[0]][0]
+    report = (results[order[0]].answer or "") if results[order[0]].status == "finished" else ""
     if best.files:
         store.set_state(task_id, TaskState.READY_FOR_REVIEW, expected=TaskState.RUNNING, event=(
             "ready_for_review", {"run_id": runs[order[0]].id, "confidence": best.confidence.level}))
+    elif report:
+        store.set_state(task_id, TaskState.ANSWERED, expected=TaskState.RUNNING, event=(
+            "answered", {"run_id": runs[order[0]].id, "report": report}))
     else:
         reason = f"no attempt changed anything ({best.exit_status}: {best.exit_detail})"
         store.set_state(task_id, TaskState.FAILED, expected=TaskState.RUNNING, event=("failed", {"reason": reason}))

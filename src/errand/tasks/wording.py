@@ -214,6 +214,8 @@ SENTENCES: Mapping[str, Say] = {
     "ranking": lambda d: _said("ranking", "attempts ranked: ", Value(", ".join(map(str, d.get("runs", []))))),
     "ready_for_review": lambda d: _said("ready", "ready for review (confidence ", Value(d.get("confidence")), ")",
                                         tone="good"),
+    "answered": lambda d: _said("answered", Value(d.get("report"), lines=True), tone="good",
+                                lead="answered (no change):"),
     "failed": _failed,
     "cancelled": lambda d: _said("cancelled", "cancelled", tone="quiet"),
     "memories_exported": _memories_exported,

@@ -46,11 +46,12 @@ class AgentChannel:
     """One connection to a sandbox's agent. Use one per command or file operation."""
 
     def __init__(self, sock: socket.socket, sandbox_id: str, dead: asyncio.Event | None,
-                 why: Callable[[], str] | None = None) -> None:
+                 why: Callable[[], str] | None = None, by: Callable[[], str | None] | None = None) -> None:
         self._sock = sock
         self._sandbox_id = sandbox_id
         self._dead = dead
         self._why = why
+        self._by = by
         self._buffer = bytearray()
         self._fds: list[int] = []
         self._replies: collections.deque[AgentReply] = collections.deque()
@@ -61,17 +62,20 @@ class AgentChannel:
 
     @classmethod
     async def connect(cls, path: str, sandbox_id: str, dead: asyncio.Event | None = None,
-                      why: Callable[[], str] | None = None) -> AgentChannel:
+                      why: Callable[[], str] | None = None, by: Callable[[], str | None] | None = None
+                      ) -> AgentChannel:
         """``why`` says, when the connection closes without an answer, what the sandbox left
-        behind (its exit and the last lines of its log), so the error names a cause."""
+        behind (its exit and the last lines of its log), so the error names a cause; ``by``, who
+        ended it from outside its owner, if someone did."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         sock.setblocking(False)
         try:
             await asyncio.get_running_loop().sock_connect(sock, path)
         except (FileNotFoundError, ConnectionRefusedError):
             sock.close()
-            raise SandboxTerminated(f"sandbox {sandbox_id} is not running", sandbox_id=sandbox_id) from None
-        return cls(sock, sandbox_id, dead, why)
+            raise SandboxTerminated(f"sandbox {sandbox_id} is not running", sandbox_id=sandbox_id,
+                                    terminated_by=by() if by is not None else None) from None
+        return cls(sock, sandbox_id, dead, why, by)
 
     async def send(self, fields: list[str], fds: list[int] | tuple[int, ...] = ()) -> None:
         payload = b"\0".join(f.encode("utf-8", "surrogateescape") for f in fields)
@@ -86,8 +90,7 @@ class AgentChannel:
             await self._wait_writable()
             await self.send(fields, fds)
         except OSError as error:
-            raise SandboxTerminated(f"sandbox {self._sandbox_id} is gone ({error.strerror})",
-                                    sandbox_id=self._sandbox_id) from None
+            raise self._ended(f"sandbox {self._sandbox_id} is gone ({error.strerror})") from None
 
     async def receive(self) -> AgentReply:
         """The next message; raises SandboxTerminated if the sandbox ends first.
@@ -98,12 +101,11 @@ class AgentChannel:
         while not self._replies:
             if self._eof:
                 cause = self._why() if self._why is not None else ""
-                raise SandboxTerminated(f"sandbox {self._sandbox_id} closed the connection"
-                                        + (f" ({cause})" if cause else ""), sandbox_id=self._sandbox_id)
+                raise self._ended(f"sandbox {self._sandbox_id} closed the connection"
+                                  + (f" ({cause})" if cause else ""))
             if self._dead is not None and self._dead.is_set():
                 cause = self._why() if self._why is not None else ""
-                raise SandboxTerminated(f"sandbox {self._sandbox_id} has ended" + (f" ({cause})" if cause else ""),
-                                        sandbox_id=self._sandbox_id)
+                raise self._ended(f"sandbox {self._sandbox_id} has ended" + (f" ({cause})" if cause else ""))
             self._wakeup = self._loop.create_future()
             waits: list[asyncio.Future[Any]] = [self._wakeup]
             dead = asyncio.ensure_future(self._dead.wait()) if self._dead is not None else None
@@ -116,6 +118,10 @@ class AgentChannel:
                     dead.cancel()
                 self._wakeup = None
         return self._replies.popleft()
+
+    def _ended(self, message: str) -> SandboxTerminated:
+        return SandboxTerminated(message, sandbox_id=self._sandbox_id,
+                                 terminated_by=self._by() if self._by is not None else None)
 
     def close(self) -> None:
         if self._sock.fileno() >= 0:

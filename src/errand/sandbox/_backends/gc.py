@@ -18,7 +18,7 @@ from pathlib import Path
 from errand import _settings
 from errand.errors import SandboxError
 from errand.sandbox._backends.cgroups import Cgroup
-from errand.sandbox._backends.registry import ORPHAN_GRACE, all_records, process_start
+from errand.sandbox._backends.registry import ORPHAN_GRACE, all_records, process_start, prune_ended
 from errand.sandbox._backends.writable import detach_orphans, loop_devices
 from errand.sandbox._images.layers import LayerStore
 from errand.sandbox.backend import get_backend
@@ -95,6 +95,7 @@ def collect() -> GcReport:
             report.scratch.append(copy.name)
     report.loop_devices = detach_orphans(devices, live - set(report.sandboxes))
     LayerStore().remove_partials(lambda pid: process_start(pid) is not None)
+    prune_ended(time.time())
     return report
 
 

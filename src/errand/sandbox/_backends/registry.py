@@ -12,6 +12,7 @@ others' (gc keeps clear of them too).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,8 +21,8 @@ from pathlib import Path
 
 from errand import _settings
 
-__all__ = ["ORPHAN_GRACE", "OWNER_GRACE", "Record", "all_records", "process_start", "process_stat", "records",
-           "same_process"]
+__all__ = ["ORPHAN_GRACE", "OWNER_GRACE", "Record", "all_records", "ended_by", "forget_ended", "mark_ended",
+           "process_start", "process_stat", "prune_ended", "records", "same_process"]
 
 # Who ends a sandbox at its lifetime, in order: its agent inside at the deadline; its owner
 # this long after (the agent runs where a process could stop it); garbage collection, for
@@ -103,6 +104,52 @@ class Record:
         shutil.rmtree(self.directory, ignore_errors=True)
         for layer in self.copy_layers:
             shutil.rmtree(layer, ignore_errors=True)
+
+
+# Who ended a sandbox from outside its owner (`errand sandbox rm`, the sandboxes page): one small
+# file per sandbox, beside the sandboxes' directories (which their cleanup removes), so the owner
+# can tell its task that a person ended it. Its owner forgets it when it ends the sandbox itself; gc
+# removes any left this long after.
+ENDED_KEPT = 86_400.0
+
+
+def _ended_dir() -> Path:
+    return _settings.runtime_dir() / "ended"
+
+
+def mark_ended(sandbox_id: str, by: str) -> None:
+    folder = _ended_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".{sandbox_id}"
+    partial.write_text(by)
+    os.replace(partial, folder / sandbox_id)
+
+
+def ended_by(sandbox_id: str) -> str | None:
+    """Who ended ``sandbox_id`` from outside its owner, as :func:`mark_ended` wrote it; None if no one did."""
+    try:
+        return (_ended_dir() / sandbox_id).read_text(errors="replace").strip() or None
+    except OSError:
+        return None
+
+
+def forget_ended(sandbox_id: str) -> None:
+    (_ended_dir() / sandbox_id).unlink(missing_ok=True)
+    _remove_if_empty(_ended_dir())
+
+
+def prune_ended(now: float) -> None:
+    folder = _ended_dir()
+    for marker in folder.iterdir() if folder.is_dir() else []:
+        with contextlib.suppress(OSError):
+            if now - marker.stat().st_mtime > ENDED_KEPT:
+                marker.unlink()
+    _remove_if_empty(folder)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not empty (another marker), or gone already
+        folder.rmdir()
 
 
 def process_start(pid: int) -> int | None:

@@ -10,15 +10,19 @@ the image is for: layers are the same on every tier, and it starts fastest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import re
 import shutil
+import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 
 from errand import _settings
+from errand._text import printable
 from errand.errors import ConfigError, ImageBuildError
 from errand.sandbox._backends.spec import SandboxSpec
 from errand.sandbox._handle import commit_writes, new_sandbox_id, start
@@ -47,8 +51,19 @@ _BUILD_ISOLATION = "namespace"
 async def build(steps: tuple[Step, ...], resolved: ImageConfig | None = None, *, log: LogSink | None = None,
                 store: LayerStore | None = None) -> ImageConfig:
     """An image's steps built (or found cached) into layers of ``store``; ``resolved``
-    is the root an image of a snapshot already has."""
-    sink = log or logger.info
+    is the root an image of a snapshot already has. Without ``log``, a build that has real work
+    to do says so on stderr as it goes (:class:`_Progress`); one found in the cache says nothing."""
+    progress = _Progress() if log is None else None
+    sink = log or progress or logger.info
+    try:
+        return await _build(steps, resolved, log, sink, store)
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+async def _build(steps: tuple[Step, ...], resolved: ImageConfig | None, log: LogSink | None, sink: LogSink,
+                 store: LayerStore | None) -> ImageConfig:
     given = store is not None
     store = store or LayerStore()
     memo = (store.root, steps, resolved)
@@ -71,6 +86,35 @@ async def build(steps: tuple[Step, ...], resolved: ImageConfig | None = None, *,
     if not any(step.kind == "copy" for step in steps):
         _memo[memo] = config  # a copy step's source may change between calls
     return config
+
+
+class _Progress:
+    """The build's lines on stderr, for a caller that gave no ``log`` (the first ``Sandbox.create``
+    of an image can take a minute): a line saying a build started, each step and its output, and
+    the time it took. Cached steps are not shown; a build found whole in the cache prints nothing."""
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+
+    def __call__(self, line: str) -> None:
+        logger.info(line)
+        if line.startswith("CACHED "):
+            return
+        if self.started is None:
+            self.started = time.monotonic()
+            self._say("building an image (the first time only: later uses take it from the cache; pass log= "
+                      "to Sandbox.create to take these lines yourself)")
+        self._say(line)
+
+    def close(self) -> None:
+        if self.started is not None:
+            self._say(f"image built in {time.monotonic() - self.started:.1f} s")
+
+    @staticmethod
+    def _say(line: str) -> None:
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stderr stops no build
+            sys.stderr.write(f"errand image: {printable(line, lines=False)}\n")
+            sys.stderr.flush()
 
 
 async def _root(root: Step, resolved: ImageConfig | None, store: LayerStore, sink: LogSink) -> ImageConfig:
