@@ -64,6 +64,8 @@ CONCLUDED = "concluded"  # an attempt's status: it ended last, and its worker co
 # that began a round before it replays that round the old way; tests/engine/test_replay.py replays
 # recorded histories of each shape.
 START_IN_ONE = "round-starts-in-one-activity"
+# The next round begins without waiting for what a lost worker may still have to close.
+ROUND_BEFORE_LEFTOVERS = "the-next-round-does-not-wait-for-a-lost-workers-closing"
 # An attempt whose heartbeats ran out is taken up again while its worker's lease lives.
 REATTACH = "a-silent-attempt-of-a-live-worker-is-taken-up-again"
 WORKER_STOPPED = "WorkerStopped"  # its worker was stopped mid-activity: the round is interrupted
@@ -172,6 +174,13 @@ class TaskWorkflow:
                 await self._round(given)
             if not self.leftovers:
                 return  # no await between the test above and here: a late signal is never lost
+            if workflow.patched(ROUND_BEFORE_LEFTOVERS):
+                # The next round does not wait for them: a worker that stalled keeps its polls open, and
+                # a closing handed to it waits out its timeout (the next round began ~30 s late).
+                await workflow.wait_condition(lambda rounds=done: self.wanted > rounds  # type: ignore[misc]
+                                              or all(h.done() for h in self.leftovers))
+                self.leftovers = [handle for handle in self.leftovers if not _closed(handle)]
+                continue
             leftovers, self.leftovers = self.leftovers, []
             for leftover in leftovers:  # what an interrupted round's worker may still have to close
                 with contextlib.suppress(ActivityError):
@@ -332,6 +341,13 @@ class TaskWorkflow:
             except ActivityError:
                 pass  # a message a dead worker never delivered is in the next attempt's input
         self.deliveries = []
+
+
+def _closed(handle: Any) -> bool:
+    """Whether a leftover closing is over (how it ended is the worker's business: an error is let be)."""
+    if handle.done() and not handle.cancelled():
+        handle.exception()
+    return bool(handle.done())
 
 
 def _ended(error: ActivityError, cancelled: bool) -> _RoundEnded:
