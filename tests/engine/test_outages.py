@@ -72,12 +72,17 @@ async def test_a_temporal_restart_does_not_interrupt_an_attempt_whose_worker_liv
     store = TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}")
     service = TaskService(store)
     task = service.submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
-    async with running_engine(store, lambda _s, _i: scripted(OUTLASTING_THE_OUTAGE), kind="temporal"):
+    async with running_engine(store, lambda _s, _i: scripted(OUTLASTING_THE_OUTAGE), kind="temporal") as worker:
         await wait_for_event(store, task.id, lambda e: e.kind == "tool_call" and e.data.get("name") == "shell")
         own_temporal.kill()
         await asyncio.sleep(PAST_THE_CLIENTS_RETRIES)
         await asyncio.to_thread(own_temporal.start)  # the same state file and port
         finished = await wait_for_state(store, task.id, S.READY_FOR_REVIEW, S.FAILED, seconds=300)
+        for _ in range(600):  # and the round is closed on its worker (its place free, its copies gone)
+            if not worker.held():
+                break
+            await asyncio.sleep(0.1)
+        assert not worker.held()
     events = store.events(task.id, limit=100_000)
     assert finished.state is S.READY_FOR_REVIEW, [(e.kind, e.data) for e in events][-6:]
     said = [(e.kind, e.data) for e in events if e.kind in ("recovered", "round_started")]

@@ -146,7 +146,7 @@ class TemporalWorker:
             # come back is found by its heartbeats, and the round begins again elsewhere.
             await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
             for key in {place[0] for place in self._attempts}:  # those the service had lost track of
-                await self._forget(key, taken=True)
+                self._forget(key, taken=True)
             await self._end_sandboxes()
             # A round whose result is in but whose closing was cut short by the stop: its copies go
             # now (those of rounds still running, or waiting for an answer, stay for a restart).
@@ -286,7 +286,7 @@ class TemporalWorker:
 
     @activity.defn(name="errand.close")
     async def close(self, key: str, run_ids: list[str]) -> None:
-        await self._forget(key, taken=False)
+        self._forget(key, taken=False)
         try:
             await rounds.close(self.bench, key, run_ids)
         finally:
@@ -399,7 +399,7 @@ class TemporalWorker:
         """End the sandboxes and remove the working copies of a round this worker lost."""
         keys = [key for key in self.bench.rounds if key.split("/")[0] == task_id]
         for key in keys or [""]:  # none held in memory: its copies on the disk still go
-            await self._forget(key, taken=True)
+            self._forget(key, taken=True)
             try:
                 await rounds.close(self.bench, key, run_ids)
             except Exception:  # what is left goes when this worker next starts
@@ -421,17 +421,16 @@ class TemporalWorker:
                 await self._end_round_here(task_id, run_ids)
         await asyncio.to_thread(self._remove_stale_work)
 
-    async def _forget(self, key: str, *, taken: bool) -> None:
-        """Stop the round's attempts still under way here (not the one calling: it closes its own
-        round); with ``taken`` (the round was taken from this worker), forget their ends too."""
+    def _forget(self, key: str, *, taken: bool) -> None:
+        """Stop the round's attempts still under way here, but one that concludes it; with ``taken``
+        (the round was taken from this worker), forget their ends too. Never awaited: the caller may
+        be a step of one of them (a concluding that closes its own round)."""
         for place, running in list(self._attempts.items()):
-            if place[0] != key or running is asyncio.current_task() or (running.done() and not taken):
+            if place[0] != key or (not taken and (running.done() or key in self._concluding)):
                 continue
             del self._attempts[place]
             running.cancel()
-            await asyncio.wait([running])
-            if not running.cancelled():
-                running.exception()  # its end is no one's now (taken, or cut short here)
+            running.add_done_callback(lambda ended: ended.cancelled() or ended.exception())
 
     def _changed(self) -> None:
         if self._room_slots is not None:
