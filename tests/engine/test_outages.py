@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import postgres
+from errand.tasks import steps
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
@@ -78,11 +79,11 @@ async def test_a_temporal_restart_does_not_interrupt_an_attempt_whose_worker_liv
         await asyncio.sleep(PAST_THE_CLIENTS_RETRIES)
         await asyncio.to_thread(own_temporal.start)  # the same state file and port
         finished = await wait_for_state(store, task.id, S.READY_FOR_REVIEW, S.FAILED, seconds=300)
-        for _ in range(600):  # and the round is closed on its worker (its place free, its copies gone)
-            if not worker.held():
+        for _ in range(600):  # and the round is closed on its worker (its copies gone)
+            if not steps.work_runs():
                 break
             await asyncio.sleep(0.1)
-        assert not worker.held()
+        assert not steps.work_runs() and not worker.held()
     events = store.events(task.id, limit=100_000)
     assert finished.state is S.READY_FOR_REVIEW, [(e.kind, e.data) for e in events][-6:]
     said = [(e.kind, e.data) for e in events if e.kind in ("recovered", "round_started")]
