@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import postgres
+from errand.tasks import steps
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
@@ -56,6 +57,43 @@ async def test_a_task_submitted_while_temporal_is_down_runs_when_it_is_back(
     assert finished.state is S.READY_FOR_REVIEW, store.events(task.id)[-4:]
     [run] = store.runs(task.id)  # one round, though its dispatch was tried again and again
     assert run.state is RunState.SUCCEEDED
+    store.close()
+
+
+#: Past the outage and the server's start again: the agent's command still runs when the service is back.
+OUTLASTING_THE_OUTAGE = [[READ], [("shell", {"command": f"sleep {PAST_THE_CLIENTS_RETRIES + 20:g}"})], [FIX], [TEST],
+                         [FINISH]]
+
+
+async def test_a_temporal_restart_does_not_interrupt_an_attempt_whose_worker_lives(
+        tmp_path: Path, repo: Path, script_file: Path, own_temporal: TemporalServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A lease far shorter than the outage: the attempt's heartbeats time out while the service is away.
+    monkeypatch.setenv("ERRAND_WORKER_LEASE", "5")
+    store = TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}")
+    service = TaskService(store)
+    task = service.submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
+    async with running_engine(store, lambda _s, _i: scripted(OUTLASTING_THE_OUTAGE), kind="temporal") as worker:
+        await wait_for_event(store, task.id, lambda e: e.kind == "tool_call" and e.data.get("name") == "shell")
+        own_temporal.kill()
+        await asyncio.sleep(PAST_THE_CLIENTS_RETRIES)
+        await asyncio.to_thread(own_temporal.start)  # the same state file and port
+        finished = await wait_for_state(store, task.id, S.READY_FOR_REVIEW, S.FAILED, seconds=300)
+        for _ in range(600):  # and the round is closed on its worker (its copies gone)
+            if not steps.work_runs():
+                break
+            await asyncio.sleep(0.1)
+        assert not steps.work_runs() and not worker.held()
+    events = store.events(task.id, limit=100_000)
+    assert finished.state is S.READY_FOR_REVIEW, [(e.kind, e.data) for e in events][-6:]
+    said = [(e.kind, e.data) for e in events if e.kind in ("recovered", "round_started")]
+    assert len(store.runs(task.id)) == 1, said  # the attempt ran on where it was: no second round
+    [run] = store.runs(task.id)
+    assert run.state is RunState.SUCCEEDED
+    assert [e for e in events if e.kind in ("recovered", "run_interrupted")] == []
+    assert len([e for e in events if e.kind == "round_started"]) == 1
+    # The agent's long command ran once: the attempt was not begun again on the same worker either.
+    assert len([e for e in events if e.kind == "tool_call" and "sleep" in str(e.data.get("arguments"))]) == 1
     store.close()
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from engine.cli import errand
 from errand.tasks.engine import LocalEngine
-from errand.tasks.engine_lease import TEMPORAL_PREFIX
+from errand.tasks.engine_lease import TEMPORAL_PREFIX, lease_lives, temporal_lease
 from errand.tasks.errors import EnginesMixed
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
@@ -71,3 +71,14 @@ def test_errand_worker_says_the_store_is_the_temporal_engines_and_exits(
     assert "(local engine)" not in refused.stderr  # refused before it says it serves anything
     with TaskStore.open() as store:
         assert store.get_run(run_id).state is RunState.RUNNING
+
+
+async def test_a_worker_lives_by_its_lease_renewed_and_is_gone_once_it_passed_or_was_released(
+        store: TaskStore) -> None:
+    """What the Temporal workflow asks before it takes a silent attempt for lost."""
+    lease = 0.6
+    async with temporal_lease(store, f"{TEMPORAL_PREFIX}alive", lease):  # renewed every third of the lease
+        assert await asyncio.to_thread(lease_lives, store, f"{TEMPORAL_PREFIX}alive", lease)
+    store.register_worker(f"{TEMPORAL_PREFIX}silent", home="temporal", lease=lease)  # never renewed
+    assert not await asyncio.to_thread(lease_lives, store, f"{TEMPORAL_PREFIX}silent", lease)
+    assert not await asyncio.to_thread(lease_lives, store, f"{TEMPORAL_PREFIX}alive", lease)  # released

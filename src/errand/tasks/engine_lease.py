@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
+import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from errand.tasks.errors import EnginesMixed
@@ -27,7 +28,7 @@ from errand.tasks.errors import EnginesMixed
 if TYPE_CHECKING:
     from errand.tasks.store import TaskStore
 
-__all__ = ["TEMPORAL_PREFIX", "refuse_other_engine", "temporal_lease"]
+__all__ = ["TEMPORAL_PREFIX", "lease_lives", "refuse_other_engine", "temporal_lease"]
 
 TEMPORAL_PREFIX = "temporal:"
 log = logging.getLogger("errand.engine")
@@ -60,6 +61,35 @@ def _renew_unexpired(store: TaskStore, worker: str, lease: float) -> bool:
         renewed = connection.execute(workers.update().where(workers.c.id == worker, workers.c.expires_at >= now)
                                      .values(heartbeat_at=now, expires_at=now + lease))
         return renewed.rowcount == 1
+
+
+def lease_lives(store: TaskStore, worker: str, lease: float) -> bool:
+    """Whether ``worker`` lives by its lease in the store: True once the lease is renewed after
+    this first reads it, False once it has passed unrenewed (or is gone: the worker stopped).
+    A live worker renews every third of its lease, so the answer comes within one. Renewals are
+    compared with each other, never with this machine's clock. No worker can renew while the
+    store is away, so a read that waited for the store gives the worker a lease more."""
+    from errand.tasks.schema import workers
+
+    query = sa.select(workers.c.heartbeat_at, workers.c.expires_at).where(workers.c.id == worker)
+    first: float | None = None
+    grace = 0.0
+    while True:
+        began = time.time()
+        with store._read() as connection:
+            row = connection.execute(query).first()
+        now = time.time()
+        if row is None:
+            return False
+        if first is None:
+            first = row.heartbeat_at
+        elif row.heartbeat_at != first:
+            return True
+        if now - began > lease / 3:
+            grace = now + lease
+        if row.expires_at < now and now >= grace:
+            return False
+        time.sleep(lease / 10)
 
 
 @contextlib.asynccontextmanager

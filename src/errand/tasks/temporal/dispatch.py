@@ -38,7 +38,7 @@ from errand.tasks.temporal import WORKFLOW, TemporalSettings
 from errand.tasks.temporal.outbox import Dispatch, Outbox
 from errand.tasks.temporal.workflow import RoundInput
 
-__all__ = ["Dispatcher"]
+__all__ = ["Dispatcher", "workflow_step"]
 
 log = logging.getLogger("errand.engine")
 _FORWARDED = (*CONTROL_KINDS, "cancelled")
@@ -124,7 +124,7 @@ class Dispatcher:
             WORKFLOW, RoundInput(dispatch.task_id, settings.heartbeat, settings.begin_queue, settings.tasks_queue,
                                  settings.store_retry),
             id=settings.workflow_id(dispatch.task_id), task_queue=settings.tasks_queue, start_signal="round",
-            start_signal_args=[dispatch.id], task_timeout=_workflow_step(settings.heartbeat))
+            start_signal_args=[dispatch.id], task_timeout=workflow_step(settings.heartbeat))
 
     async def _forward(self) -> None:
         """Send what people sent since the last look; what could not be sent yet is tried again
@@ -190,7 +190,7 @@ class Dispatcher:
         return described.status is not None and described.status.name == "RUNNING"
 
 
-def _workflow_step(lease: float) -> timedelta:
+def workflow_step(lease: float) -> timedelta:
     """How long a worker may hold a workflow task: one handed to a worker that stalled with a poll
     open goes elsewhere after this (the service's 10 s default, each time, kept the next round waiting)."""
     return timedelta(seconds=min(max(lease, 3.0), 10.0))

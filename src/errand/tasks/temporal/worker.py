@@ -33,7 +33,7 @@ from errand.memory import MemoryStore
 from errand.sandbox import AsyncSandbox
 from errand.tasks import round as rounds
 from errand.tasks import steps
-from errand.tasks.engine_lease import TEMPORAL_PREFIX, temporal_lease
+from errand.tasks.engine_lease import TEMPORAL_PREFIX, lease_lives, temporal_lease
 from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
@@ -99,6 +99,9 @@ class TemporalWorker:
         self._stopping = False
         self._room = asyncio.Condition()
         self._room_slots: Room | None = None
+        # Each attempt under way, by its round's key and its index: it runs beside its activity
+        # (see :meth:`attempt`), until an activity has taken its end.
+        self._attempts: dict[tuple[str, int], asyncio.Future[rounds.Attempt]] = {}
 
     async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None,
                     ready: Callable[[], None] | None = None) -> None:
@@ -142,6 +145,8 @@ class TemporalWorker:
             # Stopping cleanly, its rounds are left to the workflow: a worker that does not
             # come back is found by its heartbeats, and the round begins again elsewhere.
             await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+            for key in {place[0] for place in self._attempts}:  # those the service had lost track of
+                self._forget(key, taken=True)
             await self._end_sandboxes()
             if self.bench.gateway is not None:
                 await self.bench.gateway.close()
@@ -156,7 +161,8 @@ class TemporalWorker:
         """The activities this worker serves, by task queue: a round's start (and the first shape's
         begin) where workers with room take them, the store-only ones beside the workflows, the
         rest of a round (the first shape's prepare too) on this worker's own queue."""
-        return {self.settings.begin_queue: [self.start, self.begin], self.settings.tasks_queue: [self.settle],
+        return {self.settings.begin_queue: [self.start, self.begin],
+                self.settings.tasks_queue: [self.settle, self.lives],
                 self.queue: [self.prepare, self.attempt, self.deliver, self.conclude, self.close]}
 
     def held(self) -> set[str]:
@@ -214,24 +220,55 @@ class TemporalWorker:
 
     @activity.defn(name="errand.attempt")
     async def attempt(self, given: AttemptInput) -> rounds.Attempt:
-        """An attempt until it ends or asks; the last of the round's to end here concludes the round."""
-        prepared = given.prepared
+        """An attempt until it ends or asks; the last of the round's to end here concludes the round.
+        The attempt runs beside the activity: when the service loses track of the activity (it
+        restarted, and timed it out meanwhile), the attempt goes on here, and the workflow takes it
+        up again (``reattach``) once the store says this worker lives."""
+        place = (given.prepared.key, given.index)
         async with self._heartbeating():
-            self._held.add(prepared.key)  # a worker restarted while the task waited: the round is its again
-            self._changed()
-            ended = await self._guarded(prepared.task_id, prepared.run_ids, lambda: rounds.attempt(
-                self.bench, prepared, given.index, _Immediately(),
-                messages=[(text, ref) for text, ref in given.messages],
-                answer=(given.answer[0], given.answer[1]) if given.answer is not None else None))
-            if ended.status != "ended" or prepared.key in self._concluding \
-                    or not rounds.all_ended(self.bench, prepared.key):
-                return ended
-            self._concluding.add(prepared.key)  # no await since the test: one attempt concludes
-            try:
-                await self._past_cancelling(self._conclude(prepared))
-            finally:
-                self._concluding.discard(prepared.key)
-            return replace(ended, status=CONCLUDED)
+            running = self._attempts.get(place)
+            if given.reattach and running is None:
+                raise ApplicationError(f"attempt {given.index + 1} of round {place[0]} no longer runs on {self.queue} "
+                                       "(it restarted since)", type=RUN_LOST, non_retryable=True)
+            if not given.reattach:
+                running = self._attempts[place] = asyncio.ensure_future(self._attempt(given))
+            assert running is not None
+            return await self._attached(place, running)
+
+    async def _attached(self, place: tuple[str, int], running: asyncio.Future[rounds.Attempt]) -> rounds.Attempt:
+        """The attempt's end; a cancel by the workflow (or this worker's stop) ends the attempt too,
+        the service losing track of the activity does not."""
+        try:
+            ended = await asyncio.shield(running)
+        except asyncio.CancelledError:
+            why = activity.cancellation_details()
+            if not self._stopping and why is not None and (why.not_found or why.timed_out):
+                log.warning("the service lost track of attempt %s of round %s; it goes on here", place[1] + 1, place[0])
+                raise
+            running.cancel()
+            ended = await running  # it ends in the cancel, or in the stopping worker's error
+        finally:
+            if running.done() and self._attempts.get(place) is running:
+                del self._attempts[place]
+        return ended
+
+    async def _attempt(self, given: AttemptInput) -> rounds.Attempt:
+        prepared = given.prepared
+        self._held.add(prepared.key)  # a worker restarted while the task waited: the round is its again
+        self._changed()
+        ended = await self._guarded(prepared.task_id, prepared.run_ids, lambda: rounds.attempt(
+            self.bench, prepared, given.index, _Immediately(),
+            messages=[(text, ref) for text, ref in given.messages],
+            answer=(given.answer[0], given.answer[1]) if given.answer is not None else None))
+        if ended.status != "ended" or prepared.key in self._concluding \
+                or not rounds.all_ended(self.bench, prepared.key):
+            return ended
+        self._concluding.add(prepared.key)  # no await since the test: one attempt concludes
+        try:
+            await self._past_cancelling(self._conclude(prepared))
+        finally:
+            self._concluding.discard(prepared.key)
+        return replace(ended, status=CONCLUDED)
 
     @activity.defn(name="errand.deliver")
     async def deliver(self, key: str, text: str, ref: int) -> None:
@@ -251,6 +288,7 @@ class TemporalWorker:
 
     @activity.defn(name="errand.close")
     async def close(self, key: str, run_ids: list[str]) -> None:
+        self._forget(key, taken=False)
         try:
             await rounds.close(self.bench, key, run_ids)
         finally:
@@ -258,6 +296,12 @@ class TemporalWorker:
                 self._held.discard(key)
                 self._room.notify_all()
             self._changed()
+
+    @activity.defn(name="errand.lives")
+    async def lives(self, holder: str, lease: float) -> bool:
+        """Whether the worker of the queue ``holder`` lives, by its lease in the store (a local
+        activity of the workflow's: it waits up to a lease for the answer)."""
+        return await asyncio.to_thread(lease_lives, self.store, f"{TEMPORAL_PREFIX}{holder}", lease)
 
     @activity.defn(name="errand.settle")
     async def settle(self, settled: SettleInput) -> None:
@@ -357,6 +401,7 @@ class TemporalWorker:
         """End the sandboxes and remove the working copies of a round this worker lost."""
         keys = [key for key in self.bench.rounds if key.split("/")[0] == task_id]
         for key in keys or [""]:  # none held in memory: its copies on the disk still go
+            self._forget(key, taken=True)
             try:
                 await rounds.close(self.bench, key, run_ids)
             except Exception:  # what is left goes when this worker next starts
@@ -377,6 +422,17 @@ class TemporalWorker:
                 log.warning("round %s was taken from this worker while it did not answer; ending it here", key)
                 await self._end_round_here(task_id, run_ids)
         await asyncio.to_thread(self._remove_stale_work)
+
+    def _forget(self, key: str, *, taken: bool) -> None:
+        """Stop the round's attempts still under way here, but one that concludes it; with ``taken``
+        (the round was taken from this worker), forget their ends too. Never awaited: the caller may
+        be a step of one of them (a concluding that closes its own round)."""
+        for place, running in list(self._attempts.items()):
+            if place[0] != key or (not taken and (running.done() or key in self._concluding)):
+                continue
+            del self._attempts[place]
+            running.cancel()
+            running.add_done_callback(lambda ended: ended.cancelled() or ended.exception())
 
     def _changed(self) -> None:
         if self._room_slots is not None:

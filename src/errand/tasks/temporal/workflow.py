@@ -13,9 +13,11 @@ timer-free wait, however many days it lasts — and then starts the attempt agai
 with the answer, on the worker that holds its working copy. ``message`` signals
 reach live agents through a small activity on that worker, and later attempts get
 them as input; ``cancel`` cancels the activities under way. A worker that dies is
-found by its activities' heartbeats running out: the round's runs are interrupted
-(requeued after a first interruption, failed after a second in a row, every event
-kept) and the next round begins wherever a worker has room.
+found by its activities' heartbeats running out and its lease in the store lapsing: the
+round's runs are interrupted (requeued after a first interruption, failed after a second in
+a row, every event kept) and the next round begins wherever a worker has room. An attempt
+whose heartbeats ran out while its worker's lease lives (the service restarted, and lost
+track of it) is not lost: the workflow takes it up again where it runs.
 
 Workflow code must be deterministic: it reads no clock, file or store here; every
 effect is an activity's.
@@ -62,6 +64,10 @@ CONCLUDED = "concluded"  # an attempt's status: it ended last, and its worker co
 # that began a round before it replays that round the old way; tests/engine/test_replay.py replays
 # recorded histories of each shape.
 START_IN_ONE = "round-starts-in-one-activity"
+# The next round begins without waiting for what a lost worker may still have to close.
+ROUND_BEFORE_LEFTOVERS = "the-next-round-does-not-wait-for-a-lost-workers-closing"
+# An attempt whose heartbeats ran out is taken up again while its worker's lease lives.
+REATTACH = "a-silent-attempt-of-a-live-worker-is-taken-up-again"
 WORKER_STOPPED = "WorkerStopped"  # its worker was stopped mid-activity: the round is interrupted
 RUN_LOST = "RunLost"  # its worker found the round's runs taken from it (it stalled past its lease)
 
@@ -81,6 +87,7 @@ class AttemptInput:
     index: int
     messages: list[tuple[str, int]] = field(default_factory=list)
     answer: tuple[str, int] | None = None
+    reattach: bool = False  # the attempt runs on its worker already: wait for it there, begin nothing
 
 
 @dataclass(frozen=True)
@@ -95,13 +102,15 @@ class SettleInput:
 
 class _RoundEnded(Exception):
     """The round ended early (cancelled, failed by an activity, its worker lost); ``begun``, what
-    the starting activity said it began, when the round ended while it started."""
+    the starting activity said it began, when the round ended while it started; ``silent``, which
+    of its activity's timeouts ran out when its worker went silent (None: it did not)."""
 
-    def __init__(self, how: str, reason: str = "", begun: Begun | None = None) -> None:
+    def __init__(self, how: str, reason: str = "", begun: Begun | None = None, silent: str | None = None) -> None:
         super().__init__(how)
         self.how = how
         self.reason = reason
         self.begun = begun
+        self.silent = silent
 
 
 @workflow.defn(name=WORKFLOW)
@@ -118,6 +127,7 @@ class TaskWorkflow:
         self.key: str | None = None
         self.deliveries: list[Any] = []
         self.leftovers: list[Any] = []
+        self.given: RoundInput | None = None
 
     # ------------------------------------------------------------ signals
 
@@ -164,12 +174,20 @@ class TaskWorkflow:
                 await self._round(given)
             if not self.leftovers:
                 return  # no await between the test above and here: a late signal is never lost
+            if workflow.patched(ROUND_BEFORE_LEFTOVERS):
+                # The next round does not wait for them: a worker that stalled keeps its polls open, and
+                # a closing handed to it waits out its timeout (the next round began ~30 s late).
+                await workflow.wait_condition(lambda rounds=done: self.wanted > rounds  # type: ignore[misc]
+                                              or all(h.done() for h in self.leftovers))
+                self.leftovers = [handle for handle in self.leftovers if not _closed(handle)]
+                continue
             leftovers, self.leftovers = self.leftovers, []
             for leftover in leftovers:  # what an interrupted round's worker may still have to close
                 with contextlib.suppress(ActivityError):
                     await leftover
 
     async def _round(self, given: RoundInput) -> None:
+        self.given = given
         self.cancelled, self.stopping, self.messages, self.holder, self.key = False, False, [], None, None
         heartbeat = timedelta(seconds=given.heartbeat)
         # Starting and concluding make sandboxes and working copies, which on a worker's first task
@@ -239,13 +257,30 @@ class TaskWorkflow:
     async def _attempt(self, prepared: Prepared, index: int, heartbeat: timedelta) -> bool:
         answer: tuple[str, int] | None = None
         consumed = 0
+        reattach = False
+        untaken_since = workflow.now()
         while True:
-            given = AttemptInput(prepared, index, list(self.messages), answer)
+            given = AttemptInput(prepared, index, list(self.messages), answer, reattach)
             # A resumed attempt waits for its worker to come back, but not for ever: then the round
-            # is taken for interrupted and begins again elsewhere.
-            ended: Attempt = await self._activity(
-                "errand.attempt", given, result_type=Attempt, task_queue=prepared.holder, heartbeat=heartbeat,
-                schedule_to_start=None if answer is None else max(heartbeat * 20, timedelta(minutes=10)))
+            # is taken for interrupted and begins again elsewhere. One taken up again is looked for
+            # on its worker for a while at a time, its lease looked at in between.
+            patience = max(heartbeat * 20, timedelta(minutes=10))
+            try:
+                ended: Attempt = await self._activity(
+                    "errand.attempt", given, result_type=Attempt, task_queue=prepared.holder, heartbeat=heartbeat,
+                    schedule_to_start=max(heartbeat, _START_FLOOR) if reattach else None if answer is None
+                    else patience)
+            except _RoundEnded as early:
+                taken = early.silent in ("heartbeat", "start_to_close")  # its worker had the attempt, then fell silent
+                if taken:
+                    untaken_since = workflow.now()
+                if not (taken or (reattach and early.silent == "schedule_to_start")) \
+                        or workflow.now() - untaken_since > patience or not workflow.patched(REATTACH) \
+                        or not await self._lives(prepared.holder):
+                    raise
+                reattach = True  # its worker lives: the attempt runs there still, the service lost track of it
+                continue
+            reattach = False
             if ended.status != "waiting":
                 return ended.status == CONCLUDED
             await workflow.wait_condition(lambda seen=consumed: len(self.answers) > seen or self.cancelled  # type: ignore[misc]
@@ -279,6 +314,20 @@ class TaskWorkflow:
         finally:
             waiting.cancel()
 
+    async def _lives(self, holder: str) -> bool:
+        """Whether the worker ``holder`` lives by its lease in the store (a local activity: no
+        task of a queue that a silent worker may have a poll open on)."""
+        assert self.given is not None
+        lease = self.given.heartbeat
+        within = max(timedelta(seconds=lease * 3), _STORE_STEP_FLOOR)
+        try:
+            return bool(await workflow.execute_local_activity(
+                "errand.lives", args=[holder, lease], result_type=bool, start_to_close_timeout=within,
+                retry_policy=_STORE_RETRIES,
+                schedule_to_close_timeout=within + timedelta(seconds=self.given.store_retry)))
+        except ActivityError:
+            return False  # the store away longer than its retry time: its runs are settled as for a lost worker
+
     async def _settle(self, given: RoundInput, settled: SettleInput) -> None:
         step = max(timedelta(seconds=given.heartbeat), _STORE_STEP_FLOOR)
         await workflow.execute_activity("errand.settle", settled, task_queue=given.tasks_queue,
@@ -294,6 +343,13 @@ class TaskWorkflow:
         self.deliveries = []
 
 
+def _closed(handle: Any) -> bool:
+    """Whether a leftover closing is over (how it ended is the worker's business: an error is let be)."""
+    if handle.done() and not handle.cancelled():
+        handle.exception()
+    return bool(handle.done())
+
+
 def _ended(error: ActivityError, cancelled: bool) -> _RoundEnded:
     cause = error.cause
     begun = _begun_in(cause)
@@ -301,8 +357,9 @@ def _ended(error: ActivityError, cancelled: bool) -> _RoundEnded:
                                                           and cause.type == ROUND_CANCELLED):
         return _RoundEnded("cancelled", begun=begun)
     if isinstance(cause, ActivityTimeout):
-        return _RoundEnded("interrupted", f"the worker running {error.activity_type} stopped answering "
-                                          f"({cause.type.name.lower() if cause.type else 'timeout'})", begun)
+        which = cause.type.name.lower() if cause.type else "timeout"
+        return _RoundEnded("interrupted", f"the worker running {error.activity_type} stopped answering ({which})",
+                           begun, silent=which)
     if isinstance(cause, ApplicationError) and cause.type == WORKER_STOPPED:
         return _RoundEnded("interrupted", f"the worker running {error.activity_type} was stopped", begun)
     if isinstance(cause, ApplicationError) and cause.type == RUN_LOST:
