@@ -22,6 +22,14 @@ def test_256_colour_and_rgb_map_to_the_sixteen() -> None:
     assert runs[1].style.foreground == 4 and runs[1].style.background == 2
 
 
+def test_a_crafted_colour_code_is_dropped_not_a_crash() -> None:
+    """A number of 5,000 digits in an SGR escape (int() refuses past 4,300 digits): output is the
+    sandbox's to write, and it failed the task and every page showing it."""
+    for parameters in ("9" * 5000, "38;2;" + "9" * 5000 + ";0;0", "38;5;" + "1" * 40):
+        runs, _ = decode_line(f"\x1b[{parameters}mX\x1b[K ok")
+        assert text_of(runs) == "X ok"
+
+
 def test_carriage_return_progress_keeps_its_last_state() -> None:
     assert text_of(decode_line("10%\r20%\r30%")[0]) == "30%"
     assert text_of(decode_line("Downloading 10%\r\x1b[KDone")[0]) == "Done"

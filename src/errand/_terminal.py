@@ -111,7 +111,7 @@ def _runs(cells: list[tuple[str, Style]]) -> list[Run]:
 
 
 def _sgr(style: Style, parameters: str) -> Style:
-    codes = [int(code) if code.isdigit() else 0 for code in re.split("[;:]", parameters)] if parameters else [0]
+    codes = [_code(text) for text in re.split("[;:]", parameters)] if parameters else [0]
     index = 0
     while index < len(codes):
         code = codes[index]
@@ -143,12 +143,21 @@ def _simple(style: Style, code: int) -> Style:
     return style  # blink, inverse, fonts and the rest: nothing a reader needs
 
 
+def _code(text: str) -> int:
+    """One SGR parameter: empty is 0; anything but a few ASCII digits is no code at all (-1).
+    (``int`` takes other scripts' digits, and refuses past 4,300 digits: output is the
+    sandbox's, and a crafted escape must not crash whoever reads it.)"""
+    if not text:
+        return 0
+    return int(text) if len(text) <= 6 and text.isascii() and text.isdigit() else -1
+
+
 def _extended(codes: list[int]) -> tuple[int | None, int]:
     """A ``38;5;N`` or ``38;2;R;G;B`` colour (the codes after 38/48), and how many codes it took."""
     if codes[:1] == [5] and len(codes) >= 2:
         return _from_256(codes[1]), 2
     if codes[:1] == [2] and len(codes) >= 4:
-        return _nearest(tuple(min(255, value) for value in codes[1:4])), 4  # type: ignore[arg-type]
+        return _nearest(tuple(max(0, min(255, value)) for value in codes[1:4])), 4  # type: ignore[arg-type]
     return None, len(codes)
 
 
