@@ -89,3 +89,23 @@ def test_a_range_of_a_billion_lines_is_refused_at_the_first_line_past_the_end(
         changed: tuple[str, dict[str, str]]) -> None:
     with pytest.raises(ConfigError, match=re.escape("line 42 is not there (it has lines 1-41)")):
         one(changed, "long.txt", 1, 1_000_000_000)
+
+
+def test_paths_git_quotes_are_the_files_own_names(tmp_path: Path) -> None:
+    """git prints a path with a byte it will not show as it is C-quoted ("t\\303\\251st.py"): the
+    comment names the file as the person sees it, and the diff view shows that name (the red team's
+    comment on tést.py was refused as an unknown path, and the page showed t\\303\\251st.py)."""
+    from errand.server.diffview import parse
+
+    names = ["tést.py", "tab\there.py", 'say "hi".py']
+    repo = make_repo(tmp_path / "project", files={name: "one\ntwo\n" for name in names})
+    base = {name: "one\ntwo\n" for name in names}
+    for name in names:
+        (repo / name).write_text("one\nTWO\n")
+    git(repo, "add", "-A")
+    patch = git(repo, "diff", "--cached")
+    assert '"a/t\\303\\251st.py"' in patch  # quoted, as git prints it by default
+    for name in names:
+        [found] = anchor(patch, [LineComment.of(name, 2, 2, "why?", "new")], base.get)
+        assert (found.path, found.quoted) == (name, (Quoted(2, "+", "TWO"),))
+    assert sorted(f.path for f in parse(patch)) == sorted(names)

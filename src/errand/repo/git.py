@@ -11,13 +11,14 @@ it). Some must look at a directory an agent has written to — its working copy,
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from errand.repo.errors import RepoError
 
-__all__ = ["UNTRUSTED_CONFIG", "run_git"]
+__all__ = ["UNTRUSTED_CONFIG", "diff_header_paths", "run_git", "unquote_path"]
 
 # Each pair becomes ``git -c KEY=VALUE``. Command-line configuration outranks
 # every config file git reads — including the config of any *other* repository
@@ -149,3 +150,43 @@ def run_git(
         shown = " ".join(args)
         raise RepoError(f"git {shown} failed (exit {proc.returncode}): {stderr}", command=argv, stderr=stderr)
     return stdout
+
+
+# ------------------------------------------------------------------ paths as a diff prints them
+
+_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+_QUOTED = r'"(?:[^"\\]|\\.)*"'
+_HEADER = re.compile(rf"^diff --git ({_QUOTED}|a/.*?) ({_QUOTED}|b/.*)$")
+
+
+def unquote_path(text: str) -> str:
+    """A path as git prints it in a diff: C-quoted (``"t\\303\\251st.py"``) when it holds a byte git
+    will not print as it is (non-ASCII, a tab, a quote, a backslash), else as it is."""
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        return text
+    body, out, index = text[1:-1], bytearray(), 0
+    while index < len(body):
+        char = body[index]
+        if char == "\\" and index + 1 < len(body):
+            following = body[index + 1]
+            if following in _ESCAPES:
+                out.append(_ESCAPES[following])
+                index += 2
+                continue
+            digits = body[index + 1:index + 4]
+            if len(digits) == 3 and all(d in "01234567" for d in digits):
+                out.append(int(digits, 8))
+                index += 4
+                continue
+        out += char.encode("utf-8", "surrogateescape")
+        index += 1
+    return out.decode("utf-8", "surrogateescape")
+
+
+def diff_header_paths(header: str) -> tuple[str, str] | None:
+    """The old and new paths of a ``diff --git`` line, quoted or not, without their a/ and b/."""
+    match = _HEADER.match(header)
+    if match is None:
+        return None
+    old, new = (unquote_path(token) for token in match.groups())
+    return old.removeprefix("a/"), new.removeprefix("b/")

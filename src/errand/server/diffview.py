@@ -30,6 +30,7 @@ from pygments.token import STANDARD_TYPES, Token, _TokenType
 from pygments.util import ClassNotFound
 
 from errand._text import printable
+from errand.repo.git import diff_header_paths, unquote_path
 
 __all__ = ["LARGE", "FileDiff", "Line", "TreeEntry", "base_lines", "css", "generated", "hide_whitespace", "highlight",
            "parse", "tree"]
@@ -129,9 +130,9 @@ def _file(lines: list[str]) -> FileDiff:
         elif line.startswith("deleted file mode"):
             status = "deleted"
         elif line.startswith("rename from "):
-            status, old_path = "renamed", line[len("rename from "):]
+            status, old_path = "renamed", unquote_path(line[len("rename from "):])
         elif line.startswith("rename to "):
-            new_path = line[len("rename to "):]
+            new_path = unquote_path(line[len("rename to "):])
         elif line.startswith(("Binary files", "GIT binary patch")):
             binary = True
         elif line.startswith("--- ") and not line.startswith("--- /dev/null"):
@@ -147,12 +148,11 @@ def _file(lines: list[str]) -> FileDiff:
 
 
 def _header_paths(header: str) -> tuple[str, str]:
-    match = re.match(r'^diff --git "?a/(.*?)"? "?b/(.*?)"?$', header)
-    return (match.group(1), match.group(2)) if match else (header, header)
+    return diff_header_paths(header) or (header, header)
 
 
 def _strip_prefix(name: str) -> str:
-    name = name.strip().strip('"')
+    name = unquote_path(name.rstrip("\t").strip())
     return name[2:] if name[:2] in ("a/", "b/") else name
 
 

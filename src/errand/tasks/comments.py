@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from errand.errors import ConfigError
+from errand.repo.git import diff_header_paths, unquote_path
 
 __all__ = ["MAX_COMMENTS", "MAX_COMMENT_BYTES", "MAX_QUOTED", "LineComment", "Quoted", "Side", "anchor",
            "check_count", "quote_hunk", "quote_text"]
@@ -126,8 +127,7 @@ def _files(patch: str) -> list[_FileDiff]:
 
 
 def _file(lines: list[str]) -> _FileDiff:
-    match = re.match(r'^diff --git "?a/(.*?)"? "?b/(.*?)"?$', lines[0])
-    old_path, new_path = (match.group(1), match.group(2)) if match else ("", "")
+    old_path, new_path = diff_header_paths(lines[0]) or ("", "")
     status, hunks, index = "modified", [], 1
     while index < len(lines):
         line = lines[index]
@@ -147,9 +147,9 @@ def _header(line: str, status: str, old_path: str, new_path: str) -> tuple[str, 
     if line.startswith("deleted file mode"):
         return "deleted", old_path, new_path
     if line.startswith("rename from "):
-        return "renamed", line[len("rename from "):], new_path
+        return "renamed", unquote_path(line[len("rename from "):]), new_path
     if line.startswith("rename to "):
-        return "renamed", old_path, line[len("rename to "):]
+        return "renamed", old_path, unquote_path(line[len("rename to "):])
     if line.startswith(("Binary files", "GIT binary patch")):
         return "binary", old_path, new_path
     if line.startswith("--- a/"):
