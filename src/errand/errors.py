@@ -30,7 +30,8 @@ tree is drawn here (a test holds the drawing to the classes)::
     │   ├── StateConflict        the task was not in the state the caller expected
     │   ├── WrongState           the task's state does not allow the action
     │   ├── RunNotFound          no run has that id
-    │   └── RunNotRunning        the run has already ended
+    │   ├── RunNotRunning        the run has already ended
+    │   └── NeedsConfirmation    the action needs a person's confirm first (its reasons)
     ├── SetupFailed              a setup command of errand.toml failed          (tasks.errors)
     ├── EngineBusy               another worker already serves this home        (tasks.errors)
     │   └── EnginesMixed         the store is served by the other engine
