@@ -56,13 +56,20 @@ def start_time(pid: int) -> str | None:
         return None
 
 
+PF_EXITING = 0x4  # include/linux/sched.h: set as the kernel begins a task's exit; it never runs user code again
+
+
 def alive(pid: int, started: str) -> bool:
-    """Whether the very process (pid plus start time) is still running and not a zombie."""
+    """Whether the very process (pid plus start time) can still run code: not a zombie, and not
+    already in the kernel's exit path. A killed process under heavy load can sit runnable for
+    a while after it has released its memory and left its cgroup, before it turns zombie (seen
+    in CI: empty cmdline, state R, its cgroup already removed); that one is dead, not a survivor."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return False
-    return state != "Z" and start_time(pid) == started
+    state, flags = fields[0], int(fields[6])
+    return state != "Z" and not flags & PF_EXITING and start_time(pid) == started
 
 
 def cgroup_processes(sandbox_id: str) -> dict[int, str]:
