@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import components
+from mounts import unmount_under
 from uids import claim_uid_range
 
 
@@ -37,11 +37,8 @@ def errand_dirs() -> Iterator[None]:
         else:
             os.environ[key] = value
     # The session leaves nothing behind: a working copy a failed test left mounted is unmounted
-    # first (its overlay's lower layer is never written through), then both directories go.
-    with open("/proc/self/mounts") as mounts:
-        mounted = [line.split()[1] for line in mounts if line.split()[1].startswith((home + "/", runtime + "/"))]
-    for point in sorted(mounted, reverse=True):
-        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+    # first, then both directories go.
+    unmount_under(home, runtime)
     shutil.rmtree(runtime, ignore_errors=True)
     shutil.rmtree(home, ignore_errors=True)
     uid_lock.close()

@@ -22,6 +22,7 @@ import pytest
 import components
 from engine.harness import Turn, make_repo, openai_turn
 from models.wire import WireServer
+from mounts import unmount_under
 
 from .agents import Agents
 from .browsing import CHROMIUM
@@ -39,6 +40,7 @@ class Served:
     process: subprocess.Popen[bytes]
     log: Path
     database: str
+    root: Path
 
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -52,6 +54,9 @@ class Served:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+                # Killed mid-round, it could not unmount the round's working copy: do it here, or
+                # the overlay outlives the test (and pytest's clean-up of its directory).
+                unmount_under(self.root)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -69,7 +74,7 @@ def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None, host:
         command += ["--token", token]
     with open(log, "wb") as output:
         process = subprocess.Popen(command, env=environment, stdout=output, stderr=output, cwd=tmp)
-    served = Served(f"http://127.0.0.1:{port}", process, log, database)
+    served = Served(f"http://127.0.0.1:{port}", process, log, database, tmp)
     deadline = time.monotonic() + 60
     while True:
         try:
