@@ -52,12 +52,18 @@ def person_branch(forged: Forged, branch: str) -> None:
     git(clone, "push", "-q", "origin", branch)
 
 
-@pytest.mark.parametrize(("said", "asked", "outcomes"), [
-    ("@errand please see to these", "@acme asked: please see to these", ["followed_up", "duplicate", "duplicate"]),
-    ("", "@acme asked: name them left and right", ["ignored", "followed_up", "duplicate"]),  # the comments ask
-])
+@pytest.mark.parametrize(("said", "asked", "order", "outcomes"), [
+    ("@errand please see to these", "@acme asked: please see to these", [0, 1, 2],
+     ["followed_up", "duplicate", "duplicate"]),
+    ("", "@acme asked: name them left and right", [0, 1, 2], ["ignored", "followed_up", "duplicate"]),  # comments ask
+    # A bad day: the second comment arrives first, the review last, and the first delivery is sent again
+    # with its own id (a redelivery): still one round, with the review's body and both comments.
+    ("@errand please see to these", "@acme asked: please see to these", [2, 1, 0, 2],
+     ["followed_up", "duplicate", "duplicate", "duplicate"]),
+], ids=["review-first", "comments-ask", "out-of-order-and-redelivered"])
 def test_a_review_with_two_line_comments_is_one_round_with_both_anchored_in_its_request(
-        forged: Forged, served: Served, agents: Agents, said: str, asked: str, outcomes: list[str]) -> None:
+        forged: Forged, served: Served, agents: Agents, said: str, asked: str, order: list[int],
+        outcomes: list[str]) -> None:
     fake, hook = forged.fake, f"{served.url}/api/forge/github/webhook"
     person_branch(forged, "fix-both")
     pull = fake.open_fork_pull(REPO, REPO, "fix-both", "Fix add and double", user="acme", maintainer_can_modify=True)
@@ -70,12 +76,13 @@ def test_a_review_with_two_line_comments_is_one_round_with_both_anchored_in_its_
               "state": "COMMENTED"}
     fake.repos[REPO].reviews.setdefault(pull["number"], []).append(review)
     base = {"pull_request": pull, "repository": {"full_name": REPO}, "sender": fake.user("acme")}
-    deliveries: list[tuple[str, dict[str, Any]]] = [
-        ("pull_request_review", {**base, "action": "submitted", "review": review}),
-        *(("pull_request_review_comment", {**base, "action": "created", "comment": line}) for line in lines)]
+    deliveries: list[tuple[str, dict[str, Any], str]] = [
+        ("pull_request_review", {**base, "action": "submitted", "review": review}, str(uuid.uuid4())),
+        *(("pull_request_review_comment", {**base, "action": "created", "comment": line}, str(uuid.uuid4()))
+          for line in lines)]
     acted = []
-    for event, payload in deliveries:
-        answer = fake.deliver(hook, event, payload, delivery=str(uuid.uuid4()))
+    for event, payload, delivery in (deliveries[n] for n in order):
+        answer = fake.deliver(hook, event, payload, delivery=delivery)
         assert answer.status_code in (200, 202), answer.text
         acted.append(answer.json()["action"])
     assert acted == outcomes  # one review, one round
