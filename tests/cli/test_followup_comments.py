@@ -62,3 +62,12 @@ def test_followup_with_comments_on_the_command_line_reaches_the_next_round_ancho
     assert errand(errand_home, "logs", "-f", task["id"], env=env).returncode == 0
     shown = errand(errand_home, "logs", task["id"]).stdout
     assert "calc.py, line 2 (old):" in shown and "this was the bug" in shown
+    # `errand show` says what each follow-up asked, its comments by file and line, as text and as JSON.
+    said = errand(errand_home, "show", task["id"]).stdout
+    assert "follow-ups (1, each a round of its own):" in said
+    assert "- Keep add() small" in said
+    assert "calc.py:2 (new) a comment on why" in said and "calc.py:2 (old) this was the bug" in said
+    [followup] = errand_json(errand_home, "show", task["id"])["followups"]
+    assert followup["note"] == "Keep add() small"
+    assert [(c["path"], c["start_line"], c["side"], c["body"]) for c in followup["comments"]] == [
+        ("calc.py", 2, "new", "a comment on why"), ("calc.py", 2, "old", "this was the bug")]

@@ -48,7 +48,7 @@ from errand.tasks.errors import NeedsConfirmation
 from errand.tasks.evidence import Evidence, TestRun
 from errand.tasks.lifecycle import FINAL, TaskState
 from errand.tasks.records import Event, Run, Task
-from errand.tasks.service import TaskService, issue_instruction
+from errand.tasks.service import FollowupSaid, TaskService, issue_instruction
 from errand.tasks.store import TaskStore
 from errand.tasks.workers import notes, running_worker, worker_notes
 
@@ -270,8 +270,11 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
             if given else []
         figures = service.progress(task_id)
         egress = service.events(task_id, kinds=["egress"], limit=1_000_000)
+        followups = [FollowupSaid.of(e) for e in service.events(task_id, kinds=["followup"], limit=1_000_000)]
         if as_json:
             _print_json({**_record_json(task), "memories": memories, "progress": figures,
+                         "followups": [{"note": f.note, "comments": [c.to_json() for c in f.comments]}
+                                       for f in followups],
                          "egress": [{"run_id": e.run_id, **e.data} for e in egress if isinstance(e.data, dict)],
                          "runs": [
                 {"id": r.id, "attempt": r.attempt, "round": r.round, "state": r.state.value,
@@ -298,6 +301,10 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
             out.print(f"\n[bold]memories given[/] ({len(memories)}; `errand memory show ID` for one):")
             for memory in memories:
                 out.print(f"  {shown(memory['line'], lines=False)}")
+        if followups:
+            out.print(f"\n[bold]follow-ups[/] ({len(followups)}, each a round of its own):")
+            for said in followups:
+                _print_followup(out, said)
         try:
             ranked = service.round_runs(task_id)
         except ErrandError:
@@ -313,6 +320,18 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
             elif patch:
                 seen[patch] = r.attempt
         _print_next_steps(out, service, task)
+
+
+def _print_followup(out: Console, said: FollowupSaid) -> None:
+    """A follow-up's note, then each line comment as ``path:lines (side)`` and what it said."""
+    first, *rest = said.note.strip().splitlines() or [""]
+    if said.comments and not first:
+        first = f"{len(said.comments)} line comment{'' if len(said.comments) == 1 else 's'}"
+    out.print(f"  - {shown(first, lines=False)}" + (" [dim]…[/]" if rest else ""))
+    for comment in said.comments:
+        who = f"@{comment.author}: " if comment.author else ""
+        out.print(f"    {shown(comment.path, lines=False)}:{comment.lines} ({comment.side}) "
+                  f"{shown(who + comment.body, lines=False)}")
 
 
 def print_progress(out: Console, figures: dict[str, Any]) -> None:

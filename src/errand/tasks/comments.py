@@ -88,6 +88,13 @@ class LineComment:
                 "body": self.body, "author": self.author,
                 "quoted": [[q.number, q.mark, q.text] for q in self.quoted]}
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LineComment:
+        """A comment as :meth:`to_json` kept it (an event's), its quote included."""
+        return cls(str(data["path"]), int(data["start_line"]), int(data["end_line"]), str(data["body"]),
+                   "old" if data.get("side") == "old" else "new", data.get("author"),
+                   tuple(Quoted(int(n), str(mark), str(text)) for n, mark, text in data.get("quoted") or ()))
+
 
 def _line(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:

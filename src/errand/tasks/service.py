@@ -41,7 +41,7 @@ from errand.tasks.refusals import landed, refused
 from errand.tasks.store import TaskStore
 from errand.tasks.workers import check_serves, running_worker
 
-__all__ = ["MAX_ATTEMPTS", "Accepted", "TaskService", "issue_instruction", "resolve_model"]
+__all__ = ["MAX_ATTEMPTS", "Accepted", "FollowupSaid", "TaskService", "issue_instruction", "resolve_model"]
 
 FOLLOW_POLL = 0.2  # seconds between reads of a followed task
 
@@ -356,6 +356,21 @@ def _instruction(instruction: object) -> str:
     if len(instruction.encode()) > MAX_INSTRUCTION_BYTES:
         raise ConfigError(f"the instruction is longer than {MAX_INSTRUCTION_BYTES} bytes", code="too_long")
     return instruction.strip()
+
+
+@dataclass(frozen=True)
+class FollowupSaid:
+    """What a person said in a follow-up, read back from its ``followup`` event: the note (the
+    whole instruction when it had no line comments) and the comments."""
+
+    note: str
+    comments: tuple[LineComment, ...]
+
+    @classmethod
+    def of(cls, event: Event) -> FollowupSaid:
+        data = event.data if isinstance(event.data, dict) else {}
+        comments = tuple(LineComment.from_json(c) for c in data.get("comments") or ())
+        return cls(str(data.get("note") if comments else data.get("text") or ""), comments)
 
 
 def _followup_event(instruction: str, note: str, comments: Sequence[LineComment]) -> dict[str, Any]:
