@@ -4,13 +4,25 @@ and no docstring sends a reader to a file the repository does not have."""
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+import os
 import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README_LIMIT = 10 * 1024
 #: A file name a docstring may point a reader to: a page or a file of the repository.
 NAMED_FILE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:md|toml|yml|yaml))\b")
+#: A path only this repository has: a benchmark, a page, a module (from the repository or from ``src``).
+REPOSITORY_FILE = re.compile(r"(?<![\w/.-])((?:benchmarks|docs|src/errand|errand)/[\w./-]*\w)")
 
 
 def test_the_readme_is_a_short_guide() -> None:
@@ -36,15 +48,22 @@ def test_every_docs_page_is_in_the_sites_navigation() -> None:
 
 def test_no_docstring_names_a_file_the_repository_does_not_have() -> None:
     missing = []
+    for module, docstring in _docstrings():
+        missing += [f"{module.relative_to(ROOT)}: {name}" for name in NAMED_FILE.findall(docstring)
+                    if not _exists(name)]
+        missing += [f"{module.relative_to(ROOT)}: {name}" for name in REPOSITORY_FILE.findall(docstring)
+                    if not (ROOT / name).exists() and not (ROOT / "src" / name).exists()]
+    assert missing == []
+
+
+def _docstrings() -> Iterator[tuple[Path, str]]:
+    """Every docstring of errand's source: each module's, class's and function's, with its file."""
     for module in sorted((ROOT / "src").rglob("*.py")):
         tree = ast.parse(module.read_text())
         nodes = [tree, *(node for node in ast.walk(tree)
                          if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef))]
         for node in nodes:
-            for name in NAMED_FILE.findall(ast.get_docstring(node) or ""):
-                if not _exists(name):
-                    missing.append(f"{module.relative_to(ROOT)}: {name}")
-    assert missing == []
+            yield module, ast.get_docstring(node) or ""
 
 
 #: Documents a project keeps about itself (AGENTS.md, CLAUDE.md and errand.toml are a user's repository's).
@@ -58,3 +77,164 @@ def _exists(name: str) -> bool:
     if name not in PROJECT_DOCUMENTS and name.split("/")[0] not in own_directories:
         return True
     return (ROOT / name).exists()
+
+
+#: The pages a reader is given: the README, the site's pages, and the benchmarks' own page it includes.
+def _pages() -> list[Path]:
+    return [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def _blocks(language: str) -> list[tuple[str, str]]:
+    """Each fenced block of ``language`` on a page, with the page's name."""
+    return [(page.name, body) for page in _pages() for lang, body in FENCE.findall(page.read_text())
+            if lang == language]
+
+
+def _docs_build_command() -> str:
+    """The line of scripts/test that builds the site, as CI runs it."""
+    lines = [line for line in (ROOT / "scripts" / "test").read_text().splitlines() if "mkdocs build" in line]
+    assert len(lines) == 1
+    return lines[0]
+
+
+def _build(tree: Path) -> subprocess.CompletedProcess[str]:
+    for name in (".venv", "src", "benchmarks"):
+        (tree / name).symlink_to(ROOT / name)
+    shutil.copy(ROOT / "mkdocs.yml", tree)
+    env = {**os.environ, "site": str(tree / "site")}
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", _docs_build_command()], cwd=tree, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_the_ci_docs_build_fails_on_a_broken_link_or_anchor(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    with (tmp_path / "docs" / "models.md").open("a") as page:
+        page.write("\nSee [the pricing page](pricing.md) and [retries](tasks.md#no-such-section).\n")
+    built = _build(tmp_path)
+    assert built.returncode != 0
+    assert "pricing.md" in built.stderr and "no-such-section" in built.stderr
+
+
+def test_every_errand_command_the_docs_give_exists_with_its_options() -> None:
+    from typer.main import get_command
+
+    from errand.cli.app import app
+
+    root = get_command(app)
+    commands = [(page, command) for page, body in _blocks("sh") for command in _errand_commands(body)]
+    assert len(commands) > 50
+    wrong = [f"{page}: {' '.join(command)}: {fault}" for page, command in commands
+             if (fault := _fault(root, command[1:]))]
+    assert wrong == []
+
+
+def _fault(group: Any, words: list[str]) -> str | None:
+    """What is wrong with a command line's words (after ``errand``): a command or an option it lacks."""
+    found = group
+    while hasattr(found, "commands") and words and not words[0].startswith("-"):
+        found, words = found.commands.get(words[0]), words[1:]
+        if found is None:
+            return "no such command"
+    options = {option for param in found.params for option in (*param.opts, *param.secondary_opts)}
+    unknown = [word for word in words if word.startswith("-") and word.split("=")[0] not in options]
+    return f"no option {', '.join(unknown)}" if unknown else None
+
+
+def _errand_commands(script: str) -> list[list[str]]:
+    """The errand commands of a shell block: words up to a comment, an end of command or ``--``;
+    environment assignments before them and optional ``[...]`` parts dropped."""
+    commands = []
+    for line in script.replace("\\\n", " ").splitlines():
+        line = line.strip().removeprefix("$ ")
+        if not re.match(r"(\w+=\S+ )*errand ", line):
+            continue
+        lexer = shlex.shlex(line.replace("[", "").replace("]", ""), posix=True, punctuation_chars=";&|")
+        lexer.whitespace_split = True
+        words: list[str] = []
+        for word in [*lexer, ";"]:
+            if word in {";", "&&", "||", "|"}:
+                while words and re.fullmatch(r"\w+=.*", words[0]):
+                    words.pop(0)
+                if words[:1] == ["errand"]:
+                    commands.append(words[:words.index("--")] if "--" in words else words)
+                words = []
+            else:
+                words.append(word)
+    return commands
+
+
+def test_the_docs_python_examples_use_errands_real_names_and_parameters() -> None:
+    wrong = []
+    for page, body in _blocks("python"):
+        tree = ast.parse(body)
+        imported = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("errand"):
+                module = importlib.import_module(node.module or "")
+                for alias in node.names:
+                    if not hasattr(module, alias.name):
+                        wrong.append(f"{page}: {node.module} has no {alias.name}")
+                    else:
+                        imported[alias.asname or alias.name] = getattr(module, alias.name)
+        for call in (node for node in ast.walk(tree) if isinstance(node, ast.Call)):
+            target = _named(call.func, imported)
+            if target is None or not call.keywords:
+                continue
+            parameters = inspect.signature(target).parameters
+            if any(param.kind is param.VAR_KEYWORD for param in parameters.values()):
+                continue
+            wrong += [f"{page}: {ast.unparse(call.func)}() takes no {keyword.arg}=" for keyword in call.keywords
+                      if keyword.arg is not None and keyword.arg not in parameters]
+    assert wrong == []
+
+
+def _named(func: ast.expr, imported: dict[str, Any]) -> Any:
+    """What an example calls, when it is an imported name or an attribute of one (``Sandbox.create``)."""
+    if isinstance(func, ast.Name):
+        return imported.get(func.id)
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in imported:
+        return getattr(imported[func.value.id], func.attr, None)
+    return None
+
+
+#: A path of this repository a page names in inline code: a benchmark, a script, a test, a module, a page.
+REPOSITORY_PATH = re.compile(r"`(?:\./)?((?:benchmarks|scripts|tests|src/errand|docs)/[^`\s…<>*]+)`")
+
+
+def test_every_repository_file_the_docs_name_exists() -> None:
+    text = {page: re.sub(FENCE, "", page.read_text()) for page in _pages()}
+    missing = [f"{page.relative_to(ROOT)}: {path}" for page, body in text.items()
+               for path in REPOSITORY_PATH.findall(body) if not (ROOT / path).exists()]
+    assert missing == []
+
+
+#: A fully qualified reference to one of errand's objects in a docstring (``:class:`errand.x.Y```).
+ERRAND_REFERENCE = re.compile(r":(?:mod|class|func|meth|attr|data|exc|obj):`~?(errand(?:\.\w+)+)`")
+
+
+def test_every_errand_object_a_docstring_names_exists() -> None:
+    unresolved = []
+    for module, docstring in _docstrings():
+        unresolved += [f"{module.relative_to(ROOT)}: {name}" for name in ERRAND_REFERENCE.findall(docstring)
+                       if not _resolves(name)]
+    assert unresolved == []
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``errand.a.b.C.d`` names a module, or an attribute reached from the longest module in it."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            found: Any = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for part in parts[split:]:
+            if not hasattr(found, part) and part not in getattr(found, "__annotations__", {}):
+                return False
+            found = getattr(found, part, None)
+        return True
+    return False
