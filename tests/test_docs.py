@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import inspect
 import os
 import re
@@ -238,3 +239,12 @@ def _resolves(dotted: str) -> bool:
             found = getattr(found, part, None)
         return True
     return False
+
+
+def test_the_reference_shows_a_sphinx_role_as_the_name_a_reader_sees() -> None:
+    spec = importlib.util.spec_from_file_location("sphinx_roles", ROOT / "docs" / "hooks" / "sphinx_roles.py")
+    assert spec is not None and spec.loader is not None
+    roles = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(roles)
+    assert roles.plain("See :class:`~errand.forge.gitea.GiteaForge` and :func:`errand.forge.open_forge`, "
+                       ":meth:`~Sandbox.exec()`.") == "See `GiteaForge` and `errand.forge.open_forge`, `exec()`."
