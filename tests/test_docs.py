@@ -248,3 +248,10 @@ def test_the_reference_shows_a_sphinx_role_as_the_name_a_reader_sees() -> None:
     spec.loader.exec_module(roles)
     assert roles.plain("See :class:`~errand.forge.gitea.GiteaForge` and :func:`errand.forge.open_forge`, "
                        ":meth:`~Sandbox.exec()`.") == "See `GiteaForge` and `errand.forge.open_forge`, `exec()`."
+
+
+def test_every_docs_page_has_one_title() -> None:
+    titles = {str(page.relative_to(ROOT)): [line for line in FENCE.sub("", page.read_text()).splitlines()
+                                           if line.startswith("# ")]
+              for page in sorted((ROOT / "docs").rglob("*.md"))}
+    assert {page: found for page, found in titles.items() if len(found) != 1} == {}
