@@ -126,7 +126,8 @@ def test_every_errand_command_the_docs_give_exists_with_its_options() -> None:
     from errand.cli.app import app
 
     root = get_command(app)
-    commands = [(page, command) for page, body in _blocks("sh") for command in _errand_commands(body)]
+    commands = [(page, command) for language in ("sh", "bash", "console") for page, body in _blocks(language)
+                for command in _errand_commands(body)]
     assert len(commands) > 50
     wrong = [f"{page}: {' '.join(command)}: {fault}" for page, command in commands
              if (fault := _fault(root, command[1:]))]
