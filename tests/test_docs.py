@@ -256,3 +256,27 @@ def test_every_docs_page_has_one_title() -> None:
                                            if line.startswith("# ")]
               for page in sorted((ROOT / "docs").rglob("*.md"))}
     assert {page: found for page, found in titles.items() if len(found) != 1} == {}
+
+
+#: The file each page's TOML examples are written as.
+TOML_FILES = {"errand-toml.md": "errand.toml", "environments.md": "errand.toml", "models.md": "config.toml",
+              "eval.md": "specs.toml"}
+
+
+def test_the_docs_toml_examples_are_read_by_errand_as_written(tmp_path: Path) -> None:
+    from errand.eval.dataset import load_specs
+    from errand.models.catalog import Catalog
+    from errand.tasks.environment import Environment
+
+    examples = _blocks("toml")
+    assert sorted({page for page, _ in examples}) == sorted(TOML_FILES)
+    for number, (page, body) in enumerate(examples):
+        path = tmp_path / str(number) / TOML_FILES[page]
+        path.parent.mkdir()
+        path.write_text(body)
+        if path.name == "errand.toml":
+            Environment.load(path.parent)
+        elif path.name == "config.toml":
+            Catalog.load(path)
+        else:
+            load_specs(path)
