@@ -208,9 +208,13 @@ REPOSITORY_PATH = re.compile(r"`(?:\./)?((?:benchmarks|scripts|tests|src/errand|
 
 
 def test_every_repository_file_the_docs_name_exists() -> None:
+    packages = "|".join(path.name for path in (ROOT / "src" / "errand").iterdir() if path.is_dir())
+    module = re.compile(rf"`((?:{packages})/[\w/]+\.py)`")
     text = {page: re.sub(FENCE, "", page.read_text()) for page in _pages()}
     missing = [f"{page.relative_to(ROOT)}: {path}" for page, body in text.items()
                for path in REPOSITORY_PATH.findall(body) if not (ROOT / path).exists()]
+    missing += [f"{page.relative_to(ROOT)}: {path}" for page, body in text.items()
+                for path in module.findall(body) if not (ROOT / "src" / "errand" / path).exists()]
     assert missing == []
 
 
@@ -280,3 +284,28 @@ def test_the_docs_toml_examples_are_read_by_errand_as_written(tmp_path: Path) ->
             Catalog.load(path)
         else:
             load_specs(path)
+
+
+def test_the_architecture_map_names_only_folders_and_files_that_exist() -> None:
+    """Each entry of the map (a folder or module at its indentation) and each file or folder its
+    description names, found in that entry's folder, so the map follows the tree when it moves."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    tree = FENCE.findall(page)[0][1]
+    parents: dict[int, Path] = {}
+    entry = ROOT
+    missing = []
+    for line in tree.splitlines():
+        indent = len(line) - len(line.lstrip())
+        names = re.match(r"\s*((?:[\w.]+/)+|[\w.]+\.py(?:, [\w.]+\.py)*)(?:\s{2,}|$)", line)
+        if names:
+            base = parents.get(indent - 2, ROOT)
+            paths = [base / name.strip() for name in names[1].split(",")]
+            missing += [str(path.relative_to(ROOT)) for path in paths if not path.exists()]
+            entry = paths[0] if names[1].endswith("/") else base
+            parents[indent] = entry
+            line = line[names.end():]
+        for named in re.findall(r"(?<![\w/.])([\w.-]+\.py|(?:[\w-]+/)+)(?![\w/])", line):
+            if not (ROOT / named).exists() and not any(entry.rglob(named.rstrip("/"))):
+                missing.append(f"{entry.relative_to(ROOT)}: {named}")
+    assert len(parents) >= 2
+    assert missing == []
