@@ -309,3 +309,20 @@ def test_the_architecture_map_names_only_folders_and_files_that_exist() -> None:
                 missing.append(f"{entry.relative_to(ROOT)}: {named}")
     assert len(parents) >= 2
     assert missing == []
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_the_readmes_sandbox_quick_start_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from errand import Image
+
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "test_sum.py").write_text("def test_sum():\n    assert sum([1, 2]) == 3\n")
+    monkeypatch.chdir(tmp_path)
+    [quick_start] = [body for page, body in _blocks("python") if page == "README.md"]
+    names: dict[str, Any] = {}
+    exec(compile(quick_start, "README.md", "exec"), names)
+    assert "1 passed" in capsys.readouterr().out
+    assert isinstance(names["image"], Image)
+    assert sorted(path.name for path in (tmp_path / "repo").iterdir()) == ["test_sum.py"]
