@@ -326,3 +326,38 @@ def test_the_readmes_sandbox_quick_start_runs_as_written(tmp_path: Path, monkeyp
     assert "1 passed" in capsys.readouterr().out
     assert isinstance(names["image"], Image)
     assert sorted(path.name for path in (tmp_path / "repo").iterdir()) == ["test_sum.py"]
+
+
+#: An HTTP route of errand's API the docs name, with its method where they give one
+#: (``/api/forge/{github,gitea}/webhook`` names two).
+API_ROUTE = re.compile(r"(?:\b(GET|POST|PUT|PATCH|DELETE) )?(?<![\w/])"
+                       r"(/api/(?:tasks|sandboxes|memories|forge)(?:[\w/-]|\{[\w,]*\})*)")
+
+
+def test_every_api_route_the_docs_name_is_served(tmp_path: Path) -> None:
+    from errand.server.app import create_app
+
+    served: dict[str, set[str]] = {}
+    for path, operations in create_app(database_url=f"sqlite:///{tmp_path / 'tasks.db'}").openapi()["paths"].items():
+        served.setdefault(_route(path), set()).update(method.upper() for method in operations)
+    named = [(page, method, path) for page in _pages() for method, written in API_ROUTE.findall(page.read_text())
+             for path in _expanded(written)]
+    assert len(named) > 20
+    unserved = [f"{page.relative_to(ROOT)}: {method} {path}" for page, method, path in named
+                if _route(path) not in served or (method and method not in served[_route(path)])]
+    assert unserved == []
+
+
+def _expanded(path: str) -> list[str]:
+    """A path with its ``{a,b}`` alternatives written out, as a shell expands them."""
+    choice = re.search(r"\{(\w+(?:,\w+)+)\}", path)
+    if choice is None:
+        return [path]
+    return [expanded for option in choice[1].split(",")
+            for expanded in _expanded(path[:choice.start()] + option + path[choice.end():])]
+
+
+def _route(path: str) -> str:
+    """A route with each parameter written ``{}``: ``/api/tasks/{task_id}``, ``/api/tasks/{id}`` and
+    ``/api/tasks/TASK`` are one route."""
+    return re.sub(r"/(?:\{[^}/]*\}|[A-Z]+)(?=/|$)", "/{}", path.rstrip("/"))
