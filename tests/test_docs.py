@@ -1,5 +1,6 @@
-"""The repository explains itself: the README is a short guide, the docs site builds strictly,
-and no docstring sends a reader to a file the repository does not have."""
+"""The repository explains itself: the README is a short guide, the docs site builds strictly (and
+CI's build fails on a broken link), and what the docs and docstrings name is there: each command and
+option, Python name and parameter, TOML key, API route, repository file and errand object."""
 
 from __future__ import annotations
 
@@ -80,8 +81,8 @@ def _exists(name: str) -> bool:
     return (ROOT / name).exists()
 
 
-#: The pages a reader is given: the README, the site's pages, and the benchmarks' own page it includes.
 def _pages() -> list[Path]:
+    """The pages a reader is given: the README, the site's pages, and the benchmarks' page it includes."""
     return [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
@@ -89,8 +90,8 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 def _blocks(language: str) -> list[tuple[str, str]]:
-    """Each fenced block of ``language`` on a page, with the page's name."""
-    return [(page.name, body) for page in _pages() for lang, body in FENCE.findall(page.read_text())
+    """Each fenced block of ``language`` on a page, with the page's path in the repository."""
+    return [(str(page.relative_to(ROOT)), body) for page in _pages() for lang, body in FENCE.findall(page.read_text())
             if lang == language]
 
 
@@ -263,8 +264,8 @@ def test_every_docs_page_has_one_title() -> None:
 
 
 #: The file each page's TOML examples are written as.
-TOML_FILES = {"errand-toml.md": "errand.toml", "environments.md": "errand.toml", "models.md": "config.toml",
-              "eval.md": "specs.toml"}
+TOML_FILES = {"docs/errand-toml.md": "errand.toml", "docs/environments.md": "errand.toml",
+              "docs/models.md": "config.toml", "docs/eval.md": "specs.toml"}
 
 
 def test_the_docs_toml_examples_are_read_by_errand_as_written(tmp_path: Path) -> None:
