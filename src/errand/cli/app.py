@@ -30,6 +30,7 @@ from errand import __version__
 from errand._text import printable
 from errand.cli import demo as task_demo
 from errand.cli import doctor as cli_doctor
+from errand.cli import init as cli_init
 from errand.cli import tasks as cli_tasks
 from errand.cli import tour
 from errand.cli.confirm import Yes, confirm
@@ -79,6 +80,7 @@ app.add_typer(memory_app, name="memory")
 app.add_typer(eval_app, name="eval")
 app.add_typer(forge_app, name="forge")
 app.command("doctor")(cli_doctor.doctor)
+app.command("init")(cli_init.init)
 
 
 def main() -> None:

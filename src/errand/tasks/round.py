@@ -706,7 +706,8 @@ def _labels(run: Run, role: str = "agent") -> dict[str, str]:
 def _environment_event(environment: Environment, task: Task, bench: Bench) -> dict[str, Any]:
     """What shapes the round, and where it came from: the base commit's errand.toml (or the defaults)."""
     budgets = environment.budgets or bench.budgets
-    return {"config": "errand.toml" if environment.source is not None else None, "commit": task.base_commit,
+    return {"config": "errand.toml" if environment.source is not None else None, "detected": environment.detected,
+            "commit": task.base_commit,
             "test": environment.test, "lint": environment.lint, "network": environment.network.to_dict(),
             "setup_network": environment.setup_egress.to_dict() if environment.setup else None,
             "isolation": bench.isolation, "budgets": {name: getattr(budgets, name) for name in BUDGET_NAMES}}
