@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from errand.agent.external import ModelAccess, Said
+from errand.agent.mcp_config import codex_env, codex_flags
 from errand.models import Usage
 
 __all__ = ["PACKAGE", "VERSION", "Codex"]
@@ -53,13 +54,14 @@ class Codex:
         flags = ["--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
                  "-c", "model_provider=errand", "-c", provider, "-c", f"model={json.dumps(access.model)}",
                  "-c", f"developer_instructions={json.dumps(system)}", "-c", "check_for_update_on_startup=false",
-                 "-c", "analytics.enabled=false"]
+                 "-c", "analytics.enabled=false", *codex_flags(access.tools)]
         # Its home must exist before it starts; it is in the sandbox's own writable layer, out of the diff.
         return ["sh", "-c", 'mkdir -p "$CODEX_HOME" && exec codex "$@"', "codex", "exec", *flags,
                 *(["resume", session] if session else []), prompt]
 
     def env(self, access: ModelAccess) -> dict[str, str]:
-        return {_TOKEN: access.token, "CODEX_HOME": "/root/.codex", "NO_COLOR": "1", "CI": "1"}
+        return {_TOKEN: access.token, "CODEX_HOME": "/root/.codex", "NO_COLOR": "1", "CI": "1",
+                **codex_env(access.tools)}
 
     def translate(self, line: Mapping[str, Any]) -> list[Said]:
         kind = line.get("type")
