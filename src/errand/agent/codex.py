@@ -101,6 +101,8 @@ class Codex:
             return [_step(item_id, "", [call]), Said("tool_call", call),
                     Said("tool_result", {"id": item_id, "name": "apply_patch", "ok": ok, "exit_code": None,
                                          "content": "applied" if ok else "the patch failed"})]
+        if kind == "mcp_tool_call":
+            return _mcp_call(item, item_id, started=started)
         if kind == "agent_message" and not started:
             self._said = str(item.get("text") or "")
             return [_step(item_id, self._said, [])]
@@ -113,6 +115,23 @@ class Codex:
 
 def _step(item_id: str, content: str, calls: list[dict[str, Any]]) -> Said:
     return Said("model", {"call_id": item_id, "content": content, "tool_calls": calls, "stop": None})
+
+
+def _mcp_call(item: Mapping[str, Any], item_id: str, *, started: bool) -> list[Said]:
+    """A call of an MCP server's tool (errand's own: ask_person, recall, propose_memory), named as Claude
+    Code names one (``mcp__<server>__<tool>``)."""
+    name = f"mcp__{item.get('server')}__{item.get('tool')}"
+    if started:
+        arguments = item.get("arguments") if isinstance(item.get("arguments"), Mapping) else {}
+        call = {"id": item_id, "name": name, "arguments": dict(arguments or {})}
+        return [_step(item_id, "", [call]), Said("tool_call", call)]
+    result = item.get("result") if isinstance(item.get("result"), Mapping) else {}
+    error = item.get("error") if isinstance(item.get("error"), Mapping) else {}
+    assert isinstance(result, Mapping) and isinstance(error, Mapping)
+    text = "\n".join(str(part.get("text") or "") for part in result.get("content") or () if isinstance(part, Mapping))
+    ok = item.get("status") == "completed" and not error and not result.get("is_error")
+    return [Said("tool_result", {"id": item_id, "name": name, "ok": ok, "exit_code": None,
+                                 "content": text or str(error.get("message") or "")})]
 
 
 def _command(command: object) -> str:
