@@ -148,5 +148,6 @@ async def test_a_run_restored_elsewhere_is_told_its_earlier_session_and_the_answ
     # errand's MCP server is in the CLI's configuration, only that one.
     config = json.loads(words[words.index("--mcp-config") + 1])
     assert config == {"mcpServers": {"errand": {"type": "http", "url": "http://t/mcp",
-                                                "headers": {"Authorization": "Bearer tok"}}}}
-    assert "--strict-mcp-config" in words
+                                                "headers": {"Authorization": "Bearer ${ERRAND_TOOLS_TOKEN}"}}}}
+    assert "--strict-mcp-config" in words and "tok" not in words  # the token is in its environment only
+    assert second.env(access)["ERRAND_TOOLS_TOKEN"] == "tok"

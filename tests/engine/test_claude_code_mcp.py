@@ -5,7 +5,9 @@ test_claude_code.py) and scripts it to call errand's tools on the MCP server the
 CLI is configured with — served on the host, reached through the sandbox's relay
 with the run's own token: it recalls the project's memory, proposes one, asks the
 person a question and ends its turn; the task waits on the question; the
-person's answer resumes the CLI's session, which makes the fix.
+person's answer resumes the CLI's session (the local engine, which pauses the
+sandbox while the task waits), or starts a new one told the earlier session (the
+Temporal engine, which ends it), which makes the fix.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def remember(store: TaskStore, repo: Path, text: str) -> int:
 
 
 async def test_claude_code_asks_the_person_recalls_and_proposes_over_errands_mcp_server(
-        keyed: None, wire: WireServer, tmp_path: Path) -> None:
+        keyed: None, wire: WireServer, tmp_path: Path, engine_kind: str) -> None:
     provider = Provider("anthropic", script(
         Turn("", [tool(1, "recall", {"query": "how to run the project's checks"})]),
         Turn("", [tool(2, "propose_memory", {"text": PROPOSED})]),
@@ -72,7 +74,7 @@ async def test_claude_code_asks_the_person_recalls_and_proposes_over_errands_mcp
         repo = Path(store.get_task(task_id).repo)
         ours = remember(store, repo, OURS)
         remember(store, tmp_path / "another-project", THEIRS)
-        async with running_engine(store, default_model="anthropic:test-model"):
+        async with running_engine(store, default_model="anthropic:test-model", kind=engine_kind):
             task = await wait_for_state(store, task_id, TaskState.NEEDS_INPUT, TaskState.FAILED,
                                         TaskState.READY_FOR_REVIEW, seconds=900)
             assert task.state is TaskState.NEEDS_INPUT, [(e.kind, e.data) for e in store.events(task_id)][-8:]
@@ -97,9 +99,12 @@ async def test_claude_code_asks_the_person_recalls_and_proposes_over_errands_mcp
         memory = MemoryStore(store.engine, embedder=None).get(proposed.data["id"])
         assert memory.text == PROPOSED and memory.status.value == "proposed"
         assert memory.project == project_key(repo)
-        # The answer resumed the CLI's own session: its next request holds the question's call and the answer.
         resumed = [r for r in wire.requests if from_the_cli(r) and ANSWER in json.dumps(r.body)]
-        assert resumed and "toolu_3" in json.dumps(resumed[0].body["messages"])
+        if engine_kind == "local":  # the sandbox was paused: the CLI's own session goes on, the question's call in it
+            assert resumed and "toolu_3" in json.dumps(resumed[0].body["messages"])
+        else:  # the sandbox ended while the task waited: a new session is told the earlier one, summarised
+            told = json.dumps(resumed[0].body["messages"][0])
+            assert "toolu_3" not in told and "mcp__errand__recall" in told and QUESTION in told
         kinds = [e.kind for e in events]
         assert kinds.count("question") == 1 and "answer_delivered" in kinds
         assert await task_sandboxes(task_id) == []
