@@ -15,7 +15,7 @@ import pytest
 
 from errand.agent.external import CliAgent, ToolAccess
 from errand.agent.mcp_server import PATH, Desk, ToolServer
-from errand.gateway import Gateway, Upstream
+from errand.gateway import Gateway, GatewayError, Upstream
 from errand.sandbox import AsyncSandbox
 
 from .test_external import ACCESS, StandIn, assistant, bash, done, init, result_of
@@ -96,6 +96,9 @@ async def test_the_model_token_opens_no_tools_and_the_tools_token_calls_no_model
         reply = await client.post(served.gateway.origin + "/v1/messages", json={"model": "m", "messages": []},
                                   headers={"x-api-key": token, "anthropic-version": "2023-06-01"})
     assert reply.status_code == 401 and reply.json()["error"]["type"] == "authentication_error"
+    for path in ("/v1/messages", "/mcp/", "mcp"):  # nothing is mounted over a provider's routes
+        with pytest.raises(GatewayError, match="cannot mount"):
+            served.gateway.mount(path, served.tools)
 
 
 async def test_ask_person_leaves_the_question_on_the_runs_desk_and_bad_calls_are_tool_errors(
