@@ -82,6 +82,8 @@ async def test_codex_asks_the_person_over_errands_mcp_server_and_the_answer_resu
         [run] = store.runs(task_id)
         assert run.outcome is not None and run.outcome.summary == SUMMARY
         assert "+    return a + b" in run.outcome.patch
+        # Each item the model asked for is a step, in the resumed session too (Codex numbers them afresh).
+        assert run.outcome.spent["steps"] == 5
         # The tool's call is in the log as Claude Code's would be, and its answer went back to the model.
         calls = [e.data for e in events if e.kind == "tool_call"]
         assert (calls[0]["name"], calls[0]["arguments"]) == ("mcp__errand__ask_person", {"question": QUESTION})

@@ -177,6 +177,7 @@ class CliAgent:
         self._last_call: tuple[str, int] = ("", 0)
         self._started = 0.0
         self._seconds_before = 0.0
+        self._invocations = 0
 
     # ------------------------------------------------------------ the seam
 
@@ -288,6 +289,7 @@ class CliAgent:
     # ------------------------------------------------------------ one invocation of the CLI
 
     async def _invoke(self, prompt: str, system: str) -> Said:
+        self._invocations += 1
         argv = self.adapter.argv(prompt, system, self.access, self.session)
         process = await self.sandbox.exec(*argv, cwd=self.workdir, env=self.adapter.env(self.access))
         await process.stdin.close()
@@ -360,7 +362,8 @@ class CliAgent:
 
     async def _model(self, said: Said) -> None:
         """A model call: counted once (its blocks may come on several lines), checked against the budgets."""
-        call_id = str(said.data.get("call_id") or "")
+        # A call is of one invocation: a CLI may number its items afresh in each (Codex's item_0, …).
+        call_id = f"{self._invocations}:{said.data.get('call_id') or ''}"
         content = str(said.data.get("content") or "")
         calls = [ToolCall(str(c["id"]), str(c["name"]), dict(c.get("arguments") or {}))
                  for c in said.data.get("tool_calls") or ()]
