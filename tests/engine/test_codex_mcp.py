@@ -64,12 +64,12 @@ class Model:
 
 
 async def test_codex_asks_the_person_over_errands_mcp_server_and_the_answer_resumes_its_session(
-        keyed: None, wire: WireServer, tmp_path: Path) -> None:
+        keyed: None, wire: WireServer, tmp_path: Path, engine_kind: str) -> None:
     model = Model()
     wire.respond(model)
     with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
         task_id = submit(store, tmp_path, model="openai:test-model", agent="codex")
-        async with running_engine(store, default_model="openai:test-model"):
+        async with running_engine(store, default_model="openai:test-model", kind=engine_kind):
             task = await wait_for_state(store, task_id, TaskState.NEEDS_INPUT, TaskState.FAILED,
                                         TaskState.READY_FOR_REVIEW, seconds=900)
             assert task.state is TaskState.NEEDS_INPUT, [r.result for r in store.runs(task_id)]

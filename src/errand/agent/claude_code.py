@@ -48,6 +48,7 @@ class ClaudeCode:
     protocol = "anthropic"
     package = PACKAGE
     prefix = "/opt/errand/agents/claude-code"
+    home = "$HOME/.claude"  # its sessions, kept while a run waits for an answer
 
     def __init__(self, workdir: str = "/workspace") -> None:
         self.workdir = workdir

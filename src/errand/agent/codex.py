@@ -42,6 +42,7 @@ class Codex:
     protocol = "openai-responses"
     package = PACKAGE
     prefix = "/opt/errand/agents/codex"
+    home = "$CODEX_HOME"  # its sessions, kept while a run waits for an answer
 
     def __init__(self, workdir: str = "/workspace") -> None:
         self.workdir = workdir

@@ -20,15 +20,18 @@ errand's own tools reach it over MCP (:mod:`errand.agent.mcp_server`): the acces
 ``tools`` name the run's MCP server, which each adapter writes into the CLI's MCP
 configuration. A question the CLI asks there (``ask_person``) stops the run with
 ``needs_input`` once the CLI's turn is over; :meth:`CliAgent.resume` gives it the
-answer in the same session (``--resume``, ``exec resume``). A run restored in
-another process (its sandbox, and the CLI's session files in it, gone) starts a
-new session instead, told the task, its earlier session's transcript summarised,
-the question and the answer, over the same working copy.
+answer in the same session (``--resume``, ``exec resume``). A run whose sandbox
+ends while it waits (:meth:`CliAgent.keep_session` first takes the CLI's session
+files out of it: the adapter's ``home``) has them put back in its next sandbox
+and resumes the same way; one whose session files could not be kept starts a
+new session, told the task, its earlier session's transcript summarised, the
+question and the answer, over the same working copy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import inspect
@@ -55,6 +58,8 @@ __all__ = ["CliAdapter", "CliAgent", "Gateway", "ModelAccess", "Said", "ToolAcce
 QUIET_SECONDS = 600.0
 _STDERR_TAIL = 2000
 _RETOLD_CHARS = 12_000  # of an earlier session's transcript, retold to a new one
+_KEPT_BYTES = 16 << 20  # the most of a CLI's session files kept while a run waits (more: it is retold)
+_KEPT_AT = "/tmp/errand-cli-session.tgz"
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,7 @@ class CliAgent:
         self._on_event = on_event
         self._waiting: str | None = None  # the question the run stopped on
         self._retell = False  # restored: the CLI's session is gone, a new one is told the story
+        self._kept: str | None = None  # the CLI's session files (a gzipped tar, base64) while the run waits
         self._inbox: list[tuple[str, Any]] = []
         self._calls: set[str] = set()  # the model calls counted (a call's blocks may come on several lines)
         self._last_call: tuple[str, int] = ("", 0)
@@ -198,10 +204,39 @@ class CliAgent:
         question, self._waiting = self._waiting, None
         prompt = f"The person who gave you this task answered your question ({question}):\n\n{answer}"
         await self._add(Message("user", prompt))
+        if self._kept is not None:
+            self._retell = not await self._put_back()
         if self._retell:
             self._retell, self.session = False, None
             prompt = self._retold(prompt)
         return await self._turns(prompt)
+
+    async def keep_session(self) -> None:
+        """Take the CLI's session files (its adapter's ``home``) out of the sandbox before it ends
+        while the run waits, for :meth:`resume` to put back in the next (bounded: more is retold)."""
+        home = getattr(self.adapter, "home", None)
+        if self._waiting is None or self.session is None or not home:
+            return
+        env = self.adapter.env(self.access)
+        with contextlib.suppress(ErrandError):
+            packed = await self.sandbox.exec("sh", "-c", f'tar -czf {_KEPT_AT} -C "{home}" .', env=env)
+            if (await packed.result()).exit_code == 0:
+                data = await self.sandbox.files.read(_KEPT_AT, max_bytes=_KEPT_BYTES)
+                self._kept = base64.b64encode(data).decode()
+
+    async def _put_back(self) -> bool:
+        """The kept session files, in this sandbox: whether they are (else the session is retold)."""
+        kept, self._kept = self._kept, None
+        home = getattr(self.adapter, "home", None)
+        if kept is None or not home:
+            return False
+        try:
+            await self.sandbox.files.write(_KEPT_AT, base64.b64decode(kept))
+            unpacked = await self.sandbox.exec("sh", "-c", f'mkdir -p "{home}" && tar -xzf {_KEPT_AT} -C "{home}"',
+                                               env=self.adapter.env(self.access))
+            return (await unpacked.result()).exit_code == 0
+        except (ErrandError, ValueError):
+            return False
 
     async def _turns(self, prompt: str | None) -> AgentResult:
         """Invoke the CLI with ``prompt``, then with the people's messages that came meanwhile, until
@@ -250,11 +285,13 @@ class CliAgent:
         if self._waiting is None:
             raise ConfigError("only a run paused on a question can be suspended", code="not_waiting")
         return {"messages": [message_to_json(m) for m in self.messages], "spent": asdict(self.spent),
-                "question": self._waiting, "seconds": self._seconds_before, "kind": self.adapter.kind}
+                "question": self._waiting, "seconds": self._seconds_before, "kind": self.adapter.kind,
+                "session": self.session, "kept": self._kept}
 
     def restore(self, saved: dict[str, Any]) -> None:
         """Continue here a run another agent :meth:`suspended`: :meth:`resume` is next. Its CLI
-        session was in the sandbox that ended, so the answer starts a new one (:meth:`_retold`)."""
+        session was in the sandbox that ended: :meth:`resume` puts its kept files back and resumes
+        it, or, none kept, starts a new one (:meth:`_retold`)."""
         if self.messages:
             raise ConfigError("this agent has already run; restore into a new one", code="already_run")
         if saved.get("kind") != self.adapter.kind:
@@ -265,6 +302,9 @@ class CliAgent:
             setattr(self.spent, name, value)
         self._waiting = str(saved["question"])
         self._seconds_before = float(saved.get("seconds") or 0.0)
+        session, kept = saved.get("session"), saved.get("kept")
+        self.session = str(session) if session and kept else None
+        self._kept = str(kept) if session and kept else None
         self._retell = True
 
     def system_prompt(self) -> str:

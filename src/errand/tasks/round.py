@@ -453,6 +453,9 @@ async def _restored_agent(bench: Bench, live: _Live, prepared: Prepared, index: 
 async def _suspend(bench: Bench, live: _Live, prepared: Prepared, index: int, agent: TaskAgent) -> None:
     """Save the attempt's conversation and end its sandbox: nothing runs while a person thinks."""
     journal = live.journals[index]
+    keep = getattr(agent, "keep_session", None)  # an agent CLI's session files, out of the sandbox that ends
+    if keep is not None:
+        await keep()
     await asyncio.to_thread(_save, prepared, index, _SUSPENDED, {
         "agent": agent.suspended(), "commands": journal.commands, "delivered": sorted(journal.delivered)})
     sandbox, live.sandboxes[index], live.agents[index] = live.sandboxes[index], None, None
