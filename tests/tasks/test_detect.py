@@ -126,3 +126,17 @@ def test_errand_init_writes_the_detected_file_and_refuses_to_replace_one(tmp_pat
     empty = layout(tmp_path / "empty", {"README.md": "hi"})
     nothing = errand("init", cwd=empty)
     assert nothing.returncode == 2 and "nothing in" in nothing.stderr and not (empty / "errand.toml").exists()
+
+
+def test_links_out_of_the_repository_are_not_followed(tmp_path: Path) -> None:
+    outside = layout(tmp_path / "outside", {"requirements.txt": "pytest\n", "tests/test_x.py": "",
+                                            "package.json": json.dumps({"scripts": {"test": "mocha"}})})
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "requirements.txt").symlink_to(outside / "requirements.txt")
+    (repo / "package.json").symlink_to(outside / "package.json")
+    assert detect(repo) is None  # manifests through links out of the repository are not read
+    (repo / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    (repo / "tests").symlink_to(outside / "tests")  # nor is a tests folder that is a link walked
+    found = detect(repo)
+    assert found is not None and found.test is None

@@ -16,11 +16,14 @@ pytest from its configuration or a ``tests`` folder) and Node projects (``packag
 from __future__ import annotations
 
 import json
+import os
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from errand._files import read_inside
 
 __all__ = ["Detected", "detect"]
 
@@ -30,6 +33,7 @@ _REQUIREMENTS = ("requirements-test.txt", "requirements-tests.txt", "test-requir
                  "requirements/dev.txt")
 _NPM_STUB = "no test specified"
 _MAX_MANIFEST = 1 << 20
+_MAX_WALK = 20_000
 
 
 @dataclass(frozen=True)
@@ -61,11 +65,11 @@ def detect(repo: Path) -> Detected | None:
 
 
 def _python(repo: Path) -> Detected | None:
-    pyproject = _toml(repo / "pyproject.toml")
+    pyproject = _toml(repo, "pyproject.toml")
     installable = pyproject.get("project") is not None or pyproject.get("build-system") is not None \
-        or _file(repo / "setup.py") or _file(repo / "setup.cfg")
-    requirements = [name for name in _REQUIREMENTS if _file(repo / name)]
-    base_requirements = _file(repo / "requirements.txt")
+        or _has(repo, "setup.py") or _has(repo, "setup.cfg")
+    requirements = [name for name in _REQUIREMENTS if _has(repo, name)]
+    base_requirements = _has(repo, "requirements.txt")
     if not (installable or requirements or base_requirements):
         return None
     reasons: list[str] = []
@@ -79,14 +83,14 @@ def _python(repo: Path) -> Detected | None:
             target = f".[{extra}]"
             reasons.append(f"pyproject.toml's [project.optional-dependencies] {extra}")
         install.append(f"-e '{target}'" if extra else "-e .")
-        reasons.insert(0, "pyproject.toml" if pyproject else ("setup.py" if _file(repo / "setup.py") else "setup.cfg"))
+        reasons.insert(0, "pyproject.toml" if pyproject else ("setup.py" if _has(repo, "setup.py") else "setup.cfg"))
         groups = pyproject.get("dependency-groups") or {}
         group = next((name for name in _TEST_NAMES if name in groups), None)
         if group and not extra:
             install.append(f"--group {group}")
             upgrade_pip = True  # pip reads dependency groups from 25.1
             reasons.append(f"pyproject.toml's [dependency-groups] {group}"
-                           + (" (uv.lock is uv's; pip installs the group's ranges)" if _file(repo / "uv.lock")
+                           + (" (uv.lock is uv's; pip installs the group's ranges)" if _has(repo, "uv.lock")
                               else ""))
     if base_requirements:
         install.append("-r requirements.txt")
@@ -114,10 +118,10 @@ def _uses_pytest(repo: Path, pyproject: dict[str, Any]) -> str | None:
         return "pyproject.toml's [tool.pytest…]"
     for name, marker in (("pytest.ini", ""), ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]"),
                          ("conftest.py", "")):
-        if _file(repo / name) and (not marker or marker in _text(repo / name)):
+        if _has(repo, name) and (not marker or marker in _text(repo, name)):
             return name + (f"'s {marker}" if marker else "")
     for folder in ("tests", "test"):
-        if any((repo / folder).rglob("test_*.py")) or any((repo / folder).rglob("*_test.py")):
+        if _has_tests(repo, folder):
             return f"a {folder}/ folder of test files"
     return None
 
@@ -127,7 +131,7 @@ def _names_pytest(repo: Path, pyproject: dict[str, Any], requirements: list[str]
     wanted = [*(pyproject.get("project", {}).get("optional-dependencies") or {}).values(),
               *(pyproject.get("dependency-groups") or {}).values()]
     said = " ".join(str(item) for group in wanted if isinstance(group, list) for item in group)
-    said += " ".join(_text(repo / name) for name in [*requirements, "requirements.txt"] if _file(repo / name))
+    said += " ".join(_text(repo, name) for name in [*requirements, "requirements.txt"])
     return re.search(r"(?im)^\s*pytest\b|[\s'\"]pytest\b", " " + said) is not None
 
 
@@ -136,19 +140,19 @@ def _names_pytest(repo: Path, pyproject: dict[str, Any], requirements: list[str]
 
 def _node(repo: Path) -> Detected | None:
     try:
-        manifest = json.loads(_text(repo / "package.json")) if _file(repo / "package.json") else None
+        manifest = json.loads(_text(repo, "package.json")) if _has(repo, "package.json") else None
     except ValueError:
         manifest = None
     if not isinstance(manifest, dict):
         return None
     reasons = ["package.json"]
-    lock = next((name for name in ("package-lock.json", "npm-shrinkwrap.json") if _file(repo / name)), None)
+    lock = next((name for name in ("package-lock.json", "npm-shrinkwrap.json") if _has(repo, name)), None)
     if lock:
         setup = ["npm ci --no-audit --no-fund"]
         reasons.append(lock)
     else:
         setup = ["npm install --no-audit --no-fund"]
-        other = next((name for name in ("pnpm-lock.yaml", "yarn.lock") if _file(repo / name)), None)
+        other = next((name for name in ("pnpm-lock.yaml", "yarn.lock") if _has(repo, name)), None)
         if other:
             reasons.append(f"{other} (read by its own tool; npm installs package.json's ranges)")
     scripts = manifest.get("scripts")
@@ -177,22 +181,39 @@ def _quoted(text: str) -> str:
     return json.dumps(text)  # a JSON string of printable ASCII is a TOML basic string
 
 
-def _file(path: Path) -> bool:
-    return path.is_file() and not path.is_symlink()
+def _read(repo: Path, name: str, limit: int = _MAX_MANIFEST) -> bytes | None:
+    """``name``'s bytes as errand.toml is read: a regular file inside the repository, through no
+    symlink out of it; None otherwise."""
+    found = read_inside(repo, name, limit)
+    return None if found is None else found[0]
 
 
-def _text(path: Path) -> str:
+def _has(repo: Path, name: str) -> bool:
+    return _read(repo, name, 0) is not None
+
+
+def _text(repo: Path, name: str) -> str:
+    return (_read(repo, name) or b"").decode("utf-8", "replace")
+
+
+def _toml(repo: Path, name: str) -> dict[str, Any]:
     try:
-        with path.open("rb") as handle:
-            return handle.read(_MAX_MANIFEST).decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _toml(path: Path) -> dict[str, Any]:
-    if not _file(path):
-        return {}
-    try:
-        return tomllib.loads(_text(path))
+        return tomllib.loads(_text(repo, name))
     except tomllib.TOMLDecodeError:
         return {}
+
+
+def _has_tests(repo: Path, folder: str) -> bool:
+    """Whether ``folder`` (a real directory of the repository, not a link) holds a test file,
+    looking at no more than :data:`_MAX_WALK` entries."""
+    top = repo / folder
+    if top.is_symlink() or not top.is_dir():
+        return False
+    seen = 0
+    for _, dirs, files in os.walk(top):  # never follows a link
+        if any((name.startswith("test_") and name.endswith(".py")) or name.endswith("_test.py") for name in files):
+            return True
+        seen += len(dirs) + len(files)
+        if seen > _MAX_WALK:
+            return False
+    return False
