@@ -400,7 +400,9 @@ def print_evidence(out: Console, run: Run, of: int, evidence: Evidence) -> None:
                       f"[dim]({shown(check.command, lines=False)}{cached})[/]")
             _print_check_detail(out, check)
     for label, names in (("fixed (fail → pass)", evidence.fixed_tests),
-                         ("broken (pass → fail)", evidence.broken_tests)):
+                         ("broken (pass → fail)", evidence.broken_tests),
+                         ("gone (was failing), not fixed", evidence.gone_tests),
+                         ("skipped (was failing), not fixed", evidence.skipped_tests)):
         if names:
             out.print(f"  {label}: {_names(names)}")
     environment = outcome.caches.get("environment") if outcome else None
@@ -661,18 +663,25 @@ Commented = Annotated[list[str] | None, typer.Option(
 OldCommented = Annotated[list[str] | None, typer.Option(
     "--old-comment", metavar="PATH:LINES: TEXT",
     help="The same, on lines numbered as the file was at the base (a removed line).")]
+CommentedAttempt = Annotated[int | None, typer.Option(
+    "--attempt", metavar="N", min=1,
+    help="The comments are on attempt N's diff (of the last round), not the best-ranked attempt's.")]
 
 
 def followup(task_id: TaskId,
              text: Annotated[str, typer.Argument(metavar="TEXT", help="What to do next (optional with --comment).")]
-             = "", comment: Commented = None, old_comment: OldCommented = None, start_worker: StartWorker = True,
-             as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
+             = "", comment: Commented = None, old_comment: OldCommented = None, attempt: CommentedAttempt = None,
+             start_worker: StartWorker = True, as_json: AsJson = False, server: Server = None,
+             token: Token = None) -> None:
     """Ask for more work: a new round on the same branch (of a task ready for review, rejected,
     failed or cancelled); of an accepted task, a new task that starts from its commit."""
     with task_service(server, token) as service:
         comments = [_line_comment(said, "new") for said in comment or []]
         comments += [_line_comment(said, "old") for said in old_comment or []]
-        done = service.followup(task_id, text, comments)
+        if attempt is not None and not comments:
+            raise ConfigError("--attempt names the attempt whose diff --comment is on: give a --comment too",
+                              code="bad_attempt")
+        done = service.followup(task_id, text, comments, attempt=attempt)
         queued = task_id
         if isinstance(done, Task):
             queued = done.id
