@@ -7,6 +7,9 @@ a follow-up cannot be about refused with nothing changed."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -48,6 +51,12 @@ def ranked(client: httpx.Client, task_id: str) -> list[int]:
     """The last round's attempt numbers, best first (the API's word)."""
     return [int(a["run"]["attempt"]) for a in sorted(client.get(f"/api/tasks/{task_id}/attempts").json(),
                                                      key=lambda a: int(a["rank"]))]
+
+
+def cli(served: Served, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ERRAND_SERVER": served.url}
+    return subprocess.run([sys.executable, "-m", "errand", *args], capture_output=True, text=True, timeout=120,
+                          env=env)
 
 
 def unchanged(client: httpx.Client, task_id: str) -> tuple[Any, ...]:
@@ -121,9 +130,13 @@ def test_a_comment_on_the_second_attempt_is_anchored_to_its_lines(served: Served
             assert refused.status_code in (400, 422), refused.text
             assert refused.json()["code"] == code, refused.json()
             assert unchanged(client, task_id) == before
+        # The command line, through the server, names the attempt the same way.
+        alone = cli(served, "followup", task_id, "--attempt", str(new_second))
+        assert alone.returncode == 2 and "give a --comment too" in alone.stderr, alone.stderr
+        assert unchanged(client, task_id) == before
         agents.add([[FINISH]], [[FINISH]])
-        done = client.post(f"/api/tasks/{task_id}/followup", json={"comments": [comment], "attempt": new_second})
-        assert done.status_code == 200, done.text
+        done = cli(served, "followup", task_id, "--comment", "calc.py:2: Keep it.", "--attempt", str(new_second))
+        assert done.returncode == 0, done.stderr
         for request in first_requests(agents, range(4, 6)):
             assert f"commented on lines of the diff of attempt {new_second}" in request, request
             assert json.dumps("Keep it.")[1:-1] in request
