@@ -162,40 +162,56 @@ class TaskService(StoreReads[TaskStore]):
 
     # ------------------------------------------------------------ review
 
-    def followup(self, task_id: str, text: str = "", comments: Sequence[LineComment] = ()) -> Review | Task:
+    def followup(self, task_id: str, text: str = "", comments: Sequence[LineComment] = (), *,
+                 attempt: int | None = None) -> Review | Task:
         """Ask for more work: a new round of the task on its branch, with ``text`` and each of
         ``comments`` (lines of the task's diff, see :mod:`errand.tasks.comments`) anchored in its
         instruction (the review returned). Of an accepted task, whose work has landed, a new task
         that starts from its commit and names it as its parent (that task returned). With comments
         ``text`` may be empty; a comment on a file or lines the diff does not have refuses the
-        whole follow-up, and nothing changes."""
+        whole follow-up, and nothing changes.
+
+        The comments are on the diff of run ``attempt`` (the best-ranked of the last round when
+        omitted): checked against its lines, quoted from it, and the instruction names it."""
         check_count(comments)
         note = text.strip() if comments and isinstance(text, str) and not text.strip() else _text(
             text, "a follow-up instruction")
         task = self.store.get_task(task_id)
         if task.state is not TaskState.ACCEPTED:
             self._settled(task_id, "followup", _FOLLOWABLE)
-        anchored = self._anchored(task, comments) if comments else []
-        instruction = _text(commented_instruction(note, anchored), "a follow-up instruction")
+        anchored, on, continued = self._anchored(task, comments, attempt) if comments else ([], None, None)
+        instruction = _text(commented_instruction(note, anchored, attempt=on, continued=continued),
+                            "a follow-up instruction")
         if task.state is TaskState.ACCEPTED:
             return self._follow_accepted(task, instruction, note, anchored)
         review = self.store.add_review(task_id, Verdict.FOLLOWUP, instruction)
-        self.store.append_event(task_id, None, "followup", _followup_event(instruction, note, anchored))
+        self.store.append_event(task_id, None, "followup", _followup_event(instruction, note, anchored, on))
         observe_verdict(self.memory, self.store.get_task(task_id), "followup", note or None)
         return review
 
-    def _anchored(self, task: Task, comments: Sequence[LineComment]) -> list[LineComment]:
+    def _anchored(self, task: Task, comments: Sequence[LineComment],
+                  attempt: int | None) -> tuple[list[LineComment], int | None, int | None]:
         """``comments`` checked against, and quoting, the diff they are about: the accepted run's
-        of an accepted task, else the chosen run's (the work the next round continues)."""
+        of an accepted task, else run ``attempt``'s (the best-ranked's if omitted); and which
+        attempt that is, and which one the next round continues, when there is a choice to name."""
         accepted = self.store.last_event(task.id, ["accepted"]) if task.state is TaskState.ACCEPTED else None
         run_id = str(accepted.data.get("run_id") or "") if accepted is not None else ""
         runs = [r for r in self.store.runs(task.id) if r.id == run_id and r.outcome is not None]
-        run = runs[0] if runs else self.chosen_run(task.id)
+        best = runs[0] if runs else self.chosen_run(task.id)
+        run = best if attempt is None else self.chosen_run(task.id, attempt)
+        if runs and run.id != best.id:
+            raise ConfigError(f"task {task.id} was accepted as attempt {best.attempt}: comments on it are on that "
+                              f"attempt's diff, not attempt {attempt}'s", code="bad_attempt")
+        if run.round != best.round:
+            raise ConfigError(f"attempt {run.attempt} is of round {run.round}, not of the last round ({best.round}): "
+                              "comment on an attempt of the last round", code="bad_attempt")
         assert run.outcome is not None
         if not run.outcome.patch:
-            raise ConfigError(f"task {task.id} changed no file: there are no lines to comment on; send the "
-                              "follow-up as text", code="unknown_path")
-        return anchor(run.outcome.patch, comments, _base_reader(task))
+            raise ConfigError(f"attempt {run.attempt} of task {task.id} changed no file: there are no lines to "
+                              "comment on; send the follow-up as text", code="unknown_path")
+        anchored = anchor(run.outcome.patch, comments, _base_reader(task))
+        several = attempt is not None or len(self.store.runs(task.id, round=run.round)) > 1
+        return anchored, run.attempt if several else None, best.attempt if several and not runs else None
 
     def _follow_accepted(self, task: Task, text: str, note: str = "",
                          comments: Sequence[LineComment] = ()) -> Task:
@@ -234,7 +250,7 @@ class TaskService(StoreReads[TaskStore]):
         :class:`NeedsConfirmation` (its reasons named) unless ``confirm``; nothing changes then."""
         task = self._settled(task_id, "accept", _REVIEWABLE)
         run = self.chosen_run(task_id, attempt)
-        risks = [] if confirm else accept_risks(self.evidence(run))
+        risks = [] if confirm else accept_risks(self.evidence(run), run.outcome.patch if run.outcome else "")
         if risks:
             raise NeedsConfirmation(f"attempt {run.attempt} of task {task_id} needs a confirm before it is accepted: "
                                     + "; ".join(risks), task_id=task_id, reasons=risks)
@@ -365,21 +381,26 @@ class FollowupSaid:
 
     note: str
     comments: tuple[LineComment, ...]
+    attempt: int | None = None  # the attempt whose diff the comments are on, where the round had several
 
     @classmethod
     def of(cls, event: Event) -> FollowupSaid:
         data = event.data if isinstance(event.data, dict) else {}
         comments = tuple(LineComment.from_json(c) for c in data.get("comments") or ())
-        return cls(str(data.get("note") if comments else data.get("text") or ""), comments)
+        attempt = data.get("attempt")
+        return cls(str(data.get("note") if comments else data.get("text") or ""), comments,
+                   attempt if isinstance(attempt, int) else None)
 
 
-def _followup_event(instruction: str, note: str, comments: Sequence[LineComment]) -> dict[str, Any]:
+def _followup_event(instruction: str, note: str, comments: Sequence[LineComment],
+                    attempt: int | None = None) -> dict[str, Any]:
     """A follow-up as the conversation keeps it: the instruction as sent (``text``, what a person
-    reads in ``errand logs`` and on the page) and, with comments, the overall note and each
-    comment as data."""
+    reads in ``errand logs`` and on the page) and, with comments, the overall note, each comment
+    as data, and the attempt whose diff they are on (where the round had a choice)."""
     if not comments:
         return {"text": instruction}
-    return {"text": instruction, "note": note, "comments": [c.to_json() for c in comments]}
+    on = {} if attempt is None else {"attempt": attempt}
+    return {"text": instruction, "note": note, "comments": [c.to_json() for c in comments], **on}
 
 
 def _base_reader(task: Task) -> Callable[[str], str | None]:
