@@ -312,13 +312,13 @@ class TaskService(StoreReads[TaskStore]):
         event = self.store.last_event(task.id, ["accepted"])
         return str(event.data.get("commit")) if event is not None and isinstance(event.data, dict) else None
 
-    # ------------------------------------------------------------ reading
-
     def record(self, task_id: str, kind: str, data: dict[str, Any]) -> int:
         """Write an event about ``task_id`` (not one of its runs) in its log: what another layer
         (the forge) did for the task, for the person who reads the log. Its id."""
         self.store.get_task(task_id)  # an unknown id is TaskNotFound
         return self.store.append_event(task_id, None, kind, data)
+
+    # ------------------------------------------------------------ reading
 
     def last_event(self, task_id: str, kinds: Sequence[str]) -> Event | None:
         """The newest of ``task_id``'s events of ``kinds``."""
@@ -331,19 +331,16 @@ class TaskService(StoreReads[TaskStore]):
     def open_question(self, task_id: str) -> tuple[int, str] | None:
         """The question the task's agent asked last, as ``(its event's id, its text)``."""
         event = self.store.last_event(task_id, ["question"])
-        if event is None:
-            return None
-        return event.id, str(event.data.get("text") or "") if isinstance(event.data, dict) else ""
+        return (event.id, _said(event)) if event is not None else None
 
     def questions_answered(self, task_id: str) -> list[tuple[str, str]]:
         """Each question the agent asked and the answer it was given, in order."""
         pairs, question = [], None
         for event in self.store.events(task_id, kinds=["question", "answer_delivered"]):
-            text = str(event.data.get("text") or "") if isinstance(event.data, dict) else ""
             if event.kind == "question":
-                question = text
+                question = _said(event)
             elif question is not None:
-                pairs.append((question, text))
+                pairs.append((question, _said(event)))
                 question = None
         return pairs
 
@@ -373,6 +370,11 @@ class TaskService(StoreReads[TaskStore]):
         """Elapsed time, steps, tokens and cost, and each attempt of the latest round against
         its budgets (:meth:`errand.tasks.progress.Progress.to_json`)."""
         return progress(self.store, self.store.get_task(task_id)).to_json()
+
+
+def _said(event: Event) -> str:
+    """A question's or an answer's text."""
+    return str(event.data.get("text") or "") if isinstance(event.data, dict) else ""
 
 
 def issue_instruction(path: Path) -> tuple[str, str]:
