@@ -169,3 +169,31 @@ def test_the_pull_request_body_gets_each_question_with_its_answer(tmp_path: Path
             store.append_event(task.id, None, kind, {"text": text})
         assert service.questions_answered(task.id) == [("Which base?", "main"), ("Tabs?", "spaces")]
         assert service.open_question(task.id) is not None and service.open_question(task.id)[1] == "Unanswered?"
+
+
+def test_the_tables_migrate_down_and_up_again_filled_from_the_log(url: str) -> None:
+    import sqlalchemy as sa
+    from alembic import command
+    from alembic.config import Config
+
+    _at_0009(url, _task("t-1"), _link("t-1", pull=None, branch=None, at=1),
+             _event(1, "t-1", "forge_followup", {"pull": 4, "branch": "b", "head": "a" * 40, "fork_pull": 4}))
+    engine = database.connect(url)
+    config = Config()
+    config.set_main_option("script_location", str(database.MIGRATIONS))
+
+    def move(to: str) -> set[str]:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            (command.upgrade if to == "0010" else command.downgrade)(config, to)
+        with engine.connect() as connection:
+            return {name for name in sa.inspect(connection).get_table_names() if name.startswith("forge_")}
+
+    try:
+        assert move("0010") == {"forge_links", "forge_deliveries", "forge_rounds", "forge_questions", "forge_ci_fixes"}
+        assert move("0009") == {"forge_links", "forge_deliveries"}
+        move("0010")
+        found = LinkStore(engine).round("t-1")
+        assert found is not None and found.fork_pull == 4 and found.threads == () and not found.ci
+    finally:
+        engine.dispose()
