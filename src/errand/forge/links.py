@@ -6,7 +6,7 @@ the CI fixes it started. The forge decides from these rows, never from the task'
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 
@@ -44,7 +44,7 @@ class Round:
     branch: str
     head: str
     requested_by: str | None = None
-    threads: tuple[int, ...] = field(default=())
+    threads: tuple[int, ...] = ()
     ci: bool = False
     fork: str | None = None
     push_repo: str | None = None
