@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
 from errand import _settings
 from errand.agent.seam import DEFAULT_KIND, agent_kind
 from errand.errors import ConfigError
@@ -73,6 +75,11 @@ class TaskService(StoreReads[TaskStore]):
         opened when first needed; ``None``: no memory)."""
         self.store = store
         self._memory = memory
+
+    @property
+    def engine(self) -> sa.Engine:
+        """The database the tasks are on: another layer's store (the forge's links) opens its tables there."""
+        return self.store.engine
 
     @property
     def memory(self) -> MemoryStore | None:
@@ -321,7 +328,37 @@ class TaskService(StoreReads[TaskStore]):
         event = self.store.last_event(task.id, ["accepted"])
         return str(event.data.get("commit")) if event is not None and isinstance(event.data, dict) else None
 
+    def record(self, task_id: str, kind: str, data: dict[str, Any]) -> int:
+        """Write an event about ``task_id`` (not one of its runs) in its log: what another layer
+        (the forge) did for the task, for the person who reads the log. Its id."""
+        self.store.get_task(task_id)  # an unknown id is TaskNotFound
+        return self.store.append_event(task_id, None, kind, data)
+
     # ------------------------------------------------------------ reading
+
+    def last_event(self, task_id: str, kinds: Sequence[str]) -> Event | None:
+        """The newest of ``task_id``'s events of ``kinds``."""
+        return self.store.last_event(task_id, kinds)
+
+    def accepted_commit(self, task_id: str) -> str | None:
+        """The commit an accepted task landed on its branch; None for a task not accepted."""
+        return self._accepted_commit(self.store.get_task(task_id))
+
+    def open_question(self, task_id: str) -> tuple[int, str] | None:
+        """The question the task's agent asked last, as ``(its event's id, its text)``."""
+        event = self.store.last_event(task_id, ["question"])
+        return (event.id, _said(event)) if event is not None else None
+
+    def questions_answered(self, task_id: str) -> list[tuple[str, str]]:
+        """Each question the agent asked and the answer it was given, in order."""
+        pairs, question = [], None
+        for event in self.store.events(task_id, kinds=["question", "answer_delivered"]):
+            if event.kind == "question":
+                question = _said(event)
+            elif question is not None:
+                pairs.append((question, _said(event)))
+                question = None
+        return pairs
 
     def chosen_run(self, task_id: str, attempt: int | None = None) -> Run:
         """The run a review is about: the best-ranked of the last finished round, or the
@@ -349,6 +386,11 @@ class TaskService(StoreReads[TaskStore]):
         """Elapsed time, steps, tokens and cost, and each attempt of the latest round against
         its budgets (:meth:`errand.tasks.progress.Progress.to_json`)."""
         return progress(self.store, self.store.get_task(task_id)).to_json()
+
+
+def _said(event: Event) -> str:
+    """A question's or an answer's text."""
+    return str(event.data.get("text") or "") if isinstance(event.data, dict) else ""
 
 
 def issue_instruction(path: Path) -> tuple[str, str]:
