@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -294,9 +295,9 @@ class _Freeing:
     def __init__(self) -> None:
         self.handed: list[os.stat_result] = []
 
-    def submit(self, close: object, fd: int) -> None:
+    def submit(self, free: Callable[[int], None], fd: int) -> None:
         self.handed.append(os.fstat(fd))
-        os.close(fd)
+        free(fd)
 
 
 def test_a_disk_images_blocks_are_freed_by_errand_after_the_sandbox_ends(

@@ -45,6 +45,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -53,7 +54,7 @@ from errand import _settings
 from errand.errors import BackendUnavailable
 from errand.sandbox.config import Resources
 
-__all__ = ["detach_orphans", "discard", "image_size", "launch_arguments", "loop_devices", "on_disk"]
+__all__ = ["detach_orphans", "discard", "image_size", "launch_arguments", "loop_devices", "on_disk", "wait_freed"]
 
 _MiB = 1024**2
 # ext4 as the launcher mounts it: no journal (the image dies with the sandbox), no blocks
@@ -65,9 +66,12 @@ _LOOP_CLR_FD = 0x4C01
 _SUFFIX = "-disk"
 _HELD = "-disk-held"
 # Closes images whose last name is gone, so the host frees their blocks off every caller's
-# path. Its thread is joined at interpreter exit: a process ending soon after a terminate
-# still frees what it took.
-_FREEING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="errand-disk-free")
+# path. A free mostly waits on the device, so a few run at once (a thousand sandboxes
+# ending together free one after another on one thread for ~30 s). Its threads are joined
+# at interpreter exit: a process ending soon after a terminate still frees what it took.
+_FREEING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="errand-disk-free")
+_freeing = threading.Condition()
+_unfreed = 0
 
 
 def on_disk(resources: Resources) -> bool:
@@ -125,7 +129,27 @@ def discard(sandbox_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):  # another process's gc got there first
             held.unlink()
     finally:
-        _FREEING.submit(os.close, image)
+        global _unfreed
+        with _freeing:
+            _unfreed += 1
+        _FREEING.submit(_free, image)
+
+
+def _free(image: int) -> None:
+    global _unfreed
+    try:
+        os.close(image)
+    finally:
+        with _freeing:
+            _unfreed -= 1
+            _freeing.notify_all()
+
+
+def wait_freed() -> None:
+    """Return once every image this process let go of has been freed (benchmarks: the
+    freeing is the host's work, and must not land in a measurement that follows)."""
+    with _freeing:
+        _freeing.wait_for(lambda: _unfreed == 0)
 
 
 def _template(size: int) -> Path:
