@@ -28,8 +28,8 @@ in its exit (the last close of the image is the loop device's) and
 ``terminate`` would wait for. So the host keeps a second name for the image
 (``<id>-disk-held``) while the sandbox lives: the loop device's close is then
 not the last, and ``discard`` takes that name away at cleanup, holding the
-image open, and closes it on a thread of its own, where the blocks are freed
-after ``terminate`` has returned.
+image open, and closes it on a thread of errand's own, where the blocks are
+freed after ``terminate`` has returned.
 
 ``auto`` (the default) takes memory when the quota fits within the memory
 limit and disk when it does not: the choice that never turns a full disk into
@@ -118,6 +118,7 @@ def launch_arguments(sandbox_id: str, resources: Resources) -> list[str]:
 def discard(sandbox_id: str) -> None:
     """Remove a sandbox's disk image: the name its launcher takes (if it never did) and the
     host's own, whose blocks are freed in the background (see the module's doc)."""
+    global _unfreed
     with contextlib.suppress(FileNotFoundError):
         image_path(sandbox_id).unlink()
     held = held_path(sandbox_id)
@@ -129,10 +130,12 @@ def discard(sandbox_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):  # another process's gc got there first
             held.unlink()
     finally:
-        global _unfreed
         with _freeing:
             _unfreed += 1
-        _FREEING.submit(_free, image)
+        try:
+            _FREEING.submit(_free, image)
+        except RuntimeError:  # the interpreter is shutting down: no new threads, free it here
+            _free(image)
 
 
 def _free(image: int) -> None:
