@@ -59,7 +59,7 @@ def _open(app: FastAPI, kind: str = "github") -> _Forge | None:
     except ForgeError as error:
         log.info("no %s forge: %s", kind, error.message)
         return None
-    links = LinkStore(service.store.engine)
+    links = LinkStore(service.engine)
     public = os.environ.get("ERRAND_PUBLIC_URL") or None
     return _Forge(WebhookHandler(service, links, forge, settings, token, public_url=public,
                                  separate_numbers=kind == "gitlab"),

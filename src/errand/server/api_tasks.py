@@ -102,14 +102,14 @@ async def list_tasks(request: Request, state: TaskState | None = None,
 
 
 def detail(service: TaskService, task_id: str, *, with_progress: bool = False) -> TaskDetail:
-    task = service.store.get_task(task_id)
+    task = service.get_task(task_id)
     question = None
     if task.state is TaskState.NEEDS_INPUT:
-        asked = service.store.last_event(task_id, ["question"])
+        asked = service.last_event(task_id, ["question"])
         question = str(asked.data.get("text")) if asked is not None else None
-    runs = service.store.runs(task_id)
+    runs = service.runs(task_id)
     figures = progress(service.store, task, runs).to_json() if with_progress else None
-    return TaskDetail(**vars(task), runs=[without_patch(r) for r in runs], reviews=service.store.reviews(task_id),
+    return TaskDetail(**vars(task), runs=[without_patch(r) for r in runs], reviews=service.reviews(task_id),
                       question=question, progress=figures)
 
 
@@ -127,8 +127,8 @@ def task_events(request: Request, task_id: TaskId, after: Annotated[int, Query(g
                 ) -> list[Event]:
     """The task's events after the id ``after``, oldest first."""
     service = task_service(request)
-    service.store.get_task(task_id)
-    return service.store.events(task_id, after, limit, kinds=kind)
+    service.get_task(task_id)
+    return service.events(task_id, after, limit, kinds=kind)
 
 
 @router.get("/tasks/{task_id}/events/stream", responses={
@@ -140,7 +140,7 @@ async def stream_events(request: Request, task_id: TaskId,
     """Every event of the task after ``after`` (or the ``Last-Event-ID`` header), then each new one
     as it happens. Reconnect with the last id seen and nothing is missed."""
     service = task_service(request)
-    await asyncio.to_thread(service.store.get_task, task_id)
+    await asyncio.to_thread(service.get_task, task_id)
     start = resume_point(last_event_id, after)
     hub: Hub = request.app.state.hub
 

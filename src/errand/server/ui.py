@@ -147,7 +147,7 @@ async def _task_page(request: Request, task_id: str, *, status: int = 200, error
                      show_attempt: int | None = None, hide_output: bool = False) -> HTMLResponse:
     service = task_service(request)
     context = await _task_context(request, task_id)
-    events = await asyncio.to_thread(service.store.events, task_id, 0, 1_000_000)
+    events = await asyncio.to_thread(service.events, task_id, 0, 1_000_000)
     omitted = max(0, len(events) - LOG_LIMIT)
     names = context["names"]
     shown = [e for e in events[omitted:] if show_attempt is None or e.run_id not in names.rounds
@@ -205,7 +205,7 @@ async def task_live(request: Request, task_id: Text, after: Annotated[int, Query
                     last_event_id: Annotated[str | None, Header(max_length=32)] = None) -> StreamingResponse:
     """The log's new lines as HTML in server-sent events, and a ``state`` event when the task moves."""
     service = task_service(request)
-    await asyncio.to_thread(service.store.get_task, task_id)
+    await asyncio.to_thread(service.get_task, task_id)
     start = resume_point(last_event_id, after)
     hub: Hub = request.app.state.hub
 
@@ -230,7 +230,7 @@ async def task_live(request: Request, task_id: Text, after: Annotated[int, Query
 
 
 def _names(service: TaskService, task_id: str) -> taskview.RunNames:
-    return taskview.RunNames.of(service.store.get_task(task_id), service.store.runs(task_id))
+    return taskview.RunNames.of(service.get_task(task_id), service.runs(task_id))
 
 
 async def _act(request: Request, task_id: str, action: Any, *, then: str = "") -> Response:

@@ -39,7 +39,7 @@ templates.env.filters["web_url"] = _web
 
 def _links(request: Request) -> tuple[TaskService, LinkStore]:
     service: TaskService = request.app.state.service
-    return service, LinkStore(service.store.engine)
+    return service, LinkStore(service.engine)
 
 
 @router.get("/forge", response_class=HTMLResponse)
