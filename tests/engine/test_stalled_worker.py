@@ -4,6 +4,7 @@ it lost and ends that run's sandbox and working copy."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import time
@@ -11,13 +12,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
-from errand.repo import checkouts
+from errand.sandbox import AsyncSandbox
+from errand.tasks import steps
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
+from errand.tasks.temporal import TemporalSettings
 from errand.tasks.temporal.dispatch import workflow_step
+from errand.tasks.temporal.worker import TemporalWorker
+from errand.tasks.temporal.workflow import RUN_LOST, AttemptInput
 from temporal import TemporalServer
 
 from .cli import script
@@ -54,12 +61,7 @@ def team(tmp_path: Path, temporal_queue: str, temporal_server: TemporalServer) -
 
     yield make
     for machine in made:
-        if machine.process is not None and machine.process.poll() is None:
-            machine.process.send_signal(signal.SIGCONT)
-        machine.kill()
-        machine.errand("sandbox", "gc")
-        for copy in (machine.home / "work").glob("*/*"):
-            checkouts.unmount(copy)
+        machine.end()
 
 
 def test_a_worker_stopped_past_its_lease_loses_its_round_and_on_waking_writes_nothing_into_it(
@@ -111,3 +113,43 @@ def test_a_worker_stopped_past_its_lease_loses_its_round_and_on_waking_writes_no
     for machine in (live, stalled, server):
         machine.stop()
     store.close()
+
+
+async def test_a_woken_attempt_that_finds_its_run_taken_ends_its_sandbox_and_copy_itself(
+        tmp_path: Path, repo: Path) -> None:
+    """The woken worker's race, forced: the attempt's next event is refused (its run was settled while
+    the worker stalled) and the attempt ends the round here itself, before the lease's renewal does.
+    Ending the round cancelled the attempt doing it, inside its sandbox's terminate, which had marked
+    the sandbox ended before killing it: the copy went and the sandbox ran on (seen in CI)."""
+    go = ".errand-test-go"  # the agent's command waits for it, so the run is settled while it runs
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
+        task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=script(
+            tmp_path / "script.json",
+            [[READ], [("shell", {"command": f"until [ -e {go} ]; do sleep 0.1; done"})], *FIX_SCRIPT]))
+        worker = TemporalWorker(store, TemporalSettings("127.0.0.1:9", heartbeat=float(LEASE)), concurrency=1,
+                                memory=None)
+        assert store.claim_next(worker.queue) is not None
+        activities = ActivityEnvironment()
+        prepared = await activities.run(worker.start, task.id)
+        [run_id] = prepared.run_ids
+        attempt = asyncio.ensure_future(activities.run(worker.attempt, AttemptInput(prepared, 0)))
+        try:
+            while not any(e.kind == "tool_call" and e.data.get("name") == "shell" for e in store.events(task.id)):
+                assert not attempt.done(), attempt.result()
+                await asyncio.sleep(0.05)
+            store.interrupt_runs([run_id])  # the workflow settled it elsewhere: the worker lost the run
+            settled = store.last_event_id()
+            (Path(prepared.copies[0]["path"]) / go).touch()
+            [ended] = await asyncio.gather(attempt, return_exceptions=True)
+            left = [info.id for info in await AsyncSandbox.list() if info.labels.get("run") == run_id]
+            assert left == [], f"the lost run's sandbox runs on ({ended!r})"
+            assert isinstance(ended, ApplicationError) and ended.type == RUN_LOST, repr(ended)
+            assert not steps.work_dir_of(run_id).exists(), "the lost run's working copy is left"
+            assert worker.held() == set()  # its place is free for the next round
+            assert store.events(task.id, settled, run_id=run_id) == []  # its command's end was not written
+        finally:
+            attempt.cancel()
+            for info in await AsyncSandbox.list():
+                if info.labels.get("task") == task.id:
+                    await (await AsyncSandbox.from_id(info.id)).terminate()
+            steps.remove_work(store.get_run(run_id))

@@ -577,7 +577,18 @@ async def _distill(bench: Bench, live: _Live, prepared: Prepared, index: int, re
 
 
 async def close(bench: Bench, key: str, run_ids: Sequence[str]) -> None:
-    """End the round's sandboxes and remove its working copies (whatever ended the round)."""
+    """End the round's sandboxes and remove its working copies (whatever ended the round). It goes
+    to its end although its caller is cancelled meanwhile (the cancel is raised after): cut short,
+    the round was gone from the bench and a sandbox whose end had begun ran on, its copy removed."""
+    closing = asyncio.ensure_future(_close(bench, key, run_ids))
+    try:
+        await asyncio.shield(closing)
+    except asyncio.CancelledError:
+        await asyncio.wait([closing])
+        raise
+
+
+async def _close(bench: Bench, key: str, run_ids: Sequence[str]) -> None:
     live = bench.rounds.pop(key, None)
     if live is not None:
         if live.baseline is not None and not live.baseline.done():

@@ -426,11 +426,15 @@ class TemporalWorker:
     def _forget(self, key: str, *, taken: bool) -> None:
         """Stop the round's attempts still under way here, but one that concludes it; with ``taken``
         (the round was taken from this worker), forget their ends too. Never awaited: the caller may
-        be a step of one of them (a concluding that closes its own round)."""
+        be a step of one of them (a concluding that closes its own round, an attempt that found its
+        run taken). That one is not cancelled: cancelled, it cut short the ending of its own round
+        (the copy went, the sandbox ran on)."""
         for place, running in list(self._attempts.items()):
             if place[0] != key or (not taken and (running.done() or key in self._concluding)):
                 continue
             del self._attempts[place]
+            if running is asyncio.current_task():
+                continue
             running.cancel()
             running.add_done_callback(lambda ended: ended.cancelled() or ended.exception())
 
