@@ -57,6 +57,7 @@ __all__ = ["TemporalWorker", "connect"]
 
 log = logging.getLogger("errand.engine")
 T = TypeVar("T")
+_START = -1  # a round's start, where its attempts have their index (see TemporalWorker._attempts)
 # Each workflow runs in a sandbox that imports its module afresh, with the packages above it: the
 # ``errand`` package imports the whole sandbox layer, ~50 ms of CPU a task (a third of what the engine
 # cost a task here). What those packages import comes from the worker's own modules instead; the
@@ -99,9 +100,9 @@ class TemporalWorker:
         self._stopping = False
         self._room = asyncio.Condition()
         self._room_slots: Room | None = None
-        # Each attempt under way, by its round's key and its index: it runs beside its activity
-        # (see :meth:`attempt`), until an activity has taken its end.
-        self._attempts: dict[tuple[str, int], asyncio.Future[rounds.Attempt]] = {}
+        # Each attempt under way, by its round's key and its index (a start's, by ``_START``): it runs
+        # beside its activity (see :meth:`attempt`), and its end is kept a while after (:meth:`_attached`).
+        self._attempts: dict[tuple[str, int], asyncio.Future[Any]] = {}
 
     async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None,
                     ready: Callable[[], None] | None = None) -> None:
@@ -163,7 +164,7 @@ class TemporalWorker:
         rest of a round (the first shape's prepare too) on this worker's own queue."""
         return {self.settings.begin_queue: [self.start, self.begin],
                 self.settings.tasks_queue: [self.settle, self.lives],
-                self.queue: [self.prepare, self.attempt, self.deliver, self.conclude, self.close]}
+                self.queue: [self.prepare, self.started, self.attempt, self.deliver, self.conclude, self.close]}
 
     def held(self) -> set[str]:
         """The keys of the rounds this worker holds (a place each), concluding ones left out."""
@@ -194,8 +195,23 @@ class TemporalWorker:
             begun = await self._begin(task_id)
             said.append(begun)
             activity.heartbeat(begun)
-            return await self._guarded(begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun),
-                                       said=begun)
+            # It prepares beside the activity, as an attempt runs (see :meth:`attempt`): a restart of the
+            # service that catches it does not begin the round again; the workflow takes it up (``started``).
+            place = (begun.key, _START)
+            running = self._attempts[place] = asyncio.ensure_future(self._guarded(
+                begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun), said=begun))
+            return await self._attached(place, running)
+
+    @activity.defn(name="errand.started")
+    async def started(self, begun: rounds.Begun) -> rounds.Prepared:
+        """The end of a round's start that went on here while the service lost track of it."""
+        place = (begun.key, _START)
+        async with self._heartbeating():
+            running = self._attempts.get(place)
+            if running is None:
+                raise ApplicationError(f"the start of round {begun.key} no longer runs on {self.queue} (it restarted "
+                                       "since)", type=RUN_LOST, non_retryable=True)
+            return await self._attached(place, running)
 
     @activity.defn(name="errand.begin")
     async def begin(self, task_id: str) -> rounds.Begun:
@@ -235,22 +251,29 @@ class TemporalWorker:
             assert running is not None
             return await self._attached(place, running)
 
-    async def _attached(self, place: tuple[str, int], running: asyncio.Future[rounds.Attempt]) -> rounds.Attempt:
-        """The attempt's end; a cancel by the workflow (or this worker's stop) ends the attempt too,
-        the service losing track of the activity does not."""
+    async def _attached(self, place: tuple[str, int], running: asyncio.Future[T]) -> T:
+        """The step's end (an attempt's, or a start's); a cancel by the workflow (or this worker's
+        stop) ends the step too, the service losing track of the activity does not. Its end is kept
+        for as long as the workflow may look for it: the service, away when it came, may not have it."""
         try:
             ended = await asyncio.shield(running)
         except asyncio.CancelledError:
             why = activity.cancellation_details()
             if not self._stopping and why is not None and (why.not_found or why.timed_out):
-                log.warning("the service lost track of attempt %s of round %s; it goes on here", place[1] + 1, place[0])
+                log.warning("the service lost track of %s of round %s; it goes on here",
+                            "the start" if place[1] == _START else f"attempt {place[1] + 1}", place[0])
                 raise
             running.cancel()
             ended = await running  # it ends in the cancel, or in the stopping worker's error
         finally:
             if running.done() and self._attempts.get(place) is running:
-                del self._attempts[place]
+                asyncio.get_running_loop().call_later(max(20 * self.settings.heartbeat, 600.0), self._drop, place,
+                                                      running)
         return ended
+
+    def _drop(self, place: tuple[str, int], running: asyncio.Future[Any]) -> None:
+        if self._attempts.get(place) is running:
+            del self._attempts[place]
 
     async def _attempt(self, given: AttemptInput) -> rounds.Attempt:
         prepared = given.prepared
@@ -398,8 +421,9 @@ class TemporalWorker:
                 steps.remove_work(run)
 
     async def _end_round_here(self, task_id: str, run_ids: tuple[str, ...]) -> None:
-        """End the sandboxes and remove the working copies of a round this worker lost."""
-        keys = [key for key in self.bench.rounds if key.split("/")[0] == task_id]
+        """End the sandboxes and remove the working copies of a round this worker lost, and free its
+        place (a round held here but not on the bench, closed already or not prepared yet, too)."""
+        keys = sorted({key for key in (*self.bench.rounds, *self._held) if key.split("/")[0] == task_id})
         for key in keys or [""]:  # none held in memory: its copies on the disk still go
             self._forget(key, taken=True)
             try:
