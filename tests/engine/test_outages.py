@@ -134,6 +134,23 @@ async def test_a_temporal_restart_during_a_rounds_start_does_not_begin_the_round
     store.close()
 
 
+async def test_a_temporal_restart_while_a_round_concludes_takes_the_concluded_round_as_it_ended(
+        tmp_path: Path, repo: Path, script_file: Path, own_temporal: TemporalServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The service goes as the agent finishes: the round concludes on its worker while the service is
+    # away, so the attempt's end (it concluded) does not reach it. Taken up again, the attempt is found
+    # ended on its worker, with that end.
+    monkeypatch.setenv("ERRAND_WORKER_LEASE", "5")
+    store = TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}")
+    task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
+    async with running_engine(store, lambda _s, _i: scripted(FIX_SCRIPT), kind="temporal") as worker:
+        events = await _restarted_while(store, task.id, own_temporal, worker,
+                                        lambda e: e.kind == "tool_call" and e.data.get("name") == "finish")
+    checks = [str(e.data.get("command")) for e in events if e.kind == "check_started"]
+    assert checks and len(checks) == len(set(checks)), checks  # each check ran once: concluded once
+    store.close()
+
+
 class OwnCluster:
     """A PostgreSQL cluster of this test's own, stopped with ``pg_ctl`` and started again on its data."""
 

@@ -163,7 +163,7 @@ class TemporalWorker:
         begin) where workers with room take them, the store-only ones beside the workflows, the
         rest of a round (the first shape's prepare too) on this worker's own queue."""
         return {self.settings.begin_queue: [self.start, self.begin],
-                self.settings.tasks_queue: [self.settle, self.lives],
+                self.settings.tasks_queue: [self.settle, self.lives, self.begun],
                 self.queue: [self.prepare, self.started, self.attempt, self.deliver, self.conclude, self.close]}
 
     def held(self) -> set[str]:
@@ -325,6 +325,17 @@ class TemporalWorker:
         """Whether the worker of the queue ``holder`` lives, by its lease in the store (a local
         activity of the workflow's: it waits up to a lease for the answer)."""
         return await asyncio.to_thread(lease_lives, self.store, f"{TEMPORAL_PREFIX}{holder}", lease)
+
+    @activity.defn(name="errand.begun")
+    async def begun(self, task_id: str) -> rounds.Begun | None:
+        """The task's round whose runs are running, by the store (a local activity of the workflow's:
+        what a start said in its heartbeats can go with a restart of the service)."""
+        runs = [run for run in await asyncio.to_thread(self.store.runs, task_id) if run.state is RunState.RUNNING]
+        if not runs:
+            return None
+        number = max(run.round for run in runs)
+        mine = [run for run in runs if run.round == number]
+        return rounds.Begun(task_id, number, tuple(run.id for run in mine), {}, mine[0].worker)
 
     @activity.defn(name="errand.settle")
     async def settle(self, settled: SettleInput) -> None:

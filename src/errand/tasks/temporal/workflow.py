@@ -241,9 +241,12 @@ class TaskWorkflow:
                                                       task_queue=given.begin_queue, heartbeat=heartbeat)
             return prepared
         except _RoundEnded as lost:
-            begun, since = lost.begun, workflow.now()
-            if begun is None or lost.silent not in ("heartbeat", "start_to_close") \
-                    or not workflow.patched(START_REATTACH) or not await self._lives(begun.holder):
+            since = workflow.now()
+            if lost.silent not in ("heartbeat", "start_to_close") or not workflow.patched(START_REATTACH):
+                raise
+            # What it said in its heartbeats, or else the store's: a restart of the service can lose the former.
+            begun = lost.begun = lost.begun or await self._store_says("errand.begun", [given.task_id], Begun | None)
+            if begun is None or not await self._lives(begun.holder):
                 raise
         patience = max(heartbeat * 20, timedelta(minutes=10))
         while True:
@@ -343,15 +346,19 @@ class TaskWorkflow:
         """Whether the worker ``holder`` lives by its lease in the store (a local activity: no
         task of a queue that a silent worker may have a poll open on)."""
         assert self.given is not None
-        lease = self.given.heartbeat
-        within = max(timedelta(seconds=lease * 3), _STORE_STEP_FLOOR)
+        # The store away longer than its retry time: its runs are settled as for a lost worker.
+        return bool(await self._store_says("errand.lives", [holder, self.given.heartbeat], bool))
+
+    async def _store_says(self, name: str, args: list[Any], result_type: Any) -> Any:
+        """What the store-only local activity ``name`` answers; None if the store stays away past its retry time."""
+        assert self.given is not None
+        within = max(timedelta(seconds=self.given.heartbeat * 3), _STORE_STEP_FLOOR)
         try:
-            return bool(await workflow.execute_local_activity(
-                "errand.lives", args=[holder, lease], result_type=bool, start_to_close_timeout=within,
-                retry_policy=_STORE_RETRIES,
-                schedule_to_close_timeout=within + timedelta(seconds=self.given.store_retry)))
+            return await workflow.execute_local_activity(
+                name, args=args, result_type=result_type, start_to_close_timeout=within, retry_policy=_STORE_RETRIES,
+                schedule_to_close_timeout=within + timedelta(seconds=self.given.store_retry))
         except ActivityError:
-            return False  # the store away longer than its retry time: its runs are settled as for a lost worker
+            return None
 
     async def _settle(self, given: RoundInput, settled: SettleInput) -> None:
         step = max(timedelta(seconds=given.heartbeat), _STORE_STEP_FLOOR)
