@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from errand.repo import checkouts
 
 WORKER = ("worker", "--concurrency", "1")
 
@@ -48,6 +51,21 @@ class Machine:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(30)
+
+    def end(self) -> None:
+        """After a test: its process killed (woken first, if stopped), the sandboxes it left ended,
+        the working copies a failed test left mounted unmounted, and its runtime directory removed."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+        self.kill()
+        self.errand("sandbox", "gc")  # a killed worker's sandboxes, which no other machine can end
+        for copy in (self.home / "work").glob("*/*"):
+            checkouts.unmount(copy)
+        with open("/proc/self/mounts") as mounts:
+            left = [line.split()[1] for line in mounts if line.split()[1].startswith(f"{self.runtime}/")]
+        for point in sorted(left, reverse=True):
+            subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+        shutil.rmtree(self.runtime, ignore_errors=True)
 
     def sandboxes(self) -> set[str]:
         return {info["id"] for info in json.loads(self.errand("sandbox", "ls", "--json").stdout)}

@@ -6,20 +6,33 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import postgres
 from errand.tasks import steps
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.records import RunState
+from errand.tasks.records import Event, RunState
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
 from temporal import TemporalServer
 
-from .harness import FINISH, FIX, FIX_SCRIPT, READ, TEST, running_engine, scripted, wait_for_event, wait_for_state
+from .harness import (
+    ERRAND_TOML,
+    FINISH,
+    FIX,
+    FIX_SCRIPT,
+    READ,
+    TEST,
+    make_repo,
+    running_engine,
+    scripted,
+    wait_for_event,
+    wait_for_state,
+)
 
 # serial: a dependency taken away and brought back is timed against retry budgets; beside three other
 # workers a PostgreSQL restart once took minutes and the budget ran out (the test alone: 40 s).
@@ -65,35 +78,76 @@ OUTLASTING_THE_OUTAGE = [[READ], [("shell", {"command": f"sleep {PAST_THE_CLIENT
                          [FINISH]]
 
 
+async def _restarted_while(store: TaskStore, task_id: str, server: TemporalServer, worker: Any,
+                           caught: Callable[[Event], bool]) -> list[Event]:
+    """Kill the service once ``caught`` is seen, for longer than the client retries, and start it again
+    on its state; the task's events once it finished with one round, one succeeded run, nothing taken
+    for lost, and the round closed on its worker (its copies gone)."""
+    await wait_for_event(store, task_id, caught)
+    server.kill()
+    await asyncio.sleep(PAST_THE_CLIENTS_RETRIES)
+    await asyncio.to_thread(server.start)  # the same state file and port
+    finished = await wait_for_state(store, task_id, S.READY_FOR_REVIEW, S.FAILED, seconds=300)
+    for _ in range(600):
+        if not steps.work_runs():
+            break
+        await asyncio.sleep(0.1)
+    assert not steps.work_runs() and not worker.held()
+    events = store.events(task_id, limit=100_000)
+    assert finished.state is S.READY_FOR_REVIEW, [(e.kind, e.data) for e in events][-6:]
+    said = [(e.kind, e.data) for e in events if e.kind in ("recovered", "round_started")]
+    assert len(store.runs(task_id)) == 1, said  # it went on where it was: no second round
+    [run] = store.runs(task_id)
+    assert run.state is RunState.SUCCEEDED
+    assert [e for e in events if e.kind in ("recovered", "run_interrupted")] == []
+    assert len([e for e in events if e.kind == "round_started"]) == 1
+    return events
+
+
 async def test_a_temporal_restart_does_not_interrupt_an_attempt_whose_worker_lives(
         tmp_path: Path, repo: Path, script_file: Path, own_temporal: TemporalServer,
         monkeypatch: pytest.MonkeyPatch) -> None:
     # A lease far shorter than the outage: the attempt's heartbeats time out while the service is away.
     monkeypatch.setenv("ERRAND_WORKER_LEASE", "5")
     store = TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}")
-    service = TaskService(store)
-    task = service.submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
+    task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
     async with running_engine(store, lambda _s, _i: scripted(OUTLASTING_THE_OUTAGE), kind="temporal") as worker:
-        await wait_for_event(store, task.id, lambda e: e.kind == "tool_call" and e.data.get("name") == "shell")
-        own_temporal.kill()
-        await asyncio.sleep(PAST_THE_CLIENTS_RETRIES)
-        await asyncio.to_thread(own_temporal.start)  # the same state file and port
-        finished = await wait_for_state(store, task.id, S.READY_FOR_REVIEW, S.FAILED, seconds=300)
-        for _ in range(600):  # and the round is closed on its worker (its copies gone)
-            if not steps.work_runs():
-                break
-            await asyncio.sleep(0.1)
-        assert not steps.work_runs() and not worker.held()
-    events = store.events(task.id, limit=100_000)
-    assert finished.state is S.READY_FOR_REVIEW, [(e.kind, e.data) for e in events][-6:]
-    said = [(e.kind, e.data) for e in events if e.kind in ("recovered", "round_started")]
-    assert len(store.runs(task.id)) == 1, said  # the attempt ran on where it was: no second round
-    [run] = store.runs(task.id)
-    assert run.state is RunState.SUCCEEDED
-    assert [e for e in events if e.kind in ("recovered", "run_interrupted")] == []
-    assert len([e for e in events if e.kind == "round_started"]) == 1
+        events = await _restarted_while(store, task.id, own_temporal, worker,
+                                        lambda e: e.kind == "tool_call" and e.data.get("name") == "shell")
     # The agent's long command ran once: the attempt was not begun again on the same worker either.
     assert len([e for e in events if e.kind == "tool_call" and "sleep" in str(e.data.get("arguments"))]) == 1
+    store.close()
+
+
+async def test_a_temporal_restart_during_a_rounds_start_does_not_begin_the_round_again(
+        tmp_path: Path, script_file: Path, own_temporal: TemporalServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The round's start (its setup command) outlasts the outage: its heartbeats time out while the
+    # service is away, and its worker goes on preparing the round.
+    monkeypatch.setenv("ERRAND_WORKER_LEASE", "5")
+    repo = make_repo(tmp_path / "project", toml=ERRAND_TOML + "[setup]\ncommands = "
+                     f'["echo {tmp_path.name}; sleep {PAST_THE_CLIENTS_RETRIES + 20:g}"]\n')
+    store = TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}")
+    task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
+    async with running_engine(store, lambda _s, _i: scripted(FIX_SCRIPT), kind="temporal") as worker:
+        events = await _restarted_while(store, task.id, own_temporal, worker, lambda e: e.kind == "setup_started")
+    assert len([e for e in events if e.kind == "setup_started"]) == 1  # its setup ran once
+    store.close()
+
+
+async def test_a_temporal_restart_while_a_round_concludes_takes_the_concluded_round_as_it_ended(
+        tmp_path: Path, repo: Path, script_file: Path, own_temporal: TemporalServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The service goes as the agent finishes: the round concludes on its worker while the service is
+    # away, so the attempt's end (it concluded) does not reach it. Taken up again, the attempt is found
+    # ended on its worker, with that end.
+    monkeypatch.setenv("ERRAND_WORKER_LEASE", "5")
+    store = TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}")
+    task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
+    async with running_engine(store, lambda _s, _i: scripted(FIX_SCRIPT), kind="temporal") as worker:
+        events = await _restarted_while(store, task.id, own_temporal, worker,
+                                        lambda e: e.kind == "tool_call" and e.data.get("name") == "finish")
+    checks = [str(e.data.get("command")) for e in events if e.kind == "check_started"]
+    assert checks and len(checks) == len(set(checks)), checks  # each check ran once: concluded once
     store.close()
 
 

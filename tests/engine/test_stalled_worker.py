@@ -4,20 +4,31 @@ it lost and ends that run's sandbox and working copy."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
-from errand.repo import checkouts
+from errand.sandbox import AsyncSandbox
+from errand.tasks import round as rounds
+from errand.tasks import steps
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
+from errand.tasks.temporal import TemporalSettings
 from errand.tasks.temporal.dispatch import workflow_step
+from errand.tasks.temporal.worker import TemporalWorker
+from errand.tasks.temporal.workflow import RUN_LOST, AttemptInput
 from temporal import TemporalServer
 
 from .cli import script
@@ -30,11 +41,19 @@ TEMPORAL_WORKER = ("worker", "--engine", "temporal", "--concurrency", "1")
 LEASE = "5"
 COMMAND_SECONDS = 15
 # The stalled worker's attempt goes silent within a lease of the stop, and so does its lease in the store.
-# Its open polls may then take the two workflow tasks that follow (its own sticky queue's, and one of the
-# shared queue's), each given up after a workflow step; the live worker's own may take up to a step; one
-# lease more for a saturated machine. (The next round also waited for the lost round's closing on the
-# stalled worker, whose budget is 30 s: it began ~45 s after the stop.)
-HANDOVER_BOUND = 2 * float(LEASE) + 3 * workflow_step(float(LEASE)).total_seconds()
+# Its open polls may then take the two workflow steps (workflow tasks) that follow: its own sticky
+# queue's, and one of the shared queue's, each given up after a workflow step; one lease more for a
+# saturated machine. (The next round also waited for the lost round's closing on the stalled worker,
+# whose budget is 30 s: it began ~45 s after the stop.)
+HELD_STEPS = 2
+HANDOVER_BOUND = 2 * float(LEASE) + HELD_STEPS * workflow_step(float(LEASE)).total_seconds()
+
+
+async def _timed_out_steps(address: str, workflow_id: str) -> int:
+    """How many of the workflow's steps (workflow tasks) a worker took and did not answer in time."""
+    client = await Client.connect(address)
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return sum(event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT for event in history.events)
 
 
 def _free_port() -> int:
@@ -54,16 +73,12 @@ def team(tmp_path: Path, temporal_queue: str, temporal_server: TemporalServer) -
 
     yield make
     for machine in made:
-        if machine.process is not None and machine.process.poll() is None:
-            machine.process.send_signal(signal.SIGCONT)
-        machine.kill()
-        machine.errand("sandbox", "gc")
-        for copy in (machine.home / "work").glob("*/*"):
-            checkouts.unmount(copy)
+        machine.end()
 
 
 def test_a_worker_stopped_past_its_lease_loses_its_round_and_on_waking_writes_nothing_into_it(
-        tmp_path: Path, repo: Path, postgres_url: str, team: Callable[..., Machine]) -> None:
+        tmp_path: Path, repo: Path, postgres_url: str, team: Callable[..., Machine], temporal_server: TemporalServer,
+        temporal_queue: str) -> None:
     store = TaskStore.open(postgres_url)
     model = tmp_path / "script.json"
     # The agent's command ends while its worker is stopped: on waking, the worker has its output to write.
@@ -106,8 +121,91 @@ def test_a_worker_stopped_past_its_lease_loses_its_round_and_on_waking_writes_no
     began = [e for e in store.events(task.id, limit=100_000) if e.kind == "round_started"][-1]
     print(f"after the stop (lease {LEASE} s): run interrupted {recovered.time - stopped_at:.1f} s, next round "
           f"began {began.time - stopped_at:.1f} s (bound {HANDOVER_BOUND:g} s), seen {taken_after:.1f} s")
-    # The next round is on the live worker within the bound the lease sets, not a closing's budget later.
+    # The stalled worker held at most the steps its open workflow polls could take ...
+    held = asyncio.run(_timed_out_steps(temporal_server.address, f"{temporal_queue}-task-{task.id}"))
+    assert held <= HELD_STEPS, held
+    # ... and the next round is on the live worker within the bound the lease sets.
     assert began.time - stopped_at <= HANDOVER_BOUND, (began.time - stopped_at, HANDOVER_BOUND)
     for machine in (live, stalled, server):
         machine.stop()
     store.close()
+
+
+async def test_a_woken_attempt_that_finds_its_run_taken_ends_its_sandbox_and_copy_itself(
+        tmp_path: Path, repo: Path) -> None:
+    """The woken worker's race, forced: the attempt's next event is refused (its run was settled while
+    the worker stalled) and the attempt ends the round here itself, before the lease's renewal does.
+    Ending the round cancelled the attempt doing it, inside its sandbox's terminate, which had marked
+    the sandbox ended before killing it: the copy went and the sandbox ran on (seen in CI)."""
+    go = ".errand-test-go"  # the agent's command waits for it, so the run is settled while it runs
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
+        task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=script(
+            tmp_path / "script.json",
+            [[READ], [("shell", {"command": f"until [ -e {go} ]; do sleep 0.1; done"})], *FIX_SCRIPT]))
+        worker = TemporalWorker(store, TemporalSettings("127.0.0.1:9", heartbeat=float(LEASE)), concurrency=1,
+                                memory=None)
+        assert store.claim_next(worker.queue) is not None
+        activities = ActivityEnvironment()
+        prepared = await activities.run(worker.start, task.id)
+        [run_id] = prepared.run_ids
+        attempt = asyncio.ensure_future(activities.run(worker.attempt, AttemptInput(prepared, 0)))
+        try:
+            while not any(e.kind == "tool_call" and e.data.get("name") == "shell" for e in store.events(task.id)):
+                assert not attempt.done(), attempt.result()
+                await asyncio.sleep(0.05)
+            store.interrupt_runs([run_id])  # the workflow settled it elsewhere: the worker lost the run
+            settled = store.last_event_id()
+            (Path(prepared.copies[0]["path"]) / go).touch()
+            [ended] = await asyncio.gather(attempt, return_exceptions=True)
+            left = [info.id for info in await AsyncSandbox.list() if info.labels.get("run") == run_id]
+            assert left == [], f"the lost run's sandbox runs on ({ended!r})"
+            assert isinstance(ended, ApplicationError) and ended.type == RUN_LOST, repr(ended)
+            assert not steps.work_dir_of(run_id).exists(), "the lost run's working copy is left"
+            assert worker.held() == set()  # its place is free for the next round
+            assert store.events(task.id, settled, run_id=run_id) == []  # its command's end was not written
+        finally:
+            attempt.cancel()
+            for info in await AsyncSandbox.list():
+                if info.labels.get("task") == task.id:
+                    await (await AsyncSandbox.from_id(info.id)).terminate()
+            steps.remove_work(store.get_run(run_id))
+
+
+async def test_a_sandbox_that_starts_after_its_lost_round_was_closed_is_ended(
+        tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sandbox as an adversary in time: the round a woken worker lost is closed while an agent's
+    sandbox is on its way up (its launch in flight when the worker stopped). The sandbox then had no
+    round to be ended with, and ran on after its copy was removed."""
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
+        task = TaskService(store).submit("Make test_calc.py pass", repo=repo,
+                                         model=script(tmp_path / "script.json", FIX_SCRIPT))
+        worker = TemporalWorker(store, TemporalSettings("127.0.0.1:9", heartbeat=float(LEASE)), concurrency=1,
+                                memory=None)
+        assert store.claim_next(worker.queue) is not None
+        start_sandbox = steps.start_sandbox
+
+        async def woken_meanwhile(*args: Any, **kwargs: Any) -> AsyncSandbox:
+            sandbox = await start_sandbox(*args, **kwargs)
+            labels = kwargs.get("labels") or {}
+            if labels.get("role") == "agent":  # the round was taken while the worker was stopped, and is
+                store.interrupt_runs([labels["run"]])  # closed here before the sandbox's start returns
+                await rounds.close(worker.bench, f"{task.id}/1", [labels["run"]])
+            return sandbox
+
+        monkeypatch.setattr(steps, "start_sandbox", woken_meanwhile)
+        try:
+            with pytest.raises(ApplicationError) as lost:
+                await ActivityEnvironment().run(worker.start, task.id)
+            # Looked at once the round is reported lost (a handle dropped unended also ends its sandbox
+            # when it is collected; the worker's agent held it for as long as the agent lived).
+            left = [info.id for info in await AsyncSandbox.list() if info.labels.get("task") == task.id]
+            assert left == [], "the sandbox that started after its round was closed runs on"
+            assert lost.value.type == RUN_LOST
+            [run] = store.runs(task.id)
+            assert not steps.work_dir_of(run.id).exists() and worker.held() == set()
+        finally:
+            for info in await AsyncSandbox.list():
+                if info.labels.get("task") == task.id:
+                    await (await AsyncSandbox.from_id(info.id)).terminate()
+            for run in store.runs(task.id):
+                steps.remove_work(run)

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 import postgres
-from errand.repo import checkouts
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
@@ -48,10 +47,7 @@ def machines(tmp_path: Path) -> Iterator[Callable[[str, str], Machine]]:
 
     yield make
     for machine in made:
-        machine.kill()
-        machine.errand("sandbox", "gc")  # the killed worker's sandboxes
-        for copy in (machine.home / "work").glob("*/*"):  # a failed test's copies, still mounted
-            checkouts.unmount(copy)
+        machine.end()
 
 
 def mounted(path: Path) -> bool:

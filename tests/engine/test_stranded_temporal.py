@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from errand.repo import checkouts
 from errand.repo.accept import branch_name
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
@@ -56,10 +55,7 @@ def team(tmp_path: Path, temporal_server: TemporalServer, temporal_queue: str,
 
     yield make
     for machine in made:
-        machine.kill()
-        machine.errand("sandbox", "gc")
-        for copy in (machine.home / "work").glob("*/*"):
-            checkouts.unmount(copy)
+        machine.end()
 
 
 def _serve(machine: Machine) -> None:

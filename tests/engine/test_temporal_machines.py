@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from errand.repo import checkouts
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
@@ -49,10 +48,7 @@ def team(tmp_path: Path, temporal_queue: str) -> Iterator[Callable[..., Machine]
 
     yield make
     for machine in made:
-        machine.kill()
-        machine.errand("sandbox", "gc")  # a killed worker's sandboxes, which no other machine can end
-        for copy in (machine.home / "work").glob("*/*"):  # a failed test's working copies, still mounted
-            checkouts.unmount(copy)
+        machine.end()
 
 
 def _serve(machine: Machine) -> None:

@@ -173,6 +173,17 @@ class _Live:
     desks: dict[int, Desk] = field(default_factory=dict)  # an agent CLI's side of errand's tools, by attempt
     messages: list[tuple[str, int]] = field(default_factory=list)
     waiting: set[int] = field(default_factory=set)
+    closed: bool = False  # :func:`close` ended it: a sandbox that starts later has no one else to end it
+
+    async def keep(self, index: int, sandbox: AsyncSandbox) -> AsyncSandbox:
+        """Keep the attempt's new sandbox; if the round was closed while it started (its worker lost
+        the round meanwhile), end it and say so: it would run on with its copy gone."""
+        if self.closed:
+            await end_sandbox(sandbox, self.journals[index], "agent")
+            raise ErrandError(f"round {self.task.id} was closed while its sandbox {sandbox.id} started; it was ended",
+                              code="round_closed")
+        self.sandboxes[index] = sandbox
+        return sandbox
 
 
 @dataclass
@@ -252,9 +263,12 @@ async def prepare(bench: Bench, begun: Begun) -> Prepared:
     live.baseline = asyncio.ensure_future(steps.tests_on_base(environment, setup, copies[0], journals[0],
                                                               labels=_labels(runs[0], "baseline")))
     if (task.agent or DEFAULT_KIND) == DEFAULT_KIND:  # an agent CLI's sandbox waits for its model access
-        live.sandboxes = list(await asyncio.gather(*(steps.start_sandbox(environment, setup, copy,
-                                                                          labels=_labels(run))
-                                                     for copy, run in zip(copies, runs, strict=True))))
+        started = await asyncio.gather(*(steps.start_sandbox(environment, setup, copy, labels=_labels(run))
+                                         for copy, run in zip(copies, runs, strict=True)))
+        kept = await asyncio.gather(*(live.keep(index, sandbox) for index, sandbox in enumerate(started)),
+                                    return_exceptions=True)
+        if live.closed:
+            raise next(error for error in kept if isinstance(error, BaseException))
     await asyncio.to_thread(store.set_state, task.id, TaskState.RUNNING, expected=TaskState.PREPARING)
     prompt = await asyncio.to_thread(task_prompt, store, task, begun.round, environment)
     guide = await asyncio.to_thread(project_guide, base_tree, environment)
@@ -403,9 +417,8 @@ async def _cli_sandbox(bench: Bench, live: _Live, prepared: Prepared, index: int
     if sandbox is None:
         run = await asyncio.to_thread(bench.store.get_run, prepared.run_ids[index])
         image = await with_layer(live.setup.image, adapter)
-        sandbox = await steps.start_sandbox(live.environment, live.setup, live.copies[index], labels=_labels(run),
-                                            image=image, gateway=access.relay)
-        live.sandboxes[index] = sandbox
+        sandbox = await live.keep(index, await steps.start_sandbox(
+            live.environment, live.setup, live.copies[index], labels=_labels(run), image=image, gateway=access.relay))
     return access, sandbox
 
 
@@ -486,8 +499,8 @@ async def _sandbox(bench: Bench, live: _Live, prepared: Prepared, index: int) ->
     sandbox = live.sandboxes[index]
     if sandbox is None:
         run = await asyncio.to_thread(bench.store.get_run, prepared.run_ids[index])
-        sandbox = await steps.start_sandbox(live.environment, live.setup, live.copies[index], labels=_labels(run))
-        live.sandboxes[index] = sandbox
+        sandbox = await live.keep(index, await steps.start_sandbox(live.environment, live.setup, live.copies[index],
+                                                                   labels=_labels(run)))
     return sandbox
 
 
@@ -583,9 +596,21 @@ async def _distill(bench: Bench, live: _Live, prepared: Prepared, index: int, re
 
 
 async def close(bench: Bench, key: str, run_ids: Sequence[str]) -> None:
-    """End the round's sandboxes and remove its working copies (whatever ended the round)."""
+    """End the round's sandboxes and remove its working copies (whatever ended the round). It goes
+    to its end although its caller is cancelled meanwhile (the cancel is raised after): cut short,
+    the round was gone from the bench and a sandbox whose end had begun ran on, its copy removed."""
+    closing = asyncio.ensure_future(_close(bench, key, run_ids))
+    try:
+        await asyncio.shield(closing)
+    except asyncio.CancelledError:
+        await asyncio.wait([closing])
+        raise
+
+
+async def _close(bench: Bench, key: str, run_ids: Sequence[str]) -> None:
     live = bench.rounds.pop(key, None)
     if live is not None:
+        live.closed = True
         if live.baseline is not None and not live.baseline.done():
             live.baseline.cancel()
         for index in list(live.grants):

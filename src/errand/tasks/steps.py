@@ -544,6 +544,8 @@ def _cached_baseline(path: Path) -> TestRun | None:
 async def _run_baseline(environment: Environment, setup: SetUp, copy: WorkingCopy, journal: Journal,
                         labels: Mapping[str, str] | None) -> TestRun:
     assert environment.test is not None
+    # A worker killed while this ran left its checkout: the round's new worker runs it again over a fresh one.
+    await asyncio.to_thread(_clear, copy.path.parent / "base")
     base = await asyncio.to_thread(WorkingCopy.overlaid, copy.source, copy.base_commit,
                                    dest=copy.path.parent / "base", owner=_settings.sandbox_uid(),
                                    layers=setup.layers, diff_excludes=setup.diff_excludes)

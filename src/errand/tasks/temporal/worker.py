@@ -57,6 +57,7 @@ __all__ = ["TemporalWorker", "connect"]
 
 log = logging.getLogger("errand.engine")
 T = TypeVar("T")
+_START = -1  # a round's start, where its attempts have their index (see TemporalWorker._attempts)
 # Each workflow runs in a sandbox that imports its module afresh, with the packages above it: the
 # ``errand`` package imports the whole sandbox layer, ~50 ms of CPU a task (a third of what the engine
 # cost a task here). What those packages import comes from the worker's own modules instead; the
@@ -99,9 +100,9 @@ class TemporalWorker:
         self._stopping = False
         self._room = asyncio.Condition()
         self._room_slots: Room | None = None
-        # Each attempt under way, by its round's key and its index: it runs beside its activity
-        # (see :meth:`attempt`), until an activity has taken its end.
-        self._attempts: dict[tuple[str, int], asyncio.Future[rounds.Attempt]] = {}
+        # Each attempt under way, by its round's key and its index (a start's, by ``_START``): it runs
+        # beside its activity (see :meth:`attempt`), and its end is kept a while after (:meth:`_attached`).
+        self._attempts: dict[tuple[str, int], asyncio.Future[Any]] = {}
 
     async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None,
                     ready: Callable[[], None] | None = None) -> None:
@@ -162,8 +163,8 @@ class TemporalWorker:
         begin) where workers with room take them, the store-only ones beside the workflows, the
         rest of a round (the first shape's prepare too) on this worker's own queue."""
         return {self.settings.begin_queue: [self.start, self.begin],
-                self.settings.tasks_queue: [self.settle, self.lives],
-                self.queue: [self.prepare, self.attempt, self.deliver, self.conclude, self.close]}
+                self.settings.tasks_queue: [self.settle, self.lives, self.begun],
+                self.queue: [self.prepare, self.started, self.attempt, self.deliver, self.conclude, self.close]}
 
     def held(self) -> set[str]:
         """The keys of the rounds this worker holds (a place each), concluding ones left out."""
@@ -194,8 +195,23 @@ class TemporalWorker:
             begun = await self._begin(task_id)
             said.append(begun)
             activity.heartbeat(begun)
-            return await self._guarded(begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun),
-                                       said=begun)
+            # It prepares beside the activity, as an attempt runs (see :meth:`attempt`): a restart of the
+            # service that catches it does not begin the round again; the workflow takes it up (``started``).
+            place = (begun.key, _START)
+            running = self._attempts[place] = asyncio.ensure_future(self._guarded(
+                begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun), said=begun))
+            return await self._attached(place, running)
+
+    @activity.defn(name="errand.started")
+    async def started(self, begun: rounds.Begun) -> rounds.Prepared:
+        """The end of a round's start that went on here while the service lost track of it."""
+        place = (begun.key, _START)
+        async with self._heartbeating():
+            running = self._attempts.get(place)
+            if running is None:
+                raise ApplicationError(f"the start of round {begun.key} no longer runs on {self.queue} (it restarted "
+                                       "since)", type=RUN_LOST, non_retryable=True)
+            return await self._attached(place, running)
 
     @activity.defn(name="errand.begin")
     async def begin(self, task_id: str) -> rounds.Begun:
@@ -235,22 +251,29 @@ class TemporalWorker:
             assert running is not None
             return await self._attached(place, running)
 
-    async def _attached(self, place: tuple[str, int], running: asyncio.Future[rounds.Attempt]) -> rounds.Attempt:
-        """The attempt's end; a cancel by the workflow (or this worker's stop) ends the attempt too,
-        the service losing track of the activity does not."""
+    async def _attached(self, place: tuple[str, int], running: asyncio.Future[T]) -> T:
+        """The step's end (an attempt's, or a start's); a cancel by the workflow (or this worker's
+        stop) ends the step too, the service losing track of the activity does not. Its end is kept
+        for as long as the workflow may look for it: the service, away when it came, may not have it."""
         try:
             ended = await asyncio.shield(running)
         except asyncio.CancelledError:
             why = activity.cancellation_details()
             if not self._stopping and why is not None and (why.not_found or why.timed_out):
-                log.warning("the service lost track of attempt %s of round %s; it goes on here", place[1] + 1, place[0])
+                log.warning("the service lost track of %s of round %s; it goes on here",
+                            "the start" if place[1] == _START else f"attempt {place[1] + 1}", place[0])
                 raise
             running.cancel()
             ended = await running  # it ends in the cancel, or in the stopping worker's error
         finally:
             if running.done() and self._attempts.get(place) is running:
-                del self._attempts[place]
+                asyncio.get_running_loop().call_later(max(20 * self.settings.heartbeat, 600.0), self._drop, place,
+                                                      running)
         return ended
+
+    def _drop(self, place: tuple[str, int], running: asyncio.Future[Any]) -> None:
+        if self._attempts.get(place) is running:
+            del self._attempts[place]
 
     async def _attempt(self, given: AttemptInput) -> rounds.Attempt:
         prepared = given.prepared
@@ -302,6 +325,17 @@ class TemporalWorker:
         """Whether the worker of the queue ``holder`` lives, by its lease in the store (a local
         activity of the workflow's: it waits up to a lease for the answer)."""
         return await asyncio.to_thread(lease_lives, self.store, f"{TEMPORAL_PREFIX}{holder}", lease)
+
+    @activity.defn(name="errand.begun")
+    async def begun(self, task_id: str) -> rounds.Begun | None:
+        """The task's round whose runs are running, by the store (a local activity of the workflow's:
+        what a start said in its heartbeats can go with a restart of the service)."""
+        runs = [run for run in await asyncio.to_thread(self.store.runs, task_id) if run.state is RunState.RUNNING]
+        if not runs:
+            return None
+        number = max(run.round for run in runs)
+        mine = [run for run in runs if run.round == number]
+        return rounds.Begun(task_id, number, tuple(run.id for run in mine), {}, mine[0].worker)
 
     @activity.defn(name="errand.settle")
     async def settle(self, settled: SettleInput) -> None:
@@ -398,8 +432,9 @@ class TemporalWorker:
                 steps.remove_work(run)
 
     async def _end_round_here(self, task_id: str, run_ids: tuple[str, ...]) -> None:
-        """End the sandboxes and remove the working copies of a round this worker lost."""
-        keys = [key for key in self.bench.rounds if key.split("/")[0] == task_id]
+        """End the sandboxes and remove the working copies of a round this worker lost, and free its
+        place (a round held here but not on the bench, closed already or not prepared yet, too)."""
+        keys = sorted({key for key in (*self.bench.rounds, *self._held) if key.split("/")[0] == task_id})
         for key in keys or [""]:  # none held in memory: its copies on the disk still go
             self._forget(key, taken=True)
             try:
@@ -426,11 +461,15 @@ class TemporalWorker:
     def _forget(self, key: str, *, taken: bool) -> None:
         """Stop the round's attempts still under way here, but one that concludes it; with ``taken``
         (the round was taken from this worker), forget their ends too. Never awaited: the caller may
-        be a step of one of them (a concluding that closes its own round)."""
+        be a step of one of them (a concluding that closes its own round, an attempt that found its
+        run taken). That one is not cancelled: cancelled, it cut short the ending of its own round
+        (the copy went, the sandbox ran on)."""
         for place, running in list(self._attempts.items()):
             if place[0] != key or (not taken and (running.done() or key in self._concluding)):
                 continue
             del self._attempts[place]
+            if running is asyncio.current_task():
+                continue
             running.cancel()
             running.add_done_callback(lambda ended: ended.cancelled() or ended.exception())
 

@@ -68,6 +68,8 @@ START_IN_ONE = "round-starts-in-one-activity"
 ROUND_BEFORE_LEFTOVERS = "the-next-round-does-not-wait-for-a-lost-workers-closing"
 # An attempt whose heartbeats ran out is taken up again while its worker's lease lives.
 REATTACH = "a-silent-attempt-of-a-live-worker-is-taken-up-again"
+# A round's start whose heartbeats ran out is taken up again while its worker's lease lives.
+START_REATTACH = "a-silent-start-of-a-live-worker-is-taken-up-again"
 WORKER_STOPPED = "WorkerStopped"  # its worker was stopped mid-activity: the round is interrupted
 RUN_LOST = "RunLost"  # its worker found the round's runs taken from it (it stalled past its lease)
 
@@ -198,8 +200,7 @@ class TaskWorkflow:
             if workflow.patched(START_IN_ONE):
                 # Beginning and preparing are one activity, on whichever worker has room: each hop between
                 # activities costs a round tens of milliseconds, so a round has as few as its steps allow.
-                prepared = await self._activity("errand.start", given.task_id, result_type=Prepared,
-                                                task_queue=given.begin_queue, heartbeat=max(heartbeat, _START_FLOOR))
+                prepared = await self._start(given, max(heartbeat, _START_FLOOR))
                 begun = Begun(prepared.task_id, prepared.round, prepared.run_ids, prepared.model, prepared.holder)
             else:  # a workflow whose history began this round under errand's first shape: begin, then prepare
                 begun = await self._activity("errand.begin", given.task_id, result_type=Begun,
@@ -231,6 +232,33 @@ class TaskWorkflow:
             await self._settle(given, settled)
         finally:
             await self._delivered()
+
+    async def _start(self, given: RoundInput, heartbeat: timedelta) -> Prepared:
+        """The round's start on whichever worker has room; one whose heartbeats ran out while its
+        worker's lease lives (the service restarted, and lost track of it) is taken up again there."""
+        try:
+            prepared: Prepared = await self._activity("errand.start", given.task_id, result_type=Prepared,
+                                                      task_queue=given.begin_queue, heartbeat=heartbeat)
+            return prepared
+        except _RoundEnded as lost:
+            since = workflow.now()
+            if lost.silent not in ("heartbeat", "start_to_close") or not workflow.patched(START_REATTACH):
+                raise
+            # What it said in its heartbeats, or else the store's: a restart of the service can lose the former.
+            begun = lost.begun = lost.begun or await self._store_says("errand.begun", [given.task_id], Begun | None)
+            if begun is None or not await self._lives(begun.holder):
+                raise
+        patience = max(heartbeat * 20, timedelta(minutes=10))
+        while True:
+            try:
+                prepared = await self._activity("errand.started", begun, result_type=Prepared,
+                                                task_queue=begun.holder, heartbeat=heartbeat,
+                                                schedule_to_start=heartbeat)
+                return prepared
+            except _RoundEnded as again:
+                again.begun = begun
+                if again.silent is None or workflow.now() - since > patience or not await self._lives(begun.holder):
+                    raise
 
     async def _close(self, begun: Begun, within: timedelta) -> None:
         await self._close_handle(begun, within)
@@ -318,15 +346,19 @@ class TaskWorkflow:
         """Whether the worker ``holder`` lives by its lease in the store (a local activity: no
         task of a queue that a silent worker may have a poll open on)."""
         assert self.given is not None
-        lease = self.given.heartbeat
-        within = max(timedelta(seconds=lease * 3), _STORE_STEP_FLOOR)
+        # The store away longer than its retry time: its runs are settled as for a lost worker.
+        return bool(await self._store_says("errand.lives", [holder, self.given.heartbeat], bool))
+
+    async def _store_says(self, name: str, args: list[Any], result_type: Any) -> Any:
+        """What the store-only local activity ``name`` answers; None if the store stays away past its retry time."""
+        assert self.given is not None
+        within = max(timedelta(seconds=self.given.heartbeat * 3), _STORE_STEP_FLOOR)
         try:
-            return bool(await workflow.execute_local_activity(
-                "errand.lives", args=[holder, lease], result_type=bool, start_to_close_timeout=within,
-                retry_policy=_STORE_RETRIES,
-                schedule_to_close_timeout=within + timedelta(seconds=self.given.store_retry)))
+            return await workflow.execute_local_activity(
+                name, args=args, result_type=result_type, start_to_close_timeout=within, retry_policy=_STORE_RETRIES,
+                schedule_to_close_timeout=within + timedelta(seconds=self.given.store_retry))
         except ActivityError:
-            return False  # the store away longer than its retry time: its runs are settled as for a lost worker
+            return None
 
     async def _settle(self, given: RoundInput, settled: SettleInput) -> None:
         step = max(timedelta(seconds=given.heartbeat), _STORE_STEP_FLOOR)
