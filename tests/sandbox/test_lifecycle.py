@@ -364,6 +364,27 @@ async def test_a_sandbox_that_dies_under_a_command_says_why() -> None:
         await sandbox.terminate()
 
 
+@pytest.mark.parametrize("steps", [1, 2, 3])
+async def test_a_terminate_cancelled_part_way_still_ends_the_sandbox(steps: int) -> None:
+    """A caller cancelled while it terminates (a round's clean-up cancelled by its own round)
+    used to leave the sandbox marked ended but running, every later terminate a no-op: found
+    when a woken worker's lost round left its sandbox running. The ending runs to its end."""
+    sandbox = await AsyncSandbox.create(timeout=120)
+    process = await sandbox.exec("sleep", "100")
+    ending = asyncio.ensure_future(sandbox.terminate())
+    for _ in range(steps):  # the caller is cancelled at its first, second or third step
+        await asyncio.sleep(0)
+    ending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await ending
+    await asyncio.wait_for(sandbox.wait(), 60)  # it ends, without a second terminate
+    assert not sandbox.alive
+    await sandbox.terminate()  # and a later call waits for the same ending, then returns
+    with pytest.raises(SandboxTerminated):
+        await process.wait()
+    assert sandbox._record.cgroup not in Cgroup.list_names()  # nothing of it is left running
+
+
 @pytest.mark.slow
 @pytest.mark.serial  # it saturates the machine on purpose: alone, not beside other tests
 async def test_sandboxes_started_while_others_end_all_start() -> None:

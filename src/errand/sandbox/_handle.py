@@ -75,6 +75,7 @@ class SandboxHandle:
         self._proxy: EgressProxy | None = None
         self._gateway: GatewayRelay | None = None
         self._terminated = False
+        self._ending: asyncio.Future[None] | None = None  # the one terminate every call waits for
         self._finished = False
         self._finish_lock = threading.Lock()
         self._cleanup: asyncio.Future[None] | None = None
@@ -351,10 +352,17 @@ class SandboxHandle:
     async def terminate(self) -> None:
         """Kill every process, unmount, remove scratch. Safe to call more than once. A handle that
         attached by id (not the sandbox's creator) first leaves word of who ended it, so the
-        owner's run can say a person did, not only that its sandbox is gone."""
-        if self._terminated:
-            return
-        self._terminated = True
+        owner's run can say a person did, not only that its sandbox is gone.
+
+        Cancelling the caller never stops the ending half-way (marked ended, not yet killed, and
+        every later call a no-op): it runs to its end in a task of its own, and every call, the
+        first included, waits for that one."""
+        if self._ending is None:
+            self._terminated = True
+            self._ending = asyncio.ensure_future(self._end())
+        await asyncio.shield(self._ending)
+
+    async def _end(self) -> None:
         if self._gateway is not None:
             self._gateway.close()
         if self._process is None:
