@@ -37,7 +37,6 @@ from errand.sandbox.config import DiskMedium, Resources
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
-    "SCHEMA_ID",
     "WHOLE_TREE",
     "AgentTable",
     "CommandTable",
@@ -49,12 +48,12 @@ __all__ = [
     "SetupNetworkTable",
     "SetupTable",
     "json_schema",
+    "published",
     "read",
     "reference",
     "schema_text",
 ]
 
-SCHEMA_ID = "errand.schema.json"
 WHOLE_TREE = "tree"
 DEFAULT_INSTRUCTIONS: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md", ".cursorrules", ".github/copilot-instructions.md")
 #: The agents and registry kinds a file may name (pinned to errand.agent.seam.AGENT_KINDS and
@@ -231,7 +230,7 @@ class AgentTable(_Table):
 class ErrandToml(_Table):
     """A repository's errand.toml: what shapes a task's environment. Every table is optional."""
 
-    model_config = ConfigDict(title="errand.toml", json_schema_extra={"$id": SCHEMA_ID})
+    model_config = ConfigDict(title="errand.toml")
 
     image: ImageTable = ImageTable()
     setup: SetupTable = SetupTable()
@@ -367,14 +366,64 @@ def _shown(value: object) -> str:
 
 
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema of errand.toml, for editors (taplo, Even Better TOML) and ``errand config schema``."""
+    """The JSON Schema of errand.toml, for editors (taplo, Even Better TOML) and ``errand config schema``.
+
+    Written for JSON Schema draft 4, the draft taplo reads: one self-contained document (no
+    ``$ref``, beside which taplo ignores a key's documentation), TOML's types only (no ``null``,
+    which TOML has not), ``enum`` for a single allowed value.
+    """
     schema = ErrandToml.model_json_schema(by_alias=True)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+    definitions = schema.pop("$defs", {})
+    return {"$schema": "http://json-schema.org/draft-04/schema#", **_for_editors(schema, definitions, top=True)}
+
+
+def _for_editors(node: Any, definitions: dict[str, Any], *, top: bool = False) -> Any:
+    if isinstance(node, list):
+        return [_for_editors(item, definitions) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        return _for_editors({**definitions[node["$ref"].rsplit("/", 1)[-1]],
+                             **{key: value for key, value in node.items() if key != "$ref"}}, definitions)
+    branches = [branch for branch in node.get("anyOf", []) if branch != {"type": "null"}]
+    if "anyOf" in node and len(branches) == 1:
+        return _for_editors({**{key: value for key, value in node.items() if key != "anyOf"}, **branches[0]},
+                            definitions, top=top)
+    if "anyOf" in node:
+        node = {**node, "anyOf": branches}
+    if "const" in node:
+        node = {**{key: value for key, value in node.items() if key != "const"}, "enum": [node["const"]]}
+    shaped = {}
+    for key, value in node.items():
+        if (key == "default" and (value is None or isinstance(value, dict))) or (key == "title" and not top):
+            continue  # no default to show (a table's are its keys'), or pydantic's title made of the field's name
+        if key == "description":
+            value = _prose(value)
+        shaped[key] = value if key in ("default", "enum", "description") else (
+            {name: _for_editors(item, definitions) for name, item in value.items()} if key == "properties"
+            else _for_editors(value, definitions))
+    return shaped
 
 
 def schema_text() -> str:
     """:func:`json_schema` as the committed ``docs/errand.schema.json`` holds it."""
     return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+REFERENCE_START = ("<!-- reference: generated from errand.tasks.errand_toml by scripts/gen_toml_reference.py; "
+                   "edit the model, not this section -->")
+REFERENCE_END = "<!-- end of the generated reference -->"
+
+
+def published(page: str) -> dict[str, str]:
+    """What the model publishes in docs/, by file name: the JSON Schema, and ``page`` (docs/errand-toml.md)
+    with the section between its reference markers made :func:`reference`."""
+    before, start, rest = page.partition(REFERENCE_START)
+    _, end, after = rest.partition(REFERENCE_END)
+    if not start or not end:
+        raise ValueError("docs/errand-toml.md has lost its reference markers")
+    return {"errand.schema.json": schema_text(),
+            "errand-toml.md": f"{before}{REFERENCE_START}\n\n{reference()}\n{REFERENCE_END}{after}"}
 
 
 def reference() -> str:
@@ -403,7 +452,12 @@ def _steps() -> str:
 
 
 def _doc(model: type[BaseModel]) -> str:
-    return inspect.cleandoc(model.__doc__ or "")
+    return _prose(model.__doc__ or "")
+
+
+def _prose(docstring: str) -> str:
+    """A docstring as one line of Markdown (the docstrings' ``code`` written `code`)."""
+    return " ".join(docstring.split()).replace("``", "`")
 
 
 def _default(field: FieldInfo) -> str:
@@ -414,4 +468,4 @@ def _default(field: FieldInfo) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    return _prose(text).replace("|", "\\|")

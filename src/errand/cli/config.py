@@ -1,0 +1,44 @@
+"""``errand config``: errand.toml's JSON Schema for editors, and a check of a repository's file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from errand._text import printable
+from errand.errors import ErrandError
+from errand.tasks.environment import CONFIG_FILE, Environment
+from errand.tasks.errand_toml import schema_text
+
+__all__ = ["config_app"]
+
+config_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                         help="errand.toml: its JSON Schema, and a check of a repository's file.")
+
+
+@config_app.command("schema")
+def schema() -> None:
+    """Print errand.toml's JSON Schema (draft 4, as taplo and Even Better TOML read it)."""
+    sys.stdout.write(schema_text())
+
+
+@config_app.command("check")
+def check(
+    repo: Annotated[Path, typer.Option("--repo", metavar="PATH", help="The repository (default: here).")] = Path(),
+) -> None:
+    """Check the repository's errand.toml (the file on disk; a task reads the one committed at its base):
+    say the first thing wrong with it, or that it is fine."""
+    try:
+        environment = Environment.load(repo)
+    except ErrandError as error:
+        Console(stderr=True).print(f"error: {printable(error.message)}", style="red", markup=False,
+                                   highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    if environment.source is None:
+        print(f"no {CONFIG_FILE} in {repo.resolve()}: a task gets the defaults")
+    else:
+        print(f"{environment.source}: ok")
