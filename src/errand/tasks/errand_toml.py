@@ -382,27 +382,34 @@ def _for_editors(node: Any, definitions: dict[str, Any], *, top: bool = False) -
         return [_for_editors(item, definitions) for item in node]
     if not isinstance(node, dict):
         return node
-    if "$ref" in node:
-        return _for_editors({**definitions[node["$ref"].rsplit("/", 1)[-1]],
-                             **{key: value for key, value in node.items() if key != "$ref"}}, definitions)
-    branches = [branch for branch in node.get("anyOf", []) if branch != {"type": "null"}]
-    if "anyOf" in node and len(branches) == 1:
-        return _for_editors({**{key: value for key, value in node.items() if key != "anyOf"}, **branches[0]},
-                            definitions, top=top)
-    if "anyOf" in node:
-        node = {**node, "anyOf": branches}
-    if "const" in node:
-        node = {**{key: value for key, value in node.items() if key != "const"}, "enum": [node["const"]]}
-    shaped = {}
+    while (simpler := _simplified(node, definitions)) != node:
+        node = simpler
+    shaped: dict[str, Any] = {}
     for key, value in node.items():
         if (key == "default" and (value is None or isinstance(value, dict))) or (key == "title" and not top):
             continue  # no default to show (a table's are its keys'), or pydantic's title made of the field's name
-        if key == "description":
-            value = _prose(value)
-        shaped[key] = value if key in ("default", "enum", "description") else (
-            {name: _for_editors(item, definitions) for name, item in value.items()} if key == "properties"
-            else _for_editors(value, definitions))
+        if key == "properties":
+            shaped[key] = {name: _for_editors(item, definitions) for name, item in value.items()}
+        else:
+            shaped[key] = _prose(value) if key == "description" else (
+                value if key in ("default", "enum") else _for_editors(value, definitions))
     return shaped
+
+
+def _simplified(node: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any]:
+    """One schema object a step nearer what taplo reads well: a ``$ref`` inlined, the ``null``
+    branch of an optional key dropped, a ``const`` written as an ``enum``."""
+    if "$ref" in node:
+        return {**definitions[node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+    rest = {key: value for key, value in node.items() if key not in ("anyOf", "const")}
+    branches = [branch for branch in node.get("anyOf", []) if branch != {"type": "null"}]
+    if len(branches) == 1:
+        rest.update(branches[0])
+    elif branches:
+        rest["anyOf"] = branches
+    if "const" in node:
+        rest["enum"] = [node["const"]]
+    return rest
 
 
 def schema_text() -> str:
