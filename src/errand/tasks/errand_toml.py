@@ -142,7 +142,8 @@ class ImageTable(_Table):
 class NetworkTable(_Table):
     """Egress allowlist: deny by default."""
 
-    mode: Annotated[Literal["none", "allow", "open"] | None, Expected("one of none, allow, open")] = None
+    mode: Annotated[Literal["none", "allow", "open"] | None,
+                    Expected("one of none, allow, open", code="invalid_network")] = None
     """``none`` (loopback only), ``allow`` (only ``domains`` and ``cidrs``) or ``open`` (any public address);
     default ``allow`` when domains or cidrs are given, else ``none``."""
     domains: Commands = []
@@ -210,11 +211,11 @@ class AgentTable(_Table):
     """The agent unless a task says otherwise; default errand's own (see agents.md)."""
     instructions: Annotated[list[RelativePath], Expected("a list of paths")] = list(DEFAULT_INSTRUCTIONS)
     """Project instruction files given to the agent, in order (``[]`` for none)."""
-    max_steps: Annotated[int | None, Expected("an integer")] = None
+    max_steps: Annotated[int | None, Expected("an integer", code="invalid_budget")] = None
     """Model calls per run; default the engine's."""
-    max_tokens: Annotated[int | None, Expected("an integer")] = None
+    max_tokens: Annotated[int | None, Expected("an integer", code="invalid_budget")] = None
     """Input plus output tokens per run."""
-    max_cost: Annotated[int | float | None, Expected("a number of US dollars")] = None
+    max_cost: Annotated[int | float | None, Expected("a number of US dollars", code="invalid_budget")] = None
     """US dollars per run."""
     max_minutes: Annotated[int | float | None, Expected("a number of minutes")] = None
     """Working minutes per run (time waiting for a person's answer does not count)."""
