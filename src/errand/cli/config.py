@@ -22,7 +22,10 @@ config_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
 
 @config_app.command("schema")
 def schema() -> None:
-    """Print errand.toml's JSON Schema (draft 4, as taplo and Even Better TOML read it)."""
+    """Print errand.toml's JSON Schema, for editors.
+
+    JSON Schema draft 4, as taplo and Even Better TOML read it; docs/errand.schema.json holds the same.
+    """
     sys.stdout.write(schema_text())
 
 
@@ -30,8 +33,10 @@ def schema() -> None:
 def check(
     repo: Annotated[Path, typer.Option("--repo", metavar="PATH", help="The repository (default: here).")] = Path(),
 ) -> None:
-    """Check the repository's errand.toml (the file on disk; a task reads the one committed at its base):
-    say the first thing wrong with it, or that it is fine."""
+    """Check a repository's errand.toml: the first thing wrong, or ok.
+
+    It reads the file on disk; a task reads the one committed at its base.
+    """
     try:
         environment = Environment.load(repo)
     except ErrandError as error:
