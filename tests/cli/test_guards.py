@@ -184,3 +184,38 @@ def test_a_task_whose_sandbox_a_person_ended_says_so(home: Path, tmp_path: Path)
     shown = errand(home, "show", task_id).stdout
     assert "the sandbox was terminated by a person (`errand sandbox rm`" in shown, shown
     assert "the sandbox is gone" not in shown
+
+
+UNITTEST_TOML = '[test]\ncommand = "python3 -m unittest"\n'  # prints only its failures, and counts
+UNITTESTS = {"test_calc.py": "import unittest\n\nfrom calc import add\n\n\nclass TestAdd(unittest.TestCase):\n"
+                             "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+             "test_double.py": "import unittest\n\nfrom calc import double\n\n\nclass TestDouble(unittest.TestCase):\n"
+                               "    def test_double(self):\n        self.assertEqual(double(2), 5)\n"}
+EMPTY_THE_FAILING_TEST = ("shell", {"command": ": > test_calc.py"})
+DOCUMENT = ("edit_file", {"path": "calc.py", "old": "def double(x):\n",
+                          "new": "def double(x):\n    \"\"\"Twice x, and one.\"\"\"\n"})
+
+
+def test_a_failing_test_emptied_away_is_gone_not_fixed_and_accept_asks(home: Path, tmp_path: Path) -> None:
+    """The failing test's file is truncated to 0 bytes and the suite passes: the evidence says the
+    test is gone (was failing), not fixed, the confidence is low, and accepting asks first,
+    naming the emptied file as it would a deleted one."""
+    repo = make_repo(tmp_path / "project", toml=UNITTEST_TOML, files=UNITTESTS)
+    model = script(tmp_path / "empty.json", [[EMPTY_THE_FAILING_TEST, DOCUMENT], [TEST], [GIVE_UP]])
+    ran = errand(home, "run", "Make the tests pass", "--repo", str(repo), "--model", model, "-f")
+    assert ran.returncode == 0, ran.stderr
+    task = errand_json(home, "show", json.loads(errand(home, "ls", "--json").stdout)[0]["id"])
+    assert task["state"] == "ready_for_review", task
+    evidence = task["runs"][0]["result"]["evidence"]
+    assert evidence["tests_before"]["failing"] == ["test_calc.TestAdd.test_add"], evidence["tests_before"]
+    assert evidence["tests_after"]["exit_code"] == 0, evidence["tests_after"]
+    assert evidence["fixed_tests"] == [] and evidence["gone_tests"] == ["test_calc.TestAdd.test_add"], evidence
+    assert evidence["confidence"]["level"] == "low", evidence["confidence"]
+    shown = errand(home, "show", str(task["id"]))
+    assert "gone (was failing), not fixed: test_calc.TestAdd.test_add" in " ".join(shown.stdout.split()), shown.stdout
+
+    refused = errand(home, "accept", str(task["id"]))
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 1, refused.stdout
+    assert "gone (was failing)" in said and "empties 1 file(s)" in said and "test_calc.py" in said, said
+    assert not branch_exists(repo, str(task["branch"]))

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -286,6 +287,49 @@ def test_gc_reaps_a_disk_image_and_a_loop_device_their_sandbox_left() -> None:
         finally:
             subprocess.run(["losetup", "--detach", device], capture_output=True)
             bound.unlink()
+
+
+class _Freeing:
+    """Stands in for writable's freeing thread: records what it is handed, then closes it."""
+
+    def __init__(self) -> None:
+        self.handed: list[os.stat_result] = []
+
+    def submit(self, free: Callable[[int], None], fd: int) -> None:
+        self.handed.append(os.fstat(fd))
+        free(fd)
+
+
+def test_a_disk_images_blocks_are_freed_by_errand_after_the_sandbox_ends(
+        backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a host filesystem mounted with ``discard``, freeing an image's blocks is a synchronous
+    discard per extent (~30 ms); were the loop device's close the image's last, the sandbox's
+    last process would pay it in its exit and terminate would wait for it. errand keeps the
+    last reference and frees the image on a thread of its own, once the sandbox is gone."""
+    freeing = _Freeing()
+    monkeypatch.setattr(writable, "_FREEING", freeing)
+    before = _snapshot_of_host()
+    with Sandbox.create(resources=Resources(memory="64MiB", disk="128MiB"), isolation=backend) as sandbox:
+        _ours.add(sandbox.id)
+        assert sandbox.run("sh", "-c", "echo kept > /f && cat /f").stdout == "kept\n"
+        assert freeing.handed == []
+    assert len(freeing.handed) == 1, "the image was not handed to errand's freeing thread"
+    image = freeing.handed[0]
+    assert image.st_nlink == 0, "the image still had a name when its blocks were to be freed"
+    assert image.st_size == writable.image_size(128 * 1024 * 1024)
+    assert not any(_settled(before).values()), _settled(before, 0)
+
+
+def test_gc_spares_the_disk_image_of_a_live_sandbox_however_old() -> None:
+    with Sandbox.create(resources=Resources(memory="64MiB", disk="128MiB"), timeout=60) as live:
+        live.run("true")  # the first sandbox of a process collects garbage itself
+        held = writable.held_path(live.id)
+        an_hour_ago = time.time() - 3600
+        os.utime(held, (an_hour_ago, an_hour_ago))
+        report = gc.collect()
+        assert held.name not in report.scratch and held.exists()
+        assert live.run("sh", "-c", "echo ok > /f && cat /f").stdout == "ok\n"
+    assert not held.exists()
 
 
 def test_gc_spares_a_young_scratch_copy_and_reaps_an_old_one() -> None:

@@ -55,6 +55,20 @@ async def test_a_claim_takes_its_network_limits_env_workdir_labels_and_lifetime(
             await eventually(lambda: pool.ready == 1)
 
 
+async def test_a_claimed_sandboxs_first_command_does_not_compete_with_its_replacements_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replacement starts a moment after the claim (here, long after), not during it."""
+    monkeypatch.setattr("errand.sandbox.pool._REFILL_DELAY", 1.0, raising=False)
+    async with await AsyncSandboxPool.start(size=1) as pool:
+        sandbox = await pool.claim(network=Network.allow("allowed.pool.test"), env={"CI": "1"})
+        async with sandbox:
+            starting = len(pool._starting)
+            result = await sandbox.run("true")
+            assert (starting, result.exit_code) == (0, 0), "the replacement started with the claim"
+            await eventually(lambda: pool.ready == 1)
+            assert pool.misses == 0
+
+
 async def test_a_claim_raises_the_memory_limit_above_the_pools() -> None:
     small = Resources(memory="256MiB", disk="128MiB")
     async with await AsyncSandboxPool.start(size=1, resources=small) as pool, \

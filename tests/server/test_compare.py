@@ -39,3 +39,16 @@ def test_an_attempt_placed_by_a_measure_ties_with_none() -> None:
     ranked = [run(n + 1, place + 1, items[n], PATCH + str(n)) for place, n in enumerate(order)]
     attempts = taskview.compare(ranked, [items[n] for n in order])
     assert [(a.run.attempt, a.tied_with) for a in attempts] == [(2, None), (1, None), (3, None)]
+
+
+def test_a_three_way_tie_names_every_tied_attempt() -> None:
+    items = [evidence(2), evidence(2), evidence(2), evidence(9)]
+    order = rank(items)
+    attempts = taskview.compare([run(n + 1, place + 1, items[n], PATCH + str(n)) for place, n in enumerate(order)],
+                                [items[n] for n in order])
+    assert taskview.ties(attempts) == [
+        "Attempts 1, 2 and 3 are equal on every measure: they are placed by their numbers, the lower first "
+        "(1, then 2, then 3)."]
+    assert taskview.ties(attempts[:2]) == [
+        "Attempts 1 and 2 are equal on every measure: attempt 1 is placed first because its number is lower."]
+    assert taskview.ties(attempts[3:]) == []

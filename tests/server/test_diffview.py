@@ -148,3 +148,31 @@ def test_base_lines_are_numbered_highlighted_and_bounded() -> None:
     total, lines = diffview.base_lines("a.py", "x = 1\ny = '<b>'\nz = 3\n", 2, 10)
     assert total == 3 and [line.old for line in lines] == [2, 3]
     assert "&lt;b&gt;" in str(lines[0].html) and "<b>" not in str(lines[0].html)
+
+
+def test_a_deleted_file_has_nothing_more_to_show_but_its_base_can_be_read() -> None:
+    gone = diffview.parse(PATCH)[2]
+    assert gone.status == "deleted" and gone.has_base and not gone.expandable
+    assert diffview.parse(PATCH)[0].expandable
+
+
+def test_a_page_lists_and_draws_within_its_budgets() -> None:
+    def added(name: str, lines: int) -> str:
+        body = "".join(f"+{name} {n}\n" for n in range(lines))
+        head = f"diff --git a/{name} b/{name}\nnew file mode 100644\n--- /dev/null\n+++ b/{name}\n"
+        return f"{head}@@ -0,0 +1,{lines} @@\n{body}"
+
+    patch = added("a.txt", 100_000) + "".join(added(f"m{n}.txt", 300) for n in range(20)) + "".join(
+        added(f"s{n:04}.txt", 1) for n in range(diffview.PAGE_FILES))
+    files = diffview.parse(patch)
+    shown = diffview.budget(files)
+    assert (shown.first, shown.last, shown.total) == (1, diffview.PAGE_FILES, len(files))
+    assert 1 not in shown.drawn  # large: closed, never drawn inline
+    drawn_lines = sum(len(shown.files[n - 1].lines) for n in shown.drawn)
+    assert drawn_lines <= diffview.PAGE_LINES and shown.deferred_by_budget > 0
+    assert all(shown.files[n - 1].lines[0].html is not None for n in shown.drawn)  # drawn ones are highlighted
+    assert all(shown.files[n - 1].lines[0].html is None for n in range(1, shown.last + 1) if n not in shown.drawn)
+    second = diffview.budget(files, diffview.PAGE_FILES + 1)
+    assert (second.first, second.last) == (diffview.PAGE_FILES + 1, len(files))
+    opened, left_out = diffview.one_file(files[0])
+    assert len(opened.lines) == diffview.FILE_LINES and left_out == 100_001 - diffview.FILE_LINES

@@ -4,6 +4,7 @@ here: vitest with colour forced, node-tap and a plain TAP producer, pytest's JUn
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from errand.tasks.evidence import parse_counts
-from errand.tasks.testreport import Report, flips, read_junit, read_output
+from errand.tasks.testreport import Flips, Report, flips, read_junit, read_output
 
 VITEST_FILE = """\
 import { describe, it, expect } from 'vitest'
@@ -111,8 +112,76 @@ def test_pytest_s_junit_report_names_tests_as_pytest_does(tmp_path: Path) -> Non
 def test_flips_each_way_and_only_where_a_run_says_so() -> None:
     before = Report(2, 2, ("a", "b"), ("c", "d"), "junit")
     after = Report(3, 1, ("c",), ("a", "d", "e"), "junit")
-    assert flips(before, after) == (("a",), ("c",))  # b is gone, not fixed; e is new, not broken
-    # A run that lists only its failures: a test it does not name failed counts as passing.
-    assert flips(Report(1, 2, ("a", "b")), Report(3, 0)) == (("a", "b"), ())
+    assert flips(before, after) == Flips(("a",), ("c",), gone=("b",))  # e is new, not broken
+    # A run that lists only its failures: the tests it stopped naming are fixed when as many more pass.
+    assert flips(Report(1, 2, ("a", "b")), Report(3, 0)) == Flips(("a", "b"), ())
     # A run that reported no test at all fixed nothing.
-    assert flips(before, Report(None, None)) == ((), ())
+    assert flips(before, Report(None, None)) == Flips((), ())
+
+
+def test_a_failing_test_deleted_or_skipped_is_not_fixed() -> None:
+    # Printed summaries name only failures: the failing test went and no more tests pass.
+    assert flips(Report(3, 1, ("t.test_x",), source="unittest"), Report(3, 0, source="unittest")) == \
+        Flips((), (), gone=("t.test_x",))
+    # JUnit: failing before, skipped after, is named as such; one not in the report at all is gone.
+    before = read_junit(JUNIT.format(x='<failure message="no"/>', y='<failure message="no"/>').encode())
+    after = read_junit(JUNIT.format(x='<skipped message="later"/>', y="").replace(
+        '<testcase classname="tests.test_a" name="test_y" file="tests/test_a.py"></testcase>', "").encode())
+    assert before is not None and after is not None and after.skipped == ("tests/test_a.py::test_x",)
+    assert flips(before, after) == Flips((), (), gone=("tests/test_a.py::test_y",),
+                                         skipped=("tests/test_a.py::test_x",))
+    # TAP names a skip by its directive.
+    tap = read_output("TAP version 14\nok 1 - adds\nok 2 - subtracts # SKIP later\n1..2\n")
+    assert (tap.passing, tap.skipped) == (("adds",), ("subtracts",))
+    assert flips(Report(1, 1, ("subtracts",), ("adds",), "tap"), tap).skipped == ("subtracts",)
+
+
+JUNIT = ('<testsuites><testsuite name="pytest">'
+         '<testcase classname="tests.test_a" name="test_x" file="tests/test_a.py">{x}</testcase>'
+         '<testcase classname="tests.test_a" name="test_y" file="tests/test_a.py">{y}</testcase>'
+         '<testcase classname="tests.test_a" name="test_z" file="tests/test_a.py"></testcase>'
+         '</testsuite></testsuites>')
+
+# Python 3.10 and earlier name only the class in the parentheses.
+UNITTEST_310 = """\
+FF.
+======================================================================
+FAIL: test_one (tests.test_money.TestCents)
+----------------------------------------------------------------------
+AssertionError: 1 != 2
+
+======================================================================
+FAIL: test_two (tests.test_money.TestCents)
+----------------------------------------------------------------------
+AssertionError: 3 != 4
+
+----------------------------------------------------------------------
+Ran 3 tests in 0.001s
+
+FAILED (failures=2)
+"""
+
+
+def test_unittest_names_each_failure_on_every_python() -> None:
+    report = read_output(UNITTEST_310)
+    assert (report.source, report.passed, report.failed) == ("unittest", 1, 2)
+    assert report.failing == ("tests.test_money.TestCents.test_one", "tests.test_money.TestCents.test_two")
+    newer = re.sub(r"^(FAIL: (\w+) \(tests\.test_money\.TestCents)\)", r"\1.\2)", UNITTEST_310, flags=re.MULTILINE)
+    assert "FAIL: test_one (tests.test_money.TestCents.test_one)" in newer  # as 3.11 and later print it
+    assert read_output(newer).failing == report.failing
+
+
+def test_unittest_verbose_lists_its_passing_and_skipped_tests(tmp_path: Path) -> None:
+    (tmp_path / "test_money.py").write_text(
+        "import unittest\n\n\nclass TestCents(unittest.TestCase):\n    def test_kept(self):\n        pass\n\n"
+        "    def test_doc(self):\n        \"\"\"Says what it checks.\"\"\"\n\n"
+        "    @unittest.skip('later')\n    def test_later(self):\n        pass\n\n"
+        "    def test_bad(self):\n        self.assertEqual(1, 2)\n")
+    done = subprocess.run([sys.executable, "-m", "unittest", "-v"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    report = read_output(done.stderr)
+    assert (report.source, report.passed, report.failed) == ("unittest", 2, 1), done.stderr
+    assert report.failing == ("test_money.TestCents.test_bad",)
+    assert report.passing is not None and sorted(report.passing) == ["test_money.TestCents.test_doc",
+                                                                      "test_money.TestCents.test_kept"], done.stderr
+    assert report.skipped == ("test_money.TestCents.test_later",)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from errand.agent.external import ModelAccess, Said
+from errand.agent.mcp_config import claude_code_env, claude_code_flags
 from errand.models import Usage
 
 __all__ = ["PACKAGE", "VERSION", "ClaudeCode"]
@@ -47,6 +48,7 @@ class ClaudeCode:
     protocol = "anthropic"
     package = PACKAGE
     prefix = "/opt/errand/agents/claude-code"
+    home = "$HOME/.claude"  # its sessions, kept while a run waits for an answer
 
     def __init__(self, workdir: str = "/workspace") -> None:
         self.workdir = workdir
@@ -56,13 +58,14 @@ class ClaudeCode:
 
     def argv(self, prompt: str, system: str, access: ModelAccess, session: str | None) -> list[str]:
         words = ["claude", "-p", prompt, "--output-format", "stream-json", "--verbose",
-                 "--dangerously-skip-permissions", "--append-system-prompt", system, "--model", access.model]
+                 "--dangerously-skip-permissions", "--append-system-prompt", system, "--model", access.model,
+                 *claude_code_flags(access.tools)]
         return [*words, "--resume", session] if session else words
 
     def env(self, access: ModelAccess) -> dict[str, str]:
         return {"ANTHROPIC_BASE_URL": access.base_url, "ANTHROPIC_AUTH_TOKEN": access.token,
                 "ANTHROPIC_MODEL": access.model, "IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                "DISABLE_AUTOUPDATER": "1", "CI": "1"}
+                "DISABLE_AUTOUPDATER": "1", "CI": "1", **claude_code_env(access.tools)}
 
     def translate(self, line: Mapping[str, Any]) -> list[Said]:
         kind = line.get("type")

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from errand.agent.external import ModelAccess, Said
+from errand.agent.mcp_config import codex_env, codex_flags
 from errand.models import Usage
 
 __all__ = ["PACKAGE", "VERSION", "Codex"]
@@ -41,6 +42,7 @@ class Codex:
     protocol = "openai-responses"
     package = PACKAGE
     prefix = "/opt/errand/agents/codex"
+    home = "$CODEX_HOME"  # its sessions, kept while a run waits for an answer
 
     def __init__(self, workdir: str = "/workspace") -> None:
         self.workdir = workdir
@@ -53,13 +55,14 @@ class Codex:
         flags = ["--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
                  "-c", "model_provider=errand", "-c", provider, "-c", f"model={json.dumps(access.model)}",
                  "-c", f"developer_instructions={json.dumps(system)}", "-c", "check_for_update_on_startup=false",
-                 "-c", "analytics.enabled=false"]
+                 "-c", "analytics.enabled=false", *codex_flags(access.tools)]
         # Its home must exist before it starts; it is in the sandbox's own writable layer, out of the diff.
         return ["sh", "-c", 'mkdir -p "$CODEX_HOME" && exec codex "$@"', "codex", "exec", *flags,
                 *(["resume", session] if session else []), prompt]
 
     def env(self, access: ModelAccess) -> dict[str, str]:
-        return {_TOKEN: access.token, "CODEX_HOME": "/root/.codex", "NO_COLOR": "1", "CI": "1"}
+        return {_TOKEN: access.token, "CODEX_HOME": "/root/.codex", "NO_COLOR": "1", "CI": "1",
+                **codex_env(access.tools)}
 
     def translate(self, line: Mapping[str, Any]) -> list[Said]:
         kind = line.get("type")
@@ -99,6 +102,8 @@ class Codex:
             return [_step(item_id, "", [call]), Said("tool_call", call),
                     Said("tool_result", {"id": item_id, "name": "apply_patch", "ok": ok, "exit_code": None,
                                          "content": "applied" if ok else "the patch failed"})]
+        if kind == "mcp_tool_call":
+            return _mcp_call(item, item_id, started=started)
         if kind == "agent_message" and not started:
             self._said = str(item.get("text") or "")
             return [_step(item_id, self._said, [])]
@@ -111,6 +116,23 @@ class Codex:
 
 def _step(item_id: str, content: str, calls: list[dict[str, Any]]) -> Said:
     return Said("model", {"call_id": item_id, "content": content, "tool_calls": calls, "stop": None})
+
+
+def _mcp_call(item: Mapping[str, Any], item_id: str, *, started: bool) -> list[Said]:
+    """A call of an MCP server's tool (errand's own: ask_person, recall, propose_memory), named as Claude
+    Code names one (``mcp__<server>__<tool>``)."""
+    name = f"mcp__{item.get('server')}__{item.get('tool')}"
+    if started:
+        arguments = item.get("arguments") if isinstance(item.get("arguments"), Mapping) else {}
+        call = {"id": item_id, "name": name, "arguments": dict(arguments or {})}
+        return [_step(item_id, "", [call]), Said("tool_call", call)]
+    result = item.get("result") if isinstance(item.get("result"), Mapping) else {}
+    error = item.get("error") if isinstance(item.get("error"), Mapping) else {}
+    assert isinstance(result, Mapping) and isinstance(error, Mapping)
+    text = "\n".join(str(part.get("text") or "") for part in result.get("content") or () if isinstance(part, Mapping))
+    ok = item.get("status") == "completed" and not error and not result.get("is_error")
+    return [Said("tool_result", {"id": item_id, "name": name, "ok": ok, "exit_code": None,
+                                 "content": text or str(error.get("message") or "")})]
 
 
 def _command(command: object) -> str:

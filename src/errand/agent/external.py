@@ -15,33 +15,63 @@ The CLI holds no model key: it is given a :class:`ModelAccess` — a base URL an
 per-task token — by whoever runs the round (the host's model gateway swaps the
 token for the key). The task's instructions, memories and rules reach it through
 its prompt flags, never through a file in the working copy.
+
+errand's own tools reach it over MCP (:mod:`errand.agent.mcp_server`): the access's
+``tools`` name the run's MCP server, which each adapter writes into the CLI's MCP
+configuration. A question the CLI asks there (``ask_person``) stops the run with
+``needs_input`` once the CLI's turn is over; :meth:`CliAgent.resume` gives it the
+answer in the same session (``--resume``, ``exec resume``). A run whose sandbox
+ends while it waits (:meth:`CliAgent.keep_session` first takes the CLI's session
+files out of it: the adapter's ``home``) has them put back in its next sandbox
+and resumes the same way; one whose session files could not be kept starts a
+new session, told the task, its earlier session's transcript summarised, the
+question and the answer, over the same working copy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import inspect
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from errand.agent.budgets import Budgets, Spent
-from errand.agent.exits import BudgetExhausted, RunEnded, RunFailed, Stuck
+from errand.agent.context import render_for_summary
+from errand.agent.exits import BudgetExhausted, NeedsInput, RunEnded, RunFailed, Stuck
 from errand.agent.loop import AgentResult, EventHandler
+from errand.agent.mcp_server import Desk
+from errand.agent.transcript import message_from_json, message_to_json
 from errand.errors import ConfigError, ErrandError
 from errand.models import Message, ToolCall, Usage
 from errand.models.profiles import ModelProfile
 from errand.sandbox import AsyncSandbox, Image
 
-__all__ = ["CliAdapter", "CliAgent", "Gateway", "ModelAccess", "Said", "with_layer"]
+__all__ = ["CliAdapter", "CliAgent", "Gateway", "ModelAccess", "Said", "ToolAccess", "with_layer"]
 
 #: Seconds a CLI may print nothing before it is taken for hung (the run's time budget, if shorter, wins).
 QUIET_SECONDS = 600.0
 _STDERR_TAIL = 2000
+_RETOLD_CHARS = 12_000  # of an earlier session's transcript, retold to a new one
+_KEPT_BYTES = 16 << 20  # the most of a CLI's session files kept while a run waits (more: it is retold)
+_KEPT_AT = "/tmp/errand-cli-session.tgz"
+
+
+@dataclass(frozen=True)
+class ToolAccess:
+    """How a CLI in a sandbox reaches errand's tools (:mod:`errand.agent.mcp_server`): the MCP
+    server's ``url`` and the run's ``token`` for it (sent as ``Authorization: Bearer``)."""
+
+    url: str
+    token: str
+
+    def __repr__(self) -> str:
+        return f"ToolAccess(url={self.url!r}, token=…)"
 
 
 @dataclass(frozen=True)
@@ -54,6 +84,7 @@ class ModelAccess:
     token: str
     model: str
     relay: str | None = None  # the gateway's host address the sandbox relays GATEWAY_URL to
+    tools: ToolAccess | None = None  # errand's tools over MCP, when the run has them
 
     def __repr__(self) -> str:  # the token is a credential of the task: never in a log line
         return f"ModelAccess(base_url={self.base_url!r}, model={self.model!r}, token=…)"
@@ -64,7 +95,10 @@ class Gateway(Protocol):
     :class:`~errand.models.ModelEndpoint`, spoken to on the wire ``protocol``, stopped at
     ``budgets``), revoked when it ends; closed with the worker."""
 
-    async def grant(self, run_id: str, endpoint: Any, budgets: Budgets, protocol: str) -> ModelAccess: ...
+    async def grant(self, run_id: str, endpoint: Any, budgets: Budgets, protocol: str,
+                    desk: Desk | None = None) -> ModelAccess:
+        """The run's access; with ``desk``, errand's tools over MCP on it too (``ModelAccess.tools``)."""
+        ...
 
     async def revoke(self, run_id: str) -> tuple[Usage, float] | None:
         """End the grant; what it metered (tokens, dollars), which may be more than the CLI's stream
@@ -121,7 +155,10 @@ class CliAgent:
     def __init__(self, adapter: CliAdapter, sandbox: AsyncSandbox, access: ModelAccess, *, workdir: str,
                  budgets: Budgets | None = None, on_event: EventHandler | None = None,
                  instructions: str | None = None, memories: str | None = None,
-                 profile: ModelProfile | None = None, quiet_seconds: float = QUIET_SECONDS) -> None:
+                 profile: ModelProfile | None = None, quiet_seconds: float = QUIET_SECONDS,
+                 desk: Desk | None = None) -> None:
+        """``desk`` is the run's side of errand's tools (the one its ``access.tools`` reach), where a
+        question it asks waits for the run to take it."""
         if not isinstance(workdir, str) or not workdir.startswith("/"):
             raise ConfigError(f"workdir must be an absolute path inside the sandbox, not {workdir!r}")
         self.adapter = adapter
@@ -136,11 +173,17 @@ class CliAgent:
         self.messages: list[Message] = []
         self.spent = Spent()
         self.session: str | None = None
+        self.desk = desk
         self._on_event = on_event
+        self._waiting: str | None = None  # the question the run stopped on
+        self._retell = False  # restored: the CLI's session is gone, a new one is told the story
+        self._kept: str | None = None  # the CLI's session files (a gzipped tar, base64) while the run waits
         self._inbox: list[tuple[str, Any]] = []
         self._calls: set[str] = set()  # the model calls counted (a call's blocks may come on several lines)
         self._last_call: tuple[str, int] = ("", 0)
         self._started = 0.0
+        self._seconds_before = 0.0
+        self._invocations = 0
 
     # ------------------------------------------------------------ the seam
 
@@ -150,22 +193,85 @@ class CliAgent:
         system = self.system_prompt()
         await self._add(Message("system", system))
         await self._add(Message("user", task))
+        return await self._turns(task)
+
+    async def resume(self, answer: str) -> AgentResult:
+        """Continue a run that stopped on its question (``needs_input``), giving the CLI ``answer``:
+        in its session, or (restored, its session gone) in a new one told what came before."""
+        if self._waiting is None:
+            raise ConfigError(f"this {self.adapter.kind} run is not waiting for an answer; only a needs_input "
+                              "run resumes", code="not_waiting")
+        question, self._waiting = self._waiting, None
+        prompt = f"The person who gave you this task answered your question ({question}):\n\n{answer}"
+        await self._add(Message("user", prompt))
+        if self._kept is not None:
+            self._retell = not await self._put_back()
+        if self._retell:
+            self._retell, self.session = False, None
+            prompt = self._retold(prompt)
+        return await self._turns(prompt)
+
+    async def keep_session(self) -> None:
+        """Take the CLI's session files (its adapter's ``home``) out of the sandbox before it ends
+        while the run waits, for :meth:`resume` to put back in the next (bounded: more is retold)."""
+        home = getattr(self.adapter, "home", None)
+        if self._waiting is None or self.session is None or not home:
+            return
+        env = self.adapter.env(self.access)
+        with contextlib.suppress(ErrandError):
+            packed = await self.sandbox.exec("sh", "-c", f'tar -czf {_KEPT_AT} -C "{home}" .', env=env)
+            if (await packed.result()).exit_code == 0:
+                data = await self.sandbox.files.read(_KEPT_AT, max_bytes=_KEPT_BYTES)
+                self._kept = base64.b64encode(data).decode()
+
+    async def _put_back(self) -> bool:
+        """The kept session files, in this sandbox: whether they are (else the session is retold)."""
+        kept, self._kept = self._kept, None
+        home = getattr(self.adapter, "home", None)
+        if kept is None or not home:
+            return False
+        try:
+            await self.sandbox.files.write(_KEPT_AT, base64.b64decode(kept))
+            unpacked = await self.sandbox.exec("sh", "-c", f'mkdir -p "{home}" && tar -xzf {_KEPT_AT} -C "{home}"',
+                                               env=self.adapter.env(self.access))
+            return (await unpacked.result()).exit_code == 0
+        except (ErrandError, ValueError):
+            return False
+
+    async def _turns(self, prompt: str | None) -> AgentResult:
+        """Invoke the CLI with ``prompt``, then with the people's messages that came meanwhile, until
+        its turn ends with nothing more to say to it, or with a question it asked errand's tools."""
+        system = self.system_prompt()
         self._started = time.monotonic()
-        prompt: str | None = task
         try:
             while prompt is not None:
                 said = await self._invoke(prompt, system)
+                self._check_question(said)
                 prompt = await self._next_prompt()
             result = self._finished(said)
         except RunEnded as end:
             result = self._ended(end)
+        finally:
+            self._seconds_before, self._started = self._seconds(), 0.0
         await self._emit("exit", {"status": result.status, "detail": result.detail, "budget": result.budget,
                                   "spent": result.spent.to_json()})
         return result
 
-    async def resume(self, answer: str) -> AgentResult:
-        raise ConfigError(f"{self.adapter.kind} does not stop to ask a question, so it has none to resume",
-                          code="not_waiting")
+    def _check_question(self, said: Said) -> None:
+        """A question the CLI asked (``ask_person``) during a turn that ended well stops the run on it."""
+        question = self.desk.take_question() if self.desk is not None else None
+        if question is not None and said.data.get("ok"):
+            self._waiting = question
+            raise NeedsInput(question, "")
+
+    def _retold(self, answered: str) -> str:
+        """The prompt of a new session, for a run whose CLI session is gone: the task, what the
+        earlier session did (its transcript, summarised), and the answer to its question."""
+        task = next((m.content for m in self.messages if m.role == "user"), "")
+        earlier = render_for_summary(None, self.messages[2:-1], _RETOLD_CHARS)
+        return (f"{task}\n\n# Your earlier session on this task\n\nYou worked on this task before, in a "
+                "session that has ended; the working copy holds the changes you made. Its transcript, "
+                f"summarised:\n\n{earlier}\n\n# The answer to your question\n\n{answered}\n\nContinue the task.")
 
     def send_message(self, text: str, *, ref: Any = None) -> None:
         """Queue a person's message: the CLI reads no input while it works, so it gets it when
@@ -175,10 +281,31 @@ class CliAgent:
         self._inbox.append((text, ref))
 
     def suspended(self) -> dict[str, Any]:
-        raise ConfigError("only a run paused on a question can be suspended", code="not_waiting")
+        """The run paused on a question, as plain values another process can :meth:`restore`."""
+        if self._waiting is None:
+            raise ConfigError("only a run paused on a question can be suspended", code="not_waiting")
+        return {"messages": [message_to_json(m) for m in self.messages], "spent": asdict(self.spent),
+                "question": self._waiting, "seconds": self._seconds_before, "kind": self.adapter.kind,
+                "session": self.session, "kept": self._kept}
 
     def restore(self, saved: dict[str, Any]) -> None:
-        raise ConfigError(f"{self.adapter.kind} runs are not restored from another process", code="not_waiting")
+        """Continue here a run another agent :meth:`suspended`: :meth:`resume` is next. Its CLI
+        session was in the sandbox that ended: :meth:`resume` puts its kept files back and resumes
+        it, or, none kept, starts a new one (:meth:`_retold`)."""
+        if self.messages:
+            raise ConfigError("this agent has already run; restore into a new one", code="already_run")
+        if saved.get("kind") != self.adapter.kind:
+            raise ConfigError(f"a {saved.get('kind')} run cannot be restored into {self.adapter.kind}",
+                              code="not_waiting")
+        self.messages = [message_from_json(m) for m in saved["messages"]]
+        for name, value in saved["spent"].items():
+            setattr(self.spent, name, value)
+        self._waiting = str(saved["question"])
+        self._seconds_before = float(saved.get("seconds") or 0.0)
+        session, kept = saved.get("session"), saved.get("kept")
+        self.session = str(session) if session and kept else None
+        self._kept = str(kept) if session and kept else None
+        self._retell = True
 
     def system_prompt(self) -> str:
         """What errand adds to the CLI's own system prompt: the project's instructions, the memories
@@ -188,6 +315,11 @@ class CliAgent:
                  "needs, and run the project's tests. When you are done, end your last message with a short "
                  "summary of what you changed and how you checked it, then a line `Assumptions:` followed by one "
                  "`- ` line for each decision you made that the task did not settle (none: `- none`)."]
+        if self.access.tools is not None:
+            parts.append("errand's own tools are on its MCP server `errand`: `ask_person` when you need an answer "
+                         "only the person can give (then end your turn; the answer comes as your next message), "
+                         "`recall` to search what errand remembers of this project, `propose_memory` to propose "
+                         "a lasting fact for later tasks (a person approves it first).")
         if self.instructions:
             parts.append("# The project's instructions\n\n" + self.instructions)
         if self.memories:
@@ -197,6 +329,7 @@ class CliAgent:
     # ------------------------------------------------------------ one invocation of the CLI
 
     async def _invoke(self, prompt: str, system: str) -> Said:
+        self._invocations += 1
         argv = self.adapter.argv(prompt, system, self.access, self.session)
         process = await self.sandbox.exec(*argv, cwd=self.workdir, env=self.adapter.env(self.access))
         await process.stdin.close()
@@ -269,7 +402,8 @@ class CliAgent:
 
     async def _model(self, said: Said) -> None:
         """A model call: counted once (its blocks may come on several lines), checked against the budgets."""
-        call_id = str(said.data.get("call_id") or "")
+        # A call is of one invocation: a CLI may number its items afresh in each (Codex's item_0, …).
+        call_id = f"{self._invocations}:{said.data.get('call_id') or ''}"
         content = str(said.data.get("content") or "")
         calls = [ToolCall(str(c["id"]), str(c["name"]), dict(c.get("arguments") or {}))
                  for c in said.data.get("tool_calls") or ()]
@@ -333,7 +467,8 @@ class CliAgent:
     def _ended(self, end: RunEnded) -> AgentResult:
         self.spent.seconds = self._seconds()
         return AgentResult(status=end.status, detail=end.detail, messages=list(self.messages),
-                           spent=replace(self.spent), budget=end.budget if isinstance(end, BudgetExhausted) else None)
+                           spent=replace(self.spent), budget=end.budget if isinstance(end, BudgetExhausted) else None,
+                           question=end.question if isinstance(end, NeedsInput) else None)
 
     # ------------------------------------------------------------ helpers
 
@@ -357,7 +492,8 @@ class CliAgent:
             await outcome
 
     def _seconds(self) -> float:
-        return time.monotonic() - self._started if self._started else 0.0
+        """The run's seconds so far: its earlier turns', and this one's (not the wait for an answer)."""
+        return self._seconds_before + (time.monotonic() - self._started if self._started else 0.0)
 
     def _seconds_left(self) -> float | None:
         limit = self.budgets.max_seconds

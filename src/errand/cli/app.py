@@ -30,6 +30,7 @@ from errand import __version__
 from errand._text import printable
 from errand.cli import demo as task_demo
 from errand.cli import doctor as cli_doctor
+from errand.cli import init as cli_init
 from errand.cli import tasks as cli_tasks
 from errand.cli import tour
 from errand.cli.config import config_app
@@ -81,6 +82,7 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(forge_app, name="forge")
 app.add_typer(config_app, name="config")
 app.command("doctor")(cli_doctor.doctor)
+app.command("init")(cli_init.init)
 
 
 def main() -> None:

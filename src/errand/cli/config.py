@@ -43,7 +43,10 @@ def check(
         Console(stderr=True).print(f"error: {printable(error.message)}", style="red", markup=False,
                                    highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-    if environment.source is None:
+    if environment.detected is not None:
+        print(f"no {CONFIG_FILE} in {repo.resolve()}: a task uses what errand detects ({environment.detected}); "
+              "errand init writes it down to edit")
+    elif environment.source is None:
         print(f"no {CONFIG_FILE} in {repo.resolve()}: a task gets the defaults")
     else:
         print(f"{environment.source}: ok")

@@ -65,7 +65,7 @@ def submit_forge_issue(service: TaskApi, text: str, *, repo: str, base: str, mod
         raise ConfigError(f"{text} is a merge request: errand takes an issue (on a merge request errand opened, "
                           "comment @errand <ask>)", code="invalid_input")
     forge, _settings, _token = open_forge(kind)
-    return submit_issue(service, LinkStore(service.store.engine), forge, ref, repo=repo, base=base, model=model,
+    return submit_issue(service, LinkStore(service.engine), forge, ref, repo=repo, base=base, model=model,
                         attempts=attempts)
 
 
@@ -73,7 +73,7 @@ def _publisher(service: TaskService, kind: str = "github") -> Publisher:
     from errand.forge.publish import Publisher
 
     forge, settings, token = open_forge(kind)
-    return Publisher(service, LinkStore(service.store.engine), forge, token, draft=settings.draft,
+    return Publisher(service, LinkStore(service.engine), forge, token, draft=settings.draft,
                      public_url=_public_url(), ci_fix_attempts=settings.ci_fix_attempts, pr=settings.pr)
 
 
@@ -85,7 +85,7 @@ def _public_url() -> str | None:
 
 def publish_if_linked(service: TaskApi, task_id: str) -> None:
     """After ``errand accept``: push the branch and open the pull request of a task from a forge."""
-    link = LinkStore(service.store.engine).get(task_id) if isinstance(service, TaskService) else None
+    link = LinkStore(service.engine).get(task_id) if isinstance(service, TaskService) else None
     if link is None or not isinstance(service, TaskService):
         return
     try:
@@ -248,7 +248,7 @@ def run_batch(service: TaskApi, query: str, *, clone: str, limit: int, base: str
     kind = _batch_kind(query, clone)
     forge, settings, _token = open_forge(kind)
     repo, rest = _batch_repo(settings, query, clone)
-    batch = submit_batch(service, LinkStore(service.store.engine), forge, repo, rest, clone=clone, limit=limit,
+    batch = submit_batch(service, LinkStore(service.engine), forge, repo, rest, clone=clone, limit=limit,
                          base=base, model=model, attempts=attempts)
     for ref, task in batch.started:
         _say(f"{task.id} queued: #{ref.number} {task.title}")

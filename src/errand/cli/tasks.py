@@ -273,8 +273,8 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
         followups = [FollowupSaid.of(e) for e in service.events(task_id, kinds=["followup"], limit=1_000_000)]
         if as_json:
             _print_json({**_record_json(task), "memories": memories, "progress": figures,
-                         "followups": [{"note": f.note, "comments": [c.to_json() for c in f.comments]}
-                                       for f in followups],
+                         "followups": [{"note": f.note, "attempt": f.attempt,
+                                        "comments": [c.to_json() for c in f.comments]} for f in followups],
                          "egress": [{"run_id": e.run_id, **e.data} for e in egress if isinstance(e.data, dict)],
                          "runs": [
                 {"id": r.id, "attempt": r.attempt, "round": r.round, "state": r.state.value,
@@ -328,6 +328,8 @@ def _print_followup(out: Console, said: FollowupSaid) -> None:
     if said.comments and not first:
         first = f"{len(said.comments)} line comment{'' if len(said.comments) == 1 else 's'}"
     out.print(f"  - {shown(first, lines=False)}" + (" [dim]…[/]" if rest else ""))
+    if said.attempt is not None:
+        out.print(f"    [dim]on attempt {said.attempt}'s diff[/]")
     for comment in said.comments:
         who = f"@{comment.author}: " if comment.author else ""
         out.print(f"    {shown(comment.path, lines=False)}:{comment.lines} ({comment.side}) "
@@ -419,7 +421,9 @@ def print_evidence(out: Console, run: Run, of: int, evidence: Evidence) -> None:
                       f"[dim]({shown(check.command, lines=False)}{cached})[/]")
             _print_check_detail(out, check)
     for label, names in (("fixed (fail → pass)", evidence.fixed_tests),
-                         ("broken (pass → fail)", evidence.broken_tests)):
+                         ("broken (pass → fail)", evidence.broken_tests),
+                         ("gone (was failing), not fixed", evidence.gone_tests),
+                         ("skipped (was failing), not fixed", evidence.skipped_tests)):
         if names:
             out.print(f"  {label}: {_names(names)}")
     environment = outcome.caches.get("environment") if outcome else None
@@ -680,18 +684,25 @@ Commented = Annotated[list[str] | None, typer.Option(
 OldCommented = Annotated[list[str] | None, typer.Option(
     "--old-comment", metavar="PATH:LINES: TEXT",
     help="The same, on lines numbered as the file was at the base (a removed line).")]
+CommentedAttempt = Annotated[int | None, typer.Option(
+    "--attempt", metavar="N", min=1,
+    help="The comments are on attempt N's diff (of the last round), not the best-ranked attempt's.")]
 
 
 def followup(task_id: TaskId,
              text: Annotated[str, typer.Argument(metavar="TEXT", help="What to do next (optional with --comment).")]
-             = "", comment: Commented = None, old_comment: OldCommented = None, start_worker: StartWorker = True,
-             as_json: AsJson = False, server: Server = None, token: Token = None) -> None:
+             = "", comment: Commented = None, old_comment: OldCommented = None, attempt: CommentedAttempt = None,
+             start_worker: StartWorker = True, as_json: AsJson = False, server: Server = None,
+             token: Token = None) -> None:
     """Ask for more work: a new round on the same branch (of a task ready for review, rejected,
     failed or cancelled); of an accepted task, a new task that starts from its commit."""
     with task_service(server, token) as service:
         comments = [_line_comment(said, "new") for said in comment or []]
         comments += [_line_comment(said, "old") for said in old_comment or []]
-        done = service.followup(task_id, text, comments)
+        if attempt is not None and not comments:
+            raise ConfigError("--attempt names the attempt whose diff --comment is on: give a --comment too",
+                              code="bad_attempt")
+        done = service.followup(task_id, text, comments, attempt=attempt)
         queued = task_id
         if isinstance(done, Task):
             queued = done.id

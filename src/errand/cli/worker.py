@@ -52,7 +52,7 @@ def worker(
 
         def banner() -> None:  # once the home is ours: a second worker refuses without one
             Console(stderr=True).print(f"errand worker {engine.worker} ({engine_kind} engine): {concurrency} at a "
-                                       f"time, store {service.store.engine.url}", highlight=False)
+                                       f"time, store {service.engine.url}", highlight=False)
 
         asyncio.run(_serve_until_signalled(engine, exit_when_idle, banner))
 

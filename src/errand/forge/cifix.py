@@ -20,6 +20,7 @@ from errand.forge.intake import Ask, follow_pull
 from errand.forge.links import Link, LinkStore
 from errand.forge.protocol import Forge
 from errand.forge.records import CheckState
+from errand.forge.timeline import CiFixStarted, last_checks, note
 from errand.tasks.lifecycle import FINAL, TaskState
 from errand.tasks.records import Task
 from errand.tasks.service import TaskService
@@ -51,18 +52,18 @@ def fix_red_ci(publisher: Rounds, link: Link, found: list[CheckState]) -> Task |
             "checks pass without weakening them:\n\n" + "\n\n".join(_check(c) for c in failing))
     task = follow_pull(publisher.service, publisher.links, publisher.forge, publisher.token, link, Ask(text=text), [],
                        ci=True)
-    publisher.service.store.append_event(link.task_id, None, "forge_ci_fix", {"task_id": task.id,
-                                                                             "commit": link.pushed})
+    publisher.links.ask_fix(link.task_id, link.pushed or "", task.id)
+    note(publisher.service, link.task_id, CiFixStarted(task.id, link.pushed or ""))
     return task
 
 
 def fix_owed(publisher: Rounds, link: Link) -> bool:
     """Whether a red check read on ``link``'s pushed commit still waits for its fix (a newer round
     in progress held it back): its checks are read, and the fix decided, again on the next pass."""
-    last = publisher.service.store.last_event(link.task_id, ["forge_checks"])
-    if last is None or last.data.get("commit") != link.pushed or not _may_fix(publisher, link):
+    last = last_checks(publisher.service, link.task_id)
+    if last is None or last.commit != link.pushed or not _may_fix(publisher, link):
         return False
-    red = any(check.get("state") in FAILED for check in last.data.get("checks") or [])
+    red = any(check.state in FAILED for check in last.checks)
     return red and _held(publisher, link) != "superseded"
 
 
@@ -83,20 +84,19 @@ def _held(publisher: Rounds, link: Link) -> str | None:
     newer = rounds[mine + 1:]
     if any(other.pushed is not None for other in newer):
         return "superseded"
-    states = [publisher.service.store.get_task(other.task_id).state for other in newer]
+    states = [publisher.service.get_task(other.task_id).state for other in newer]
     # Accepted and not pushed yet is on its way to the branch: the publisher pushes it next.
     return "in progress" if any(state not in FINAL or state is TaskState.ACCEPTED for state in states) else None
 
 
 def _asked(publisher: Rounds, link: Link) -> bool:
     """Whether a CI-fix round was started for this very commit already."""
-    event = publisher.service.store.last_event(link.task_id, ["forge_ci_fix"])
-    return event is not None and event.data.get("commit") == link.pushed
+    return link.pushed is not None and publisher.links.fix_asked(link.task_id, link.pushed)
 
 
 def _is_ci_round(publisher: Rounds, link: Link) -> bool:
-    event = publisher.service.store.last_event(link.task_id, ["forge_followup"])
-    return event is not None and bool(event.data.get("ci"))
+    asked = publisher.links.round(link.task_id)
+    return asked is not None and asked.ci
 
 
 def _check(check: CheckState) -> str:

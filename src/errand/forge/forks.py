@@ -23,12 +23,13 @@ from __future__ import annotations
 from errand.forge.attribution import credit_asker
 from errand.forge.errors import ForgeError
 from errand.forge.intake import Ask, follow_pull, followup_instruction, head_reader, short
-from errand.forge.links import Link, LinkStore
+from errand.forge.links import Link, LinkStore, Round
 from errand.forge.protocol import Forge
 from errand.forge.push import fetch_ref
 from errand.forge.records import PullRequest, ReviewComment
 from errand.forge.settings import RepoSettings
 from errand.forge.text import visible
+from errand.forge.timeline import FollowupAsked, note
 from errand.tasks.records import Task
 from errand.tasks.service import TaskService
 
@@ -44,7 +45,7 @@ def follow_foreign_pull(service: TaskService, links: LinkStore, forge: Forge, to
                         repo: str, pull: PullRequest, ask: Ask, line_comments: list[ReviewComment]) -> Task:
     """A round on ``pull`` of ``repo``, which errand did not open (see the module's docstring)."""
     if not pushable(pull):
-        earlier = _errand_pull_for(service, links, repo, pull.number)
+        earlier = _errand_pull_for(links, repo, pull.number)
         if earlier is not None:
             return follow_pull(service, links, forge, token, earlier, ask, line_comments)
     head = fetch_ref(where.path, forge.repository(repo).clone_url, f"refs/pull/{pull.number}/head", token)
@@ -60,20 +61,16 @@ def follow_foreign_pull(service: TaskService, links: LinkStore, forge: Forge, to
                    pull=pull.number if mine else None, pull_url=pull.url if mine else None,
                    pull_branch=pull.head if mine else None))
     credit_asker(service, forge, task.id, ask.author, ask.author_id)
-    threads = [c.id for c in line_comments if c.in_reply_to is None and visible(c.body)] if mine else []
-    service.store.append_event(task.id, None, "forge_followup", {
-        "pull": pull.number, "branch": pull.head, "head": head, "requested_by": ask.author, "threads": threads,
-        "ci": False, "fork": pull.head_repo, "push_repo": pull.head_repo if mine else None,
-        "fork_pull": None if mine else pull.number})
+    threads = tuple(c.id for c in line_comments if c.in_reply_to is None and visible(c.body)) if mine else ()
+    asked = links.add_round(Round(task.id, pull.number, pull.head, head, ask.author, threads, fork=pull.head_repo,
+                                  push_repo=pull.head_repo if mine else None, fork_pull=None if mine else pull.number))
+    note(service, task.id, FollowupAsked(asked))
     return task
 
 
-def _errand_pull_for(service: TaskService, links: LinkStore, repo: str, number: int) -> Link | None:
+def _errand_pull_for(links: LinkStore, repo: str, number: int) -> Link | None:
     """The pull request errand opened in ``repo`` for fork pull request ``number``, if it did."""
-    for link in links.listed(repo=repo, limit=1000):
-        if link.pull is None or link.pull_branch is None:
-            continue
-        event = service.store.last_event(link.task_id, ["forge_followup"])
-        if event is not None and event.data.get("fork_pull") == number:
-            return links.for_pull(repo, link.pull) or link
-    return None
+    link = links.errand_pull_for(repo, number)
+    if link is None or link.pull is None:
+        return None
+    return links.for_pull(repo, link.pull) or link

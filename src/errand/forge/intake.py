@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errand.forge.attribution import credit_asker
-from errand.forge.links import Link, LinkStore
+from errand.forge.links import Link, LinkStore, Round
 from errand.forge.protocol import Forge
 from errand.forge.push import fetch_branch, fetch_ref
 from errand.forge.records import ReviewComment
 from errand.forge.refs import IssueRef
 from errand.forge.text import issue_instruction, visible
+from errand.forge.timeline import FollowupAsked, IssueTaken, note
 from errand.repo.errors import RepoError
 from errand.repo.git import run_git
 from errand.tasks.comments import LineComment, Side, quote_hunk, quote_text
@@ -56,8 +57,7 @@ def submit_issue(service: TaskService, links: LinkStore, forge: Forge, ref: Issu
     task = service.submit(instruction, repo=repo, base=base, model=model, attempts=attempts, title=title)
     links.add(Link(task.id, forge.name, forge.base_url, ref.repo, issue=ref.number, requested_by=ask.author,
                    comment_id=ask.comment_id, batch=batch))
-    service.store.append_event(task.id, None, "forge_issue", {"issue": str(ref), "url": issue.url,
-                                                              "requested_by": ask.author})
+    note(service, task.id, IssueTaken(str(ref), issue.url, ask.author))
     # Who asked is credited: the person whose label or comment started it, else the issue's author.
     if ask.author:
         credit_asker(service, forge, task.id, ask.author, ask.author_id)
@@ -83,7 +83,7 @@ def submit_batch(service: TaskService, links: LinkStore, forge: Forge, repo: str
     for issue in forge.search_issues(repo, query, limit):
         ref = IssueRef.of(repo, issue.number)
         open_task = next((link.task_id for link in links.for_issue(repo, issue.number)
-                          if _open(service.store.get_task(link.task_id).state)), None)
+                          if _open(service.get_task(link.task_id).state)), None)
         if open_task is not None:
             batch.skipped.append((ref, f"task {open_task} has it"))
             continue
@@ -102,11 +102,11 @@ def follow_pull(service: TaskService, links: LinkStore, forge: Forge, token: str
     """A new task continuing ``parent``'s pull request: from its branch's current head, with the
     ask and every line comment (file and line) in its instruction; its work is pushed there."""
     assert parent.pull is not None and parent.pull_branch is not None
-    task = service.store.get_task(parent.task_id)
+    task = service.get_task(parent.task_id)
     clone = Path(task.repo)
     url = forge.repository(parent.repo).clone_url
-    earlier = service.store.last_event(parent.task_id, ["forge_followup"])
-    fork = str(earlier.data.get("push_repo") or "") if earlier is not None else ""
+    earlier = links.round(parent.task_id)
+    fork = earlier.push_repo or "" if earlier is not None else ""
     if fork and fork != parent.repo:
         # A fork's branch is read as the base repository mirrors it: the token goes to no fork to fetch.
         head = fetch_ref(clone, url, f"refs/pull/{parent.pull}/head", token)
@@ -122,11 +122,10 @@ def follow_pull(service: TaskService, links: LinkStore, forge: Forge, token: str
                    comment_id=ask.comment_id, pull=parent.pull, pull_url=parent.pull_url,
                    pull_branch=parent.pull_branch))
     credit_asker(service, forge, new.id, ask.author, ask.author_id)
-    threads = [c.id for c in line_comments if c.in_reply_to is None and visible(c.body)]
-    service.store.append_event(new.id, None, "forge_followup", {"pull": parent.pull, "branch": parent.pull_branch,
-                                                                "head": head, "requested_by": ask.author,
-                                                                "threads": threads, "ci": ci,
-                                                                "push_repo": fork or None})
+    threads = tuple(c.id for c in line_comments if c.in_reply_to is None and visible(c.body))
+    asked = links.add_round(Round(new.id, parent.pull, parent.pull_branch, head, ask.author, threads, ci=ci,
+                                  push_repo=fork or None))
+    note(service, new.id, FollowupAsked(asked))
     return new
 
 

@@ -1,4 +1,7 @@
-"""Which task belongs to which issue and pull request, and which webhook deliveries were handled."""
+"""Which task belongs to which issue and pull request, which webhook deliveries were handled,
+and the forge's own bookkeeping of a task: what it asked of a round, the question it posted,
+the CI fixes it started. The forge decides from these rows, never from the task's event log
+(what a person should read there, :mod:`errand.forge.timeline` writes)."""
 
 from __future__ import annotations
 
@@ -8,9 +11,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from errand.database import SqlStore
-from errand.forge.schema import deliveries, links
+from errand.forge.schema import ci_fixes, deliveries, links, questions, rounds
 
-__all__ = ["Link", "LinkStore"]
+__all__ = ["Link", "LinkStore", "PostedQuestion", "Round"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,36 @@ class Link:
     pull_branch: str | None = None
     pushed: str | None = None
     batch: str | None = None
+
+
+@dataclass(frozen=True)
+class Round:
+    """What the forge asked of a round it started on pull request ``pull`` (a review comment, a
+    red CI, a fork's pull request): where it starts, whose line comments hear back, where its
+    commit goes (``push_repo``: a fork that lets maintainers push; None: the repository), and
+    ``fork_pull``, a fork's pull request errand may not push to (its commit gets a pull request of its own)."""
+
+    task_id: str
+    pull: int
+    branch: str
+    head: str
+    requested_by: str | None = None
+    threads: tuple[int, ...] = ()
+    ci: bool = False
+    fork: str | None = None
+    push_repo: str | None = None
+    fork_pull: int | None = None
+
+
+@dataclass(frozen=True)
+class PostedQuestion:
+    """The question (``question``: its event's id) errand posted on issue or pull request
+    ``number``, as comment ``comment_id``."""
+
+    task_id: str
+    question: int
+    number: int
+    comment_id: int | None
 
 
 class LinkStore(SqlStore):
@@ -113,6 +146,63 @@ class LinkStore(SqlStore):
     def outcome(self, delivery_id: str) -> str | None:
         with self._read() as connection:
             return connection.execute(sa.select(deliveries.c.outcome).where(deliveries.c.id == delivery_id)).scalar()
+
+
+    # ------------------------------------------------------------ the forge's bookkeeping of a task
+
+    def add_round(self, found: Round) -> Round:
+        values = {**found.__dict__, "threads": list(found.threads)}
+        with self._write() as connection:
+            connection.execute(rounds.insert().values(**values, created_at=time.time()))
+        return found
+
+    def round(self, task_id: str) -> Round | None:
+        """What the forge asked of ``task_id``'s round, if the forge started it on a pull request."""
+        with self._read() as connection:
+            row = connection.execute(sa.select(rounds).where(rounds.c.task_id == task_id)).mappings().first()
+        return _round(row) if row is not None else None
+
+    def errand_pull_for(self, repo: str, fork_pull: int) -> Link | None:
+        """The newest link in ``repo`` whose round was asked on fork pull request ``fork_pull`` and
+        that has a pull request of errand's own."""
+        query = (sa.select(links).join(rounds, rounds.c.task_id == links.c.task_id)
+                 .where(links.c.repo == repo, rounds.c.fork_pull == fork_pull, links.c.pull.is_not(None),
+                        links.c.pull_branch.is_not(None))
+                 .order_by(links.c.created_at.desc()).limit(1))
+        with self._read() as connection:
+            row = connection.execute(query).mappings().first()
+        return _link(row) if row is not None else None
+
+    def posted(self, task_id: str) -> PostedQuestion | None:
+        """The question of ``task_id`` errand posted last."""
+        with self._read() as connection:
+            row = connection.execute(sa.select(questions).where(questions.c.task_id == task_id)).mappings().first()
+        return PostedQuestion(row["task_id"], row["question"], row["number"], row["comment_id"]) if row else None
+
+    def post(self, posted: PostedQuestion) -> None:
+        with self._write() as connection:
+            connection.execute(questions.delete().where(questions.c.task_id == posted.task_id))
+            connection.execute(questions.insert().values(**posted.__dict__, posted_at=time.time()))
+
+    def fix_asked(self, task_id: str, commit: str) -> bool:
+        """Whether a CI-fix round was started for ``task_id``'s pushed ``commit`` already."""
+        query = sa.select(ci_fixes.c.fix_task_id).where(ci_fixes.c.task_id == task_id,
+                                                        ci_fixes.c.red_commit == commit)
+        with self._read() as connection:
+            return connection.execute(query).first() is not None
+
+    def ask_fix(self, task_id: str, commit: str, fix_task_id: str) -> None:
+        try:
+            with self._write() as connection:
+                connection.execute(ci_fixes.insert().values(task_id=task_id, red_commit=commit,
+                                                            fix_task_id=fix_task_id, asked_at=time.time()))
+        except sa.exc.IntegrityError:
+            pass  # asked already: the first fix stands
+
+
+def _round(row: sa.RowMapping) -> Round:
+    values = {key: row[key] for key in Round.__dataclass_fields__}
+    return Round(**{**values, "threads": tuple(int(t) for t in row["threads"] or ()), "ci": bool(row["ci"])})
 
 
 def _link(row: sa.RowMapping) -> Link:

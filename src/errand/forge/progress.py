@@ -11,12 +11,14 @@ errand pushed: ``green``, ``red``, ``pending``, or nothing.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from errand.forge.links import Link
+from errand.forge.timeline import Check, last_checks, last_issue
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.records import Task
-from errand.tasks.store import TaskStore
+from errand.tasks.records import Event, Task
 
 __all__ = ["LABELS", "Row", "counts", "rows"]
 
@@ -31,11 +33,12 @@ _STATES = {TaskState.QUEUED: "queued", TaskState.PREPARING: "running", TaskState
            TaskState.CANCELLED: "cancelled"}
 
 
-@dataclass(frozen=True)
-class Check:
-    name: str
-    state: str
-    url: str | None
+class Reads(Protocol):
+    """What a row is read from: the task service, or the task store beneath it."""
+
+    def get_task(self, task_id: str) -> Task: ...
+
+    def last_event(self, task_id: str, kinds: Sequence[str]) -> Event | None: ...
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class Row:
         return LABELS[self.stage]
 
 
-def rows(store: TaskStore, links: list[Link]) -> list[Row]:
+def rows(store: Reads, links: list[Link]) -> list[Row]:
     return [_row(store, link) for link in links]
 
 
@@ -62,24 +65,17 @@ def counts(found: list[Row]) -> dict[str, int]:
     return {stage: tally[stage] for stage in LABELS if tally[stage]}
 
 
-def _row(store: TaskStore, link: Link) -> Row:
+def _row(store: Reads, link: Link) -> Row:
     task = store.get_task(link.task_id)
     stage = _STATES[task.state]
     if link.pull is not None and task.state is TaskState.ACCEPTED:
         stage = "pr_opened"
     elif link.pull is not None and task.state is TaskState.READY_FOR_REVIEW and link.pushed is not None:
         stage = "draft"
-    issue = store.last_event(task.id, ["forge_issue"])
-    url = str(issue.data.get("url") or "") or None if issue is not None else None
-    checks = _checks(store, task.id)
-    return Row(link, task, stage, url, _ci(checks), checks)
-
-
-def _checks(store: TaskStore, task_id: str) -> tuple[Check, ...]:
-    event = store.last_event(task_id, ["forge_checks"])
-    if event is None:
-        return ()
-    return tuple(Check(str(c.get("name")), str(c.get("state")), c.get("url")) for c in event.data.get("checks") or [])
+    issue = last_issue(store, task.id)
+    read = last_checks(store, task.id)
+    checks = read.checks if read is not None else ()
+    return Row(link, task, stage, issue.url or None if issue is not None else None, _ci(checks), checks)
 
 
 def _ci(checks: tuple[Check, ...]) -> str:

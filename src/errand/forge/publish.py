@@ -19,12 +19,13 @@ from urllib.parse import urlsplit
 from errand.forge.body import pull_body, pull_title
 from errand.forge.cifix import fix_owed, fix_red_ci
 from errand.forge.errors import ForgeError
-from errand.forge.links import Link, LinkStore
+from errand.forge.links import Link, LinkStore, Round
 from errand.forge.protocol import Forge
 from errand.forge.push import push
 from errand.forge.questions import post_question
 from errand.forge.records import CheckState, PullRequest
 from errand.forge.refs import IssueRef
+from errand.forge.timeline import ChecksRead, ForgeFailed, PullOpened, Pushed, last_checks, note
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Task
 from errand.tasks.service import TaskService
@@ -65,10 +66,10 @@ class Publisher:
 
     def due(self, link: Link) -> bool:
         """Whether ``link``'s task has work for the forge that is not there yet."""
-        state = self.service.store.get_task(link.task_id).state
+        state = self.service.get_task(link.task_id).state
         if link.pull is None:
             return state is TaskState.ACCEPTED or (state is TaskState.READY_FOR_REVIEW and (
-                self.pr == "draft-when-ready" or self._round(link.task_id) is not None))
+                self.pr == "draft-when-ready" or self.links.round(link.task_id) is not None))
         return link.pushed is None and state in (TaskState.READY_FOR_REVIEW, TaskState.ACCEPTED)
 
     def publish(self, task_id: str) -> Published:
@@ -76,28 +77,26 @@ class Publisher:
         if link is None:
             raise ForgeError(f"task {task_id} did not come from a forge; push its branch yourself",
                              code="not_linked")
-        task = self.service.store.get_task(task_id)
-        round_ = self._round(task_id)
+        task = self.service.get_task(task_id)
+        round_ = self.links.round(task_id)
         if task.state is TaskState.READY_FOR_REVIEW and round_ is not None:
             # A round the forge asked for (a review comment, a fork's pull request): the pull request is its review.
             self.service.accept(task_id, confirm=True)
-            task = self.service.store.get_task(task_id)
+            task = self.service.get_task(task_id)
         commit, draft = self._commit(task, link)
         branch = link.pull_branch or task.branch or ""
         if link.pushed != commit:
             push(Path(task.repo), self._push_url(link, round_), commit, branch, self._token)
             link = self.links.update(task_id, pushed=commit, pull_branch=branch)
-            self.service.store.append_event(task_id, None, "forge_pushed", {"branch": branch, "commit": commit})
+            note(self.service, task_id, Pushed(branch, commit))
             if link.pull is not None:
                 self._say_pushed(task, link, commit)
         if link.pull is not None:
             return Published(task_id, link.pull, link.pull_url or "", branch, commit, opened=False)
-        follows = int(str(round_["fork_pull"])) if round_ and round_.get("fork_pull") else None
-        pull, opened = self._pull(task, link, branch, draft=draft, follows=follows)
+        pull, opened = self._pull(task, link, branch, draft=draft, follows=round_.fork_pull if round_ else None)
         self.links.update(task_id, pull=pull.number, pull_url=pull.url)
         if opened:
-            self.service.store.append_event(task_id, None, "pull_opened", {"number": pull.number, "url": pull.url,
-                                                                           "branch": branch})
+            note(self.service, task_id, PullOpened(pull.number, pull.url, branch))
             self._say_opened(task, link, pull, round_)
         return Published(task_id, pull.number, pull.url, branch, commit, opened=opened)
 
@@ -110,16 +109,11 @@ class Publisher:
                              code="not_accepted")
         return self._accepted_commit(task), self.draft
 
-    def _round(self, task_id: str) -> dict[str, object] | None:
-        """What the forge asked of a round it started (a follow-up on a pull request), if it did."""
-        event = self.service.store.last_event(task_id, ["forge_followup"])
-        return event.data if event is not None and isinstance(event.data, dict) else None
-
-    def _push_url(self, link: Link, round_: dict[str, object] | None) -> str:
+    def _push_url(self, link: Link, round_: Round | None) -> str:
         """Where the round's commit goes: the repository, or the fork whose pull request lets the
         base's writers push to its branch. The token goes to the forge's own host and no other."""
         base = self.forge.repository(link.repo).clone_url
-        fork = str(round_.get("push_repo") or "") if round_ else ""
+        fork = round_.push_repo or "" if round_ else ""
         if not fork or fork == link.repo:
             return base
         url = self.forge.repository(fork).clone_url
@@ -128,14 +122,14 @@ class Publisher:
                              f"{urlsplit(base).netloc}: errand sends its token nowhere else", code="forge_refused")
         return url
 
-    def _say_opened(self, task: Task, link: Link, pull: PullRequest, round_: dict[str, object] | None) -> None:
+    def _say_opened(self, task: Task, link: Link, pull: PullRequest, round_: Round | None) -> None:
         if link.issue is not None:
             self.forge.comment(IssueRef.of(link.repo, link.issue),
                                f"errand opened {pull.url} for this issue (task `{task.id}`).")
-        if round_ and round_.get("fork_pull"):
+        if round_ and round_.fork_pull:
             who = f"@{link.requested_by}: " if link.requested_by else ""
-            self.forge.comment(IssueRef.of(link.repo, int(str(round_["fork_pull"]))),
-                               f"{who}errand may not push to `{round_.get('fork')}:{round_.get('branch')}` (its author "
+            self.forge.comment(IssueRef.of(link.repo, round_.fork_pull),
+                               f"{who}errand may not push to `{round_.fork}:{round_.branch}` (its author "
                                f"has not allowed edits by maintainers), so its commit is on `{pull.head}` in "
                                f"{link.repo} instead: {pull.url} (task `{task.id}`).")
 
@@ -148,7 +142,7 @@ class Publisher:
         evidence = self.service.evidence(run)
         base = task.base_ref if task.base_ref not in ("HEAD", task.base_commit) else \
             self.forge.repository(link.repo).default_branch
-        body = pull_body(task, evidence, issue=link.issue, qa=self._questions(task.id),
+        body = pull_body(task, evidence, issue=link.issue, qa=self.service.questions_answered(task.id),
                          review_url=f"{self.public_url}/tasks/{task.id}" if self.public_url else None,
                          requested_by=link.requested_by, follows=follows)
         title = pull_title(task, run.outcome.summary if run.outcome else None)
@@ -171,10 +165,9 @@ class Publisher:
         return found
 
     def record_checks(self, link: Link, found: list[CheckState]) -> None:
-        states = {"commit": link.pushed, "checks": [{"name": c.name, "state": c.state, "url": c.url} for c in found]}
-        last = self.service.store.last_event(link.task_id, ["forge_checks"])
-        if last is None or last.data != states:
-            self.service.store.append_event(link.task_id, None, "forge_checks", states)
+        read = ChecksRead.of(link.pushed, found)
+        if last_checks(self.service, link.task_id) != read:
+            note(self.service, link.task_id, read)
 
     def _say_pushed(self, task: Task, link: Link, commit: str) -> None:
         assert link.pull is not None
@@ -184,27 +177,15 @@ class Publisher:
             f": {summary}" if summary else ".")
         self.forge.comment(IssueRef.of(link.repo, link.pull, pull=True), said)
         # Every line comment the round was given hears back on its own thread, not only the one that asked.
-        asked = self.service.store.last_event(task.id, ["forge_followup"])
-        for thread in (asked.data.get("threads") or []) if asked is not None else []:
-            self.forge.reply_review(link.repo, link.pull, int(thread), said)
+        asked = self.links.round(task.id)
+        for thread in asked.threads if asked is not None else ():
+            self.forge.reply_review(link.repo, link.pull, thread, said)
 
     def _accepted_commit(self, task: Task) -> str:
-        event = self.service.store.last_event(task.id, ["accepted"])
-        commit = event.data.get("commit") if event is not None and isinstance(event.data, dict) else None
+        commit = self.service.accepted_commit(task.id)
         if not commit:
             raise ForgeError(f"task {task.id} has no accepted commit", code="not_accepted")
         return str(commit)
-
-    def _questions(self, task_id: str) -> list[tuple[str, str]]:
-        events = self.service.store.events(task_id, kinds=["question", "answer_delivered"])
-        pairs, question = [], None
-        for event in events:
-            if event.kind == "question":
-                question = str(event.data.get("text") or "")
-            elif question is not None:
-                pairs.append((question, str(event.data.get("text") or "")))
-                question = None
-        return pairs
 
 
 def catch_up(publisher: Publisher) -> list[Published]:
@@ -216,12 +197,11 @@ def catch_up(publisher: Publisher) -> list[Published]:
         if link.forge != mine:
             continue
         try:
-            post_question(publisher.service, publisher.forge, link)
+            post_question(publisher.service, publisher.links, publisher.forge, link)
             if publisher.due(link):
                 done.append(publisher.publish(link.task_id))
         except ForgeError as error:
-            publisher.service.store.append_event(link.task_id, None, "forge_error", {"code": error.code,
-                                                                                     "message": error.message})
+            note(publisher.service, link.task_id, ForgeFailed(error.code, error.message))
     for link in publisher.links.pushed_pulls():
         if link.forge == mine and link.pushed is not None and (_unsettled(publisher, link)
                                                                or fix_owed(publisher, link)):
@@ -240,7 +220,7 @@ _SETTLED = frozenset({"success", "failure", "neutral", "skipped", "cancelled", "
 
 def _unsettled(publisher: Publisher, link: Link) -> bool:
     """Whether the CI of the link's pushed commit may still change (not read yet, or something pending)."""
-    last = publisher.service.store.last_event(link.task_id, ["forge_checks"])
-    if last is None or last.data.get("commit") != link.pushed or not last.data.get("checks"):
+    last = last_checks(publisher.service, link.task_id)
+    if last is None or last.commit != link.pushed or not last.checks:
         return True
-    return any(check.get("state") not in _SETTLED for check in last.data["checks"])
+    return any(check.state not in _SETTLED for check in last.checks)

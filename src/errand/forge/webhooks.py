@@ -62,6 +62,7 @@ from errand.forge.questions import is_the_question, waiting_task
 from errand.forge.refs import IssueRef
 from errand.forge.settings import ForgeSettings
 from errand.forge.text import visible
+from errand.forge.timeline import AcceptedOnForge, note
 from errand.tasks.lifecycle import FINAL, TaskState
 from errand.tasks.records import Task
 from errand.tasks.service import TaskService
@@ -133,7 +134,7 @@ class WebhookHandler:
             return state
         if event.kind == "labeled" or not event.pull:  # one open task per issue, however it was asked for
             had = self.links.for_issue(event.repo, event.number)
-            busy = next((link.task_id for link in had if _open(self.service.store.get_task(link.task_id).state)),
+            busy = next((link.task_id for link in had if _open(self.service.get_task(link.task_id).state)),
                         None)
             state = replace(state, busy_task=busy, first_task=not had)
         if event.kind != "labeled":
@@ -141,7 +142,7 @@ class WebhookHandler:
                                    pull=event.pull if self.separate_numbers else None)
             if waiting is not None:
                 state = replace(state, waiting_task=waiting.task_id, asked_by=waiting.requested_by,
-                                is_question=is_the_question(self.service, waiting, event.comment_id))
+                                is_question=is_the_question(self.links, waiting, event.comment_id))
         if could_act(event, state):
             state = replace(state, may_write=bool(event.author) and self.forge.permission(
                 event.repo, event.author or "") in WRITERS)
@@ -231,7 +232,7 @@ class WebhookHandler:
         (a draft under ``pr = "draft-when-ready"``) stays the person's to mark ready and merge."""
         linked = self.links.all_for_pull(repo, number) if pull else self.links.for_issue(repo, number)
         ready = [link for link in linked
-                 if self.service.store.get_task(link.task_id).state is TaskState.READY_FOR_REVIEW]
+                 if self.service.get_task(link.task_id).state is TaskState.READY_FOR_REVIEW]
         ref = IssueRef.of(repo, number, pull=pull)
         waits = (f"\n\nTask `{still_open}`'s question is still open: reply here without "
                  f"`{self.settings.mention} accept` to answer it.") if still_open else ""
@@ -242,8 +243,7 @@ class WebhookHandler:
         for link in ready:
             # The person's own `accept` on the forge, under the evidence the pull request shows: their confirm.
             self.service.accept(link.task_id, confirm=True)
-            self.service.store.append_event(link.task_id, None, "forge_accepted", {"by": ask.author,
-                                                                                   "comment_id": ask.comment_id})
+            note(self.service, link.task_id, AcceptedOnForge(ask.author, ask.comment_id))
         if ask.comment_id is not None:
             self.forge.react(ref, "+1", comment_id=ask.comment_id, on_line=ask.on_line)
         done = ", ".join(f"`{link.task_id}`" for link in ready)

@@ -88,6 +88,15 @@ class Gateway:
         self._server: Any = None
         self._client: httpx.AsyncClient | None = None
         self._socket: socket.socket | None = None
+        self._mounted: dict[str, Callable[[Scope, Receive, Send], Awaitable[None]]] = {}
+
+    def mount(self, path: str, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        """Serve ``path`` and what is below it with the ASGI ``app``: another host service a sandbox
+        reaches through its one relay (errand's tools over MCP), which checks its own credentials."""
+        if not path.startswith("/") or path.endswith("/") or path.startswith("/v1"):
+            raise GatewayError(f"cannot mount at {path!r}: a path like '/mcp', beside the providers' routes",
+                               code="invalid_config")
+        self._mounted[path] = app
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -190,8 +199,13 @@ class Gateway:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        headers = _headers(scope)
         path = scope["path"]
+        mounted = next((app for prefix, app in self._mounted.items()
+                        if path == prefix or path.startswith(prefix + "/")), None)
+        if mounted is not None:
+            await mounted(scope, receive, send)
+            return
+        headers = _headers(scope)
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         token = _token(headers, query)
         grant = self._grants.get(token) if token else None

@@ -12,9 +12,10 @@ it does, a fraction of a millisecond::
 
 A claim takes the egress policy, the memory, process and CPU limits, the
 environment, the working directory, labels and lifetime it is given, and the
-pool starts another sandbox in its place. What cannot change after a start
-is fixed by the pool: the image, the isolation tier and the writable layer's
-size and medium (a claim asking another raises ``pool_mismatch``), and mounts
+pool starts another sandbox in its place, a moment later, so that the claimed
+sandbox's first commands do not compete with that start for the CPU. What
+cannot change after a start is fixed by the pool: the image, the isolation
+tier and the writable layer's size and medium (a claim asking another raises ``pool_mismatch``), and mounts
 (a claim with mounts raises ``pool_mounts``: create that sandbox with
 ``AsyncSandbox.create``). A claimed sandbox's lifetime is held by its owner
 and, should the owner die, by garbage collection; unlike a created one's, not
@@ -43,6 +44,7 @@ from errand.sandbox.sandbox import AsyncSandbox, validate
 __all__ = ["AsyncSandboxPool"]
 
 _MAX_SIZE = 1000
+_REFILL_DELAY = 0.05  # seconds between a claim and the start of the sandbox replacing it
 
 
 class AsyncSandboxPool:
@@ -106,13 +108,16 @@ class AsyncSandboxPool:
             raise ConfigError("this pool's sandboxes have a CPU limit; a claim can change it, not remove it",
                               code="pool_mismatch")
         sandbox = self._take()
-        self._refill()
         if sandbox is None:
+            self._refill()
             self.misses += 1
             return await AsyncSandbox.create(self.image, network=declared.network, resources=wanted,
                                              timeout=declared.timeout, workdir=declared.workdir,
                                              env=dict(declared.env), labels=dict(checked_labels),
                                              isolation=self.isolation)
+        # The replacement's start (a launcher, bwrap, their namespaces and mounts) would
+        # compete for the CPU with the claimed sandbox's first commands: it waits a moment.
+        asyncio.get_running_loop().call_later(_REFILL_DELAY, self._refill)
         try:
             await _configure(sandbox, wanted if wanted != self.resources else None, declared.network,
                              declared.timeout, declared.workdir, dict(declared.env), dict(checked_labels))

@@ -213,8 +213,10 @@ def followup_task(request: Request, task_id: TaskId, body: FollowupIn) -> Review
     task, a new task starting from its commit, with ``parent_id`` naming it (that task is returned).
     Each of ``comments`` is anchored in the round's instruction: its file, its lines, those lines
     quoted from the diff, and its text. A comment on a file the diff does not change, or on lines
-    it does not have, is refused (422) and nothing changes."""
-    return task_service(request).followup(task_id, body.text, [c.comment() for c in body.comments])
+    it does not have, is refused (422) and nothing changes. The comments are on the diff of
+    ``attempt`` (the best-ranked attempt of the last round if omitted)."""
+    return task_service(request).followup(task_id, body.text, [c.comment() for c in body.comments],
+                                          attempt=body.attempt)
 
 
 @router.post("/tasks/{task_id}/retry", response_model=Task, responses=PROBLEMS)

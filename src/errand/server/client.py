@@ -174,10 +174,14 @@ class ErrandClient(StoreReads[RemoteStore]):
     def cancel(self, task_id: str) -> Task:
         return _task(self._post(task_id, "cancel", {}))
 
-    def followup(self, task_id: str, text: str = "", comments: Sequence[LineComment] = ()) -> Review | Task:
+    def followup(self, task_id: str, text: str = "", comments: Sequence[LineComment] = (), *,
+                 attempt: int | None = None) -> Review | Task:
         sent = [{"path": c.path, "side": c.side, "start_line": c.start_line, "end_line": c.end_line,
                  "body": c.body} for c in comments]
-        answer = self._post(task_id, "followup", {"text": text, "comments": sent} if sent else {"text": text})
+        body: dict[str, Any] = {"text": text, "comments": sent} if sent else {"text": text}
+        if attempt is not None:
+            body["attempt"] = attempt
+        answer = self._post(task_id, "followup", body)
         return _review(answer) if "verdict" in answer else _task(answer)
 
     def retry(self, task_id: str) -> Task:

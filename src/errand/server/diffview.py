@@ -10,6 +10,11 @@ pull request's diff does, and the words that differ between them are marked
 (:func:`highlight`). Files a reviewer rarely reads line by line — deleted ones,
 generated ones (lockfiles, minified bundles), large ones — say so
 (:attr:`FileDiff.collapsed`), and the page shows them closed.
+
+A diff can be huge (thousands of files, a file of 300,000 lines), so the review page is
+budgeted (:func:`budget`): it lists at most :data:`PAGE_FILES` files at a time and draws at
+most :data:`PAGE_LINES` lines; closed files and those past the budget are not drawn but
+loaded when opened, one at a time, each drawn up to :data:`FILE_LINES` lines.
 """
 
 from __future__ import annotations
@@ -32,8 +37,8 @@ from pygments.util import ClassNotFound
 from errand._text import printable
 from errand.repo.git import diff_header_paths, unquote_path
 
-__all__ = ["LARGE", "FileDiff", "Line", "TreeEntry", "base_lines", "css", "generated", "hide_whitespace", "highlight",
-           "parse", "tree"]
+__all__ = ["FILE_LINES", "LARGE", "PAGE_FILES", "PAGE_LINES", "Budgeted", "FileDiff", "Line", "TreeEntry",
+           "base_lines", "budget", "css", "generated", "hide_whitespace", "highlight", "parse", "tree"]
 
 Kind = Literal["context", "add", "del", "hunk", "note"]
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -48,6 +53,9 @@ LOCKFILES = frozenset({
     "mix.lock", "pubspec.lock", "Podfile.lock", "packages.lock.json", "gradle.lockfile", "conda-lock.yml"})
 GENERATED_SUFFIXES = (".min.js", ".min.css", ".js.map", ".css.map", ".pb.go", "_pb2.py", "_pb2.pyi", ".snap")
 MINIFIED_LINE = 1000  # characters: a line this long in a file's additions means it was minified
+PAGE_FILES = 300  # files one review page lists (a pull request's page lists as many); the rest on the next pages
+PAGE_LINES = 3000  # lines one review page draws; the files past them load when opened
+FILE_LINES = 5000  # lines one opened file draws; past them, the whole diff is the raw patch
 
 
 @dataclass(frozen=True)
@@ -94,9 +102,15 @@ class FileDiff:
         return hashlib.sha256(f"{self.path}\0{text}".encode(errors="surrogateescape")).hexdigest()[:16]
 
     @property
-    def expandable(self) -> bool:
-        """Whether more of the file's base can be shown around its hunks."""
+    def has_base(self) -> bool:
+        """Whether the file existed at the base with lines (its base text can be read)."""
         return self.status != "added" and not self.binary and any(line.kind == "hunk" for line in self.lines)
+
+    @property
+    def expandable(self) -> bool:
+        """Whether more of the file's base can be shown around its hunks (a deleted file's hunk is
+        the whole of it: there is nothing more to show)."""
+        return self.has_base and self.status != "deleted"
 
 
 def generated(file: FileDiff) -> str | None:
@@ -348,6 +362,51 @@ def base_lines(path: str, text: str, start: int, end: int) -> tuple[int, list[Li
 
 
 @dataclass(frozen=True)
+class Budgeted:
+    """One page of a diff as the review draws it: ``files`` (the page's, from number ``first``
+    of ``total``), of which those numbered in ``drawn`` are drawn (and highlighted); the others
+    load when opened."""
+
+    files: list[FileDiff]
+    first: int
+    total: int
+    drawn: frozenset[int]
+    deferred_by_budget: int  # files not drawn only because the page's line budget was spent
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.files) - 1
+
+
+def budget(files: list[FileDiff], first: int = 1) -> Budgeted:
+    """The page of ``files`` that starts at file number ``first`` (1-based), each open file drawn
+    while the page's :data:`PAGE_LINES` last, in order; closed files are never drawn inline."""
+    first = max(1, min(first, len(files)))
+    page = files[first - 1:first - 1 + PAGE_FILES]
+    drawn: set[int] = set()
+    spent = over = 0
+    for number, file in enumerate(page, start=first):
+        if file.collapsed:
+            continue
+        if spent + len(file.lines) > PAGE_LINES and spent:
+            over += 1
+            continue
+        spent += len(file.lines)
+        drawn.add(number)
+    highlighted = highlight([file for number, file in enumerate(page, start=first) if number in drawn])
+    marked = iter(highlighted)
+    page = [next(marked) if number in drawn else file for number, file in enumerate(page, start=first)]
+    return Budgeted(page, first, len(files), frozenset(drawn), over)
+
+
+def one_file(file: FileDiff) -> tuple[FileDiff, int]:
+    """``file`` highlighted as an opened file shows it: at most :data:`FILE_LINES` lines; and how
+    many lines that leaves out."""
+    [shown] = highlight([replace(file, lines=file.lines[:FILE_LINES])])
+    return shown, sum(line.kind not in ("hunk", "note") for line in file.lines[FILE_LINES:])
+
+
+@dataclass(frozen=True)
 class TreeEntry:
     """One row of the file tree: a directory (``file`` None) or a file, at its depth."""
 
@@ -357,12 +416,12 @@ class TreeEntry:
     index: int = 0  # the file's place in the diff, from 1
 
 
-def tree(files: list[FileDiff]) -> list[TreeEntry]:
+def tree(files: list[FileDiff], first: int = 1) -> list[TreeEntry]:
     """The files as a tree, in the diff's order (git's: by path, so a directory's files are
-    together), each directory named once above its files."""
+    together), each directory named once above its files; numbered from ``first``."""
     entries: list[TreeEntry] = []
     shown: list[str] = []
-    for index, file in enumerate(files, start=1):
+    for index, file in enumerate(files, start=first):
         *directories, name = file.path.split("/")
         common = 0
         while common < min(len(shown), len(directories)) and shown[common] == directories[common]:

@@ -210,6 +210,26 @@ def compare(runs: list[Run], evidences: list[Evidence | None]) -> list[Attempt]:
     return attempts
 
 
+def ties(attempts: list[Attempt]) -> list[str]:
+    """Each group of attempts equal on every measure, in words that name all of them and how
+    they are placed (by attempt number, the lower first)."""
+    groups: dict[int, list[int]] = {}
+    for attempt in attempts:
+        if attempt.tied_with is not None:
+            groups.setdefault(attempt.tied_with, [attempt.tied_with]).append(attempt.run.attempt)
+    said = []
+    for numbers in groups.values():
+        if len(numbers) == 2:
+            said.append(f"Attempts {numbers[0]} and {numbers[1]} are equal on every measure: attempt {numbers[0]} is "
+                        "placed first because its number is lower.")
+        else:
+            named = ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
+            order = ", then ".join(map(str, numbers))
+            said.append(f"Attempts {named} are equal on every measure: they are placed by their numbers, the lower "
+                        f"first ({order}).")
+    return said
+
+
 def _why(run: Run, evidence: Evidence | None) -> list[str]:
     outcome = run.outcome
     if evidence is None or outcome is None:

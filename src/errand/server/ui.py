@@ -327,17 +327,20 @@ async def retry(request: Request, task_id: Text, csrf: Csrf) -> Response:
 
 @router.get("/tasks/{task_id}/review", response_class=HTMLResponse)
 async def review(request: Request, task_id: Text, attempt: Annotated[int | None, Query(ge=1, le=10_000)] = None,
-                 ws: Annotated[str | None, Query(max_length=8)] = None) -> HTMLResponse:
-    return await _review_page(request, task_id, attempt, ws == "hide")
+                 ws: Annotated[str | None, Query(max_length=8)] = None,
+                 files: Annotated[int, Query(ge=1, le=10_000_000)] = 1) -> HTMLResponse:
+    """The review of an attempt's diff (the best-ranked's unless ``attempt``), listing its files
+    from number ``files`` on (a page lists :data:`diffview.PAGE_FILES`)."""
+    return await _review_page(request, task_id, attempt, ws == "hide", first=files)
 
 
 async def _review_page(request: Request, task_id: str, attempt: int | None, hide_ws: bool, *, status: int = 200,
-                       error: str | None = None) -> HTMLResponse:
-    return await asyncio.to_thread(_review_page_now, request, task_id, attempt, hide_ws, status, error)
+                       error: str | None = None, first: int = 1) -> HTMLResponse:
+    return await asyncio.to_thread(_review_page_now, request, task_id, attempt, hide_ws, status, error, first)
 
 
 def _review_page_now(request: Request, task_id: str, attempt: int | None, hide_ws: bool, status: int,
-                     error: str | None) -> HTMLResponse:
+                     error: str | None, first: int = 1) -> HTMLResponse:
     service = task_service(request)
     task = detail(service, task_id)
     shared = {"task": task, "conversation": taskview.conversation(service.store, task_id),
@@ -352,12 +355,12 @@ def _review_page_now(request: Request, task_id: str, attempt: int | None, hide_w
                     evidence=None, error=error or missing.message)
     patch = chosen.outcome.patch if chosen.outcome else ""
     files = diffview.parse(patch)
-    files = diffview.highlight(diffview.hide_whitespace(files) if hide_ws else files)
+    shown = diffview.budget(diffview.hide_whitespace(files) if hide_ws else files, first)
     attempts = taskview.compare(ranked, [service.evidence(r) for r in ranked])
     evidence = service.evidence(chosen)
-    return page(request, "review.html", status, **shared, files=files, attempts=attempts, chosen=chosen,
-                tree=diffview.tree(files), ranking_rule=RANKING_RULE,
-                evidence=evidence, risks=accept_risks(evidence), needs_into=is_url(task.repo),
+    return page(request, "review.html", status, **shared, files=files, shown=shown, attempts=attempts, chosen=chosen,
+                tree=diffview.tree(shown.files, shown.first), ranking_rule=RANKING_RULE, limits=diffview,
+                evidence=evidence, risks=accept_risks(evidence, patch), needs_into=is_url(task.repo),
                 reviewable=_panel(task)["reviewable"], accept_ready=task.state is TaskState.READY_FOR_REVIEW)
 
 
@@ -371,10 +374,10 @@ def compare(request: Request, task_id: Text) -> HTMLResponse:
         ranked = service.round_runs(task_id)
     except ErrandError as missing:
         return page(request, "compare.html", status_of(missing), task=task, attempts=[], matrix=[],
-                    ranking_rule=RANKING_RULE, error=missing.message)
+                    ranking_rule=RANKING_RULE, ties=[], error=missing.message)
     attempts = taskview.compare(ranked, [service.evidence(r) for r in ranked])
     return page(request, "compare.html", task=task, attempts=attempts, matrix=taskview.file_matrix(attempts),
-                ranking_rule=RANKING_RULE)
+                ranking_rule=RANKING_RULE, ties=taskview.ties(attempts))
 
 
 @router.get("/tasks/{task_id}/context")
@@ -397,9 +400,34 @@ def _context_now(request: Request, task_id: str, attempt: int | None, path: str,
     task = detail(service, task_id)
     run = service.chosen_run(task_id, attempt)
     changed = diffview.parse(run.outcome.patch if run.outcome else "")
-    if not any((file.old_path or file.path) == path and file.expandable for file in changed):
+    if not any((file.old_path or file.path) == path and file.has_base for file in changed):
         raise ConfigError(f"{path!r} is not a file this attempt changed that existed before it", code="not_in_diff")
     return diffview.base_lines(path, taskview.base_text(task, path), start, end)
+
+
+@router.get("/tasks/{task_id}/review/file", response_class=HTMLResponse)
+async def review_file(request: Request, task_id: Text, number: Annotated[int, Query(ge=1, le=10_000_000)],
+                      attempt: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+                      ws: Annotated[str | None, Query(max_length=8)] = None) -> HTMLResponse:
+    """File ``number`` (1-based, in the diff's order) of an attempt's diff, drawn as the review
+    page draws an open file, up to :data:`diffview.FILE_LINES` lines: what a closed file, or one
+    past the page's budget, loads when it is opened."""
+    file, left_out = await asyncio.to_thread(_review_file_now, request, task_id, attempt, number, ws == "hide")
+    return page(request, "_diff_file.html", f=file, hide_ws=ws == "hide", left_out=left_out, task_id=task_id,
+                attempt=attempt, number=number)
+
+
+def _review_file_now(request: Request, task_id: str, attempt: int | None, number: int,
+                     hide_ws: bool) -> tuple[diffview.FileDiff, int]:
+    service = task_service(request)
+    detail(service, task_id)
+    run = service.chosen_run(task_id, attempt)
+    files = diffview.parse(run.outcome.patch if run.outcome else "")
+    if number > len(files):
+        raise ConfigError(f"attempt {run.attempt} changed {len(files)} file(s): there is no file {number}",
+                          code="not_in_diff")
+    file = files[number - 1]
+    return diffview.one_file(diffview.hide_whitespace([file])[0] if hide_ws else file)
 
 
 @router.get("/assets/code.css")

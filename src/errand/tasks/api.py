@@ -38,7 +38,8 @@ class TaskApi(ReadableStore, Protocol):
 
     def retry(self, task_id: str) -> Task: ...
 
-    def followup(self, task_id: str, text: str = "", comments: Sequence[LineComment] = ()) -> Review | Task: ...
+    def followup(self, task_id: str, text: str = "", comments: Sequence[LineComment] = (), *,
+                 attempt: int | None = None) -> Review | Task: ...
 
     # ------------------------------------------------------------ review
 

@@ -21,7 +21,7 @@ import json
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from errand.sandbox.image import Image
 from errand.sandbox.network import Network
 from errand.sandbox.registries import RegistryAccess, host_registries
 from errand.tasks import errand_toml
+from errand.tasks.detect import detect
 from errand.tasks.errand_toml import DEFAULT_INSTRUCTIONS, WHOLE_TREE
 from errand.tasks.reuse import DEPENDENCY_TABLES, KEY_PATTERNS, key_files, key_material
 
@@ -83,6 +84,7 @@ class Environment:
     budgets: Budgets | None = None  # [agent] max_steps & co; None: the engine's defaults
     agent_kind: str | None = None  # [agent] kind: the agent tasks of this repository get unless told otherwise
     source: Path | None = None  # the errand.toml read, or None for the defaults
+    detected: str | None = None  # without errand.toml, what errand.tasks.detect read off the files, and why
 
     @property
     def setup_egress(self) -> Network:
@@ -103,7 +105,10 @@ class Environment:
         repo = Path(repo_dir).resolve()
         path = repo / CONFIG_FILE
         if not os.path.lexists(path):
-            return cls()
+            found = detect(repo)
+            if found is None:
+                return cls()
+            return replace(_parse(tomllib.loads(found.toml), repo, path), source=None, detected=found.summary())
         raw = read_inside(repo, CONFIG_FILE, MAX_CONFIG_BYTES)
         if raw is None:
             raise ConfigError(f"{path} is not a regular file inside the repository", code="outside_repo")

@@ -11,7 +11,9 @@ The rules, the weakest finding deciding the level:
 
 * **low** — the run did not finish; it changed nothing; there is no test
   command; the tests fail after the change; fewer tests pass than on the base;
-  the only files changed to turn failing tests green are test files.
+  the only files changed to turn failing tests green are test files; a test
+  that failed on the base is gone or skipped after (not seen passing: a
+  deleted or skipped test is not a fixed one).
 * **medium** — the tests passed already on the base and no test was added or
   changed (nothing shows the change is exercised); test files were changed
   along with the code; lint fails; the diff is large; the agent stated
@@ -59,6 +61,7 @@ class TestRun:
     failing: list[str] = field(default_factory=list)  # the failing tests' names, the first MAX_NAMED
     passing: list[str] | None = None  # the passing tests' names where the runner lists them
     source: str = "none"  # what the counts were read from: junit, tap, pytest, vitest, ...
+    skipped: list[str] = field(default_factory=list)  # the skipped tests' names where the runner lists them
 
     @property
     def ok(self) -> bool:
@@ -91,13 +94,14 @@ class TestRun:
 
     def report(self) -> Report:
         return Report(self.passed, self.failed, tuple(self.failing),
-                      None if self.passing is None else tuple(self.passing), self.source)
+                      None if self.passing is None else tuple(self.passing), self.source, tuple(self.skipped))
 
     @classmethod
     def of(cls, command: str, exit_code: int | None, seconds: float, output: str, report: Report) -> TestRun:
         return cls(command, exit_code, seconds, output, report.passed, report.failed,
                    failing=list(report.failing[:MAX_NAMED]),
-                   passing=None if report.passing is None else list(report.passing), source=report.source)
+                   passing=None if report.passing is None else list(report.passing), source=report.source,
+                   skipped=list(report.skipped[:MAX_NAMED]))
 
     def stored(self) -> TestRun:
         """The run as evidence keeps it: without the passing tests' names (they served the flips)."""
@@ -130,6 +134,8 @@ class Evidence:
     confidence: Confidence = field(default_factory=lambda: Confidence("low", ["not assessed"]))
     fixed_tests: list[str] = field(default_factory=list)  # failed on the base, pass after
     broken_tests: list[str] = field(default_factory=list)  # passed on the base, fail after
+    gone_tests: list[str] = field(default_factory=list)  # failed on the base, not seen after: not fixed
+    skipped_tests: list[str] = field(default_factory=list)  # failed on the base, skipped after: not fixed
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -195,8 +201,13 @@ def _test_findings(evidence: Evidence) -> list[tuple[Level, str]]:
     if before is not None and before.passed is not None and after.passed is not None and after.passed < before.passed:
         findings.append(("low", f"fewer tests pass than on the base ({before.passed} → {after.passed})"))
     code_files = [f["path"] for f in evidence.files if f["path"] not in evidence.test_files]
+    unfixed = _unfixed(evidence)
+    if unfixed:
+        findings.append(("low", unfixed))
     if before is not None and not before.ok:
-        if evidence.test_files and not code_files:
+        if unfixed:
+            pass  # the tests pass after, but not because every failing one was fixed
+        elif evidence.test_files and not code_files:
             findings.append(("low", "the failing tests were made to pass by changing only test files: "
                                     + ", ".join(evidence.test_files)))
         else:
@@ -211,6 +222,20 @@ def _test_findings(evidence: Evidence) -> list[tuple[Level, str]]:
         findings.append(("medium", "test files were changed along with the code; check the tests were not "
                                    "weakened: " + ", ".join(evidence.test_files)))
     return findings
+
+
+def _unfixed(evidence: Evidence) -> str:
+    """Why the tests that failed on the base are not all fixed, though the run passes: some are
+    gone or skipped after ("" when none is)."""
+    parts = []
+    if evidence.gone_tests:
+        parts.append(f"{len(evidence.gone_tests)} gone (was failing){_named(evidence.gone_tests)}")
+    if evidence.skipped_tests:
+        parts.append(f"{len(evidence.skipped_tests)} skipped (was failing){_named(evidence.skipped_tests)}")
+    if not parts:
+        return ""
+    return ("tests that failed on the base were not seen passing after: " + "; ".join(parts)
+            + " — a deleted or skipped test is not a fixed one")
 
 
 def _named(names: list[str], shown: int = 5) -> str:

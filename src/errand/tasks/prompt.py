@@ -52,17 +52,27 @@ def _item(text: str) -> str:
                      for index, line in enumerate(text.strip().split("\n")))
 
 
-def commented_instruction(text: str, comments: Sequence[LineComment]) -> str:
+def commented_instruction(text: str, comments: Sequence[LineComment], *, attempt: int | None = None,
+                          continued: int | None = None) -> str:
     """``text`` (an overall instruction, maybe empty) and each comment anchored: its file, its
     lines and side, the lines themselves as quoted, who said it, and what it says. The one
     rendering of line comments: the review page, ``errand followup --comment`` and a forge's
-    review all send their comments through it."""
+    review all send their comments through it.
+
+    ``attempt`` names the attempt whose diff the comments are on, where a round had several;
+    ``continued``, the attempt whose work the next round starts from: when they differ the
+    agent is told that the quoted lines are not those of its working copy."""
     if not comments:
         return text.strip()
-    head = (f"The reviewer commented on lines of the diff ({len(comments)} "
+    of = "the diff" if attempt is None else f"the diff of attempt {attempt}"
+    head = (f"The reviewer commented on lines of {of} ({len(comments)} "
             f"comment{'' if len(comments) == 1 else 's'}). Each names a file and its lines — \"new\": "
-            "numbered as the file is after the work so far, \"old\": as it was at the base — quotes them "
-            "(+ added, - removed by the work), then says what to change:")
+            f"numbered as the file is after {'the work so far' if attempt is None else f'attempt {attempt}'}, "
+            "\"old\": as it was at the base — quotes them (+ added, - removed by the work), then says what "
+            "to change:")
+    if continued is not None and attempt is not None and continued != attempt:
+        head += (f"\n(Your working copy holds the work of attempt {continued}, the best-ranked, not of attempt "
+                 f"{attempt}: the quoted lines are attempt {attempt}'s; apply what the comments ask to your copy.)")
     parts = [text.strip()] if text.strip() else []
     parts.append(head)
     parts += [_comment(number, comment) for number, comment in enumerate(comments, start=1)]

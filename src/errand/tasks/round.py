@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from errand.agent import Agent, AgentResult, Budgets
 from errand.agent.budgets import Spent
 from errand.agent.external import CliAdapter, CliAgent, Gateway, ModelAccess, with_layer
+from errand.agent.mcp_server import Desk
 from errand.agent.seam import DEFAULT_KIND, TaskAgent, cli_adapter
 from errand.agent.transcript import message_from_json, message_to_json
 from errand.errors import ConfigError, ErrandError
@@ -169,6 +170,7 @@ class _Live:
     results: list[AgentResult | None]
     baseline: asyncio.Future[TestRun | None] | None = None
     grants: dict[int, ModelAccess] = field(default_factory=dict)  # an agent CLI's model access, by attempt
+    desks: dict[int, Desk] = field(default_factory=dict)  # an agent CLI's side of errand's tools, by attempt
     messages: list[tuple[str, int]] = field(default_factory=list)
     waiting: set[int] = field(default_factory=set)
 
@@ -366,7 +368,7 @@ async def _new_agent(bench: Bench, live: _Live, prepared: Prepared, index: int) 
         access, sandbox = await _cli_sandbox(bench, live, prepared, index, adapter)
         agent = CliAgent(adapter, sandbox, access, workdir=steps.WORKSPACE, budgets=budgets, on_event=journal,
                          instructions=prepared.guide or None, memories=prepared.given or None,
-                         profile=live.model.profile)
+                         profile=live.model.profile, desk=live.desks.get(index))
     else:
         sandbox = await _sandbox(bench, live, prepared, index)
         hooks = live.link.attempt(journal) if live.link is not None else None
@@ -394,8 +396,9 @@ async def _cli_sandbox(bench: Bench, live: _Live, prepared: Prepared, index: int
     access = live.grants.get(index)
     if access is None:
         budgets = live.environment.budgets or bench.budgets
+        desk = live.desks[index] = Desk(live.link.attempt(live.journals[index]) if live.link is not None else None)
         access = live.grants[index] = await bench.gateway.grant(prepared.run_ids[index], live.model, budgets,
-                                                                adapter.protocol)
+                                                                adapter.protocol, desk)
     sandbox = live.sandboxes[index]
     if sandbox is None:
         run = await asyncio.to_thread(bench.store.get_run, prepared.run_ids[index])
@@ -450,6 +453,9 @@ async def _restored_agent(bench: Bench, live: _Live, prepared: Prepared, index: 
 async def _suspend(bench: Bench, live: _Live, prepared: Prepared, index: int, agent: TaskAgent) -> None:
     """Save the attempt's conversation and end its sandbox: nothing runs while a person thinks."""
     journal = live.journals[index]
+    keep = getattr(agent, "keep_session", None)  # an agent CLI's session files, out of the sandbox that ends
+    if keep is not None:
+        await keep()
     await asyncio.to_thread(_save, prepared, index, _SUSPENDED, {
         "agent": agent.suspended(), "commands": journal.commands, "delivered": sorted(journal.delivered)})
     sandbox, live.sandboxes[index], live.agents[index] = live.sandboxes[index], None, None
@@ -706,7 +712,8 @@ def _labels(run: Run, role: str = "agent") -> dict[str, str]:
 def _environment_event(environment: Environment, task: Task, bench: Bench) -> dict[str, Any]:
     """What shapes the round, and where it came from: the base commit's errand.toml (or the defaults)."""
     budgets = environment.budgets or bench.budgets
-    return {"config": "errand.toml" if environment.source is not None else None, "commit": task.base_commit,
+    return {"config": "errand.toml" if environment.source is not None else None, "detected": environment.detected,
+            "commit": task.base_commit,
             "test": environment.test, "lint": environment.lint, "network": environment.network.to_dict(),
             "setup_network": environment.setup_egress.to_dict() if environment.setup else None,
             "isolation": bench.isolation, "budgets": {name: getattr(budgets, name) for name in BUDGET_NAMES}}

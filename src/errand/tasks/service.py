@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
 from errand import _settings
 from errand.agent.seam import DEFAULT_KIND, agent_kind
 from errand.errors import ConfigError
@@ -73,6 +75,11 @@ class TaskService(StoreReads[TaskStore]):
         opened when first needed; ``None``: no memory)."""
         self.store = store
         self._memory = memory
+
+    @property
+    def engine(self) -> sa.Engine:
+        """The database the tasks are on: another layer's store (the forge's links) opens its tables there."""
+        return self.store.engine
 
     @property
     def memory(self) -> MemoryStore | None:
@@ -162,40 +169,56 @@ class TaskService(StoreReads[TaskStore]):
 
     # ------------------------------------------------------------ review
 
-    def followup(self, task_id: str, text: str = "", comments: Sequence[LineComment] = ()) -> Review | Task:
+    def followup(self, task_id: str, text: str = "", comments: Sequence[LineComment] = (), *,
+                 attempt: int | None = None) -> Review | Task:
         """Ask for more work: a new round of the task on its branch, with ``text`` and each of
         ``comments`` (lines of the task's diff, see :mod:`errand.tasks.comments`) anchored in its
         instruction (the review returned). Of an accepted task, whose work has landed, a new task
         that starts from its commit and names it as its parent (that task returned). With comments
         ``text`` may be empty; a comment on a file or lines the diff does not have refuses the
-        whole follow-up, and nothing changes."""
+        whole follow-up, and nothing changes.
+
+        The comments are on the diff of run ``attempt`` (the best-ranked of the last round when
+        omitted): checked against its lines, quoted from it, and the instruction names it."""
         check_count(comments)
         note = text.strip() if comments and isinstance(text, str) and not text.strip() else _text(
             text, "a follow-up instruction")
         task = self.store.get_task(task_id)
         if task.state is not TaskState.ACCEPTED:
             self._settled(task_id, "followup", _FOLLOWABLE)
-        anchored = self._anchored(task, comments) if comments else []
-        instruction = _text(commented_instruction(note, anchored), "a follow-up instruction")
+        anchored, on, continued = self._anchored(task, comments, attempt) if comments else ([], None, None)
+        instruction = _text(commented_instruction(note, anchored, attempt=on, continued=continued),
+                            "a follow-up instruction")
         if task.state is TaskState.ACCEPTED:
             return self._follow_accepted(task, instruction, note, anchored)
         review = self.store.add_review(task_id, Verdict.FOLLOWUP, instruction)
-        self.store.append_event(task_id, None, "followup", _followup_event(instruction, note, anchored))
+        self.store.append_event(task_id, None, "followup", _followup_event(instruction, note, anchored, on))
         observe_verdict(self.memory, self.store.get_task(task_id), "followup", note or None)
         return review
 
-    def _anchored(self, task: Task, comments: Sequence[LineComment]) -> list[LineComment]:
+    def _anchored(self, task: Task, comments: Sequence[LineComment],
+                  attempt: int | None) -> tuple[list[LineComment], int | None, int | None]:
         """``comments`` checked against, and quoting, the diff they are about: the accepted run's
-        of an accepted task, else the chosen run's (the work the next round continues)."""
+        of an accepted task, else run ``attempt``'s (the best-ranked's if omitted); and which
+        attempt that is, and which one the next round continues, when there is a choice to name."""
         accepted = self.store.last_event(task.id, ["accepted"]) if task.state is TaskState.ACCEPTED else None
         run_id = str(accepted.data.get("run_id") or "") if accepted is not None else ""
         runs = [r for r in self.store.runs(task.id) if r.id == run_id and r.outcome is not None]
-        run = runs[0] if runs else self.chosen_run(task.id)
+        best = runs[0] if runs else self.chosen_run(task.id)
+        run = best if attempt is None else self.chosen_run(task.id, attempt)
+        if runs and run.id != best.id:
+            raise ConfigError(f"task {task.id} was accepted as attempt {best.attempt}: comments on it are on that "
+                              f"attempt's diff, not attempt {attempt}'s", code="bad_attempt")
+        if run.round != best.round:
+            raise ConfigError(f"attempt {run.attempt} is of round {run.round}, not of the last round ({best.round}): "
+                              "comment on an attempt of the last round", code="bad_attempt")
         assert run.outcome is not None
         if not run.outcome.patch:
-            raise ConfigError(f"task {task.id} changed no file: there are no lines to comment on; send the "
-                              "follow-up as text", code="unknown_path")
-        return anchor(run.outcome.patch, comments, _base_reader(task))
+            raise ConfigError(f"attempt {run.attempt} of task {task.id} changed no file: there are no lines to "
+                              "comment on; send the follow-up as text", code="unknown_path")
+        anchored = anchor(run.outcome.patch, comments, _base_reader(task))
+        several = attempt is not None or len(self.store.runs(task.id, round=run.round)) > 1
+        return anchored, run.attempt if several else None, best.attempt if several and not runs else None
 
     def _follow_accepted(self, task: Task, text: str, note: str = "",
                          comments: Sequence[LineComment] = ()) -> Task:
@@ -234,7 +257,7 @@ class TaskService(StoreReads[TaskStore]):
         :class:`NeedsConfirmation` (its reasons named) unless ``confirm``; nothing changes then."""
         task = self._settled(task_id, "accept", _REVIEWABLE)
         run = self.chosen_run(task_id, attempt)
-        risks = [] if confirm else accept_risks(self.evidence(run))
+        risks = [] if confirm else accept_risks(self.evidence(run), run.outcome.patch if run.outcome else "")
         if risks:
             raise NeedsConfirmation(f"attempt {run.attempt} of task {task_id} needs a confirm before it is accepted: "
                                     + "; ".join(risks), task_id=task_id, reasons=risks)
@@ -305,7 +328,37 @@ class TaskService(StoreReads[TaskStore]):
         event = self.store.last_event(task.id, ["accepted"])
         return str(event.data.get("commit")) if event is not None and isinstance(event.data, dict) else None
 
+    def record(self, task_id: str, kind: str, data: dict[str, Any]) -> int:
+        """Write an event about ``task_id`` (not one of its runs) in its log: what another layer
+        (the forge) did for the task, for the person who reads the log. Its id."""
+        self.store.get_task(task_id)  # an unknown id is TaskNotFound
+        return self.store.append_event(task_id, None, kind, data)
+
     # ------------------------------------------------------------ reading
+
+    def last_event(self, task_id: str, kinds: Sequence[str]) -> Event | None:
+        """The newest of ``task_id``'s events of ``kinds``."""
+        return self.store.last_event(task_id, kinds)
+
+    def accepted_commit(self, task_id: str) -> str | None:
+        """The commit an accepted task landed on its branch; None for a task not accepted."""
+        return self._accepted_commit(self.store.get_task(task_id))
+
+    def open_question(self, task_id: str) -> tuple[int, str] | None:
+        """The question the task's agent asked last, as ``(its event's id, its text)``."""
+        event = self.store.last_event(task_id, ["question"])
+        return (event.id, _said(event)) if event is not None else None
+
+    def questions_answered(self, task_id: str) -> list[tuple[str, str]]:
+        """Each question the agent asked and the answer it was given, in order."""
+        pairs, question = [], None
+        for event in self.store.events(task_id, kinds=["question", "answer_delivered"]):
+            if event.kind == "question":
+                question = _said(event)
+            elif question is not None:
+                pairs.append((question, _said(event)))
+                question = None
+        return pairs
 
     def chosen_run(self, task_id: str, attempt: int | None = None) -> Run:
         """The run a review is about: the best-ranked of the last finished round, or the
@@ -333,6 +386,11 @@ class TaskService(StoreReads[TaskStore]):
         """Elapsed time, steps, tokens and cost, and each attempt of the latest round against
         its budgets (:meth:`errand.tasks.progress.Progress.to_json`)."""
         return progress(self.store, self.store.get_task(task_id)).to_json()
+
+
+def _said(event: Event) -> str:
+    """A question's or an answer's text."""
+    return str(event.data.get("text") or "") if isinstance(event.data, dict) else ""
 
 
 def issue_instruction(path: Path) -> tuple[str, str]:
@@ -365,21 +423,26 @@ class FollowupSaid:
 
     note: str
     comments: tuple[LineComment, ...]
+    attempt: int | None = None  # the attempt whose diff the comments are on, where the round had several
 
     @classmethod
     def of(cls, event: Event) -> FollowupSaid:
         data = event.data if isinstance(event.data, dict) else {}
         comments = tuple(LineComment.from_json(c) for c in data.get("comments") or ())
-        return cls(str(data.get("note") if comments else data.get("text") or ""), comments)
+        attempt = data.get("attempt")
+        return cls(str(data.get("note") if comments else data.get("text") or ""), comments,
+                   attempt if isinstance(attempt, int) else None)
 
 
-def _followup_event(instruction: str, note: str, comments: Sequence[LineComment]) -> dict[str, Any]:
+def _followup_event(instruction: str, note: str, comments: Sequence[LineComment],
+                    attempt: int | None = None) -> dict[str, Any]:
     """A follow-up as the conversation keeps it: the instruction as sent (``text``, what a person
-    reads in ``errand logs`` and on the page) and, with comments, the overall note and each
-    comment as data."""
+    reads in ``errand logs`` and on the page) and, with comments, the overall note, each comment
+    as data, and the attempt whose diff they are on (where the round had a choice)."""
     if not comments:
         return {"text": instruction}
-    return {"text": instruction, "note": note, "comments": [c.to_json() for c in comments]}
+    on = {} if attempt is None else {"attempt": attempt}
+    return {"text": instruction, "note": note, "comments": [c.to_json() for c in comments], **on}
 
 
 def _base_reader(task: Task) -> Callable[[str], str | None]:

@@ -41,7 +41,7 @@ from errand.tasks.evidence import Evidence, TestRun, assess, failed_checks, is_t
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run, RunResult, RunState, Task
 from errand.tasks.store import TaskStore
-from errand.tasks.testreport import MAX_REPORT_BYTES, Report, flips, read_junit, read_output, report_request
+from errand.tasks.testreport import MAX_REPORT_BYTES, Flips, Report, flips, read_junit, read_output, report_request
 
 __all__ = [
     "RANKING_RULE", "WORKSPACE", "Journal", "SetUp", "SetupFailed", "base_checkout", "cached_set_up", "check",
@@ -609,7 +609,7 @@ async def collect_evidence(
     files = [{"path": f.path, "status": f.status, "additions": f.additions, "deletions": f.deletions}
              for f in diff.files]
     diff_unchanged = tests_after is not None and tests_after.cached
-    fixed, broken = flips(tests_before.report(), tests_after.report()) if tests_before and tests_after else ((), ())
+    flipped = flips(tests_before.report(), tests_after.report()) if tests_before and tests_after else Flips((), ())
     evidence = Evidence(
         exit_status=result.status, exit_detail=result.detail, tests_before=tests_before and tests_before.stored(),
         tests_after=tests_after and tests_after.stored(), lint_after=lint_after and lint_after.stored(), files=files,
@@ -620,8 +620,8 @@ async def collect_evidence(
         # The tests after are the verdict under review (the base's failure is where the run started,
         # shown beside its own verdict); on an unchanged tree they are the base's, not run again.
         + failed_checks(("tests after", None if diff_unchanged else tests_after)),
-        assumptions=list(result.assumptions), summary=result.summary, fixed_tests=list(fixed),
-        broken_tests=list(broken))
+        assumptions=list(result.assumptions), summary=result.summary, fixed_tests=list(flipped.fixed),
+        broken_tests=list(flipped.broken), gone_tests=list(flipped.gone), skipped_tests=list(flipped.skipped))
     return replace(evidence, confidence=assess(evidence))
 
 

@@ -8,9 +8,12 @@ vitest's, mocha's and ``go test``'s. Output is always read as a terminal shows i
 sequences removed, a carriage return's redraw collapsed: :mod:`errand._terminal`), so a
 project that forces colour reads as it ran.
 
-A :class:`Report` holds counts and the names of the failing tests, and the passing tests'
-names when the runner lists them (a JUnit report, TAP, verbose output): only then can a
-before/after comparison say for certain which tests flipped (:func:`flips`).
+A :class:`Report` holds counts and the names of the failing tests, and the passing (and
+skipped) tests' names when the runner lists them (a JUnit report, TAP, verbose output): only
+then can a before/after comparison say for certain which tests flipped (:func:`flips`). A test
+that failed before is *fixed* only when it is seen passing after — by name, or, where the runner
+prints only its failures, by the passing count rising as much; else it is *gone* (deleted,
+renamed, not run) or *skipped*, and neither is a fix.
 """
 
 from __future__ import annotations
@@ -18,14 +21,14 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Literal, NamedTuple
 
 from errand._terminal import decode_line
 from errand._text import strip_escapes
 
-__all__ = ["MAX_REPORT_BYTES", "Case", "Report", "flips", "junit_cases", "plain", "read_junit", "read_output",
-           "report_request"]
+__all__ = ["MAX_REPORT_BYTES", "Case", "Flips", "Report", "flips", "junit_cases", "plain", "read_junit",
+           "read_output", "report_request"]
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 #: A report larger than this is not read (the output's summary is used instead).
@@ -61,6 +64,7 @@ class Report:
     failing: tuple[str, ...] = ()
     passing: tuple[str, ...] | None = None  # None: the runner did not list them
     source: str = "none"
+    skipped: tuple[str, ...] = ()  # the skipped tests' names, where the runner lists them
 
 
 NOTHING = Report(None, None)
@@ -104,7 +108,8 @@ def read_junit(xml: bytes) -> Report | None:
         return None
     failing = tuple(name for name, outcome in outcomes.items() if outcome in ("failed", "error"))
     passing = tuple(name for name, outcome in outcomes.items() if outcome == "passed")
-    return Report(len(passing), len(failing), failing, passing, "junit")
+    skipped = tuple(name for name, outcome in outcomes.items() if outcome == "skipped")
+    return Report(len(passing), len(failing), failing, passing, "junit", skipped)
 
 
 # ------------------------------------------------------------------ printed output
@@ -164,20 +169,20 @@ def _tap(text: str) -> Report | None:
                            "skip" if directive else "test"))
     failing: list[str] = []
     passing: list[str] = []
+    skipped: list[str] = []
     for index, (indent, ok, name, kind) in enumerate(points):
         # A parent's point follows its children's (TAP 14): a point after deeper ones encloses them.
         if index > 0 and points[index - 1][0] > indent:
             continue
         enclosing = _enclosing(points, index)
         full = " > ".join([*enclosing, name]) if name else " > ".join(enclosing) or f"test {index + 1}"
-        if kind == "test":
-            (passing if ok else failing).append(full)
-    report = Report(len(passing), len(failing), _unique(failing), _unique(passing), "tap")
+        (skipped if kind == "skip" else passing if ok else failing).append(full)
+    report = Report(len(passing), len(failing), _unique(failing), _unique(passing), "tap", _unique(skipped))
     if summary := _NODE_TAP_SUMMARY.search(text):
-        return Report(int(summary.group(2)), int(summary.group(3) or 0), report.failing, report.passing, "tap")
+        return replace(report, passed=int(summary.group(2)), failed=int(summary.group(3) or 0))
     counts = dict((kind, int(n)) for kind, n in _TAP_COUNT.findall(text))
     if "pass" in counts:
-        return Report(counts["pass"], counts.get("fail", 0), report.failing, report.passing, "tap")
+        return replace(report, passed=counts["pass"], failed=counts.get("fail", 0))
     return report
 
 
@@ -193,7 +198,7 @@ def _enclosing(points: list[tuple[int, bool, str, str]], index: int) -> list[str
 
 _PYTEST_SUMMARY = re.compile(r"(\d+) (passed|failed|errors?)\b")
 _PYTEST_NAMED = re.compile(r"^(FAILED|ERROR) (\S+::\S+|\S+\.py)(?: - .*)?$", re.MULTILINE)
-_PYTEST_VERBOSE = re.compile(r"^(\S+::\S+) (PASSED|FAILED|ERROR)\b", re.MULTILINE)
+_PYTEST_VERBOSE = re.compile(r"^(\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED)\b", re.MULTILINE)
 
 
 def _pytest(text: str) -> Report | None:
@@ -205,25 +210,44 @@ def _pytest(text: str) -> Report | None:
         counts["passed" if kind == "passed" else "failed"] += int(n)
     failing = [name for _kind, name in _PYTEST_NAMED.findall(text)]
     verbose = _PYTEST_VERBOSE.findall(text)
-    failing += [name for name, outcome in verbose if outcome != "PASSED"]
+    failing += [name for name, outcome in verbose if outcome in ("FAILED", "ERROR")]
     passing = _unique([name for name, outcome in verbose if outcome == "PASSED"])
+    skipped = _unique([name for name, outcome in verbose if outcome == "SKIPPED"])
     listed = len(passing) == counts["passed"] and passing
-    return Report(counts["passed"], counts["failed"], _unique(failing), passing if listed else None, "pytest")
+    return Report(counts["passed"], counts["failed"], _unique(failing), passing if listed else None, "pytest",
+                  skipped)
 
 
 _UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
 _UNITTEST_FAILED = re.compile(r"^FAILED \((.*)\)\s*$", re.MULTILINE)
-_UNITTEST_NAMED = re.compile(r"^(?:FAIL|ERROR): (\S+) \(([\w.]+)\)", re.MULTILINE)
+_UNITTEST_NAMED = re.compile(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)", re.MULTILINE)
+_UNITTEST_OUTCOMES = re.compile(r"^(?:OK|FAILED) \((.*)\)\s*$", re.MULTILINE)
+# ``-v``: ``test_x (mod.Class.test_x) ... ok``, a docstring's first line maybe on the next line.
+_UNITTEST_VERBOSE = re.compile(r"^(\w+) \(([\w.]+)\)(?:\n[^\n]*?)? \.\.\. (ok|FAIL|ERROR|skipped\b)",
+                               re.MULTILINE)
+
+
+def _unittest_name(name: str, qualified: str) -> str:
+    """``mod.Class.test_x``: Python 3.11 and later print that in the parentheses, earlier ones
+    only ``mod.Class`` (two failures of one class would read as one)."""
+    return qualified if qualified.endswith("." + name) else f"{qualified}.{name}"
 
 
 def _unittest(text: str) -> Report | None:
     if not (ran := _UNITTEST_RAN.search(text)):
         return None
-    failed = 0
-    if failure := _UNITTEST_FAILED.search(text):
-        failed = sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", failure.group(1)))
-    failing = [qualified for _name, qualified in _UNITTEST_NAMED.findall(text)]
-    return Report(int(ran.group(1)) - failed, failed, _unique(failing), None, "unittest")
+    failed = skipped = 0
+    if outcomes := _UNITTEST_OUTCOMES.search(text, ran.end()):
+        failed = sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", outcomes.group(1)))
+        skipped = sum(int(n) for n in re.findall(r"skipped=(\d+)", outcomes.group(1)))
+    failing = [_unittest_name(name, qualified) for name, qualified in _UNITTEST_NAMED.findall(text)]
+    verbose = [(_unittest_name(name, qualified), outcome)
+               for name, qualified, outcome in _UNITTEST_VERBOSE.findall(text)]
+    passed = int(ran.group(1)) - failed - skipped
+    passing = _unique([name for name, outcome in verbose if outcome == "ok"])
+    listed = passing if passing and len(passing) == passed else None
+    return Report(passed, failed, _unique(failing), listed, "unittest",
+                  _unique([name for name, outcome in verbose if outcome == "skipped"]))
 
 
 _JEST = re.compile(r"^Tests:\s+(.*)$", re.MULTILINE)
@@ -304,16 +328,37 @@ _READERS: tuple[Callable[[str], Report | None], ...] = (_tap, _jest, _vitest, _u
 # ------------------------------------------------------------------ before and after
 
 
-def flips(before: Report, after: Report) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``(fixed, broken)``: the tests that failed before and pass after, and those that passed
-    before and fail after. Where a run did not list its passing tests, a test it did not name
-    as failing is read as passing when that run reported counts (a test named by one run and
-    absent from the other, deleted or added, is then read that way too)."""
-    def passes(report: Report, name: str) -> bool:
-        if report.passing is not None:
-            return name in report.passing
-        return report.passed is not None and name not in report.failing
+class Flips(NamedTuple):
+    """How the tests that failed before ended after, and which passing ones broke."""
 
-    fixed = tuple(name for name in before.failing if passes(after, name))
-    broken = tuple(name for name in after.failing if passes(before, name))
-    return fixed, broken
+    fixed: tuple[str, ...]  # failed before, seen passing after
+    broken: tuple[str, ...]  # passed before, fail after
+    gone: tuple[str, ...] = ()  # failed before, not seen after (deleted, renamed, not run): not fixed
+    skipped: tuple[str, ...] = ()  # failed before, skipped after: not fixed
+
+
+def flips(before: Report, after: Report) -> Flips:
+    """The tests that flipped each way (:class:`Flips`). A test that failed before is fixed only
+    when it is seen passing after: by name where the run lists its passing tests, else (a runner
+    that prints only failures) when the passing count rose by at least as many as stopped being
+    named. One that is neither failing, passing nor skipped after is gone. Where a run did not
+    list its passing tests, a test it did not name as failing is read as having passed before
+    (so a new test failing after reads as broken)."""
+    if after.passed is None and not after.failing:
+        return Flips((), ())  # a run that reported no test at all says nothing of any
+    unnamed = [name for name in before.failing if name not in after.failing and name not in after.skipped]
+    if after.passing is not None:
+        fixed = tuple(name for name in unnamed if name in after.passing)
+    else:
+        rose = (after.passed or 0) - (before.passed or 0)
+        fixed = tuple(unnamed) if unnamed and rose >= len(unnamed) else ()
+    gone = tuple(name for name in unnamed if name not in fixed)
+    skipped = tuple(name for name in before.failing if name in after.skipped and name not in after.failing)
+
+    def passed_before(name: str) -> bool:
+        if before.passing is not None:
+            return name in before.passing
+        return before.passed is not None and name not in before.failing
+
+    broken = tuple(name for name in after.failing if passed_before(name))
+    return Flips(fixed, broken, gone, skipped)

@@ -86,9 +86,12 @@ def _round_started(d: Mapping[str, Any]) -> Sentence:
 
 def _environment(d: Mapping[str, Any]) -> Sentence:
     setup = (", setup egress ", _policy(d.get("setup_network"))) if d.get("setup_network") else ()
-    return _said("environment", "environment from ", Value(d.get("config") or "the defaults"), " at ",
-                 Value(str(d.get("commit") or "")[:12]), ": egress ", _policy(d.get("network")), *setup, ", ",
-                 Value(d.get("isolation")), " sandboxes", tone="quiet")
+    detected = ("; no errand.toml, so detected: ", Value(d.get("detected")),
+                " (`errand init` writes it down to edit)") if d.get("detected") else ()
+    return _said("environment", "environment from ", Value(d.get("config") or ("its files" if detected
+                                                                                 else "the defaults")),
+                 " at ", Value(str(d.get("commit") or "")[:12]), ": egress ", _policy(d.get("network")), *setup,
+                 ", ", Value(d.get("isolation")), " sandboxes", *detected, tone="quiet")
 
 
 def _setup_tree(d: Mapping[str, Any]) -> Sentence:

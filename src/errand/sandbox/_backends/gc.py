@@ -90,7 +90,7 @@ def collect() -> GcReport:
     for copy in scratch:
         # Copy layers and disk images are written before the sandbox's runtime directory
         # exists, so a young one may belong to a sandbox still being created.
-        if copy.name.rsplit("-", 1)[0] not in live and _age(copy) > _CREATION_GRACE:
+        if _owner_of(copy.name) not in live and _age(copy) > _CREATION_GRACE:
             _remove(copy)
             report.scratch.append(copy.name)
     report.loop_devices = detach_orphans(devices, live - set(report.sandboxes))
@@ -102,6 +102,12 @@ def collect() -> GcReport:
 def _scratch_entries() -> list[Path]:
     scratch = _settings.home() / "scratch"
     return sorted(scratch.iterdir()) if scratch.is_dir() else []
+
+
+def _owner_of(name: str) -> str:
+    """The sandbox a scratch entry is of: ``sb-<id>-<n>`` (a copy layer), ``sb-<id>-disk``,
+    ``sb-<id>-disk-held`` (its disk image's two names)."""
+    return "-".join(name.split("-", 2)[:2])
 
 
 def _remove(path: Path) -> None:

@@ -148,8 +148,8 @@
   }
 
   function drawExpanders(root, file) {
-    if (!file.hasAttribute("data-expandable")) return;
     const table = unifiedOf(file);
+    if (!file.hasAttribute("data-expandable") || !table) return;
     table.querySelectorAll("button.expand").forEach(function (button) { button.remove(); });
     gaps(file).forEach(function (gap, index) {
       if (gap.end < gap.start) return;
@@ -214,6 +214,39 @@
     drawComments(root, file);
   }
 
+  // ---------------------------------------------------------------- files drawn when opened
+
+  // A closed file (deleted, generated, large) or one past the page's line budget comes without
+  // its diff; opening it fetches that file alone, drawn by the server as the page draws the rest.
+  async function loadFile(root, file) {
+    const url = file.dataset.load;
+    if (!url || file.dataset.loading) return;
+    file.dataset.loading = "1";
+    const notice = file.querySelector(".load-diff");
+    let html;
+    try {
+      const response = await fetch(url, { headers: { Accept: "text/html" }, credentials: "same-origin" });
+      html = await response.text();
+      if (!response.ok) throw new Error(response.status + " " + response.statusText);
+    } catch (error) {
+      delete file.dataset.loading;
+      if (notice) notice.textContent = "Could not load this file's diff (" + error.message + "); close and open it to try again.";
+      return;
+    }
+    const holder = document.createElement("div");
+    holder.innerHTML = html;  // the server's drawing of this file, escaped there as the page is
+    if (notice) notice.replaceWith(...holder.childNodes); else file.append(...holder.childNodes);
+    delete file.dataset.load;
+    delete file.dataset.loading;
+    drawExpanders(root, file);
+    if (root.dataset.shown === "split" && unifiedOf(file)) {
+      buildSplit(file);
+      unifiedOf(file).hidden = true;
+      splitOf(file).hidden = false;
+    }
+    drawComments(root, file);
+  }
+
   // ---------------------------------------------------------------- viewed
 
   function viewedKey(root) { return "errand.viewed." + root.dataset.task; }
@@ -235,7 +268,8 @@
     const files = filesOf(root);
     const count = files.filter(function (f) { return f.classList.contains("viewed"); }).length;
     const summary = root.querySelector(".tree-box > summary");
-    if (summary) summary.textContent = "Files changed (" + files.length + ")" + (count ? ", " + count + " viewed" : "");
+    const total = Number(root.dataset.files) || files.length;  // a page may list only some of them
+    if (summary) summary.textContent = "Files changed (" + total + ")" + (count ? ", " + count + " viewed" : "");
   }
 
   // ---------------------------------------------------------------- keyboard
@@ -292,7 +326,18 @@
 
   let selection = null;  // {file, side, anchor, start, end}
 
-  function commentsKey(root) { return "errand.comments." + root.dataset.task; }
+  // Kept per attempt of a round: a comment is about the lines of the diff it was made on.
+  function commentsKey(root) {
+    return "errand.comments." + root.dataset.task + ".r" + root.dataset.round + ".a" + root.dataset.attempt;
+  }
+
+  function forgetComments(root) {  // sent: that round is over, and so are its attempts' unsent comments
+    const prefix = "errand.comments." + root.dataset.task + ".";
+    try {
+      Object.keys(window.localStorage).filter(function (key) { return key.startsWith(prefix); })
+        .forEach(function (key) { window.localStorage.removeItem(key); });
+    } catch (error) { /* storage off */ }
+  }
   function comments(root) { return load(commentsKey(root), []); }
 
   function lines(start, end) { return start === end ? "line " + start : "lines " + start + "–" + end; }
@@ -426,6 +471,7 @@
     const panel = root.querySelector("section.comments");
     const failed = panel.querySelector("[data-send-error]");
     const body = { text: panel.querySelector("[data-comments-text]").value.trim(),
+                   attempt: Number(root.dataset.attempt),
                    comments: comments(root).map(function (c) {
                      return { path: c.path, side: c.side, start_line: c.start_line, end_line: c.end_line, body: c.body };
                    }) };
@@ -442,7 +488,7 @@
       answer = { detail: "the server could not be reached: " + error.message };
     }
     if (response && response.ok) {
-      window.localStorage.removeItem(commentsKey(root));
+      forgetComments(root);
       // An accepted task's follow-up is a new task (it names its parent): go there; else to this task.
       window.location.assign(answer.parent_id && answer.id ? "/tasks/" + encodeURIComponent(answer.id) : root.dataset.done);
       return;
@@ -458,6 +504,12 @@
     const target = event.target instanceof Element ? event.target : null;
     if (!target) return;
     const expander = target.closest("button.expand");
+    const loader = target.closest("a[data-load-diff]");
+    if (loader) {
+      event.preventDefault();
+      loadFile(root, loader.closest("details.file"));
+      return;
+    }
     const number = target.closest("td.num[data-line]");
     const link = target.closest(".tree-file a");
     if (expander) {
@@ -503,6 +555,10 @@
     const box = root.querySelector(".tree-box");
     if (box && window.matchMedia("(max-width: 860px)").matches) box.open = false;
     root.addEventListener("click", function (event) { onClick(root, event); });
+    root.addEventListener("toggle", function (event) {  // "toggle" does not bubble: caught on its way down
+      const file = event.target;
+      if (file instanceof HTMLDetailsElement && file.open && file.dataset.load) loadFile(root, file);
+    }, true);
     root.addEventListener("change", function (event) {
       const target = event.target;
       if (target instanceof HTMLInputElement && target.matches("input[data-viewed]")) {

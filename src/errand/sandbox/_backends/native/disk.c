@@ -4,8 +4,9 @@
  * IMAGE is a sparse file the host made for this sandbox, already holding an
  * empty ext4 of the sandbox's disk quota (see writable.py). The launcher
  *
- *   - opens it and unlinks it at once: from here on only descriptors hold it,
- *     so whatever happens next leaves no name of it to clean up;
+ *   - opens it and unlinks it at once: from here on only descriptors and the
+ *     host's own second name for it hold it (the host frees it, off the
+ *     sandbox's exit: see writable.py), so nothing here leaves a name behind;
  *   - attaches it to a free loop device with LOOP_CONFIGURE and AUTOCLEAR: the
  *     kernel detaches the device by itself on its last close, that is once the
  *     filesystem is unmounted, or at once if this process dies before mounting;
