@@ -90,7 +90,7 @@ def test_bad_input_is_refused_and_creates_nothing(home: Path, tmp_path: Path, ar
 def test_a_malformed_errand_toml_is_refused(home: Path, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "project", toml="[test]\ncomand = 'pytest'\n")
     ran = errand(home, "run", "fix it", "--repo", str(repo), "--model", "scripted:/dev/null")
-    assert ran.returncode == 2 and "unknown key 'comand'" in ran.stderr
+    assert ran.returncode == 2 and "unknown key [test] comand (did you mean command?)" in ran.stderr
     assert json.loads(errand(home, "ls", "--json").stdout) == []
 
 

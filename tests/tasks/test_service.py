@@ -39,8 +39,8 @@ def test_an_unknown_ref(service: TaskService, repo: Path) -> None:
 @pytest.mark.parametrize(("toml", "code", "needle"), [
     ("[test\ncommand = 1", "invalid_toml", "malformed TOML"),
     ("[tests]\ncommand = 'pytest'\n", "unknown_key", "[tests]"),
-    ("[test]\ncommand = 3\n", "invalid_config", "test.command"),
-    ("[network]\ndomains = ['*']\n", "overbroad_domain", "network.domains"),
+    ("[test]\ncommand = 3\n", "invalid_config", "[test] command"),
+    ("[network]\ndomains = ['*']\n", "overbroad_domain", "[network] domains"),
 ])
 def test_a_malformed_errand_toml_at_the_base(service: TaskService, tmp_path: Path, toml: str, code: str,
                                              needle: str) -> None:

@@ -33,6 +33,7 @@ from errand.cli import doctor as cli_doctor
 from errand.cli import init as cli_init
 from errand.cli import tasks as cli_tasks
 from errand.cli import tour
+from errand.cli.config import config_app
 from errand.cli.confirm import Yes, confirm
 from errand.cli.eval import eval_app
 from errand.cli.forge import forge_app
@@ -79,6 +80,7 @@ app.command("recover")(recover)
 app.add_typer(memory_app, name="memory")
 app.add_typer(eval_app, name="eval")
 app.add_typer(forge_app, name="forge")
+app.add_typer(config_app, name="config")
 app.command("doctor")(cli_doctor.doctor)
 app.command("init")(cli_init.init)
 

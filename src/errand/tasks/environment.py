@@ -2,8 +2,10 @@
 
 ``Environment.load(repo)`` gives the image, the setup/test/lint commands, the
 egress allowlist, resource limits and which instruction files the agent reads.
-No file means the defaults. Anything unknown or mistyped is a ConfigError
-naming the key and the file: a misspelt key must never be silently ignored.
+No file means the defaults. The file is checked against its model
+(:mod:`errand.tasks.errand_toml`): anything unknown or mistyped is a ConfigError
+naming the file and the key, and a misspelt key gets the nearest known one —
+a misspelt key must never be silently ignored.
 
 ``instructions(repo)`` collects the project instruction files (AGENTS.md and
 kin) for the model; ``cache_key(repo)`` is the key a set-up environment's image
@@ -20,19 +22,20 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from errand._files import read_inside
 from errand.agent.budgets import Budgets
-from errand.agent.seam import agent_kind
 from errand.errors import ConfigError
 from errand.memory.rules import parse_rule, rule_files
 from errand.sandbox.config import Resources
 from errand.sandbox.image import Image
 from errand.sandbox.network import Network
-from errand.sandbox.registries import REGISTRY_KINDS, RegistryAccess, host_registries
+from errand.sandbox.registries import RegistryAccess, host_registries
+from errand.tasks import errand_toml
 from errand.tasks.detect import detect
+from errand.tasks.errand_toml import DEFAULT_INSTRUCTIONS, WHOLE_TREE
 from errand.tasks.reuse import DEPENDENCY_TABLES, KEY_PATTERNS, key_files, key_material
 
 __all__ = [
@@ -50,24 +53,11 @@ __all__ = [
 ]
 
 CONFIG_FILE = "errand.toml"
-DEFAULT_INSTRUCTIONS: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md", ".cursorrules", ".github/copilot-instructions.md")
-WHOLE_TREE = "tree"  # [setup] key = "tree": every file of the tree keys the environment (no reuse across commits)
 MAX_CONFIG_BYTES = 1024**2
 MAX_INSTRUCTION_FILE_BYTES = 32 * 1024
 MAX_INSTRUCTIONS_BYTES = 64 * 1024
 
-# table -> its known keys
-_SCHEMA: dict[str, tuple[str, ...]] = {
-    "image": ("steps",),
-    "setup": ("commands", "network", "key", "refresh"),
-    "test": ("command",),
-    "lint": ("command",),
-    "network": ("mode", "domains", "cidrs"),
-    "resources": ("cpus", "memory", "pids", "disk", "disk_medium"),
-    "agent": ("kind", "instructions", "max_steps", "max_tokens", "max_cost", "max_minutes"),
-}
 _CACHE_VERSION = "errand-environment-v3"
-_NETWORK_KEYS = ("mode", "domains", "cidrs")
 
 
 @dataclass(frozen=True)
@@ -135,65 +125,33 @@ class Environment:
 
 
 def _parse(document: dict[str, Any], repo: Path, path: Path) -> Environment:
-    _known_keys(document, _SCHEMA, path, where="top level", noun="table")
-    tables: dict[str, Mapping[str, Any]] = {}
-    for name in _SCHEMA:
-        if name not in document:
-            continue
-        table = document[name]
-        if not isinstance(table, dict):
-            raise ConfigError(f"{path}: [{name}] must be a table, not {_type(table)}", code="invalid_config")
-        _known_keys(table, {key: () for key in _SCHEMA[name]}, path, where=f"[{name}]", noun="key")
-        tables[name] = table
+    """The Environment a valid errand.toml describes; the value objects check what the model
+    leaves to them (a domain's breadth, a size's unit, an image step's packages)."""
+    config = errand_toml.read(document, path)
+    given = config.model_fields_set
     values: dict[str, Any] = {"source": path}
-
-    image = tables.get("image", {})
-    if "steps" in image:
-        steps = image["steps"]
-        if not isinstance(steps, list) or not all(isinstance(item, dict) for item in steps):
-            raise _type_error(path, "image.steps", "a list of one-key tables such as {run = \"...\"}", steps)
-        with _context(path, "image.steps"):
-            values["image"] = Image.from_steps([_resolve_copy(item, repo, path) for item in steps])
-
-    if "setup" in tables:
-        values.update(_setup(tables["setup"], path))
-    for name in ("test", "lint"):
-        if "command" in tables.get(name, {}):
-            values[name] = _command(tables[name]["command"], path, f"{name}.command")
-
-    if "network" in tables:
-        values["network"] = _network(tables["network"], path, "network")
-
-    if "resources" in tables:
-        resources = tables["resources"]
-        if "cpus" in resources and (isinstance(resources["cpus"], bool)
-                                    or not isinstance(resources["cpus"], int | float)):
-            raise _type_error(path, "resources.cpus", "a number", resources["cpus"])
-        if "pids" in resources and (isinstance(resources["pids"], bool) or not isinstance(resources["pids"], int)):
-            raise _type_error(path, "resources.pids", "an integer", resources["pids"])
-        for key in ("memory", "disk"):
-            if key in resources and (isinstance(resources[key], bool)
-                                     or not isinstance(resources[key], int | str)):
-                raise _type_error(path, f"resources.{key}", "a size such as \"2GiB\" or a byte count",
-                                  resources[key])
-        if "disk_medium" in resources and not isinstance(resources["disk_medium"], str):
-            raise _type_error(path, "resources.disk_medium", "\"auto\", \"memory\" or \"disk\"",
-                              resources["disk_medium"])
-        with _context(path, "resources"):
-            values["resources"] = Resources(**resources)
-
-    if "kind" in tables.get("agent", {}):
-        values["agent_kind"] = agent_kind(tables["agent"]["kind"], where=f"{path}: agent.kind")
-    if "instructions" in tables.get("agent", {}):
-        files = _strings(tables["agent"]["instructions"], path, "agent.instructions", allow_empty=True)
-        values["instruction_files"] = tuple(_relative_paths(files, path, "agent.instructions", "a path"))
-    limits = {key: tables.get("agent", {})[key] for key in ("max_steps", "max_tokens", "max_cost", "max_minutes")
-              if key in tables.get("agent", {})}
-    if limits:
-        minutes = limits.pop("max_minutes", None)
-        if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, int | float)):
-            raise _type_error(path, "agent.max_minutes", "a number of minutes", minutes)
-        with _context(path, "agent"):
+    if "steps" in config.image.model_fields_set:
+        steps = [_resolve_copy(step.as_step(), repo, path) for step in config.image.steps]
+        with _context(path, "[image] steps: "):
+            values["image"] = Image.from_steps(steps)
+    if "setup" in given:
+        values.update(_setup(config.setup, path))
+    values.update({name: table.command for name, table in (("test", config.test), ("lint", config.lint))
+                   if table.command is not None})
+    if "network" in given:
+        values["network"] = _network(config.network, path, "[network]")
+    if "resources" in given:
+        with _context(path, "[resources] "):  # the value object names the key
+            values["resources"] = Resources(**config.resources.model_dump(exclude_unset=True))
+    agent = config.agent
+    if agent.kind is not None:
+        values["agent_kind"] = agent.kind
+    if "instructions" in agent.model_fields_set:
+        values["instruction_files"] = tuple(agent.instructions)
+    limits = agent.model_dump(include={"max_steps", "max_tokens", "max_cost"}, exclude_unset=True)
+    if limits or agent.max_minutes is not None:
+        minutes = agent.max_minutes
+        with _context(path, "[agent] "):
             values["budgets"] = Budgets(**limits, max_seconds=None if minutes is None else minutes * 60)
     return Environment(**values)
 
@@ -317,82 +275,55 @@ def egress_summary(policy: object) -> str:
 # ----------------------------------------------------------------- helpers
 
 
-def _setup(table: Mapping[str, Any], path: Path) -> dict[str, Any]:
+def _setup(table: errand_toml.SetupTable, path: Path) -> dict[str, Any]:
+    given = table.model_fields_set
     values: dict[str, Any] = {}
-    if "commands" in table:
-        values["setup"] = tuple(_strings(table["commands"], path, "setup.commands", allow_empty=True))
-    if "network" in table:
-        network = table["network"]
-        if not isinstance(network, dict):
-            raise _type_error(path, "setup.network", "a table such as {registries = [\"pip\"]}", network)
-        registries = _strings(network.get("registries", []), path, "setup.network.registries", allow_empty=True)
-        unknown = sorted(set(registries) - set(REGISTRY_KINDS))
-        if unknown:
-            raise ConfigError(f"{path}: setup.network.registries: unknown {', '.join(map(repr, unknown))} "
-                              f"(known: {', '.join(REGISTRY_KINDS)})", code="invalid_config")
-        policy = {key: value for key, value in network.items() if key != "registries"}
-        values["setup_network"] = _network(policy, path, "setup.network", extra=("registries",))
-        values["setup_registries"] = tuple(dict.fromkeys(registries))
-    if "key" in table:
-        if table["key"] == WHOLE_TREE:
-            values["setup_whole_tree"] = True
-        else:
-            if isinstance(table["key"], str):
-                raise _type_error(path, "setup.key", f"\"{WHOLE_TREE}\" or a non-empty list of paths or globs",
-                                  table["key"])
-            globs = _strings(table["key"], path, "setup.key")
-            values["setup_key"] = tuple(_relative_paths(globs, path, "setup.key", "a path or glob"))
-    if "refresh" in table:
-        values["setup_refresh"] = tuple(_strings(table["refresh"], path, "setup.refresh", allow_empty=True))
+    if "commands" in given:
+        values["setup"] = tuple(table.commands)
+    if table.network is not None:
+        values["setup_network"] = _network(table.network, path, "[setup] network")
+        values["setup_registries"] = tuple(dict.fromkeys(table.network.registries))
+    if table.key == WHOLE_TREE:
+        values["setup_whole_tree"] = True
+    elif table.key is not None:
+        values["setup_key"] = tuple(table.key)
+    if table.refresh is not None:
+        values["setup_refresh"] = tuple(table.refresh)
     return values
 
 
-def _relative_paths(names: list[str], path: Path, key: str, what: str) -> list[str]:
-    for name in names:
-        pure = PurePosixPath(name)
-        if pure.is_absolute() or ".." in pure.parts or "\0" in name:
-            raise ConfigError(f"{path}: {key}: {name!r} must be {what} relative to the repository, without '..'",
-                              code="invalid_config")
-    return names
-
-
-def _network(network: Mapping[str, Any], path: Path, where: str, extra: tuple[str, ...] = ()) -> Network:
-    _known_keys(network, {key: () for key in (*_NETWORK_KEYS, *extra)}, path, where=f"[{where}]", noun="key")
-    if "mode" in network and not isinstance(network["mode"], str):
-        raise _type_error(path, f"{where}.mode", "a string", network["mode"])
+def _network(table: errand_toml.NetworkTable, path: Path, where: str) -> Network:
     policy: dict[str, Any] = {}
     for key in ("domains", "cidrs"):
-        if key in network:
-            policy[key] = _strings(network[key], path, f"{where}.{key}", allow_empty=True)
-    for key, allowed in (("domains", policy.get("domains")), ("cidrs", policy.get("cidrs"))):
+        allowed = getattr(table, key)
         if allowed:  # check each list on its own first, so an error names the key at fault
-            with _context(path, f"{where}.{key}"):
+            with _context(path, f"{where}.{key}: " if " " in where else f"{where} {key}: "):
                 Network.from_dict({key: allowed})
-    if "mode" in network:
-        policy["mode"] = network["mode"]
-    with _context(path, where):
+            policy[key] = allowed
+    if table.mode is not None:
+        policy["mode"] = table.mode
+    with _context(path, f"{where}: "):
         return Network.from_dict(policy)
 
 
 def _resolve_copy(item: dict[str, Any], repo: Path, path: Path) -> dict[str, Any]:
     """A copy step with its source made absolute against the repo, and kept inside it."""
-    if set(item) != {"copy"} or not isinstance(item["copy"], list) or len(item["copy"]) != 2:
+    if "copy" not in item:
         return item
     source, target = item["copy"]
-    if not isinstance(source, str) or not source:
-        raise _type_error(path, "image.steps copy source", "a non-empty path string", source)
     resolved = (repo / source).resolve()
     if not resolved.is_relative_to(repo):
-        raise ConfigError(f"{path}: image.steps: copy source {source!r} resolves outside the repository",
+        raise ConfigError(f"{path}: [image] steps: copy source {source!r} resolves outside the repository",
                           code="outside_repo")
     return {"copy": [str(resolved), target]}
 
 
 class _context:
-    """Re-raise a ConfigError from a value object with the file and key in front, keeping its code."""
+    """Re-raise a ConfigError from a value object with the file and ``where`` (``[network] domains: ``,
+    or ``[resources] `` before a message that names the key) in front, keeping its code."""
 
-    def __init__(self, path: Path, key: str) -> None:
-        self.prefix = f"{path}: {key}: "
+    def __init__(self, path: Path, where: str) -> None:
+        self.prefix = f"{path}: {where}"
 
     def __enter__(self) -> None:
         return None
@@ -400,34 +331,3 @@ class _context:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
         if isinstance(error, ConfigError):
             raise ConfigError(self.prefix + error.message, code=error.code) from None
-
-
-def _known_keys(table: Mapping[str, Any], known: Mapping[str, Any], path: Path, *, where: str, noun: str) -> None:
-    unknown = sorted(set(table) - set(known))
-    if unknown:
-        shown = ", ".join(f"[{key}]" if noun == "table" else repr(key) for key in unknown)
-        raise ConfigError(f"{path}: unknown {noun}{'s' if len(unknown) > 1 else ''} {shown} at {where} "
-                          f"(known: {', '.join(known)})", code="unknown_key")
-
-
-def _strings(value: object, path: Path, key: str, *, allow_empty: bool = False) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
-        raise _type_error(path, key, "a list of non-empty strings", value)
-    if not value and not allow_empty:
-        raise _type_error(path, key, "a non-empty list of strings", value)
-    return list(value)
-
-
-def _command(value: object, path: Path, key: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise _type_error(path, key, "a non-empty shell command string", value)
-    return value
-
-
-def _type_error(path: Path, key: str, expected: str, value: object) -> ConfigError:
-    return ConfigError(f"{path}: {key} must be {expected}, not {_type(value)} {value!r}", code="invalid_config")
-
-
-def _type(value: object) -> str:
-    return {str: "string", int: "integer", float: "float", bool: "boolean", list: "array",
-            dict: "table"}.get(type(value), type(value).__name__)

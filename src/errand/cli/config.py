@@ -1,0 +1,52 @@
+"""``errand config``: errand.toml's JSON Schema for editors, and a check of a repository's file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from errand._text import printable
+from errand.errors import ErrandError
+from errand.tasks.environment import CONFIG_FILE, Environment
+from errand.tasks.errand_toml import schema_text
+
+__all__ = ["config_app"]
+
+config_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                         help="errand.toml: its JSON Schema, and a check of a repository's file.")
+
+
+@config_app.command("schema")
+def schema() -> None:
+    """Print errand.toml's JSON Schema, for editors.
+
+    JSON Schema draft 4, as taplo and Even Better TOML read it; docs/errand.schema.json holds the same.
+    """
+    sys.stdout.write(schema_text())
+
+
+@config_app.command("check")
+def check(
+    repo: Annotated[Path, typer.Option("--repo", metavar="PATH", help="The repository (default: here).")] = Path(),
+) -> None:
+    """Check a repository's errand.toml: the first thing wrong, or ok.
+
+    It reads the file on disk; a task reads the one committed at its base.
+    """
+    try:
+        environment = Environment.load(repo)
+    except ErrandError as error:
+        Console(stderr=True).print(f"error: {printable(error.message)}", style="red", markup=False,
+                                   highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    if environment.detected is not None:
+        print(f"no {CONFIG_FILE} in {repo.resolve()}: a task uses what errand detects ({environment.detected}); "
+              "errand init writes it down to edit")
+    elif environment.source is None:
+        print(f"no {CONFIG_FILE} in {repo.resolve()}: a task gets the defaults")
+    else:
+        print(f"{environment.source}: ok")
