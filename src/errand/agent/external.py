@@ -1,7 +1,7 @@
 """An agent CLI run in the task's sandbox, behind the same seam as errand's own loop.
 
 The CLI (Claude Code, …) is installed into an image layer of its own, cached and
-stacked onto the task's set-up image (:meth:`CliAdapter.image`), and started over
+stacked onto the task's set-up image (:meth:`~errand.agent.cli.CliAdapter.install`), and started over
 the working copy with its machine-readable stream on stdout. Each line of it is
 translated (by the adapter, a pure function of the line: :meth:`CliAdapter.translate`)
 into what errand's loop reports — ``model`` with its tokens and cost, ``tool_call``,
@@ -14,7 +14,7 @@ with its reason, and the CLI's processes are killed before :meth:`CliAgent.run` 
 The CLI holds no model key: it is given a :class:`ModelAccess` — a base URL and a
 per-task token — by whoever runs the round (the host's model gateway swaps the
 token for the key). The task's instructions, memories and rules reach it through
-its prompt flags, never through a file in the working copy.
+its prompt flags or its configuration files, never through a file in the working copy.
 """
 
 from __future__ import annotations
@@ -22,16 +22,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import inspect
 import json
-import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
 from errand.agent.budgets import Budgets, Spent
-from errand.agent.exits import BudgetExhausted, RunEnded, RunFailed, Stuck
-from errand.agent.loop import AgentResult, EventHandler
+from errand.agent.cli import CliAdapter, ModelAccess, Said
+from errand.agent.exits import BudgetExhausted, RunEnded, RunFailed
+from errand.agent.loop import AgentResult
+from errand.agent.progress import EventHandler, Repeats, RunClock, emit
 from errand.errors import ConfigError, ErrandError
 from errand.models import Message, ToolCall, Usage
 from errand.models.profiles import ModelProfile
@@ -42,21 +41,6 @@ __all__ = ["CliAdapter", "CliAgent", "Gateway", "ModelAccess", "Said", "with_lay
 #: Seconds a CLI may print nothing before it is taken for hung (the run's time budget, if shorter, wins).
 QUIET_SECONDS = 600.0
 _STDERR_TAIL = 2000
-
-
-@dataclass(frozen=True)
-class ModelAccess:
-    """How a CLI in a sandbox reaches its model: ``base_url`` and a per-task ``token`` (never the
-    real key), the ``model`` to ask for, and the ``relay``: the host's model gateway the sandbox
-    is created with (``AsyncSandbox.create(gateway=…)``), which it reaches at ``base_url``."""
-
-    base_url: str
-    token: str
-    model: str
-    relay: str | None = None  # the gateway's host address the sandbox relays GATEWAY_URL to
-
-    def __repr__(self) -> str:  # the token is a credential of the task: never in a log line
-        return f"ModelAccess(base_url={self.base_url!r}, model={self.model!r}, token=…)"
 
 
 class Gateway(Protocol):
@@ -74,39 +58,11 @@ class Gateway(Protocol):
     async def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class Said:
-    """One thing a CLI's stream said, in errand's terms: ``kind`` is ``model`` (a model call:
-    ``data`` has ``content`` and ``tool_calls``, ``usage`` its tokens, ``call_id`` the
-    provider's message id), ``tool_call``, ``output``, ``tool_result``, ``session`` (``data``
-    has ``id``) or ``result`` (``data`` has ``ok``, ``text``, ``reason``)."""
-
-    kind: str
-    data: dict[str, Any] = field(default_factory=dict)
-    usage: Usage | None = None
-
-
-class CliAdapter(Protocol):
-    """One agent CLI: its pinned package, how it is started, and how its stream reads."""
-
-    kind: str  # the agent kind tasks name it by
-    provider: str  # whose models it talks to: a provider errand knows ("anthropic", "openai")
-    protocol: str  # the wire it speaks, as the model gateway names it ("anthropic", "openai-responses")
-    package: str  # the npm package, pinned: "@scope/name@1.2.3"
-    prefix: str  # where its layer installs it (its commands in prefix/bin)
-
-    def argv(self, prompt: str, system: str, access: ModelAccess, session: str | None) -> list[str]: ...
-
-    def env(self, access: ModelAccess) -> dict[str, str]: ...
-
-    def translate(self, line: Mapping[str, Any]) -> list[Said]: ...
-
-
 async def with_layer(image: Image, adapter: CliAdapter) -> Image:
     """``image`` with the adapter's CLI on top: its install, built once on the base image into a
     cached layer (the only step that reaches a registry, npm's, while it runs), and its
     ``bin`` first on PATH."""
-    installed = await Image.base().npm_install(adapter.package, prefix=adapter.prefix).build_async()
+    installed = await adapter.install().build_async()
     base = image.config if image.config is not None else await image.build_async()
     layer = installed.layers[-1]
     env = dict(base.env)
@@ -139,8 +95,8 @@ class CliAgent:
         self._on_event = on_event
         self._inbox: list[tuple[str, Any]] = []
         self._calls: set[str] = set()  # the model calls counted (a call's blocks may come on several lines)
-        self._last_call: tuple[str, int] = ("", 0)
-        self._started = 0.0
+        self._repeats = Repeats()
+        self._watch = RunClock()
 
     # ------------------------------------------------------------ the seam
 
@@ -150,7 +106,7 @@ class CliAgent:
         system = self.system_prompt()
         await self._add(Message("system", system))
         await self._add(Message("user", task))
-        self._started = time.monotonic()
+        self._watch.start()
         prompt: str | None = task
         try:
             while prompt is not None:
@@ -198,6 +154,8 @@ class CliAgent:
 
     async def _invoke(self, prompt: str, system: str) -> Said:
         argv = self.adapter.argv(prompt, system, self.access, self.session)
+        for path, text in self.adapter.files(self.access, system).items():
+            await self.sandbox.files.write(path, text, mode=0o600)
         process = await self.sandbox.exec(*argv, cwd=self.workdir, env=self.adapter.env(self.access))
         await process.stdin.close()
         errors = bytearray()
@@ -253,7 +211,7 @@ class CliAgent:
         if said.kind == "model":
             await self._model(said)
         elif said.kind == "tool_call":
-            self._check_stuck(said.data)
+            self._repeats.check(said.data.get("name"), said.data.get("arguments"), self.budgets.max_repeats)
             await self._emit("tool_call", said.data)
         elif said.kind == "tool_result":
             self.messages.append(Message("tool", str(said.data.get("content") or ""),
@@ -337,31 +295,18 @@ class CliAgent:
 
     # ------------------------------------------------------------ helpers
 
-    def _check_stuck(self, data: Mapping[str, Any]) -> None:
-        signature = f"{data.get('name')} {json.dumps(data.get('arguments'), sort_keys=True, default=str)}"
-        previous, count = self._last_call
-        count = count + 1 if signature == previous else 1
-        self._last_call = (signature, count)
-        if count >= self.budgets.max_repeats:
-            raise Stuck(f"the same tool call {count} times in a row: {signature}")
-
     async def _add(self, message: Message) -> None:
         self.messages.append(message)
         await self._emit("message", {"role": message.role, "content": message.content, "tool_call_id": None})
 
     async def _emit(self, kind: str, data: dict[str, Any]) -> None:
-        if self._on_event is None:
-            return
-        outcome = self._on_event(kind, {"step": self.spent.steps, **data})
-        if inspect.isawaitable(outcome):
-            await outcome
+        await emit(self._on_event, self.spent.steps, kind, data)
 
     def _seconds(self) -> float:
-        return time.monotonic() - self._started if self._started else 0.0
+        return self._watch.seconds()
 
     def _seconds_left(self) -> float | None:
-        limit = self.budgets.max_seconds
-        return None if limit is None else limit - self._seconds()
+        return self._watch.left(self.budgets.max_seconds)
 
 
 def split_assumptions(text: str) -> tuple[str, list[str]]:
