@@ -42,13 +42,14 @@ def wire() -> Iterator[WireServer]:
 def audit(key: str) -> str:
     """A command that prints every environment and command line in the sandbox, and the files that
     hold the key (the key itself is not in the command: it is spelt backwards and turned round). A
-    probe file it writes with the key shows the search finds what is there."""
+    probe file it writes with the key shows the search finds what is there. No command substitution:
+    Gemini CLI refuses a command with one."""
     backwards = key[::-1]
     return ("cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | sort -u; "
             "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done; "
-            f"K=$(python3 -c \"print('{backwards}'[::-1])\"); echo \"$K\" > /tmp/errand-audit-probe; "
-            "grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr --exclude-dir=dev -e \"$K\" / "
-            "2>/dev/null | sed \"s/^/$(printf 'KEY%sFILE: ' -)/\"; echo audit-done")
+            f"python3 -c \"print('{backwards}'[::-1])\" > /tmp/errand-audit-probe; "
+            "grep -rIl -F -f /tmp/errand-audit-probe --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr "
+            "--exclude-dir=dev / 2>/dev/null | sed 's/^/KEY-''FILE: /'; echo audit-done")
 
 
 def assert_audit_clean(output: str, key: str, token_seen: str) -> None:

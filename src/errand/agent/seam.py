@@ -11,7 +11,8 @@ the agent — evidence, ranking, review, memory, the forge — sees which one it
     ├── errand.agent.Agent             "errand"       errand's loop on the host, its tools in the sandbox
     └── errand.agent.external.CliAgent                an agent CLI in the sandbox, its key outside it
         ├── claude_code.ClaudeCode     "claude-code"
-        └── codex.Codex                "codex"
+        ├── codex.Codex                "codex"
+        └── gemini_cli.GeminiCli       "gemini-cli"
 
 A task's kind is chosen at submission (``errand run --agent``, else ``[agent] kind``
 in the repository's errand.toml, else ``agent`` in errand's config.toml, else
@@ -26,6 +27,7 @@ from errand.agent.budgets import Spent
 from errand.agent.claude_code import ClaudeCode
 from errand.agent.cli import CliAdapter
 from errand.agent.codex import Codex
+from errand.agent.gemini_cli import GeminiCli
 from errand.agent.loop import AgentResult
 from errand.errors import ConfigError
 
@@ -33,7 +35,7 @@ __all__ = ["AGENT_KINDS", "DEFAULT_KIND", "EXTERNAL_KINDS", "TaskAgent", "agent_
 
 DEFAULT_KIND = "errand"
 #: The agent CLIs errand can run in a task's sandbox, each a :class:`~errand.agent.cli.CliAdapter`.
-ADAPTERS: dict[str, type[CliAdapter]] = {adapter.kind: adapter for adapter in (ClaudeCode, Codex)}
+ADAPTERS: dict[str, type[CliAdapter]] = {adapter.kind: adapter for adapter in (ClaudeCode, Codex, GeminiCli)}
 EXTERNAL_KINDS: tuple[str, ...] = tuple(ADAPTERS)
 AGENT_KINDS: tuple[str, ...] = (DEFAULT_KIND, *EXTERNAL_KINDS)
 
