@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from errand.errors import ConfigError
 from errand.tasks.store import TaskStore
 from models.wire import Answer, Json, Recorded, Stream, WireServer
 
@@ -31,6 +32,7 @@ from .agent_clis import (
     audit,
     keyed,
     run_task,
+    submit,
 )
 from .agent_clis import wire as wire  # the fixture: a loopback wire server the test owns
 
@@ -130,3 +132,12 @@ async def test_a_hung_gemini_cli_is_stopped_at_the_time_budget(gemini_key: None,
     with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
         requests = await assert_hung_cli_stopped(store, tmp_path, wire, model=MODEL, agent="gemini-cli")
     assert [request for request in requests if ":streamGenerateContent" in request.path]
+
+
+def test_errand_s_own_agent_is_refused_a_gemini_model_at_submission_and_nothing_is_queued(
+        gemini_key: None, tmp_path: Path) -> None:
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
+        with pytest.raises(ConfigError, match="--agent gemini-cli") as refused:
+            submit(store, tmp_path, model=MODEL, agent="errand")
+        assert refused.value.code == "model_mismatch"
+        assert store.list_tasks() == []

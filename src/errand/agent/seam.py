@@ -12,7 +12,8 @@ the agent — evidence, ranking, review, memory, the forge — sees which one it
     └── errand.agent.external.CliAgent                an agent CLI in the sandbox, its key outside it
         ├── claude_code.ClaudeCode     "claude-code"
         ├── codex.Codex                "codex"
-        └── gemini_cli.GeminiCli       "gemini-cli"
+        ├── gemini_cli.GeminiCli       "gemini-cli"
+        └── opencode.OpenCode          "opencode"
 
 A task's kind is chosen at submission (``errand run --agent``, else ``[agent] kind``
 in the repository's errand.toml, else ``agent`` in errand's config.toml, else
@@ -29,13 +30,14 @@ from errand.agent.cli import CliAdapter
 from errand.agent.codex import Codex
 from errand.agent.gemini_cli import GeminiCli
 from errand.agent.loop import AgentResult
+from errand.agent.opencode import OpenCode
 from errand.errors import ConfigError
 
 __all__ = ["AGENT_KINDS", "DEFAULT_KIND", "EXTERNAL_KINDS", "TaskAgent", "agent_kind", "cli_adapter"]
 
 DEFAULT_KIND = "errand"
 #: The agent CLIs errand can run in a task's sandbox, each a :class:`~errand.agent.cli.CliAdapter`.
-ADAPTERS: dict[str, type[CliAdapter]] = {adapter.kind: adapter for adapter in (ClaudeCode, Codex, GeminiCli)}
+ADAPTERS: dict[str, type[CliAdapter]] = {adapter.kind: adapter for adapter in (ClaudeCode, Codex, GeminiCli, OpenCode)}
 EXTERNAL_KINDS: tuple[str, ...] = tuple(ADAPTERS)
 AGENT_KINDS: tuple[str, ...] = (DEFAULT_KIND, *EXTERNAL_KINDS)
 
