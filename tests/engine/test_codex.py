@@ -22,6 +22,7 @@ from .agent_clis import (
     FAILING,
     FINAL,
     assert_audit_clean,
+    assert_hung_cli_stopped,
     assert_nothing_left,
     assert_reviewable_fix,
     audit,
@@ -133,3 +134,10 @@ async def test_codex_fixes_a_failing_test_and_never_holds_the_key(keyed: None, w
         assert model.problems == []
         assert_audit_clean(outputs(wire.requests)["call_1"], KEY, "ERRAND_MODEL_TOKEN=errand-gw-")
         await assert_nothing_left(store, task_id)
+
+
+@pytest.mark.faults
+async def test_a_hung_codex_is_stopped_at_the_time_budget(keyed: None, wire: WireServer, tmp_path: Path) -> None:
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
+        requests = await assert_hung_cli_stopped(store, tmp_path, wire, model="openai:test-model", agent="codex")
+    assert [request for request in requests if request.path == "/v1/responses"]
