@@ -12,6 +12,7 @@ from typing import Any
 
 from errand.agent.cli import CliAdapter, ModelAccess, Said
 from errand.agent.gemini_cli import GeminiCli
+from errand.agent.mini_swe_agent import SUBMIT, MiniSweAgent
 from errand.agent.opencode import OpenCode
 from errand.agent.seam import cli_adapter
 
@@ -28,6 +29,9 @@ def test_every_kind_has_its_adapter_and_each_installs_its_pinned_package_under_i
         assert adapter.kind == kind and adapter.prefix == f"/opt/errand/agents/{kind}"
         [step] = [s for s in adapter.install().steps if s.kind == "run"]
         assert adapter.package in step.args[0] and step.network == "npm"
+    mini = cli_adapter("mini-swe-agent", workdir="/workspace")
+    [step] = [s for s in mini.install().steps if s.kind == "run"]
+    assert "mini-swe-agent==2.4.6" in step.args[0] and step.network == "pip" and mini.prefix == "/root/.local"
 
 
 GEMINI_RUN = [
@@ -164,3 +168,36 @@ def test_opencode_reads_its_provider_from_its_environment_and_errand_s_text_from
     assert config["instructions"] == ["/root/.config/opencode/errand.md"]
     assert adapter.files(ACCESS, "errand's text") == {"/root/.config/opencode/errand.md": "errand's text\n"}
     assert adapter.argv("go on", "", ACCESS, "ses_1")[-3:] == ["--session", "ses_1", "go on"]
+
+
+def mini_call(call_id: str, command: str, text: str = "") -> dict[str, Any]:
+    arguments = json.dumps({"command": command})
+    return {"role": "assistant", "content": text, "tool_calls": [
+        {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": arguments}}]}
+
+
+def mini_output(call_id: str, output: str, code: int, exception: str = "") -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": "{...}",
+            "extra": {"raw_output": output, "returncode": code, "exception_info": exception}}
+
+
+def test_a_mini_swe_agent_trajectory_reads_as_its_steps_without_the_submit_command() -> None:
+    trajectory = {"info": {"model_stats": {"api_calls": 3}}, "trajectory_format": "mini-swe-agent-1.1", "messages": [
+        {"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "fix it"},
+        mini_call("call_1", "python3 test_calc.py", "Let me run the tests."), mini_output("call_1", "boom\n", 1),
+        mini_call("call_2", f"echo {SUBMIT}", "Fixed.\n\nAssumptions:\n- none"),
+        mini_output("call_2", "", -1, "action was not executed"),
+        {"role": "exit", "content": "", "extra": {"exit_status": "Submitted", "submission": ""}}]}
+    said = read(MiniSweAgent(), [trajectory])
+    steps = [(s.data["content"], [c["name"] for c in s.data["tool_calls"]]) for s in said if s.kind == "model"]
+    assert steps == [("Let me run the tests.", ["shell"]), ("Fixed.\n\nAssumptions:\n- none", [])]
+    assert [(s.data["id"], s.data["ok"], s.data["exit_code"]) for s in said if s.kind == "tool_result"] == [
+        ("call_1", False, 1)]
+    [end] = [s for s in said if s.kind == "result"]
+    assert end.data["ok"] and end.data["text"] == "Fixed.\n\nAssumptions:\n- none"
+
+
+def test_a_mini_swe_agent_run_that_did_not_submit_ends_with_its_exit_status() -> None:
+    said = read(MiniSweAgent(), [{"messages": [
+        {"role": "exit", "content": "", "extra": {"exit_status": "LimitsExceeded"}}]}])
+    assert said[-1].data == {"ok": False, "text": "", "usage": None, "reason": "it ended LimitsExceeded"}

@@ -13,7 +13,8 @@ the agent — evidence, ranking, review, memory, the forge — sees which one it
         ├── claude_code.ClaudeCode     "claude-code"
         ├── codex.Codex                "codex"
         ├── gemini_cli.GeminiCli       "gemini-cli"
-        └── opencode.OpenCode          "opencode"
+        ├── opencode.OpenCode          "opencode"
+        └── mini_swe_agent.MiniSweAgent "mini-swe-agent"
 
 A task's kind is chosen at submission (``errand run --agent``, else ``[agent] kind``
 in the repository's errand.toml, else ``agent`` in errand's config.toml, else
@@ -30,6 +31,7 @@ from errand.agent.cli import CliAdapter
 from errand.agent.codex import Codex
 from errand.agent.gemini_cli import GeminiCli
 from errand.agent.loop import AgentResult
+from errand.agent.mini_swe_agent import MiniSweAgent
 from errand.agent.opencode import OpenCode
 from errand.errors import ConfigError
 
@@ -37,7 +39,8 @@ __all__ = ["AGENT_KINDS", "DEFAULT_KIND", "EXTERNAL_KINDS", "TaskAgent", "agent_
 
 DEFAULT_KIND = "errand"
 #: The agent CLIs errand can run in a task's sandbox, each a :class:`~errand.agent.cli.CliAdapter`.
-ADAPTERS: dict[str, type[CliAdapter]] = {adapter.kind: adapter for adapter in (ClaudeCode, Codex, GeminiCli, OpenCode)}
+ADAPTERS: dict[str, type[CliAdapter]] = {
+    adapter.kind: adapter for adapter in (ClaudeCode, Codex, GeminiCli, OpenCode, MiniSweAgent)}
 EXTERNAL_KINDS: tuple[str, ...] = tuple(ADAPTERS)
 AGENT_KINDS: tuple[str, ...] = (DEFAULT_KIND, *EXTERNAL_KINDS)
 
