@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +24,8 @@ from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run
 from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
-from models.wire import Hang, Recorded, WireServer
+from models.provider_wire import Provider
+from models.wire import Answer, Hang, Recorded, WireServer
 
 from .harness import make_repo, running_engine, wait_for_state
 
@@ -37,6 +40,28 @@ def wire() -> Iterator[WireServer]:
     server = WireServer().start()
     yield server
     server.stop()
+
+
+@dataclass
+class CliModel:
+    """The wire server's responder: ``provider`` plays the model; the first request with tools gets
+    ``refuse_first`` instead (a provider's bad day), when given; ``usages`` are those of the requests
+    ``from_the_cli`` (not errand's own distilling on the host after the run)."""
+
+    provider: Provider
+    from_the_cli: Callable[[Recorded], bool]
+    refuse_first: Answer | None = None
+    usages: list[dict[str, Any]] = field(default_factory=list)
+    refused: list[Recorded] = field(default_factory=list)
+
+    def __call__(self, request: Recorded) -> Answer:
+        if self.refuse_first is not None and not self.refused and (request.body or {}).get("tools"):
+            self.refused.append(request)
+            return self.refuse_first
+        answer = self.provider(request)
+        if self.from_the_cli(request):
+            self.usages.append(self.provider.usages[-1])
+        return answer
 
 
 def audit(key: str) -> str:

@@ -14,7 +14,6 @@ import json
 import secrets
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,11 +21,12 @@ from errand.agent.claude_code import ClaudeCode
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.store import TaskStore
 from models.provider_wire import Provider, Turn
-from models.wire import Answer, Recorded, WireServer
+from models.wire import Recorded, WireServer
 
 from .agent_clis import (
     FAILING,
     FINAL,
+    CliModel,
     assert_audit_clean,
     assert_hung_cli_stopped,
     assert_no_key_in_transcript,
@@ -97,15 +97,8 @@ async def test_claude_code_fixes_a_failing_test_with_its_own_tools_and_never_hol
         return None
 
     provider = Provider("anthropic", fix_turns(), streaming=True, check=check)
-    cli_usages: list[dict[str, Any]] = []
-
-    def respond(request: Recorded) -> Answer:
-        answer = provider(request)
-        if from_the_cli(request):  # not errand's own call, distilling memories on the host after the run
-            cli_usages.append(provider.usages[-1])
-        return answer
-
-    wire.respond(respond)
+    model = CliModel(provider, from_the_cli)
+    wire.respond(model)
     with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
         task_id, state, run = await run_task(store, tmp_path, model=MODEL, agent="claude-code")
         assert_reviewable_fix(store, task_id, state, run, "claude-code")
@@ -122,8 +115,8 @@ async def test_claude_code_fixes_a_failing_test_with_its_own_tools_and_never_hol
         # wire server served (a call the CLI makes on the side, which its stream does not show, included).
         spent = outcome.spent
         wire_tokens = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
-                          + u["output_tokens"] for u in cli_usages)
-        assert spent["steps"] == len(cli_usages) == 6
+                          + u["output_tokens"] for u in model.usages)
+        assert spent["steps"] == len(model.usages) == 6
         assert spent["tokens"] == wire_tokens
         # The key: not in the CLI's requests, not in any environment, command line or file in the sandbox.
         assert provider.problems == []

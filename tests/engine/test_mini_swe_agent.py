@@ -13,18 +13,18 @@ from __future__ import annotations
 import json
 import secrets
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from errand.agent.mini_swe_agent import SUBMIT
 from errand.tasks.store import TaskStore
 from models.provider_wire import Provider, Turn, openai_rate_limit
-from models.wire import Answer, Recorded, WireServer
+from models.wire import Recorded, WireServer
 
 from .agent_clis import (
     FAILING,
     FINAL,
+    CliModel,
     assert_audit_clean,
     assert_hung_cli_stopped,
     assert_no_key_in_transcript,
@@ -67,19 +67,8 @@ async def test_mini_swe_agent_fixes_a_failing_test_through_a_429_and_never_holds
         return None
 
     provider = Provider("openai", lambda step: SCRIPT[min(step, len(SCRIPT)) - 1], check=check)
-    cli_usages: list[dict[str, Any]] = []
-    refused: list[Recorded] = []
-
-    def respond(request: Recorded) -> Answer:
-        if not refused:
-            refused.append(request)
-            return openai_rate_limit("1")
-        answer = provider(request)
-        if from_the_cli(request):
-            cli_usages.append(provider.usages[-1])
-        return answer
-
-    wire.respond(respond)
+    model = CliModel(provider, from_the_cli, refuse_first=openai_rate_limit("1"))
+    wire.respond(model)
     with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
         task_id, state, run = await run_task(store, tmp_path, model=MODEL, agent="mini-swe-agent")
         assert_reviewable_fix(store, task_id, state, run, "mini-swe-agent")
@@ -91,8 +80,8 @@ async def test_mini_swe_agent_fixes_a_failing_test_through_a_429_and_never_holds
         shell = [e.data["arguments"]["command"] for e in events if e.kind == "tool_call"]
         assert shell[1:] == [FAILING, FIX, FAILING]
         assert outcome.spent["steps"] == len(SCRIPT)
-        assert outcome.spent["tokens"] == sum(u["total_tokens"] for u in cli_usages)
-        assert len(refused) == 1 and provider.problems == []
+        assert outcome.spent["tokens"] == sum(u["total_tokens"] for u in model.usages)
+        assert len(model.refused) == 1 and provider.problems == []
         # The model is shown a long output cut in two; errand's log keeps it whole.
         [audit_output] = [e.data["content"] for e in events if e.kind == "tool_result" and e.data["id"] == "call_1"]
         assert_audit_clean(audit_output, KEY, "OPENAI_API_KEY=errand-gw-")

@@ -12,17 +12,17 @@ from __future__ import annotations
 import json
 import secrets
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from errand.tasks.store import TaskStore
 from models.provider_wire import Provider, Turn, openai_rate_limit
-from models.wire import Answer, Recorded, WireServer
+from models.wire import Recorded, WireServer
 
 from .agent_clis import (
     FAILING,
     FINAL,
+    CliModel,
     assert_audit_clean,
     assert_hung_cli_stopped,
     assert_no_key_in_transcript,
@@ -79,19 +79,8 @@ async def test_opencode_fixes_a_failing_test_through_a_429_and_never_holds_the_k
         return None
 
     provider = Provider("openai", lambda step: SCRIPT[min(step, len(SCRIPT)) - 1], streaming=True, check=check)
-    cli_usages: list[dict[str, Any]] = []
-    refused: list[Recorded] = []
-
-    def respond(request: Recorded) -> Answer:
-        if not refused and (request.body or {}).get("tools"):
-            refused.append(request)
-            return openai_rate_limit("1")
-        answer = provider(request)
-        if from_the_cli(request):
-            cli_usages.append(provider.usages[-1])
-        return answer
-
-    wire.respond(respond)
+    model = CliModel(provider, from_the_cli, refuse_first=openai_rate_limit("1"))
+    wire.respond(model)
     with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
         task_id, state, run = await run_task(store, tmp_path, model=MODEL, agent="opencode")
         assert_reviewable_fix(store, task_id, state, run, "opencode")
@@ -106,8 +95,8 @@ async def test_opencode_fixes_a_failing_test_through_a_429_and_never_holds_the_k
         # The steps are the model calls of its stream (its title call is none); the tokens are every call's the
         # provider served, as the gateway metered them.
         assert outcome.spent["steps"] == len(SCRIPT)
-        assert outcome.spent["tokens"] == sum(u["total_tokens"] for u in cli_usages)
-        assert len(refused) == 1 and provider.problems == []
+        assert outcome.spent["tokens"] == sum(u["total_tokens"] for u in model.usages)
+        assert len(model.refused) == 1 and provider.problems == []
         assert_audit_clean(tool_outputs(wire.requests)["call_1"], KEY, "ERRAND_MODEL_TOKEN=errand-gw-")
         assert_no_key_in_transcript(run, KEY, "/chat/completions")
         await assert_nothing_left(store, task_id)
