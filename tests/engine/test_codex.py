@@ -15,13 +15,20 @@ from typing import Any
 
 import pytest
 
-from errand.tasks.lifecycle import TaskState
 from errand.tasks.store import TaskStore
 from models.wire import Answer, Json, Recorded, Stream, WireServer
 
-from .harness import running_engine, wait_for_state
-from .test_claude_code import FAILING, audit, claude_processes, submit, task_sandboxes
-from .test_claude_code import wire as wire  # the fixture: a loopback wire server the test owns
+from .agent_clis import (
+    FAILING,
+    FINAL,
+    assert_audit_clean,
+    assert_hung_cli_stopped,
+    assert_nothing_left,
+    assert_reviewable_fix,
+    audit,
+    run_task,
+)
+from .agent_clis import wire as wire  # the fixture: a loopback wire server the test owns
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -70,12 +77,10 @@ def command(n: int, cmd: str) -> dict[str, Any]:
             "arguments": json.dumps({"cmd": cmd}), "status": "completed"}
 
 
-SUMMARY = "add() subtracted; now it adds, and the test passes."
 TURNS = [command(1, audit(KEY)), command(2, FAILING), command(3, "sed -i 's/return a - b/return a + b/' calc.py"),
          command(4, FAILING),
          {"type": "message", "id": "msg_5", "status": "completed", "role": "assistant", "content": [
-             {"type": "output_text", "text": f"{SUMMARY}\n\nAssumptions:\n- only add() was wrong",
-              "annotations": []}]}]
+             {"type": "output_text", "text": FINAL, "annotations": []}]}]
 
 
 class Model:
@@ -115,32 +120,24 @@ async def test_codex_fixes_a_failing_test_and_never_holds_the_key(keyed: None, w
     model = Model()
     wire.respond(model)
     with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
-        task_id = submit(store, tmp_path, model="openai:test-model", agent="codex")
-        async with running_engine(store, default_model="openai:test-model"):
-            task = await wait_for_state(store, task_id, TaskState.READY_FOR_REVIEW, TaskState.FAILED, seconds=900)
-        events = store.events(task_id, 0, 100_000)
-        assert task.state is TaskState.READY_FOR_REVIEW, [(e.kind, e.data) for e in events][-10:]
-        [run] = store.runs(task_id)
+        task_id, state, run = await run_task(store, tmp_path, model="openai:test-model", agent="codex")
+        assert_reviewable_fix(store, task_id, state, run, "codex")
         outcome = run.outcome
-        assert outcome is not None and outcome.status == "finished"
-        assert "+    return a + b" in outcome.patch and "-    return a - b" in outcome.patch
-        assert outcome.summary == SUMMARY and outcome.assumptions == ["only add() was wrong"]
-        evidence = outcome.evidence
-        assert evidence["tests_before"]["exit_code"] != 0 and evidence["tests_after"]["exit_code"] == 0
-        assert [f["path"] for f in evidence["files"]] == ["calc.py"]
-        assert evidence["commands_run"] == 4
-        assert evidence["failed_commands"] == [{"command": FAILING, "exit_code": 1}]
-        started = next(e for e in events if e.kind == "round_started")
-        assert started.data["agent"] == "codex"
+        assert outcome is not None
+        assert outcome.evidence["commands_run"] == 4
+        assert outcome.evidence["failed_commands"] == [{"command": FAILING, "exit_code": 1}]
+        events = store.events(task_id, 0, 100_000)
         shell = [e.data["arguments"]["command"] for e in events if e.kind == "tool_call"]
         assert shell[1:] == [FAILING, "sed -i 's/return a - b/return a + b/' calc.py", FAILING]
         wire_tokens = sum(u["total_tokens"] for u in model.usages)
         assert outcome.spent["tokens"] == wire_tokens
         assert model.problems == []
-        audit_output = outputs(wire.requests)["call_1"]
-        assert "audit-done" in audit_output and "ERRAND_MODEL_TOKEN=errand-gw-" in audit_output
-        assert KEY not in audit_output
-        assert [line for line in audit_output.splitlines() if "KEY-FILE: " in line] == \
-            ["KEY-FILE: /tmp/errand-audit-probe"]
-        assert await task_sandboxes(task_id) == []
-        assert claude_processes(task_id, store) == []
+        assert_audit_clean(outputs(wire.requests)["call_1"], KEY, "ERRAND_MODEL_TOKEN=errand-gw-")
+        await assert_nothing_left(store, task_id)
+
+
+@pytest.mark.faults
+async def test_a_hung_codex_is_stopped_at_the_time_budget(keyed: None, wire: WireServer, tmp_path: Path) -> None:
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
+        requests = await assert_hung_cli_stopped(store, tmp_path, wire, model="openai:test-model", agent="codex")
+    assert [request for request in requests if request.path == "/v1/responses"]

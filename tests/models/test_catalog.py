@@ -100,7 +100,7 @@ def test_a_spec_that_names_nothing(tmp_path: Path, spec: str) -> None:
     ("modle = 'local'\n", "unknown_key", "'modle' at the top level"),
     ("[models.x]\nprovider = 'openai'\nmodel = 'm'\nbase-url = 'http://h/v1'\n", "unknown_key",
      "'base-url' at [models.x]"),
-    ("[models.x]\nprovider = 'gemini'\nmodel = 'm'\n", "unknown_model", "unknown provider 'gemini'"),
+    ("[models.x]\nprovider = 'mistral'\nmodel = 'm'\n", "unknown_model", "unknown provider 'mistral'"),
     ("[models.x]\nprovider = 'openai'\n", "invalid_config", "model must be a non-empty string"),
     ("[models.x]\nprovider = 'openai'\nmodel = 'm'\nbase_url = 'ftp://h'\n", "invalid_config", "http://"),
     ("[models.x]\nprovider = 'openai'\nmodel = 'm'\nbase_url = 'http://user:pw@h/v1'\n", "invalid_config",

@@ -45,13 +45,19 @@ def test_scripted_spec(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("spec", ["gpt-4.1", "openai:", "openai:  ", ":gpt", ""])
 def test_malformed_spec_lists_providers(spec: str) -> None:
-    with pytest.raises(ConfigError, match="provider:model; providers are openai, anthropic, scripted"):
+    with pytest.raises(ConfigError, match="provider:model; providers are openai, anthropic, gemini, scripted"):
         get_model(spec)
 
 
 def test_unknown_provider_lists_providers() -> None:
-    with pytest.raises(ConfigError, match=r"unknown model provider 'gemini'.*openai, anthropic, scripted"):
+    with pytest.raises(ConfigError, match=r"unknown model provider 'mistral'.*openai, anthropic, gemini, scripted"):
+        get_model("mistral:large")
+
+
+def test_a_provider_only_an_agent_cli_speaks_says_which_agent() -> None:
+    with pytest.raises(ModelError, match="--agent gemini-cli") as caught:
         get_model("gemini:pro")
+    assert caught.value.code == "provider_cli_only"
 
 
 def test_openai_without_any_key_says_which_variable_to_set() -> None:

@@ -16,12 +16,11 @@ the stream began (its output tokens are the result's to say).
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from errand.agent.external import ModelAccess, Said
+from errand.agent.cli import CliAdapter, ModelAccess, Said, SameTools, model_step
 from errand.agent.mcp_config import claude_code_env, claude_code_flags
 from errand.models import Usage
 
@@ -30,8 +29,7 @@ __all__ = ["PACKAGE", "VERSION", "ClaudeCode"]
 VERSION = "2.1.332"
 PACKAGE = f"@anthropic-ai/claude-code@{VERSION}"
 _EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d+)")
-# Claude Code's tools that are errand's own by another name: (errand's name, {errand's argument: Claude's}).
-_SAME_TOOLS: dict[str, tuple[str, dict[str, str]]] = {
+_SAME_TOOLS: SameTools = {
     "Bash": ("shell", {"command": "command"}),
     "Read": ("read_file", {"path": "file_path"}),
     "Edit": ("edit_file", {"path": "file_path", "old": "old_string", "new": "new_string"}),
@@ -40,18 +38,18 @@ _SAME_TOOLS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
-class ClaudeCode:
-    """The Claude Code adapter. One instance reads one run's stream (it keeps which call a line is of)."""
+class ClaudeCode(CliAdapter):
+    """The Claude Code adapter (it keeps which call a line is of, and each tool call's name)."""
 
     kind = "claude-code"
     provider = "anthropic"
     protocol = "anthropic"
     package = PACKAGE
-    prefix = "/opt/errand/agents/claude-code"
+    binary = "claude"
     home = "$HOME/.claude"  # its sessions, kept while a run waits for an answer
 
     def __init__(self, workdir: str = "/workspace") -> None:
-        self.workdir = workdir
+        super().__init__(workdir)
         self._calls = 0
         self._in_call: str | None = None  # the message id of the call whose blocks are coming
         self._names: dict[str, str] = {}  # tool_use id -> errand's name for the tool
@@ -93,25 +91,15 @@ class ClaudeCode:
         blocks = [block for block in message.get("content") or () if isinstance(block, Mapping)]
         text = "".join(str(block.get("text") or "") for block in blocks if block.get("type") == "text")
         calls = [self._call(block) for block in blocks if block.get("type") == "tool_use"]
-        said = [Said("model", {"call_id": f"call-{self._calls}", "content": text, "tool_calls": calls,
-                               "stop": message.get("stop_reason")}, _usage(message.get("usage")))]
+        usage = _usage(message.get("usage"))
+        said = [model_step(f"call-{self._calls}", text, calls, usage, message.get("stop_reason"))]
         return said + [Said("tool_call", call) for call in calls]
 
     def _call(self, block: Mapping[str, Any]) -> dict[str, Any]:
-        name = str(block.get("name") or "")
-        given = block.get("input") if isinstance(block.get("input"), Mapping) else {}
-        assert isinstance(given, Mapping)
-        call_id = str(block.get("id") or "")
-        same = _SAME_TOOLS.get(name)
-        if same is None:
-            self._names[call_id] = name
-            return {"id": call_id, "name": name, "arguments": dict(given)}
-        ours, renamed = same
-        arguments = {mine: given[theirs] for mine, theirs in renamed.items() if theirs in given}
-        if isinstance(arguments.get("path"), str):
-            arguments["path"] = self._relative(arguments["path"])
-        self._names[call_id] = ours
-        return {"id": call_id, "name": ours, "arguments": arguments}
+        call = self.tool_call(str(block.get("id") or ""), str(block.get("name") or ""), block.get("input"),
+                              _SAME_TOOLS)
+        self._names[call["id"]] = call["name"]
+        return call
 
     def _results(self, message: Mapping[str, Any]) -> list[Said]:
         said: list[Said] = []
@@ -130,13 +118,6 @@ class ClaudeCode:
             said.append(Said("tool_result", {"id": call_id, "name": name, "ok": not failed, "exit_code": exit_code,
                                              "content": content}))
         return said
-
-    def _relative(self, path: str) -> str:
-        """A path Claude gives (absolute, in the sandbox) as errand's tools name it: relative to the workdir."""
-        if not path.startswith("/"):
-            return path
-        relative = posixpath.relpath(posixpath.normpath(path), self.workdir)
-        return path if relative.startswith("..") else relative
 
 
 def _usage(data: object) -> Usage | None:

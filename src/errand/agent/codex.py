@@ -23,7 +23,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from errand.agent.external import ModelAccess, Said
+from errand.agent.cli import CliAdapter, ModelAccess, Said, model_step
 from errand.agent.mcp_config import codex_env, codex_flags
 from errand.models import Usage
 
@@ -34,18 +34,18 @@ PACKAGE = f"@openai/codex@{VERSION}"
 _TOKEN = "ERRAND_MODEL_TOKEN"
 
 
-class Codex:
-    """The Codex adapter. One instance reads one run's stream (it keeps the last message and error)."""
+class Codex(CliAdapter):
+    """The Codex adapter (it keeps the last message and error)."""
 
     kind = "codex"
     provider = "openai"
     protocol = "openai-responses"
     package = PACKAGE
-    prefix = "/opt/errand/agents/codex"
+    binary = "codex"
     home = "$CODEX_HOME"  # its sessions, kept while a run waits for an answer
 
     def __init__(self, workdir: str = "/workspace") -> None:
-        self.workdir = workdir
+        super().__init__(workdir)
         self._said = ""  # the last agent message: the summary, when the turn completes
         self._error = ""
 
@@ -88,34 +88,26 @@ class Codex:
         if kind == "command_execution":
             if started:
                 call = {"id": item_id, "name": "shell", "arguments": {"command": _command(item.get("command"))}}
-                return [_step(item_id, "", [call]), Said("tool_call", call)]
+                return [model_step(item_id, "", [call]), Said("tool_call", call)]
             output = str(item.get("aggregated_output") or "")
             code = item.get("exit_code")
             return [Said("output", {"id": item_id, "text": output}),
                     Said("tool_result", {"id": item_id, "name": "shell", "ok": code == 0,
                                          "exit_code": code if isinstance(code, int) else None, "content": output})]
         if kind == "file_change" and not started:
-            changes = [{"path": self._relative(str(c.get("path") or "")), "kind": c.get("kind")}
+            changes = [{"path": self.relative(str(c.get("path") or "")), "kind": c.get("kind")}
                        for c in item.get("changes") or () if isinstance(c, Mapping)]
             call = {"id": item_id, "name": "apply_patch", "arguments": {"changes": changes}}
             ok = item.get("status") != "failed"
-            return [_step(item_id, "", [call]), Said("tool_call", call),
+            return [model_step(item_id, "", [call]), Said("tool_call", call),
                     Said("tool_result", {"id": item_id, "name": "apply_patch", "ok": ok, "exit_code": None,
                                          "content": "applied" if ok else "the patch failed"})]
         if kind == "mcp_tool_call":
             return _mcp_call(item, item_id, started=started)
         if kind == "agent_message" and not started:
             self._said = str(item.get("text") or "")
-            return [_step(item_id, self._said, [])]
+            return [model_step(item_id, self._said, [])]
         return []
-
-    def _relative(self, path: str) -> str:
-        prefix = self.workdir.rstrip("/") + "/"
-        return path[len(prefix):] if path.startswith(prefix) else path
-
-
-def _step(item_id: str, content: str, calls: list[dict[str, Any]]) -> Said:
-    return Said("model", {"call_id": item_id, "content": content, "tool_calls": calls, "stop": None})
 
 
 def _mcp_call(item: Mapping[str, Any], item_id: str, *, started: bool) -> list[Said]:
@@ -125,7 +117,7 @@ def _mcp_call(item: Mapping[str, Any], item_id: str, *, started: bool) -> list[S
     if started:
         arguments = item.get("arguments") if isinstance(item.get("arguments"), Mapping) else {}
         call = {"id": item_id, "name": name, "arguments": dict(arguments or {})}
-        return [_step(item_id, "", [call]), Said("tool_call", call)]
+        return [model_step(item_id, "", [call]), Said("tool_call", call)]
     result = item.get("result") if isinstance(item.get("result"), Mapping) else {}
     error = item.get("error") if isinstance(item.get("error"), Mapping) else {}
     assert isinstance(result, Mapping) and isinstance(error, Mapping)

@@ -1,7 +1,7 @@
 """An agent CLI run in the task's sandbox, behind the same seam as errand's own loop.
 
 The CLI (Claude Code, …) is installed into an image layer of its own, cached and
-stacked onto the task's set-up image (:meth:`CliAdapter.image`), and started over
+stacked onto the task's set-up image (:meth:`~errand.agent.cli.CliAdapter.install`), and started over
 the working copy with its machine-readable stream on stdout. Each line of it is
 translated (by the adapter, a pure function of the line: :meth:`CliAdapter.translate`)
 into what errand's loop reports — ``model`` with its tokens and cost, ``tool_call``,
@@ -14,7 +14,7 @@ with its reason, and the CLI's processes are killed before :meth:`CliAgent.run` 
 The CLI holds no model key: it is given a :class:`ModelAccess` — a base URL and a
 per-task token — by whoever runs the round (the host's model gateway swaps the
 token for the key). The task's instructions, memories and rules reach it through
-its prompt flags, never through a file in the working copy.
+its prompt flags or its configuration files, never through a file in the working copy.
 
 errand's own tools reach it over MCP (:mod:`errand.agent.mcp_server`): the access's
 ``tools`` name the run's MCP server, which each adapter writes into the CLI's MCP
@@ -34,18 +34,17 @@ import asyncio
 import base64
 import contextlib
 import hashlib
-import inspect
 import json
-import time
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import Any, Protocol
 
 from errand.agent.budgets import Budgets, Spent
+from errand.agent.cli import CliAdapter, ModelAccess, Said, ToolAccess
 from errand.agent.context import render_for_summary
-from errand.agent.exits import BudgetExhausted, NeedsInput, RunEnded, RunFailed, Stuck
-from errand.agent.loop import AgentResult, EventHandler
+from errand.agent.exits import BudgetExhausted, NeedsInput, RunEnded, RunFailed
+from errand.agent.loop import AgentResult
 from errand.agent.mcp_server import Desk
+from errand.agent.progress import EventHandler, Repeats, RunClock, emit
 from errand.agent.transcript import message_from_json, message_to_json
 from errand.errors import ConfigError, ErrandError
 from errand.models import Message, ToolCall, Usage
@@ -60,34 +59,6 @@ _STDERR_TAIL = 2000
 _RETOLD_CHARS = 12_000  # of an earlier session's transcript, retold to a new one
 _KEPT_BYTES = 16 << 20  # the most of a CLI's session files kept while a run waits (more: it is retold)
 _KEPT_AT = "/tmp/errand-cli-session.tgz"
-
-
-@dataclass(frozen=True)
-class ToolAccess:
-    """How a CLI in a sandbox reaches errand's tools (:mod:`errand.agent.mcp_server`): the MCP
-    server's ``url`` and the run's ``token`` for it (sent as ``Authorization: Bearer``)."""
-
-    url: str
-    token: str
-
-    def __repr__(self) -> str:
-        return f"ToolAccess(url={self.url!r}, token=…)"
-
-
-@dataclass(frozen=True)
-class ModelAccess:
-    """How a CLI in a sandbox reaches its model: ``base_url`` and a per-task ``token`` (never the
-    real key), the ``model`` to ask for, and the ``relay``: the host's model gateway the sandbox
-    is created with (``AsyncSandbox.create(gateway=…)``), which it reaches at ``base_url``."""
-
-    base_url: str
-    token: str
-    model: str
-    relay: str | None = None  # the gateway's host address the sandbox relays GATEWAY_URL to
-    tools: ToolAccess | None = None  # errand's tools over MCP, when the run has them
-
-    def __repr__(self) -> str:  # the token is a credential of the task: never in a log line
-        return f"ModelAccess(base_url={self.base_url!r}, model={self.model!r}, token=…)"
 
 
 class Gateway(Protocol):
@@ -108,39 +79,11 @@ class Gateway(Protocol):
     async def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class Said:
-    """One thing a CLI's stream said, in errand's terms: ``kind`` is ``model`` (a model call:
-    ``data`` has ``content`` and ``tool_calls``, ``usage`` its tokens, ``call_id`` the
-    provider's message id), ``tool_call``, ``output``, ``tool_result``, ``session`` (``data``
-    has ``id``) or ``result`` (``data`` has ``ok``, ``text``, ``reason``)."""
-
-    kind: str
-    data: dict[str, Any] = field(default_factory=dict)
-    usage: Usage | None = None
-
-
-class CliAdapter(Protocol):
-    """One agent CLI: its pinned package, how it is started, and how its stream reads."""
-
-    kind: str  # the agent kind tasks name it by
-    provider: str  # whose models it talks to: a provider errand knows ("anthropic", "openai")
-    protocol: str  # the wire it speaks, as the model gateway names it ("anthropic", "openai-responses")
-    package: str  # the npm package, pinned: "@scope/name@1.2.3"
-    prefix: str  # where its layer installs it (its commands in prefix/bin)
-
-    def argv(self, prompt: str, system: str, access: ModelAccess, session: str | None) -> list[str]: ...
-
-    def env(self, access: ModelAccess) -> dict[str, str]: ...
-
-    def translate(self, line: Mapping[str, Any]) -> list[Said]: ...
-
-
 async def with_layer(image: Image, adapter: CliAdapter) -> Image:
     """``image`` with the adapter's CLI on top: its install, built once on the base image into a
     cached layer (the only step that reaches a registry, npm's, while it runs), and its
     ``bin`` first on PATH."""
-    installed = await Image.base().npm_install(adapter.package, prefix=adapter.prefix).build_async()
+    installed = await adapter.install().build_async()
     base = image.config if image.config is not None else await image.build_async()
     layer = installed.layers[-1]
     env = dict(base.env)
@@ -180,9 +123,8 @@ class CliAgent:
         self._kept: str | None = None  # the CLI's session files (a gzipped tar, base64) while the run waits
         self._inbox: list[tuple[str, Any]] = []
         self._calls: set[str] = set()  # the model calls counted (a call's blocks may come on several lines)
-        self._last_call: tuple[str, int] = ("", 0)
-        self._started = 0.0
-        self._seconds_before = 0.0
+        self._repeats = Repeats()
+        self._watch = RunClock()
         self._invocations = 0
 
     # ------------------------------------------------------------ the seam
@@ -242,7 +184,7 @@ class CliAgent:
         """Invoke the CLI with ``prompt``, then with the people's messages that came meanwhile, until
         its turn ends with nothing more to say to it, or with a question it asked errand's tools."""
         system = self.system_prompt()
-        self._started = time.monotonic()
+        self._watch.start()
         try:
             while prompt is not None:
                 said = await self._invoke(prompt, system)
@@ -252,7 +194,7 @@ class CliAgent:
         except RunEnded as end:
             result = self._ended(end)
         finally:
-            self._seconds_before, self._started = self._seconds(), 0.0
+            self._watch.stop()
         await self._emit("exit", {"status": result.status, "detail": result.detail, "budget": result.budget,
                                   "spent": result.spent.to_json()})
         return result
@@ -285,7 +227,7 @@ class CliAgent:
         if self._waiting is None:
             raise ConfigError("only a run paused on a question can be suspended", code="not_waiting")
         return {"messages": [message_to_json(m) for m in self.messages], "spent": asdict(self.spent),
-                "question": self._waiting, "seconds": self._seconds_before, "kind": self.adapter.kind,
+                "question": self._waiting, "seconds": self._watch.before, "kind": self.adapter.kind,
                 "session": self.session, "kept": self._kept}
 
     def restore(self, saved: dict[str, Any]) -> None:
@@ -301,7 +243,7 @@ class CliAgent:
         for name, value in saved["spent"].items():
             setattr(self.spent, name, value)
         self._waiting = str(saved["question"])
-        self._seconds_before = float(saved.get("seconds") or 0.0)
+        self._watch.before = float(saved.get("seconds") or 0.0)
         session, kept = saved.get("session"), saved.get("kept")
         self.session = str(session) if session and kept else None
         self._kept = str(kept) if session and kept else None
@@ -331,6 +273,8 @@ class CliAgent:
     async def _invoke(self, prompt: str, system: str) -> Said:
         self._invocations += 1
         argv = self.adapter.argv(prompt, system, self.access, self.session)
+        for path, text in self.adapter.files(self.access, system).items():
+            await self.sandbox.files.write(path, text, mode=0o600)
         process = await self.sandbox.exec(*argv, cwd=self.workdir, env=self.adapter.env(self.access))
         await process.stdin.close()
         errors = bytearray()
@@ -386,7 +330,7 @@ class CliAgent:
         if said.kind == "model":
             await self._model(said)
         elif said.kind == "tool_call":
-            self._check_stuck(said.data)
+            self._repeats.check(said.data.get("name"), said.data.get("arguments"), self.budgets.max_repeats)
             await self._emit("tool_call", said.data)
         elif said.kind == "tool_result":
             self.messages.append(Message("tool", str(said.data.get("content") or ""),
@@ -472,32 +416,19 @@ class CliAgent:
 
     # ------------------------------------------------------------ helpers
 
-    def _check_stuck(self, data: Mapping[str, Any]) -> None:
-        signature = f"{data.get('name')} {json.dumps(data.get('arguments'), sort_keys=True, default=str)}"
-        previous, count = self._last_call
-        count = count + 1 if signature == previous else 1
-        self._last_call = (signature, count)
-        if count >= self.budgets.max_repeats:
-            raise Stuck(f"the same tool call {count} times in a row: {signature}")
-
     async def _add(self, message: Message) -> None:
         self.messages.append(message)
         await self._emit("message", {"role": message.role, "content": message.content, "tool_call_id": None})
 
     async def _emit(self, kind: str, data: dict[str, Any]) -> None:
-        if self._on_event is None:
-            return
-        outcome = self._on_event(kind, {"step": self.spent.steps, **data})
-        if inspect.isawaitable(outcome):
-            await outcome
+        await emit(self._on_event, self.spent.steps, kind, data)
 
     def _seconds(self) -> float:
         """The run's seconds so far: its earlier turns', and this one's (not the wait for an answer)."""
-        return self._seconds_before + (time.monotonic() - self._started if self._started else 0.0)
+        return self._watch.seconds()
 
     def _seconds_left(self) -> float | None:
-        limit = self.budgets.max_seconds
-        return None if limit is None else limit - self._seconds()
+        return self._watch.left(self.budgets.max_seconds)
 
 
 def split_assumptions(text: str) -> tuple[str, list[str]]:

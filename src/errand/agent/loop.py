@@ -22,8 +22,6 @@ not, its ``cost`` and the run's totals so far ``run_tokens`` and ``run_cost``),
 
 from __future__ import annotations
 
-import inspect
-import json
 import posixpath
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -33,9 +31,10 @@ from errand.agent.asking import Asker
 from errand.agent.budgets import Budgets, Spent
 from errand.agent.calls import problem_with
 from errand.agent.context import Context, ContextPolicy
-from errand.agent.exits import BudgetExhausted, ExitStatus, Finished, NeedsInput, RunEnded, RunFailed, Stuck
+from errand.agent.exits import BudgetExhausted, ExitStatus, Finished, NeedsInput, RunEnded, RunFailed
 from errand.agent.memory_tools import MEMORY_TOOLS, MemoryHooks, run_memory_tool
 from errand.agent.memory_tools import NAMES as MEMORY_TOOL_NAMES
+from errand.agent.progress import EventHandler, Repeats, RunClock, emit
 from errand.agent.prompt import system_prompt
 from errand.agent.retry import Clock, RetryPolicy, SystemClock
 from errand.agent.tools import TOOLS, ToolResult, run_tool
@@ -47,7 +46,6 @@ from errand.sandbox import AsyncSandbox
 
 __all__ = ["FILE_TOOLS", "Agent", "AgentResult", "EventHandler", "FileNotes"]
 
-EventHandler = Callable[[str, dict[str, Any]], Awaitable[None] | None]
 #: What the model should know about a file it opened (its path relative to the working directory): "" for nothing.
 FileNotes = Callable[[str], Awaitable[str]]
 #: The tools whose ``path`` is a file the model is looking at or changing.
@@ -117,9 +115,8 @@ class Agent:
         self._on_event = on_event
         self._inbox: list[tuple[str, Any]] = []
         self._waiting: NeedsInput | None = None
-        self._last_call: tuple[str, int] = ("", 0)  # signature of the last tool call, times in a row
-        self._seconds_before = 0.0
-        self._segment_start = 0.0
+        self._repeats = Repeats()
+        self._watch = RunClock(self.clock)
 
     # ------------------------------------------------------------ public API
 
@@ -158,7 +155,7 @@ class Agent:
             raise ConfigError("only a run paused on a question can be suspended", code="not_waiting")
         return {"messages": [message_to_json(m) for m in self.messages], "spent": asdict(self.spent),
                 "question": self._waiting.question, "call_id": self._waiting.call_id,
-                "seconds": self._seconds_before, "last_call": list(self._last_call)}
+                "seconds": self._watch.before, "last_call": list(self._repeats.last)}
 
     def restore(self, saved: dict[str, Any]) -> None:
         """Continue, in this agent, a run another agent :meth:`suspended`: :meth:`resume` is next."""
@@ -168,9 +165,9 @@ class Agent:
         for name, value in saved["spent"].items():  # in place: the asker counts into this very object
             setattr(self.spent, name, value)
         self._waiting = NeedsInput(str(saved["question"]), str(saved["call_id"]))
-        self._seconds_before = float(saved.get("seconds") or 0.0)
+        self._watch.before = float(saved.get("seconds") or 0.0)
         signature, count = saved.get("last_call") or ("", 0)
-        self._last_call = (str(signature), int(count))
+        self._repeats.last = (str(signature), int(count))
 
     @property
     def waiting(self) -> bool:
@@ -180,14 +177,14 @@ class Agent:
     # ------------------------------------------------------------ the loop
 
     async def _loop(self) -> AgentResult:
-        self._segment_start = self.clock.monotonic()
+        self._watch.start()
         try:
             while True:
                 await self.step()
         except RunEnded as end:
             result = self._result(end)
         finally:
-            self._seconds_before = self._seconds()
+            self._watch.stop()
         await self._emit("exit", {"status": result.status, "detail": result.detail, "budget": result.budget,
                                   "spent": result.spent.to_json()})
         return result
@@ -235,7 +232,7 @@ class Agent:
         return reply
 
     async def execute(self, call: ToolCall) -> None:
-        self._check_stuck(call)
+        self._repeats.check(call.name, call.arguments, self.budgets.max_repeats)
         await self._emit("tool_call", _call_data(call))
         try:
             if self.memory is not None and call.name in MEMORY_TOOL_NAMES:
@@ -274,14 +271,6 @@ class Agent:
 
     # ------------------------------------------------------------ helpers
 
-    def _check_stuck(self, call: ToolCall) -> None:
-        signature = f"{call.name} {json.dumps(call.arguments, sort_keys=True, default=str)}"
-        previous, count = self._last_call
-        count = count + 1 if signature == previous else 1
-        self._last_call = (signature, count)
-        if count >= self.budgets.max_repeats:
-            raise Stuck(f"the same tool call {count} times in a row: {signature}")
-
     async def _deliver_messages(self) -> None:
         while self._inbox:
             text, ref = self._inbox.pop(0)
@@ -299,18 +288,13 @@ class Agent:
                                          "exit_code": result.exit_code, "content": result.content})
 
     async def _emit(self, kind: str, data: dict[str, Any]) -> None:
-        if self._on_event is None:
-            return
-        outcome = self._on_event(kind, {"step": self.spent.steps, **data})
-        if inspect.isawaitable(outcome):
-            await outcome
+        await emit(self._on_event, self.spent.steps, kind, data)
 
     def _seconds(self) -> float:
-        return self._seconds_before + self.clock.monotonic() - self._segment_start
+        return self._watch.seconds()
 
     def _seconds_left(self) -> float | None:
-        limit = self.budgets.max_seconds
-        return None if limit is None else limit - self._seconds()
+        return self._watch.left(self.budgets.max_seconds)
 
     def _result(self, end: RunEnded) -> AgentResult:
         self.spent.seconds = self._seconds()

@@ -11,7 +11,10 @@ the agent — evidence, ranking, review, memory, the forge — sees which one it
     ├── errand.agent.Agent             "errand"       errand's loop on the host, its tools in the sandbox
     └── errand.agent.external.CliAgent                an agent CLI in the sandbox, its key outside it
         ├── claude_code.ClaudeCode     "claude-code"
-        └── codex.Codex                "codex"
+        ├── codex.Codex                "codex"
+        ├── gemini_cli.GeminiCli       "gemini-cli"
+        ├── opencode.OpenCode          "opencode"
+        └── mini_swe_agent.MiniSweAgent "mini-swe-agent"
 
 A task's kind is chosen at submission (``errand run --agent``, else ``[agent] kind``
 in the repository's errand.toml, else ``agent`` in errand's config.toml, else
@@ -24,16 +27,21 @@ from typing import Any, Protocol
 
 from errand.agent.budgets import Spent
 from errand.agent.claude_code import ClaudeCode
+from errand.agent.cli import CliAdapter
 from errand.agent.codex import Codex
-from errand.agent.external import CliAdapter
+from errand.agent.gemini_cli import GeminiCli
 from errand.agent.loop import AgentResult
+from errand.agent.mini_swe_agent import MiniSweAgent
+from errand.agent.opencode import OpenCode
 from errand.errors import ConfigError
 
 __all__ = ["AGENT_KINDS", "DEFAULT_KIND", "EXTERNAL_KINDS", "TaskAgent", "agent_kind", "cli_adapter"]
 
 DEFAULT_KIND = "errand"
-#: The agent CLIs errand can run in a task's sandbox (each an adapter of :mod:`errand.agent.cli`).
-EXTERNAL_KINDS: tuple[str, ...] = ("claude-code", "codex")
+#: The agent CLIs errand can run in a task's sandbox, each a :class:`~errand.agent.cli.CliAdapter`.
+ADAPTERS: dict[str, type[CliAdapter]] = {
+    adapter.kind: adapter for adapter in (ClaudeCode, Codex, GeminiCli, OpenCode, MiniSweAgent)}
+EXTERNAL_KINDS: tuple[str, ...] = tuple(ADAPTERS)
 AGENT_KINDS: tuple[str, ...] = (DEFAULT_KIND, *EXTERNAL_KINDS)
 
 
@@ -70,9 +78,8 @@ def agent_kind(value: object, *, where: str = "agent") -> str:
 
 def cli_adapter(kind: str, *, workdir: str) -> CliAdapter:
     """The adapter of the agent CLI ``kind``, reading one run's stream in ``workdir``."""
-    if kind == "claude-code":
-        return ClaudeCode(workdir)
-    if kind == "codex":
-        return Codex(workdir)
+    adapter = ADAPTERS.get(kind)
+    if adapter is not None:
+        return adapter(workdir)
     raise ConfigError(f"{kind!r} is not an agent CLI errand runs (those are: {', '.join(EXTERNAL_KINDS)})",
                       code="unknown_agent")

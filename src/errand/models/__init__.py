@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from errand.errors import ConfigError
 from errand.models.catalog import Catalog
-from errand.models.endpoint import PROVIDERS, ModelEndpoint, open_model
+from errand.models.endpoint import DEFAULT_BASE_URLS, PROVIDERS, ModelEndpoint, open_model
 from errand.models.errors import CONTEXT_LENGTH_EXCEEDED, ModelError
 from errand.models.profiles import ModelProfile, Pricing, profile_for
 from errand.models.protocol import Message, Model, Reply, Role, Tool, ToolCall, Usage
@@ -84,6 +84,8 @@ def get_model(spec: str) -> Model:
         return AnthropicModel(name)
     if provider == "scripted":
         return ScriptedModel.from_file(name)
+    if provider in PROVIDERS:  # one only an agent CLI talks to
+        return open_model(ModelEndpoint(provider, name, base_url=DEFAULT_BASE_URLS[provider]), {})
     raise ConfigError(f"unknown model provider {provider!r} in {spec!r}; providers are {', '.join(PROVIDERS)}")
 
 

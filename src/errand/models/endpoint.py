@@ -44,14 +44,19 @@ __all__ = [
     "valid_variable",
 ]
 
-PROVIDERS = ("openai", "anthropic", "scripted")
+PROVIDERS = ("openai", "anthropic", "gemini", "scripted")
+#: Providers only an agent CLI talks to (through the model gateway): errand's own loop has no client for them.
+CLI_ONLY_PROVIDERS = ("gemini",)
 #: Where each provider's SDK goes when nothing says otherwise.
-DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com",
+                     "gemini": "https://generativelanguage.googleapis.com"}
 #: The variables an ad-hoc ``provider:model`` takes its endpoint and key from, errand's first.
 BASE_URL_VARIABLES = {"openai": ("ERRAND_OPENAI_BASE_URL", "OPENAI_BASE_URL"),
-                      "anthropic": ("ERRAND_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL")}
+                      "anthropic": ("ERRAND_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"),
+                      "gemini": ("ERRAND_GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL")}
 KEY_VARIABLES = {"openai": ("ERRAND_OPENAI_API_KEY", "OPENAI_API_KEY"),
-                 "anthropic": ("ERRAND_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")}
+                 "anthropic": ("ERRAND_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
+                 "gemini": ("ERRAND_GEMINI_API_KEY", "GEMINI_API_KEY")}
 
 #: What a client is given for an endpoint that needs no key.
 NO_KEY = "no-key"
@@ -65,7 +70,7 @@ KeyStatus = Literal["none", "missing", "same", "differs", "unknown"]
 
 @dataclass(frozen=True)
 class ModelEndpoint:
-    """A model at an endpoint: ``provider`` (openai | anthropic | scripted), ``model`` (the
+    """A model at an endpoint: ``provider`` (openai | anthropic | gemini | scripted), ``model`` (the
     provider's name for it; a script's absolute path for scripted), ``base_url``, and
     ``api_key_env``, the variable holding the key. ``name`` is the ``[models.NAME]`` it
     came from, if any; ``key_fingerprint`` is that of the submitter's key.
@@ -194,6 +199,10 @@ def open_model(endpoint: ModelEndpoint, environ: Mapping[str, str]) -> Model:
         raise ModelError(f"{endpoint.describe()}: its API key variable ${endpoint.api_key_env} is not set here "
                          "(any non-empty value serves a server that needs no key)", provider=endpoint.provider,
                          code="model_key_missing")
+    if endpoint.provider in CLI_ONLY_PROVIDERS:
+        raise ModelError(f"{endpoint.describe()}: errand's own agent has no client for {endpoint.provider}'s API; "
+                         "its models are an agent CLI's (gemini: --agent gemini-cli)", provider=endpoint.provider,
+                         code="provider_cli_only")
     if endpoint.provider == "openai":
         from errand.models.openai_adapter import OpenAIModel
 

@@ -24,6 +24,7 @@ from errand.agent.seam import DEFAULT_KIND, agent_kind
 from errand.errors import ConfigError
 from errand.memory import MemoryStore
 from errand.models import Catalog, ModelEndpoint, ModelError, open_model
+from errand.models.endpoint import CLI_ONLY_PROVIDERS
 from errand.repo.accept import Signing, branch_at, write_commit
 from errand.repo.errors import RepoError
 from errand.repo.git import run_git
@@ -124,6 +125,9 @@ class TaskService(StoreReads[TaskStore]):
         environment = _check_config(Path(source), commit) if not is_url(source) else None
         check_serves(endpoint, running_worker())
         kind = kind or (environment.agent_kind if environment else None) or _default_agent()
+        if kind == DEFAULT_KIND and endpoint.provider in CLI_ONLY_PROVIDERS:
+            raise ConfigError(f"errand's own agent has no client for {endpoint.provider}'s API: run {spec} with an "
+                              "agent CLI that speaks it (--agent gemini-cli)", code="model_mismatch")
         return self.store.create_task(title=_title(title, text), instruction=text, repo=source, base_ref=base,
                                       base_commit=commit, model=spec, model_endpoint=endpoint, attempts=attempts,
                                       parent_id=parent_id, agent=kind)
@@ -488,6 +492,8 @@ def resolve_model(model: str | None) -> tuple[str, ModelEndpoint]:
     except ConfigError as error:
         raise ConfigError(f"unknown model {spec!r}: {error.message}", code="unknown_model") from None
     except ModelError as error:  # say, no API key for the provider
+        if error.code == "provider_cli_only":  # its key is here; only an agent CLI can use it (see submit)
+            return spec, endpoint
         raise ConfigError(f"model {spec!r} cannot be used: {error.message}", code="model_unavailable") from None
     return spec, endpoint
 

@@ -1,0 +1,97 @@
+"""mini-swe-agent as a task's agent: the real agent, from the Python registry, in the task's sandbox.
+
+As for Claude Code (test_claude_code.py): the test plays the model, here on the
+OpenAI chat completions wire (not streamed: mini-swe-agent asks whole replies),
+behind the worker's model gateway; mini-swe-agent holds a token of its run's own
+as litellm's ``OPENAI_API_KEY``, and the model's first turn looks for the key
+everywhere the sandbox can read. The provider has a bad day on the way: its
+first answer is a 429, which litellm waits out and retries.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+
+from errand.agent.mini_swe_agent import SUBMIT
+from errand.tasks.store import TaskStore
+from models.provider_wire import Provider, Turn, openai_rate_limit
+from models.wire import Recorded, WireServer
+
+from .agent_clis import (
+    FAILING,
+    FINAL,
+    CliModel,
+    assert_audit_clean,
+    assert_hung_cli_stopped,
+    assert_no_key_in_transcript,
+    assert_nothing_left,
+    assert_reviewable_fix,
+    audit,
+    keyed,
+    run_task,
+)
+from .agent_clis import wire as wire  # the fixture: a loopback wire server the test owns
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
+KEY = "sk-proj-test-" + secrets.token_hex(16)
+MODEL = "openai:test-model"
+FIX = "sed -i 's/return a - b/return a + b/' calc.py"
+SCRIPT = [Turn("", [("call_1", "bash", {"command": audit(KEY)})]), Turn("", [("call_2", "bash", {"command": FAILING})]),
+          Turn("add() subtracts.", [("call_3", "bash", {"command": FIX})]),
+          Turn("", [("call_4", "bash", {"command": FAILING})]),
+          Turn(FINAL, [("call_5", "bash", {"command": f"echo {SUBMIT}"})])]
+
+
+@pytest.fixture
+def openai_key(monkeypatch: pytest.MonkeyPatch, wire: WireServer) -> None:
+    keyed(monkeypatch, {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": wire.url + "/v1"},
+          unset=("ERRAND_OPENAI_BASE_URL", "ERRAND_OPENAI_API_KEY"))
+
+
+def from_the_cli(request: Recorded) -> bool:
+    """A request of mini-swe-agent's (its one tool is bash), not errand's own distilling on the host."""
+    tools = (request.body or {}).get("tools") or []
+    return [tool.get("function", {}).get("name") for tool in tools] == ["bash"]
+
+
+async def test_mini_swe_agent_fixes_a_failing_test_through_a_429_and_never_holds_the_key(
+        openai_key: None, wire: WireServer, tmp_path: Path) -> None:
+    def check(request: Recorded) -> str | None:
+        if request.headers.get("authorization") != f"Bearer {KEY}" or "errand-gw-" in json.dumps(request.headers):
+            return f"not the worker's key on {request.path}: {sorted(request.headers)}"
+        return None
+
+    provider = Provider("openai", lambda step: SCRIPT[min(step, len(SCRIPT)) - 1], check=check)
+    model = CliModel(provider, from_the_cli, refuse_first=openai_rate_limit("1"))
+    wire.respond(model)
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
+        task_id, state, run = await run_task(store, tmp_path, model=MODEL, agent="mini-swe-agent")
+        assert_reviewable_fix(store, task_id, state, run, "mini-swe-agent")
+        outcome = run.outcome
+        assert outcome is not None
+        # Its submit command is no command of the work; the tests' first run failed, as the evidence says.
+        assert outcome.evidence["failed_commands"] == [{"command": FAILING, "exit_code": 1}]
+        events = store.events(task_id, 0, 100_000)
+        shell = [e.data["arguments"]["command"] for e in events if e.kind == "tool_call"]
+        assert shell[1:] == [FAILING, FIX, FAILING]
+        assert outcome.spent["steps"] == len(SCRIPT)
+        assert outcome.spent["tokens"] == sum(u["total_tokens"] for u in model.usages)
+        assert len(model.refused) == 1 and provider.problems == []
+        # The model is shown a long output cut in two; errand's log keeps it whole.
+        [audit_output] = [e.data["content"] for e in events if e.kind == "tool_result" and e.data["id"] == "call_1"]
+        assert_audit_clean(audit_output, KEY, "OPENAI_API_KEY=errand-gw-")
+        assert_no_key_in_transcript(run, KEY, "/chat/completions")
+        await assert_nothing_left(store, task_id)
+
+
+@pytest.mark.faults
+async def test_a_hung_mini_swe_agent_is_stopped_at_the_time_budget(openai_key: None, wire: WireServer,
+                                                                   tmp_path: Path) -> None:
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
+        requests = await assert_hung_cli_stopped(store, tmp_path, wire, model=MODEL, agent="mini-swe-agent")
+    assert [request for request in requests if request.path.endswith("/chat/completions")]
