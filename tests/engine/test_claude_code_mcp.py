@@ -28,9 +28,10 @@ from errand.tasks.store import TaskStore
 from models.provider_wire import Provider, Turn
 from models.wire import WireServer
 
+from .agent_clis import FAILING, cli_processes, submit, task_sandboxes
+from .agent_clis import wire as wire  # the fixture: a loopback wire server the test owns
 from .harness import running_engine, wait_for_event, wait_for_state
-from .test_claude_code import FAILING, claude_processes, from_the_cli, keyed, submit, task_sandboxes, tool_results
-from .test_claude_code import wire as wire  # the fixture: a loopback wire server the test owns
+from .test_claude_code import from_the_cli, keyed, tool_results
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 __all__ = ["keyed"]
@@ -106,7 +107,7 @@ async def test_claude_code_asks_the_person_recalls_and_proposes_over_errands_mcp
         kinds = [e.kind for e in events]
         assert kinds.count("question") == 1 and "answer_delivered" in kinds
         assert await task_sandboxes(task_id) == []
-        assert claude_processes(task_id, store) == []
+        assert cli_processes(task_id, store) == []
 
 
 @pytest.mark.faults
@@ -146,4 +147,4 @@ async def test_errands_tools_gone_mid_run_are_a_tool_error_for_the_cli_not_a_hun
         [run] = store.runs(task_id)
         assert run.outcome is not None and "+    return a + b" in run.outcome.patch
         assert await task_sandboxes(task_id) == []
-        assert claude_processes(task_id, store) == []
+        assert cli_processes(task_id, store) == []

@@ -19,9 +19,9 @@ from errand.tasks.service import TaskService
 from errand.tasks.store import TaskStore
 from models.wire import Answer, Json, Recorded, WireServer
 
+from .agent_clis import FAILING, cli_processes, submit, task_sandboxes
+from .agent_clis import wire as wire  # the fixture: a loopback wire server the test owns
 from .harness import running_engine, wait_for_event, wait_for_state
-from .test_claude_code import FAILING, claude_processes, submit, task_sandboxes
-from .test_claude_code import wire as wire  # the fixture: a loopback wire server the test owns
 from .test_claude_code_mcp import ANSWER, QUESTION
 from .test_codex import command, keyed, outputs, responses_stream
 
@@ -92,4 +92,4 @@ async def test_codex_asks_the_person_over_errands_mcp_server_and_the_answer_resu
         resumed = [r for r in wire.requests if ANSWER in json.dumps(r.body)]
         assert resumed and "call_1" in json.dumps(resumed[0].body["input"])
         assert await task_sandboxes(task_id) == []
-        assert claude_processes(task_id, store) == []
+        assert cli_processes(task_id, store) == []
