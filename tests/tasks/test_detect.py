@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from errand.errors import ConfigError
 from errand.tasks.detect import detect
 from errand.tasks.environment import Environment
 
@@ -140,3 +142,59 @@ def test_links_out_of_the_repository_are_not_followed(tmp_path: Path) -> None:
     (repo / "tests").symlink_to(outside / "tests")  # nor is a tests folder that is a link walked
     found = detect(repo)
     assert found is not None and found.test is None
+
+
+@pytest.mark.parametrize("pyproject", [
+    'project = "x"\n', 'project = ["a"]\ntool = 5\n', '[project]\noptional-dependencies = 5\n',
+    '[project]\noptional-dependencies = ["test"]\n', 'dependency-groups = "tests"\n[project]\nname = "x"\n',
+    "a = " + "[" * 5000 + "]" * 5000 + "\n"])
+def test_a_manifest_of_odd_shape_says_nothing_and_crashes_nothing(tmp_path: Path, pyproject: str) -> None:
+    """Found by the red team: a value that is not a table crashed detection (and `errand init`, and the
+    run); one nested past the parser's depth raised RecursionError; a list of names matched by `in`."""
+    repo = layout(tmp_path, {"pyproject.toml": pyproject, "tests/test_x.py": ""})
+    found = detect(repo)
+    assert found is None or ("[test]" not in found.setup[-1] and "--group" not in found.setup[-1])
+    Environment.load(repo)  # and it loads
+    nested = layout(tmp_path / "node", {"package.json": "[" * 100_000 + "]" * 100_000})
+    assert detect(nested) is None
+
+
+@pytest.mark.parametrize(("files", "installs_pytest"), [
+    ({"requirements.txt": "# run the tests with: pytest\nattrs\n"}, True),  # a comment is no requirement
+    ({"pyproject.toml": '[project]\nname = "x"\n[project.optional-dependencies]\ndev = []\n'
+                        '[dependency-groups]\ntest = ["pytest"]\n'}, True),  # the group is not the one installed
+    ({"requirements.txt": "pytest-cov\n"}, True),  # a plugin is not pytest
+    ({"requirements.txt": "PyTest>=8 ; python_version > '3'\n"}, False),
+    ({"pyproject.toml": '[project]\nname = "x"\n[dependency-groups]\ntests = ["pytest==8.4"]\n'}, False),
+])
+def test_pytest_is_installed_unless_what_is_installed_names_it(tmp_path: Path, files: dict[str, str],
+                                                                installs_pytest: bool) -> None:
+    found = detect(layout(tmp_path, {**files, "tests/test_a.py": ""}))
+    assert found is not None and found.test is not None
+    assert found.setup[-1].endswith(" pytest") is installs_pytest, found.setup
+
+
+def test_a_package_json_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    (tmp_path / "package.json").write_bytes(b"\xef\xbb\xbf" + json.dumps({"scripts": {"test": "jest"}}).encode())
+    found = detect(tmp_path)
+    assert found is not None and found.test == "npm test"
+
+
+def test_an_errand_toml_nested_past_the_readers_depth_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "errand.toml").write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match="nested deeper") as raised:
+        Environment.load(tmp_path)
+    assert raised.value.code == "invalid_toml"
+
+
+def test_errand_init_force_replaces_a_hard_link_and_refuses_a_directory(tmp_path: Path) -> None:
+    repo = layout(tmp_path / "repo", {"requirements.txt": "pytest\n"})
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me\n")
+    os.link(outside, repo / "errand.toml")
+    assert errand("init", "--force", cwd=repo).returncode == 0
+    assert outside.read_text() == "keep me\n" and "[setup]" in (repo / "errand.toml").read_text()
+    (repo / "errand.toml").unlink()
+    (repo / "errand.toml").mkdir()
+    refused = errand("init", "--force", cwd=repo)
+    assert refused.returncode == 2 and "is a directory" in refused.stderr and "Traceback" not in refused.stderr

@@ -72,7 +72,8 @@ def test_an_unknown_image_step_is_named_and_keeps_the_image_steps_code(tmp_path:
 
 @pytest.mark.parametrize(("text", "code", "said"), [
     ("[agent]\nkind = 'claud'\n", "unknown_agent",
-     "[agent] kind: expected one of errand, claude-code, codex (got string 'claud')"),
+     "[agent] kind: expected one of errand, claude-code, codex, gemini-cli, opencode, mini-swe-agent "
+     "(got string 'claud')"),
     ("[setup]\nrefresh = 'make'\n", "invalid_config", "[setup] refresh: expected a list of non-empty strings"),
     ("[setup]\nnetwork = {mode = 'wide'}\n", "invalid_network", "[setup] network.mode: expected one of none, allow"),
     ("[resources]\nmemory = true\n", "invalid_config", "[resources] memory: expected a size such as \"2GiB\""),

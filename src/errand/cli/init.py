@@ -40,9 +40,13 @@ def init(
                   "setup.py, requirements.txt or package.json); write errand.toml yourself: see docs/errand-toml.md",
                   style="red", markup=False)
         raise typer.Exit(EXIT_USAGE)
-    if target.is_symlink():
-        target.unlink()  # replace the link itself, never write through it
-    target.write_text(found.toml)
+    if target.is_dir() and not target.is_symlink():
+        err.print(f"error: {printable(str(target))} is a directory; errand.toml is a file", style="red", markup=False)
+        raise typer.Exit(EXIT_USAGE)
+    # A new file renamed over the old name: never written through a link, hard or symbolic, to elsewhere.
+    written = root / f".{CONFIG_FILE}.{os.getpid()}.new"
+    written.write_text(found.toml)
+    os.replace(written, target)
     out.print(f"wrote {printable(str(target))}:\n", markup=False)
     out.print(found.toml, markup=False)
     out.print("Read it, change what is wrong, and commit it: tasks use the errand.toml of their base commit.",

@@ -66,35 +66,34 @@ def detect(repo: Path) -> Detected | None:
 
 def _python(repo: Path) -> Detected | None:
     pyproject = _toml(repo, "pyproject.toml")
-    installable = pyproject.get("project") is not None or pyproject.get("build-system") is not None \
+    project = _table(pyproject.get("project"))
+    installable = "project" in pyproject or "build-system" in pyproject \
         or _has(repo, "setup.py") or _has(repo, "setup.cfg")
-    requirements = [name for name in _REQUIREMENTS if _has(repo, name)]
-    base_requirements = _has(repo, "requirements.txt")
-    if not (installable or requirements or base_requirements):
+    requirements = [name for name in ("requirements.txt", *_REQUIREMENTS) if _has(repo, name)]
+    if not (installable or requirements):
         return None
     reasons: list[str] = []
     install: list[str] = []
+    installed: list[object] = []  # the requirement lists the install names
     upgrade_pip = False
     if installable:
-        target = "."
-        extras = pyproject.get("project", {}).get("optional-dependencies") or {}
+        reasons.append("pyproject.toml" if project or "build-system" in pyproject
+                       else ("setup.py" if _has(repo, "setup.py") else "setup.cfg"))
+        extras = _table(project.get("optional-dependencies"))
         extra = next((name for name in _TEST_NAMES if name in extras), None)
+        groups = _table(pyproject.get("dependency-groups"))
+        group = next((name for name in _TEST_NAMES if name in groups), None) if not extra else None
+        install.append(f"-e '.[{extra}]'" if extra else "-e .")
         if extra:
-            target = f".[{extra}]"
+            installed.append(extras[extra])
             reasons.append(f"pyproject.toml's [project.optional-dependencies] {extra}")
-        install.append(f"-e '{target}'" if extra else "-e .")
-        reasons.insert(0, "pyproject.toml" if pyproject else ("setup.py" if _has(repo, "setup.py") else "setup.cfg"))
-        groups = pyproject.get("dependency-groups") or {}
-        group = next((name for name in _TEST_NAMES if name in groups), None)
-        if group and not extra:
+        if group:
             install.append(f"--group {group}")
+            installed.append(groups[group])
             upgrade_pip = True  # pip reads dependency groups from 25.1
             reasons.append(f"pyproject.toml's [dependency-groups] {group}"
                            + (" (uv.lock is uv's; pip installs the group's ranges)" if _has(repo, "uv.lock")
                               else ""))
-    if base_requirements:
-        install.append("-r requirements.txt")
-        reasons.append("requirements.txt")
     for name in requirements:
         install.append(f"-r {name}")
         reasons.append(name)
@@ -103,7 +102,7 @@ def _python(repo: Path) -> Detected | None:
     if pytest:
         test = ".venv/bin/python -m pytest -q"
         reasons.append(pytest)
-        if not _names_pytest(repo, pyproject, requirements):
+        if not _names_pytest(repo, installed, requirements):
             install.append("pytest")
     setup = ["python3 -m venv .venv"]
     if upgrade_pip:
@@ -114,7 +113,7 @@ def _python(repo: Path) -> Detected | None:
 
 def _uses_pytest(repo: Path, pyproject: dict[str, Any]) -> str | None:
     """Why the tests are pytest's, or None."""
-    if "pytest" in (pyproject.get("tool") or {}):
+    if "pytest" in _table(pyproject.get("tool")):
         return "pyproject.toml's [tool.pytest…]"
     for name, marker in (("pytest.ini", ""), ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]"),
                          ("conftest.py", "")):
@@ -126,13 +125,21 @@ def _uses_pytest(repo: Path, pyproject: dict[str, Any]) -> str | None:
     return None
 
 
-def _names_pytest(repo: Path, pyproject: dict[str, Any], requirements: list[str]) -> bool:
-    """Whether what setup installs already names pytest."""
-    wanted = [*(pyproject.get("project", {}).get("optional-dependencies") or {}).values(),
-              *(pyproject.get("dependency-groups") or {}).values()]
-    said = " ".join(str(item) for group in wanted if isinstance(group, list) for item in group)
-    said += " ".join(_text(repo, name) for name in [*requirements, "requirements.txt"])
-    return re.search(r"(?im)^\s*pytest\b|[\s'\"]pytest\b", " " + said) is not None
+_PYTEST = re.compile(r"pytest(?![\w.-])", re.IGNORECASE)  # the name, not pytest-cov or pytest_mock
+
+
+def _names_pytest(repo: Path, installed: list[object], requirements: list[str]) -> bool:
+    """Whether what setup installs already names pytest: a requirement (not a comment) of the extra or
+    group installed, or of a requirement file."""
+    wanted = [str(item) for listed in installed if isinstance(listed, list) for item in listed]
+    for name in requirements:
+        wanted += [line.split("#", 1)[0] for line in _text(repo, name).splitlines()]
+    return any(_PYTEST.match(item.strip()) for item in wanted)
+
+
+def _table(value: object) -> dict[str, Any]:
+    """``value`` if it is a table, else an empty one: a manifest of odd shape says nothing."""
+    return value if isinstance(value, dict) else {}
 
 
 # ------------------------------------------------------------------ Node
@@ -141,7 +148,7 @@ def _names_pytest(repo: Path, pyproject: dict[str, Any], requirements: list[str]
 def _node(repo: Path) -> Detected | None:
     try:
         manifest = json.loads(_text(repo, "package.json")) if _has(repo, "package.json") else None
-    except ValueError:
+    except (ValueError, RecursionError):  # malformed, or nested past the parser's depth
         manifest = None
     if not isinstance(manifest, dict):
         return None
@@ -193,13 +200,13 @@ def _has(repo: Path, name: str) -> bool:
 
 
 def _text(repo: Path, name: str) -> str:
-    return (_read(repo, name) or b"").decode("utf-8", "replace")
+    return (_read(repo, name) or b"").decode("utf-8-sig", "replace")  # npm reads a manifest past a BOM too
 
 
 def _toml(repo: Path, name: str) -> dict[str, Any]:
     try:
         return tomllib.loads(_text(repo, name))
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return {}
 
 

@@ -121,6 +121,8 @@ class Environment:
             raise ConfigError(f"{path}: not UTF-8 text ({error})", code="invalid_toml") from None
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: malformed TOML: {error}", code="invalid_toml") from None
+        except RecursionError:
+            raise ConfigError(f"{path}: nested deeper than a TOML reader goes", code="invalid_toml") from None
         return _parse(document, repo, path)
 
 

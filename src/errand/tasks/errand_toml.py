@@ -18,7 +18,7 @@ import inspect
 import json
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -58,7 +58,7 @@ WHOLE_TREE = "tree"
 DEFAULT_INSTRUCTIONS: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md", ".cursorrules", ".github/copilot-instructions.md")
 #: The agents and registry kinds a file may name (pinned to errand.agent.seam.AGENT_KINDS and
 #: errand.sandbox.registries.REGISTRY_KINDS by a test: the model cannot import the agent layer's list).
-AgentKind = Literal["errand", "claude-code", "codex"]
+AgentKind = Literal["errand", "claude-code", "codex", "gemini-cli", "opencode", "mini-swe-agent"]
 RegistryKind = Literal["pip", "npm", "apt"]
 
 
@@ -207,7 +207,7 @@ class ResourcesTable(_Table):
 class AgentTable(_Table):
     """The agent tasks of this repository get, what it reads, and its budgets."""
 
-    kind: Annotated[AgentKind | None, Expected("one of errand, claude-code, codex", code="unknown_agent")] = None
+    kind: Annotated[AgentKind | None, Expected("one of " + ", ".join(get_args(AgentKind)), code="unknown_agent")] = None
     """The agent unless a task says otherwise; default errand's own (see agents.md)."""
     instructions: Annotated[list[RelativePath], Expected("a list of paths")] = list(DEFAULT_INSTRUCTIONS)
     """Project instruction files given to the agent, in order (``[]`` for none)."""

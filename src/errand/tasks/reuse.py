@@ -92,7 +92,7 @@ def key_material(repo: Path, name: str, *, whole: bool = False) -> bytes | None:
         return data
     try:
         document = tomllib.loads(data.decode()) if name.endswith(".toml") else json.loads(data)
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # nested past the parser's depth: unreadable
         return data  # unreadable as a manifest: any change to it counts
     if not isinstance(document, dict):
         return data
@@ -222,7 +222,7 @@ def _node_build(repo: Path, setup: Sequence[str]) -> str | None:
         return None
     try:
         manifest = json.loads(material[0])
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     scripts = manifest.get("scripts") if isinstance(manifest, dict) else None
     if not isinstance(scripts, dict) or not isinstance(scripts.get("build"), str):
@@ -242,7 +242,7 @@ def _build_requires(repo: Path) -> list[str]:
         return default
     try:
         system = tomllib.loads(material[0].decode()).get("build-system", {})
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
         return default
     requires = system.get("requires") if isinstance(system, dict) else None
     if not isinstance(requires, list) or not all(isinstance(item, str) for item in requires):
