@@ -19,6 +19,7 @@ loaded when opened, one at a time, each drawn up to :data:`FILE_LINES` lines.
 
 from __future__ import annotations
 
+import collections
 import difflib
 import hashlib
 import itertools
@@ -283,6 +284,8 @@ def _word_spans(removed: str, added: str) -> tuple[Spans, Spans] | None:
     if len(removed) > WORDS_LIMIT or len(added) > WORDS_LIMIT:
         return None
     old_words, new_words = _WORD.findall(removed), _WORD.findall(added)
+    if _most_alike(old_words, new_words) < 0.5:
+        return None  # too unlike whatever their order: no matcher (its cost grows fast on unlike lines)
     matcher = difflib.SequenceMatcher(None, old_words, new_words, autojunk=False)
     if _likeness(matcher, old_words, new_words) < 0.5:
         return None
@@ -296,6 +299,14 @@ def _word_spans(removed: str, added: str) -> tuple[Spans, Spans] | None:
             if j2 > j1:
                 new_spans.append((new_at[j1], new_at[j2]))
     return (tuple(old_spans), tuple(new_spans)) if old_spans or new_spans else None
+
+
+def _most_alike(old_words: list[str], new_words: list[str]) -> float:
+    """An upper bound of :func:`_likeness` in linear time: the words the lines share, in any order."""
+    shared = collections.Counter(w for w in old_words if not w.isspace()) & \
+        collections.Counter(w for w in new_words if not w.isspace())
+    total = sum(len(word.strip()) for word in old_words + new_words)
+    return 2 * sum(len(word) * count for word, count in shared.items()) / total if total else 1.0
 
 
 def _likeness(matcher: difflib.SequenceMatcher[str], old_words: list[str], new_words: list[str]) -> float:
