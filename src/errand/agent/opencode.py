@@ -1,7 +1,7 @@
 """OpenCode as a task's agent: its pinned package, its command line, its stream in errand's terms.
 
-Started as ``opencode run --format json -m errand/MODEL PROMPT`` over the working
-copy, its model reached by configuration (``OPENCODE_CONFIG_CONTENT``): a
+Started as ``opencode run --format json -m <provider>/<model> PROMPT`` over the working
+copy (the provider is ``errand``), its model reached by configuration (``OPENCODE_CONFIG_CONTENT``): a
 provider ``errand`` on the OpenAI-compatible chat completions wire
 (``@ai-sdk/openai-compatible``) whose ``baseURL`` is the model gateway's and whose
 key is read from ``ERRAND_MODEL_TOKEN``, the run's token. Every permission is
