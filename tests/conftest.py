@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import components
+import grouping
 from mounts import unmount_under
 from uids import claim_uid_range
 
@@ -52,29 +53,14 @@ SECURITY = ("security/", "server/test_security.py", "cli/test_escapes.py", "engi
             "sandbox/test_seccomp.py", "forge/test_webhook.py", "forge/test_receivers.py")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = os.path.dirname(os.path.abspath(__file__))
     for item in items:
         where = os.path.relpath(str(item.path), root)
         if where.startswith(SECURITY[0]) or where in SECURITY[1:]:
             item.add_marker(pytest.mark.security)
-        if _shares_a_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(where))
-    if hasattr(config, "workerinput"):
-        # On workers, the slow tests are handed out first: one started last would keep a worker
-        # busy alone at the end of the run while the others stand idle.
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
-def _shares_a_module_fixture(item: pytest.Item) -> bool:
-    """Whether the test uses a fixture made once per module (or class or package), such as a Debian
-    image built in minutes: then its module's tests run on one pytest-xdist worker (``--dist
-    loadgroup``), which makes it once, instead of on every worker that draws one of them."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return False
-    return any(definitions[-1].scope in ("module", "class", "package")
-               for definitions in info.name2fixturedefs.values() if definitions)
+    grouping.group_and_order(config, items, root)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

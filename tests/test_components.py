@@ -1,5 +1,6 @@
-"""The suite's own guards: a missing component fails under CI instead of skipping, and each test
-session (each pytest-xdist worker) holds a range of sandbox uids no other live session holds."""
+"""The suite's own guards: a missing component fails under CI instead of skipping, each test
+session (each pytest-xdist worker) holds a range of sandbox uids no other live session holds, and
+the tests sharing a module's fixture run on one worker, which makes it once."""
 
 from __future__ import annotations
 
@@ -95,3 +96,34 @@ def test_two_sessions_never_hold_the_same_uid_range(tmp_path: Path) -> None:
     again, again_lock = claim_uid_range(tmp_path)  # a range a session let go of is free again
     again_lock.close()
     assert again == first
+
+
+def test_the_tests_sharing_a_module_fixture_run_on_one_worker_which_makes_it_once(tmp_path: Path) -> None:
+    """Wired as this suite is (tests/conftest.py's hook, ``-n 2 --dist loadgroup`` as scripts/test
+    runs it). With the marks added after pytest-xdist read them, or on pytest 9.2, the module's
+    tests went round the workers and each made the fixture again."""
+    made, ran = tmp_path / "made", tmp_path / "ran"
+    (tmp_path / "conftest.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "import os, pytest, grouping\n"
+        "@pytest.hookimpl(tryfirst=True)\n"
+        "def pytest_collection_modifyitems(config, items):\n"
+        "    grouping.group_and_order(config, items, os.path.dirname(__file__))\n")
+    (tmp_path / "test_shared.py").write_text(
+        "import os, time, pytest\n"
+        "@pytest.fixture(scope='module')\n"
+        "def image():\n"
+        f"    with open({str(made)!r}, 'a') as f: f.write(os.environ['PYTEST_XDIST_WORKER'] + '\\n')\n"
+        "@pytest.mark.parametrize('n', range(6))\n"
+        "def test_uses(image, n):\n"
+        f"    with open({str(ran)!r}, 'a') as f: f.write(os.environ['PYTEST_XDIST_WORKER'] + '\\n')\n"
+        "    time.sleep(0.2)\n"
+        "@pytest.mark.parametrize('n', range(6))\n"
+        "def test_alone(n):\n"
+        "    time.sleep(0.2)\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+                           "--dist", "loadgroup", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path,
+                          env={"PATH": "/usr/bin:/bin"}, timeout=300)
+    assert done.returncode == 0 and "12 passed" in done.stdout, done.stdout + done.stderr
+    assert len(ran.read_text().split()) == 6 and len(set(ran.read_text().split())) == 1, ran.read_text()
+    assert len(made.read_text().split()) == 1, made.read_text()  # made once, on that worker
