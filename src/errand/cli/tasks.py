@@ -322,9 +322,14 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
         _print_next_steps(out, service, task)
 
 
+_NOTE_SHOWN = 300  # characters of a follow-up's first line that `errand show` prints
+
+
 def _print_followup(out: Console, said: FollowupSaid) -> None:
     """A follow-up's note, then each line comment as ``path:lines (side)`` and what it said."""
     first, *rest = said.note.strip().splitlines() or [""]
+    if len(first) > _NOTE_SHOWN:  # a long one-line note is cut here; `errand logs` has it whole
+        first, rest = first[:_NOTE_SHOWN], [first]
     if said.comments and not first:
         first = f"{len(said.comments)} line comment{'' if len(said.comments) == 1 else 's'}"
     out.print(f"  - {shown(first, lines=False)}" + (" [dim]…[/]" if rest else ""))
@@ -333,7 +338,7 @@ def _print_followup(out: Console, said: FollowupSaid) -> None:
     for comment in said.comments:
         who = f"@{comment.author}: " if comment.author else ""
         out.print(f"    {shown(comment.path, lines=False)}:{comment.lines} ({comment.side}) "
-                  f"{shown(who + comment.body, lines=False)}")
+                  f"{shown((who + comment.body)[:_NOTE_SHOWN], lines=False)}")
 
 
 def print_progress(out: Console, figures: dict[str, Any]) -> None:

@@ -64,7 +64,7 @@ class FollowupIn(BaseModel):
     comments: list[CommentIn] = Field([], max_length=MAX_COMMENTS,
                                       description="Comments on lines of the diff, each anchored (its file, lines "
                                       "and the lines quoted) in the next round's instruction.")
-    attempt: int | None = Field(None, ge=1, le=10_000,
+    attempt: int | None = Field(None, ge=1, le=10_000, strict=True,  # true is no attempt number
                                 description="The attempt (of the last round) whose diff the comments are on; the "
                                 "best-ranked if omitted.")
 
