@@ -175,6 +175,21 @@ def _sqlite_arguments(url: str) -> dict[str, Any]:
     return {"connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}}
 
 
+def _wal(cursor: sqlite3.Cursor) -> None:
+    """Switch a database to WAL. Processes opening a fresh database at once all ask, and SQLite
+    may answer "database is locked" at once, without waiting its busy timeout (seen in CI, one
+    process of six): ask again, for up to that timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def _configure_sqlite(engine: sa.Engine) -> None:
     @sa.event.listens_for(engine, "connect")
     def on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
@@ -183,7 +198,7 @@ def _configure_sqlite(engine: sa.Engine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _wal(cursor)
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.execute("PRAGMA synchronous = NORMAL")  # durable across process crashes in WAL mode
         # Reads come from the page cache through a mapping, shared by every connection, instead

@@ -111,7 +111,7 @@ def test_errand_toml_entries_take_ports(tmp_path: Path) -> None:
     (tmp_path / "errand.toml").write_text('[network]\ndomains = ["registry.example.org:http"]\n')
     with pytest.raises(ConfigError) as caught:
         Environment.load(tmp_path)
-    assert caught.value.code == "invalid_port" and "network.domains" in str(caught.value)
+    assert caught.value.code == "invalid_port" and "[network] domains" in str(caught.value)
 
 
 def test_registry_urls_become_entries_with_their_ports() -> None:

@@ -36,8 +36,13 @@ def _migrate_at_once(url: str, tmp_path: Path) -> list[subprocess.CompletedProce
                                 stderr=subprocess.PIPE, text=True) for _ in range(PROCESSES)]
     deadline = time.monotonic() + 120
     while len(list(tmp_path.glob("go.*"))) < PROCESSES:
-        assert time.monotonic() < deadline, "the processes did not connect"
-        assert all(p.poll() is None for p in started), [p.communicate() for p in started]
+        if time.monotonic() > deadline or any(p.poll() is not None for p in started):
+            # One died (or none got there): the others wait for a go that never comes. End them
+            # first, or reading what they said waits for ever (it did, in CI).
+            for process in started:
+                process.kill()
+            said = [process.communicate(timeout=60) for process in started]
+            raise AssertionError(f"the processes did not all connect: {said}")
         time.sleep(0.01)
     go.touch()
     ended = []

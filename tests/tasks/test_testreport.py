@@ -185,3 +185,32 @@ def test_unittest_verbose_lists_its_passing_and_skipped_tests(tmp_path: Path) ->
     assert report.passing is not None and sorted(report.passing) == ["test_money.TestCents.test_doc",
                                                                       "test_money.TestCents.test_kept"], done.stderr
     assert report.skipped == ("test_money.TestCents.test_later",)
+
+
+def _junit_of(project: Path) -> Report:
+    report = project / "report.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
+                    "-o", "junit_family=xunit1"], cwd=project, capture_output=True, check=False)
+    read = read_junit(report.read_bytes())
+    assert read is not None
+    return read
+
+
+def test_a_test_file_that_failed_to_import_and_runs_after_is_fixed_not_gone(tmp_path: Path) -> None:
+    """A real pytest's JUnit names a file that cannot import by its module (tests/test_mean.py::
+    tests.test_mean); once the fix lets it import, its tests are named one by one. That file is
+    fixed, not a failing test gone (found by the fresh-clone run: a real fix read as low confidence)."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_mean.py").write_text("from stats import mean\n\n\ndef test_mean():\n"
+                                                     "    assert mean([1, 2, 3]) == 2\n")
+    before = _junit_of(tmp_path)
+    assert before.failing == ("tests/test_mean.py::tests.test_mean",)
+    (tmp_path / "stats.py").write_text("def mean(values):\n    return sum(values) / len(values)\n")
+    fixed = flips(before, _junit_of(tmp_path))
+    assert fixed.fixed == ("tests/test_mean.py::tests.test_mean",) and not fixed.gone
+    (tmp_path / "tests" / "test_mean.py").write_text("from stats import mean\n\n\ndef test_mean():\n"
+                                                     "    assert mean([1, 2, 3]) == 2\n\n\ndef test_more():\n"
+                                                     "    assert False\n")
+    half = flips(before, _junit_of(tmp_path))  # the file imports, but one of its tests fails
+    assert not half.fixed and half.gone == ("tests/test_mean.py::tests.test_mean",)

@@ -42,7 +42,7 @@ KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
     _kind("round_started", "agent round runs worker",
           "a worker claimed the task and opened a round of N attempts, worked by its agent"),
     _kind("model_endpoint", "describe key model resolved_by", "the model the round uses, and where it came from"),
-    _kind("environment", "budgets commit config isolation lint network setup_network test",
+    _kind("environment", "budgets commit config detected isolation lint network setup_network test",
           "what shapes the round, read from the base commit"),
     _kind("setup_started", "key commands keyed_on network reused",
           "the environment's setup commands begin (or, reused from another commit, its refresh)"),

@@ -337,6 +337,18 @@ class Flips(NamedTuple):
     skipped: tuple[str, ...] = ()  # failed before, skipped after: not fixed
 
 
+def _module_runs(name: str, after: Report) -> bool:
+    """Whether ``name`` is a whole test file's error (pytest names a file that failed to import
+    by the file's module: ``tests/test_a.py::tests.test_a``) and, after, the file's tests ran and
+    passed, none failing: the file was fixed, its tests named only now."""
+    file, _, rest = name.partition("::")
+    if not file.endswith(".py") or rest != file.removesuffix(".py").replace("/", "."):
+        return False
+    inside = file + "::"
+    return any(p.startswith(inside) for p in after.passing or ()) and not any(
+        f.startswith(inside) for f in after.failing)
+
+
 def flips(before: Report, after: Report) -> Flips:
     """The tests that flipped each way (:class:`Flips`). A test that failed before is fixed only
     when it is seen passing after: by name where the run lists its passing tests, else (a runner
@@ -348,7 +360,7 @@ def flips(before: Report, after: Report) -> Flips:
         return Flips((), ())  # a run that reported no test at all says nothing of any
     unnamed = [name for name in before.failing if name not in after.failing and name not in after.skipped]
     if after.passing is not None:
-        fixed = tuple(name for name in unnamed if name in after.passing)
+        fixed = tuple(name for name in unnamed if name in after.passing or _module_runs(name, after))
     else:
         rose = (after.passed or 0) - (before.passed or 0)
         fixed = tuple(unnamed) if unnamed and rose >= len(unnamed) else ()
