@@ -69,8 +69,8 @@ async def wait_ready(store: Any, task_ids: list[str]) -> None:
 
 async def bench(url: str, repo: Path, script: Path, tasks: int, concurrency: int) -> dict[str, Any]:
     from errand.models import ScriptedModel
-    from errand.tasks.engine import LocalEngine
-    from errand.tasks.store import TaskStore
+    from errand.tasks.engines.local import LocalEngine
+    from errand.tasks.store.tasks import TaskStore
 
     store = TaskStore.open(url)
     engine = LocalEngine(store, concurrency=concurrency, poll_interval=0.02, memory=None,
@@ -159,9 +159,9 @@ def run_temporal(url: str, work: Path, repo: Path, script: Path, tasks: int, con
 
 
 async def bench_temporal(team: TemporalTeam, url: str, repo: Path, script: Path, tasks: int) -> dict[str, Any]:
-    from errand.tasks.store import TaskStore
-    from errand.tasks.temporal import TemporalSettings
-    from errand.tasks.temporal.dispatch import Dispatcher
+    from errand.tasks.engines.temporal import TemporalSettings
+    from errand.tasks.engines.temporal.dispatch import Dispatcher
+    from errand.tasks.store.tasks import TaskStore
 
     store = TaskStore.open(url)
     os.environ.update({"ERRAND_TEMPORAL_QUEUE": "errand-bench"})
@@ -201,9 +201,9 @@ def rows(work: Path) -> list[tuple[str, str | None, str]]:
 
 def serve_temporal_worker(concurrency: int) -> int:
     """One Temporal worker until SIGTERM (a process of the Temporal row)."""
-    from errand.tasks.store import TaskStore
-    from errand.tasks.temporal import TemporalSettings
-    from errand.tasks.temporal.worker import TemporalWorker
+    from errand.tasks.engines.temporal import TemporalSettings
+    from errand.tasks.engines.temporal.worker import TemporalWorker
+    from errand.tasks.store.tasks import TaskStore
 
     async def serve() -> None:
         stop = asyncio.Event()

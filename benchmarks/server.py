@@ -36,7 +36,7 @@ from pathlib import Path
 
 import httpx
 
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 
 def free_port() -> int:

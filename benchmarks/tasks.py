@@ -130,9 +130,9 @@ class FirstRequestModel:
 
 
 async def bench(files: int, runs: int) -> dict[str, list[float]]:
-    from errand.tasks.engine import LocalEngine
+    from errand.tasks.engines.local import LocalEngine
     from errand.tasks.service import TaskService
-    from errand.tasks.store import TaskStore
+    from errand.tasks.store.tasks import TaskStore
 
     work = Path(os.environ["ERRAND_HOME"]).parent
     repo = work / "repo"
@@ -246,8 +246,8 @@ def make_project(root: Path, files: dict[str, str], *, npm: bool) -> Path:
 async def environment_ready(store: Any, repo: Path, script: Path) -> tuple[float, float, Any]:
     """Seconds from a new commit to its environment ready (checkout, errand.toml, set-up step),
     the seconds its setup or refresh commands ran, and the set-up environment."""
-    from errand.tasks import steps
-    from errand.tasks.environment import Environment
+    from errand.tasks.round import steps
+    from errand.tasks.round.environment import Environment
     from errand.tasks.service import TaskService
 
     task = await asyncio.to_thread(TaskService(store).submit, "bench", repo=repo, model=f"scripted:{script}")
@@ -272,7 +272,7 @@ async def environment_ready(store: Any, repo: Path, script: Path) -> tuple[float
 
 
 async def bench_environment(name: str, work: Path, *, quick: bool, commits: int, rebuilds: int) -> dict[str, Any]:
-    from errand.tasks.store import TaskStore
+    from errand.tasks.store.tasks import TaskStore
 
     npm = name == "npm"
     started = time.perf_counter()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write what errand.toml's model (errand.tasks.errand_toml) publishes: docs/errand.schema.json and the
+"""Write what errand.toml's model (errand.tasks.round.errand_toml) publishes: docs/errand.schema.json and the
 reference section of docs/errand-toml.md (between its two reference markers). With --check, write nothing
 and exit 1 if either is out of date (tests/tasks/test_errand_toml.py runs the same comparison).
 
@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from errand.tasks.errand_toml import published  # noqa: E402
+from errand.tasks.round.errand_toml import published  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -252,7 +252,7 @@ def test_the_reference_shows_a_sphinx_role_as_the_name_a_reader_sees() -> None:
     assert spec is not None and spec.loader is not None
     roles = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(roles)
-    assert roles.plain("See :class:`~errand.forge.gitea.GiteaForge` and :func:`errand.forge.open_forge`, "
+    assert roles.plain("See :class:`~errand.forge.hosts.gitea.GiteaForge` and :func:`errand.forge.open_forge`, "
                        ":meth:`~Sandbox.exec()`.") == "See `GiteaForge` and `errand.forge.open_forge`, `exec()`."
 
 
@@ -271,7 +271,7 @@ TOML_FILES = {"docs/errand-toml.md": "errand.toml", "docs/environments.md": "err
 def test_the_docs_toml_examples_are_read_by_errand_as_written(tmp_path: Path) -> None:
     from errand.eval.dataset import load_specs
     from errand.models.catalog import Catalog
-    from errand.tasks.environment import Environment
+    from errand.tasks.round.environment import Environment
 
     examples = _blocks("toml")
     assert sorted({page for page, _ in examples}) == sorted(TOML_FILES)

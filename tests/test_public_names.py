@@ -43,6 +43,11 @@ PUBLIC: dict[str, list[str]] = {
         "Diff", "DiffStats", "FileChange", "RepoError", "WorkingCopy", "accept", "branch_name", "diff_tree",
         "run_git", "slugify",
     ],
+    "errand.tasks": [
+        "ACTIVE", "Environment", "Event", "Evidence", "FINAL", "LineComment", "NeedsConfirmation", "Review", "Run",
+        "RunState", "Side", "Task", "TaskApi", "TaskError", "TaskNotFound", "TaskService", "TaskState", "TaskStore",
+        "TestRun", "Verdict",
+    ],
     "errand.forge": [
         "Forge", "ForgeError", "ForgeSettings", "GitHubForge", "IssueRef", "KINDS", "looks_like_issue_ref",
         "open_forge", "open_github",
@@ -64,3 +69,10 @@ def test_the_public_names_are_exactly_the_pinned_ones(package: str) -> None:
 def test_every_public_name_is_there(package: str) -> None:
     module = importlib.import_module(package)
     assert [name for name in module.__all__ if not hasattr(module, name)] == []
+
+
+@pytest.mark.parametrize("package", sorted(PUBLIC))
+def test_every_public_name_resolves(package: str) -> None:
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        assert getattr(module, name) is not None, f"{package}.{name}"

@@ -25,7 +25,7 @@ VERSION = "2025-06-18"
 
 @dataclass
 class Memory:
-    """One project's memory, as the engine's hooks give it (errand.tasks.memory_link)."""
+    """One project's memory, as the engine's hooks give it (errand.tasks.round.memory_link)."""
 
     project: str
     proposed: list[str] = field(default_factory=list)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from postgres import Cluster
 from temporal import TemporalServer
 

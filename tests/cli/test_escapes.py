@@ -36,7 +36,7 @@ import errand as errand_package
 from engine.harness import make_repo
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Task
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ from engine.cli import errand
 from engine.harness import git
 from engine.projects import python_project
 from errand.cli import app
-from errand.tasks.workers import WorkerInfo, hold
+from errand.tasks.engines.workers import WorkerInfo, hold
 
 runner = CliRunner()
 

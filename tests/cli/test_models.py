@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine.harness import FIX_SCRIPT, make_repo, openai_turn
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from models.wire import WireServer
 
 pytestmark = pytest.mark.slow

@@ -23,7 +23,7 @@ from errand.sandbox import AsyncSandbox
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from models.provider_wire import Provider
 from models.wire import Answer, Hang, Recorded, WireServer
 

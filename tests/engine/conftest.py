@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from postgres import DATABASES, database_url
 
 from .cli import stop_worker

@@ -17,10 +17,10 @@ from typing import Any
 from errand.agent import Budgets
 from errand.models import Message, ScriptedModel, Tool, ToolCall
 from errand.models.protocol import Reply
-from errand.tasks.engine import LocalEngine, ModelFactory
+from errand.tasks.engines.local import LocalEngine, ModelFactory
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Task
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef double(x):\n    return x + x + 1\n"
 TEST_CALC = ("from calc import add\n\nassert add(2, 3) == 5, f'add(2, 3) gave {add(2, 3)}'\n"
@@ -149,9 +149,9 @@ async def running_engine(store: TaskStore, models: ModelFactory | None = None, *
 @contextlib.asynccontextmanager
 async def _temporal_engine(store: TaskStore, models: ModelFactory | None, *, concurrency: int,
                            budgets: Budgets | None, default_model: str, isolation: str | None) -> AsyncIterator[Any]:
-    from errand.tasks.temporal import TemporalSettings
-    from errand.tasks.temporal.dispatch import Dispatcher
-    from errand.tasks.temporal.worker import TemporalWorker
+    from errand.tasks.engines.temporal import TemporalSettings
+    from errand.tasks.engines.temporal.dispatch import Dispatcher
+    from errand.tasks.engines.temporal.worker import TemporalWorker
 
     settings = TemporalSettings.from_environment()
     worker = TemporalWorker(store, settings, concurrency=concurrency, budgets=budgets, isolation=isolation,

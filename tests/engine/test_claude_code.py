@@ -19,7 +19,7 @@ import pytest
 
 from errand.agent.claude_code import ClaudeCode
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from models.provider_wire import Provider, Turn
 from models.wire import Recorded, WireServer
 

@@ -24,7 +24,7 @@ from errand.agent.mcp_server import ToolServer
 from errand.memory import MemoryStore, Provenance, project_key
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from models.provider_wire import Provider, Turn
 from models.wire import WireServer
 

@@ -16,7 +16,7 @@ import pytest
 
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from models.wire import Answer, Json, Recorded, WireServer
 
 from .agent_clis import FAILING, cli_processes, submit, task_sandboxes

@@ -10,11 +10,11 @@ import pytest
 
 from errand.agent import Budgets
 from errand.sandbox import AsyncSandbox
-from errand.tasks import steps
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
+from errand.tasks.round import steps
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 from .harness import (
     FINISH,

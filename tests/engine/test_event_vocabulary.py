@@ -7,7 +7,7 @@ from pathlib import Path
 from errand.tasks.events import KINDS
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 from .harness import FINISH, FIX, READ, TEST, per_attempt, running_engine, wait_for_state
 

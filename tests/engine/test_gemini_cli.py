@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from errand.errors import ConfigError
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from models.wire import Answer, Json, Recorded, Stream, WireServer
 
 from .agent_clis import (

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from errand.sandbox import AsyncSandbox, SandboxInfo
-from errand.tasks import steps
-from errand.tasks.environment import Environment
 from errand.tasks.lifecycle import TaskState
+from errand.tasks.round import steps
+from errand.tasks.round.environment import Environment
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from postgres import on_sqlite_only
 
 from .harness import FIX_SCRIPT, GatedModel, make_repo, running_engine, scripted, wait_for_state

@@ -13,7 +13,7 @@ import pytest
 from components import needs
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 from .harness import make_repo, per_attempt, running_engine, scripted, wait_for_state
 

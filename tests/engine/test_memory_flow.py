@@ -12,7 +12,7 @@ from pathlib import Path
 from errand.memory import MemoryStore
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from postgres import on_sqlite_only
 
 from .harness import FINISH, FIX, FIX_SCRIPT, make_repo, running_engine, scripted, wait_for_state
@@ -92,7 +92,7 @@ async def test_a_finished_task_is_distilled_into_proposed_memories(
 def test_the_task_query_is_its_title_and_opening_words() -> None:
     from dataclasses import replace
 
-    from errand.tasks.memory_link import QUERY_WORDS, task_query
+    from errand.tasks.round.memory_link import QUERY_WORDS, task_query
 
     store_task = TaskStore.open("sqlite://").create_task(title="Fix add", instruction="Fix add. " + "word " * 500,
                                                          repo="/r")

@@ -11,7 +11,7 @@ from errand.memory.rules import Activation
 from errand.models import Message
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from memory.crowded import CONVENTIONS, PITFALL, QUERY
 from postgres import on_sqlite_only
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from errand.agent.mini_swe_agent import SUBMIT
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from models.provider_wire import Provider, Turn, openai_rate_limit
 from models.wire import Recorded, WireServer
 

@@ -19,7 +19,7 @@ from errand.models import Usage
 from errand.models.profiles import KNOWN
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from models.wire import Answer, Json, Recorded, WireServer
 
 from .harness import FIX_SCRIPT, openai_turn, running_engine, wait_for_event, wait_for_state

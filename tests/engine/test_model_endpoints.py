@@ -14,7 +14,7 @@ from errand.models import ModelEndpoint
 from errand.models.endpoint import fingerprint
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from models.wire import WireServer
 
 from .harness import FIX_SCRIPT, openai_turn, running_engine, wait_for_event, wait_for_state

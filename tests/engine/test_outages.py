@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 import postgres
-from errand.tasks import steps
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, RunState
+from errand.tasks.round import steps
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from temporal import TemporalServer
 
 from .harness import (

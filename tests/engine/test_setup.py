@@ -10,7 +10,7 @@ from pathlib import Path
 
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from postgres import on_sqlite_only
 
 from .harness import FIX_SCRIPT, make_repo, running_engine, scripted, wait_for_state

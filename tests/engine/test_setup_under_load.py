@@ -20,7 +20,7 @@ import pytest
 
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 from .harness import running_engine, scripted, wait_for_event, wait_for_state
 from .projects import npm_project, python_project

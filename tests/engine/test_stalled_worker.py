@@ -19,16 +19,16 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from errand.sandbox import AsyncSandbox
-from errand.tasks import round as rounds
-from errand.tasks import steps
+from errand.tasks.engines.temporal import TemporalSettings
+from errand.tasks.engines.temporal.dispatch import workflow_step
+from errand.tasks.engines.temporal.worker import TemporalWorker
+from errand.tasks.engines.temporal.workflow import RUN_LOST, AttemptInput
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
+from errand.tasks.round import order as rounds
+from errand.tasks.round import steps
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
-from errand.tasks.temporal import TemporalSettings
-from errand.tasks.temporal.dispatch import workflow_step
-from errand.tasks.temporal.worker import TemporalWorker
-from errand.tasks.temporal.workflow import RUN_LOST, AttemptInput
+from errand.tasks.store.tasks import TaskStore
 from temporal import TemporalServer
 
 from .cli import script

@@ -20,9 +20,9 @@ from temporalio.client import Client
 from errand.repo.accept import branch_name
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
-from errand.tasks.schema import tasks
 from errand.tasks.service import TaskService, resolve_model
-from errand.tasks.store import TaskStore
+from errand.tasks.store.schema import tasks
+from errand.tasks.store.tasks import TaskStore
 from temporal import TemporalServer
 
 from .cli import script

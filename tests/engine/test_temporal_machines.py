@@ -17,7 +17,7 @@ import pytest
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from temporal import TemporalServer
 
 from .cli import script

@@ -13,7 +13,7 @@ import pytest
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from models.wire import WireServer
 
 from .cli import script

@@ -15,7 +15,7 @@ import pytest
 
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from models.wire import WireServer
 from postgres import on_sqlite_only
 

@@ -17,7 +17,7 @@ from errand.sandbox import Sandbox
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from models.wire import WireServer
 
 from .harness import FIX_SCRIPT, READ, openai_turn

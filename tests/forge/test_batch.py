@@ -12,7 +12,7 @@ import pytest
 from components import needs
 from engine.cli import errand, script
 from errand.forge.links import LinkStore
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from server.browsing import Person
 from server.conftest import start_server
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from errand.forge.body import pull_body
+from errand.forge.outbound.body import pull_body
 from errand.tasks.evidence import Evidence, TestRun, assess, failed_checks
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Task

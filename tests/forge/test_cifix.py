@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import pytest
 
 from engine.cli import script
-from errand.forge.github import GitHubForge
+from errand.forge.hosts.github import GitHubForge
 from errand.forge.links import Link, LinkStore
-from errand.forge.publish import Publisher, catch_up
+from errand.forge.outbound.publish import Publisher, catch_up
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 from .conftest import REPO, TOKEN, Forged
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from errand.forge.decide import (
+from errand.forge.inbound.decide import (
     Accept,
     Action,
     Answer,
@@ -22,7 +22,7 @@ from errand.forge.decide import (
     could_act,
     decide,
 )
-from errand.forge.events import ForgeEvent, normalise
+from errand.forge.inbound.events import ForgeEvent, normalise
 
 KNOWN = State(me="errand-bot", mention="@errand", label="errand", may_write=True)
 REPO = "acme/calc"

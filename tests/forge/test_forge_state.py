@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from errand import database
-from errand.forge.cifix import Rounds, fix_owed
+from errand.forge.inbound.cifix import Rounds, fix_owed
 from errand.forge.links import Link, LinkStore, PostedQuestion, Round
 from errand.forge.questions import asked_on, is_the_question
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from postgres import DATABASES, database_url
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "errand"

@@ -8,8 +8,8 @@ import pytest
 
 from engine.harness import git
 from errand.forge import ForgeError, IssueRef
-from errand.forge.gitea import GiteaForge
-from errand.forge.kinds import parse_issue
+from errand.forge.hosts.gitea import GiteaForge
+from errand.forge.hosts.kinds import parse_issue
 
 from .conftest import GITEA_TOKEN, REPO, OnForge
 

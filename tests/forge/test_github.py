@@ -7,7 +7,7 @@ import time
 import pytest
 
 from errand.forge import ForgeError, IssueRef
-from errand.forge.github import GitHubForge
+from errand.forge.hosts.github import GitHubForge
 from errand.forge.text import issue_instruction
 
 from .conftest import REPO, TOKEN, Forged

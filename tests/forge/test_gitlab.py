@@ -7,8 +7,8 @@ import time
 import pytest
 
 from errand.forge import ForgeError, IssueRef
-from errand.forge.gitlab import GitLabForge
-from errand.forge.kinds import parse_issue
+from errand.forge.hosts.gitlab import GitLabForge
+from errand.forge.hosts.kinds import parse_issue
 
 from .conftest import GITLAB_REPO, GITLAB_TOKEN, OnForge
 from .test_gitea import branch_on

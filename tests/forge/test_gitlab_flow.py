@@ -16,7 +16,7 @@ import pytest
 
 from engine.cli import errand, script
 from engine.harness import git
-from errand.forge.gitlab import GitLabForge
+from errand.forge.hosts.gitlab import GitLabForge
 from server.conftest import Served, start_server
 
 from .conftest import GITLAB_REPO, GITLAB_SECRET, GITLAB_TOKEN, OnForge, files_holding

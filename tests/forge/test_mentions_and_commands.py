@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from errand.forge.decide import Accept, Answer, Ignore, Start, State, decide
-from errand.forge.events import ForgeEvent
+from errand.forge.inbound.decide import Accept, Answer, Ignore, Start, State, decide
+from errand.forge.inbound.events import ForgeEvent
 
 KNOWN = State(me="errand-bot", mention="@errand", label="errand", may_write=True)
 WAITING = replace(KNOWN, waiting_task="t-1", asked_by="acme")
@@ -43,8 +43,8 @@ def test_an_edited_gitlab_note_is_not_a_new_comment() -> None:
     # GitLab sends a Note Hook when a comment is edited too (object_attributes.action "update", a new
     # X-Gitlab-Event-UUID). The receiver maps every note to issue_comment "created": fixing a typo in an
     # old `@errand fix this` starts another task, and any edit while a question waits becomes the answer.
-    from errand.forge.events import normalise
-    from errand.forge.receivers import GitLabReceiver
+    from errand.forge.inbound.events import normalise
+    from errand.forge.inbound.receivers import GitLabReceiver
 
     payload = {"object_kind": "note", "event_type": "note", "user": {"username": "acme"},
                "project": {"path_with_namespace": "acme/calc"},
@@ -62,8 +62,8 @@ def test_another_label_on_a_gitea_issue_that_has_errands_label_starts_nothing() 
     # Gitea says only "labels changed" (issue_label / label_updated). The receiver reads it as
     # "labeled errand" whenever the issue still carries errand's label: once errand's task on the
     # issue has ended, a writer adding `bug` to it starts a new task no one asked for.
-    from errand.forge.events import normalise
-    from errand.forge.receivers import GiteaReceiver
+    from errand.forge.inbound.events import normalise
+    from errand.forge.inbound.receivers import GiteaReceiver
 
     payload = {"action": "label_updated", "sender": {"login": "acme"}, "repository": {"full_name": "acme/calc"},
                "issue": {"number": 7, "labels": [{"name": "errand"}, {"name": "bug"}]}}

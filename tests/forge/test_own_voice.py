@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from engine.cli import script
-from errand.forge.kinds import open_forge
+from errand.forge.hosts.kinds import open_forge
+from errand.forge.inbound.receivers import receiver_for
+from errand.forge.inbound.webhooks import Outcome, WebhookHandler
 from errand.forge.links import Link, LinkStore
-from errand.forge.receivers import receiver_for
-from errand.forge.webhooks import Outcome, WebhookHandler
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 from .conftest import OnForge
 

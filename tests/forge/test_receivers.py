@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from errand.forge import ForgeError
-from errand.forge.receivers import GiteaReceiver, GitLabReceiver
+from errand.forge.inbound.receivers import GiteaReceiver, GitLabReceiver
 
 SECRET = "s3cret"
 BODY = b'{"action": "created"}'

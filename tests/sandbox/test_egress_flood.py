@@ -12,7 +12,7 @@ import pytest
 
 from errand.sandbox._egress.ledger import read_ledger
 from errand.sandbox._egress.proxy import LIVE_BACKLOG, EgressEvent, ProxyTimeouts
-from errand.tasks.egress_log import MAX_REFUSALS, egress_record
+from errand.tasks.round.egress_log import MAX_REFUSALS, egress_record
 from sandbox.test_egress_refusals import SANDBOX, Running, start
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]

@@ -9,7 +9,7 @@ import pytest
 
 from errand import ConfigError, Network
 from errand.sandbox.network import decide_address, decide_name, entry_for_url
-from errand.tasks.environment import Environment
+from errand.tasks.round.environment import Environment
 
 
 @pytest.mark.parametrize(("make", "code"), [

@@ -19,7 +19,7 @@ from errand.server.app import create_app
 from errand.server.config import ServerConfig
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 FETCH = """\
 import sys, urllib.request

@@ -12,7 +12,7 @@ import nethosts  # tests/nethosts.py: the security conftest puts tests/ on the p
 from engine.harness import make_repo, running_engine, scripted, wait_for_state
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 FETCH = """\
 import sys, urllib.request

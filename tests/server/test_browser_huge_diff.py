@@ -15,7 +15,7 @@ import pytest
 from components import needs
 from engine.harness import git, make_repo
 from errand.server.diffview import FILE_LINES, PAGE_FILES, PAGE_LINES
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 from .browsing import Person
 from .conftest import Served, start_server

@@ -17,7 +17,7 @@ from errand.tasks.api import TaskApi
 from errand.tasks.errors import TaskNotFound, WrongState
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 from .conftest import Served
 

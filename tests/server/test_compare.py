@@ -6,7 +6,7 @@ from __future__ import annotations
 from errand.server import taskview
 from errand.tasks.evidence import Confidence, Evidence, TestRun
 from errand.tasks.records import Run, RunResult, RunState
-from errand.tasks.steps import RANKING_RULE, rank
+from errand.tasks.round.steps import RANKING_RULE, rank
 
 PATCH = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n-a - b\n+a + b\n"
 

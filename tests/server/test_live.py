@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from errand.server.live import Hub, Tick
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 
 async def collect(hub: Hub, task_id: str, after: int, count: int) -> list[int]:

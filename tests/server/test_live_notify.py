@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from errand.server.live import Hub, Tick
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 pytestmark = pytest.mark.slow
 
-APPEND = "import sys; from errand.tasks.store import TaskStore; " \
+APPEND = "import sys; from errand.tasks.store.tasks import TaskStore; " \
          "TaskStore.open(sys.argv[1]).append_event(sys.argv[2], None, 'output', {'text': 'from afar'})"
-MOVE = "import sys; from errand.tasks.store import TaskStore; " \
+MOVE = "import sys; from errand.tasks.store.tasks import TaskStore; " \
        "TaskStore.open(sys.argv[1]).set_state(sys.argv[2], 'cancelled')"
 
 

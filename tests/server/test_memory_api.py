@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from errand.memory import MemoryStore, Provenance, project_key
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 from .conftest import Served
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from engine.conftest import errand_home, repo, script_file, service  # noqa: F401 - shared with the engine tests
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from postgres import DATABASES, database_url
 
 

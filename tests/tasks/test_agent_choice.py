@@ -12,7 +12,7 @@ import pytest
 from engine.cli import errand
 from engine.harness import make_repo
 from errand.errors import ConfigError
-from errand.forge.body import pull_body
+from errand.forge.outbound.body import pull_body
 from errand.tasks.service import TaskService
 
 SCRIPT = "scripted:/dev/null"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from errand.tasks import census
-from errand.tasks.schema import events
-from errand.tasks.store import TaskStore
+from errand.tasks.store import census
+from errand.tasks.store.schema import events
+from errand.tasks.store.tasks import TaskStore
 
 
 def store_at(tmp_path: Path) -> TaskStore:

@@ -12,7 +12,7 @@ import pytest
 from engine.harness import git, make_repo
 from errand.errors import ConfigError
 from errand.tasks.comments import MAX_QUOTED, LineComment, Quoted, anchor, quote_hunk
-from errand.tasks.prompt import commented_instruction
+from errand.tasks.round.prompt import commented_instruction
 
 LONG = "".join(f"line {n}\n" for n in range(1, 41))
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from errand.errors import ConfigError
-from errand.tasks.detect import detect
-from errand.tasks.environment import Environment
+from errand.tasks.round.detect import detect
+from errand.tasks.round.environment import Environment
 
 
 def layout(root: Path, files: dict[str, str]) -> Path:

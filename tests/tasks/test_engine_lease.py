@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from engine.cli import errand
-from errand.tasks.engine import LocalEngine
-from errand.tasks.engine_lease import TEMPORAL_PREFIX, lease_lives, temporal_lease
+from errand.tasks.engines.lease import TEMPORAL_PREFIX, lease_lives, temporal_lease
+from errand.tasks.engines.local import LocalEngine
+from errand.tasks.engines.temporal import TemporalSettings
+from errand.tasks.engines.temporal.dispatch import Dispatcher
 from errand.tasks.errors import EnginesMixed
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
-from errand.tasks.temporal import TemporalSettings
-from errand.tasks.temporal.dispatch import Dispatcher
+from errand.tasks.store.tasks import TaskStore
 
 TEMPORAL_WORKER = f"{TEMPORAL_PREFIX}errand-worker-elsewhere-0123456789"
 

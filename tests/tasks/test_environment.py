@@ -13,7 +13,7 @@ from errand.errors import ConfigError
 from errand.sandbox.config import Resources
 from errand.sandbox.image import Image, Step
 from errand.sandbox.network import Network
-from errand.tasks.environment import Environment, cache_key, instructions, keyed_on, project_guide
+from errand.tasks.round.environment import Environment, cache_key, instructions, keyed_on, project_guide
 
 FULL = """
 [image]

@@ -16,11 +16,11 @@ import pytest
 
 from engine.harness import git
 from engine.projects import npm_project, python_project
-from errand.tasks import steps
-from errand.tasks.environment import Environment
 from errand.tasks.records import Task
+from errand.tasks.round import steps
+from errand.tasks.round.environment import Environment
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 pytestmark = [pytest.mark.slow]
 

@@ -19,8 +19,8 @@ from errand.agent.seam import AGENT_KINDS
 from errand.errors import ConfigError
 from errand.sandbox.network import Network
 from errand.sandbox.registries import REGISTRY_KINDS
-from errand.tasks import errand_toml
-from errand.tasks.environment import Environment
+from errand.tasks.round import errand_toml
+from errand.tasks.round.environment import Environment
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "errand-toml.md"

@@ -7,7 +7,7 @@ import threading
 
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 S = TaskState
 LONG = 3600.0

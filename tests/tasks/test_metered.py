@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from errand.agent import AgentResult, Spent
 from errand.models import Usage
-from errand.tasks.round import metered
+from errand.tasks.round.order import metered
 
 
 def result(tokens_in: int, tokens_out: int, cost: float) -> AgentResult:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 pytestmark = pytest.mark.faults
 

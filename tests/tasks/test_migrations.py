@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 import sqlalchemy.exc
 
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 from .conftest import store_at_revision
 
@@ -70,7 +70,7 @@ def test_the_migrations_build_exactly_the_schema_modules(store: TaskStore) -> No
     from errand.forge.schema import metadata as forge_metadata
     from errand.memory.schema import FTS_TABLE
     from errand.memory.schema import metadata as memory_metadata
-    from errand.tasks.schema import metadata
+    from errand.tasks.store.schema import metadata
 
     # The FTS5 index (and its shadow tables) is SQLite-only and made by raw DDL, so no metadata holds it.
     options = {"include_name": lambda name, kind, _parent: not (kind == "table" and str(name).startswith(FTS_TABLE))}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from errand.models import ModelEndpoint
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 from .conftest import store_at_revision
 

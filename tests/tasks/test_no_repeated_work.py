@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.harness import FINISH, READ, make_repo, running_engine, scripted, wait_for_state
-from errand.tasks import steps
-from errand.tasks.environment import Environment
 from errand.tasks.lifecycle import TaskState
+from errand.tasks.round import steps
+from errand.tasks.round.environment import Environment
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 # Slow enough that the second task asks while the first one's run is in flight.
 SLOW_TEST = '[test]\ncommand = "sleep 2; python3 test_calc.py"\n'

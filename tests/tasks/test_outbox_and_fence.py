@@ -11,12 +11,12 @@ import pytest
 import sqlalchemy as sa
 
 from errand.errors import ConfigError
-from errand.tasks.engine_lease import _renew_unexpired
+from errand.tasks.engines.lease import _renew_unexpired
+from errand.tasks.engines.temporal.fence import append_if_held, lost
+from errand.tasks.engines.temporal.outbox import Outbox
 from errand.tasks.errors import RunNotRunning
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.store import TaskStore
-from errand.tasks.temporal.fence import append_if_held, lost
-from errand.tasks.temporal.outbox import Outbox
+from errand.tasks.store.tasks import TaskStore
 
 
 def _task(store: TaskStore) -> str:

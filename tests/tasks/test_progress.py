@@ -5,7 +5,7 @@ from __future__ import annotations
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.progress import progress
 from errand.tasks.records import RunState
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 
 def _model(store: TaskStore, task_id: str, run_id: str, cost: float | None, cached: int = 0) -> None:

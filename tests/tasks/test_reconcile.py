@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from errand.tasks.engines.reconcile import Action, Reconciler, Seen, WorkflowState, act, decide
 from errand.tasks.errors import EnginesMixed
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.reconcile import Action, Reconciler, Seen, WorkflowState, act, decide
 from errand.tasks.records import Run, RunState, Task
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 S = TaskState
 W = WorkflowState
@@ -153,7 +153,7 @@ def test_the_local_rule_refuses_a_store_the_temporal_engine_serves(store: TaskSt
 
 def test_a_bad_reconcile_setting_is_refused_before_anything_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     from errand.errors import ConfigError
-    from errand.tasks import engines
+    from errand.tasks.engines import choice as engines
 
     for variable, value in (("ERRAND_RECONCILE_INTERVAL", "0"), ("ERRAND_RECONCILE_GRACE", "soon")):
         monkeypatch.setenv(variable, value)

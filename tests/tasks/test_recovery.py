@@ -10,7 +10,7 @@ import textwrap
 
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 S = TaskState
 
@@ -18,7 +18,7 @@ S = TaskState
 WORKER = textwrap.dedent(
     """
     import sys
-    from errand.tasks.store import TaskStore
+    from errand.tasks.store.tasks import TaskStore
 
     url, task_id = sys.argv[1:]
     store = TaskStore.open(url)

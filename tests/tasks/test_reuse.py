@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from errand.tasks.reuse import BUILD_DEPS, prime, refresh
+from errand.tasks.round.reuse import BUILD_DEPS, prime, refresh
 
 
 @pytest.mark.parametrize(("setup", "expected"), [

@@ -9,7 +9,7 @@ import pytest
 from engine.harness import git, make_repo
 from errand.errors import ConfigError
 from errand.tasks.service import TaskService, issue_instruction
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from postgres import on_sqlite_only
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from errand.tasks import steps
+from errand.tasks.round import steps
 
 
 async def contend(key: str) -> list[str]:

@@ -8,7 +8,7 @@ import pytest
 from errand.tasks.errors import IllegalTransition, RunNotRunning, StateConflict, TaskNotFound
 from errand.tasks.lifecycle import TRANSITIONS, TaskState
 from errand.tasks.records import RunState, Verdict
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 S = TaskState
 

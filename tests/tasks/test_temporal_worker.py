@@ -13,10 +13,10 @@ import pytest
 from temporalio import activity, workflow
 from temporalio.worker.workflow_sandbox import RestrictedWorkflowAccessError
 
-from errand.tasks.store import TaskStore
-from errand.tasks.temporal import TemporalSettings, worker
-from errand.tasks.temporal import workflow as workflow_module
-from errand.tasks.temporal.workflow import TaskWorkflow
+from errand.tasks.engines.temporal import TemporalSettings, worker
+from errand.tasks.engines.temporal import workflow as workflow_module
+from errand.tasks.engines.temporal.workflow import TaskWorkflow
+from errand.tasks.store.tasks import TaskStore
 
 MODULE = TaskWorkflow.__module__
 
@@ -28,7 +28,7 @@ def _passed_through(name: str) -> bool:
 
 
 def test_the_workflow_module_is_not_passed_through_but_the_sandbox_layer_is() -> None:
-    assert MODULE == "errand.tasks.temporal.workflow"
+    assert MODULE == "errand.tasks.engines.temporal.workflow"
     assert not _passed_through(MODULE) and not _passed_through("errand")
     assert _passed_through("errand.sandbox._backends.launcher") and _passed_through("errand.errors")
 

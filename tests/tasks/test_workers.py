@@ -9,7 +9,7 @@ import pytest
 
 from errand.errors import ConfigError
 from errand.models import ModelEndpoint
-from errand.tasks.workers import EngineBusy, WorkerInfo, check_serves, hold, notes, running_worker
+from errand.tasks.engines.workers import EngineBusy, WorkerInfo, check_serves, hold, notes, running_worker
 
 ENVIRONMENT = {"OPENAI_BASE_URL": "http://a.invalid/v1", "OPENAI_API_KEY": "sk-worker", "PATH": "/bin"}
 

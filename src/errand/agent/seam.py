@@ -1,6 +1,6 @@
 """The one seam every agent of a task sits behind: errand's own loop, or an agent CLI.
 
-The round (:mod:`errand.tasks.round`) starts an agent with the task's prompt and
+The round (:mod:`errand.tasks.round.order`) starts an agent with the task's prompt and
 waits for its :class:`~errand.agent.AgentResult`; while it works the agent
 reports each step through the event handler the round gives it (``model``,
 ``tool_call``, ``output``, ``tool_result``, ``exit``), so logs, budgets, stuck

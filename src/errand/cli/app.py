@@ -484,9 +484,9 @@ def collect_garbage(
 
 def _reap_work() -> list[str]:
     """The working copies this home's dead worker left (its own store only: none when it has no work)."""
-    from errand.tasks import steps
-    from errand.tasks.reconcile import reap_work
-    from errand.tasks.store import TaskStore
+    from errand.tasks.engines.reconcile import reap_work
+    from errand.tasks.round import steps
+    from errand.tasks.store.tasks import TaskStore
 
     if not steps.work_runs():
         return []

@@ -11,8 +11,8 @@ from rich.console import Console
 
 from errand._text import printable
 from errand.errors import ErrandError
-from errand.tasks.environment import CONFIG_FILE, Environment
-from errand.tasks.errand_toml import schema_text
+from errand.tasks.round.environment import CONFIG_FILE, Environment
+from errand.tasks.round.errand_toml import schema_text
 
 __all__ = ["config_app"]
 

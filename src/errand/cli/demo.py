@@ -24,10 +24,10 @@ from rich.console import Console
 from errand import _settings
 from errand.cli import tasks as cli_tasks
 from errand.cli.events import LogPrinter
-from errand.tasks.engine import EngineBusy, LocalEngine
+from errand.tasks.engines.local import EngineBusy, LocalEngine
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["run"]
 

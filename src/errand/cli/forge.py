@@ -16,16 +16,16 @@ from rich.console import Console
 
 from errand._text import printable
 from errand.errors import ConfigError, ErrandError
-from errand.forge.kinds import KINDS, kind_of, open_forge, parse_issue
+from errand.forge.hosts.kinds import KINDS, kind_of, open_forge, parse_issue
 from errand.forge.links import LinkStore
 from errand.forge.settings import ForgeSettings, settings_path
 from errand.tasks.api import TaskApi
 from errand.tasks.records import Task
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 if TYPE_CHECKING:
-    from errand.forge.publish import Publisher
+    from errand.forge.outbound.publish import Publisher
 
 __all__ = ["forge_app", "publish_if_linked", "submit_forge_issue"]
 
@@ -55,7 +55,7 @@ def _fail(error: ErrandError) -> typer.Exit:
 def submit_forge_issue(service: TaskApi, text: str, *, repo: str, base: str, model: str | None,
                        attempts: int) -> Task:
     """``errand run --issue owner/name#42``: the issue and its whole thread, read from the forge."""
-    from errand.forge.intake import submit_issue
+    from errand.forge.inbound.intake import submit_issue
 
     if not isinstance(service, TaskService):
         raise ConfigError("a forge issue is read by the errand that holds the token: run without --server, or let "
@@ -70,7 +70,7 @@ def submit_forge_issue(service: TaskApi, text: str, *, repo: str, base: str, mod
 
 
 def _publisher(service: TaskService, kind: str = "github") -> Publisher:
-    from errand.forge.publish import Publisher
+    from errand.forge.outbound.publish import Publisher
 
     forge, settings, token = open_forge(kind)
     return Publisher(service, LinkStore(service.engine), forge, token, draft=settings.draft,
@@ -137,7 +137,7 @@ def status(task_id: TaskId) -> None:
 def sync() -> None:
     """One pass over the tasks linked to the forge: open the pull requests of accepted ones, push the
     rounds that review comments asked for. ``errand serve`` does this by itself."""
-    from errand.forge.publish import catch_up
+    from errand.forge.outbound.publish import catch_up
 
     try:
         with TaskStore.open() as store:
@@ -197,7 +197,7 @@ def connect(
 
 def _with_base_url(kind: str, base_url: str | None) -> ForgeSettings:
     """The kind's settings; a ``--base-url`` the file lacks is written to it (``[gitea] base_url``)."""
-    from errand.forge.kinds import api_root
+    from errand.forge.hosts.kinds import api_root
 
     settings = ForgeSettings.load(kind=kind)
     if base_url is None:
@@ -240,7 +240,7 @@ def _remember(settings: ForgeSettings, repo: str, path: Path) -> None:
 def run_batch(service: TaskApi, query: str, *, clone: str, limit: int, base: str,
               model: str | None, attempts: int) -> None:
     """``errand run --issues QUERY``: a task per issue found, as one batch (``errand forge ls --batch``)."""
-    from errand.forge.intake import submit_batch
+    from errand.forge.inbound.intake import submit_batch
 
     if not isinstance(service, TaskService):
         raise ConfigError("a backlog is read by the errand that holds the token: run without --server",

@@ -35,7 +35,7 @@ from errand.memory.retrieve import retrieve
 from errand.memory.rules import Activation
 from errand.memory.store import MemoryStore
 from errand.tasks.memory_export import export_task
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["memory_app"]
 

@@ -43,14 +43,14 @@ from errand.repo.git import run_git
 from errand.repo.workcopy import is_url, source_name
 from errand.tasks.api import TaskApi
 from errand.tasks.comments import LineComment, Side
-from errand.tasks.environment import CONFIG_FILE
+from errand.tasks.engines.workers import notes, running_worker, worker_notes
 from errand.tasks.errors import NeedsConfirmation
 from errand.tasks.evidence import Evidence, TestRun
 from errand.tasks.lifecycle import FINAL, TaskState
 from errand.tasks.records import Event, Run, Task
+from errand.tasks.round.environment import CONFIG_FILE
 from errand.tasks.service import FollowupSaid, TaskService, issue_instruction
-from errand.tasks.store import TaskStore
-from errand.tasks.workers import notes, running_worker, worker_notes
+from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["age", "console", "print_event", "print_evidence", "print_patch", "register", "shown", "task_service"]
 

@@ -17,13 +17,13 @@ from rich.console import Console
 from errand import _settings
 from errand.cli.events import shown
 from errand.cli.tasks import age, console, task_service
-from errand.tasks.engines import Served, reconciler, worker_engine
+from errand.tasks.engines.choice import Served, reconciler, worker_engine
+from errand.tasks.engines.reconcile import Healed
+from errand.tasks.engines.workers import WorkerInfo, running_worker, stop_worker
 from errand.tasks.lifecycle import ACTIVE, TaskState
-from errand.tasks.reconcile import Healed
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
-from errand.tasks.workers import WorkerInfo, running_worker, stop_worker
+from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["recover", "worker_app"]
 
@@ -122,7 +122,7 @@ def worker_stop(timeout: Annotated[float, typer.Option("--timeout", metavar="SEC
 
 def _temporal_worker(info: WorkerInfo) -> bool:
     """Whether the stopped worker was a Temporal one (its id is this home's task queue)."""
-    from errand.tasks.temporal import TemporalSettings
+    from errand.tasks.engines.temporal import TemporalSettings
 
     prefix = os.environ.get("ERRAND_TEMPORAL_QUEUE") or "errand"
     return info.worker == TemporalSettings("", prefix=prefix).worker_queue()

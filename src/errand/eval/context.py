@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from errand.tasks import steps
 from errand.tasks.records import Run, Task
+from errand.tasks.round import steps
 
 __all__ = ["InstanceContext"]
 

@@ -25,7 +25,7 @@ from errand.eval.errors import EvalError
 from errand.repo.workcopy import is_url
 from errand.sandbox.network import Network
 from errand.sandbox.registries import REGISTRY_KINDS
-from errand.tasks.environment import Environment
+from errand.tasks.round.environment import Environment
 
 __all__ = ["Dataset", "Instance", "RepoSpec", "load_dataset", "load_specs"]
 

@@ -21,7 +21,7 @@
   grade is ``inconsistent``. A non-zero exit with no failure anywhere is an error,
   not a pass.
 
-The environment is the task layer's: :func:`errand.tasks.steps.set_up` runs setup
+The environment is the task layer's: :func:`errand.tasks.round.steps.set_up` runs setup
 once per repository and caches it (base image → environment layer), and each
 instance pays an overlay mount and a sandbox.
 """
@@ -61,10 +61,10 @@ from errand.eval.strip import stripped_source
 from errand.eval.summary import parse_summary
 from errand.repo import WorkingCopy
 from errand.repo.errors import RepoError
-from errand.tasks import steps
 from errand.tasks.evidence import is_test_file
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run, RunState, Task
+from errand.tasks.round import steps
 
 __all__ = ["Grade", "GradeOptions", "InstanceContext", "TestRun", "grade", "prepare_instance", "run_test_files"]
 

@@ -33,8 +33,8 @@ from errand.eval.patches import split_patch
 from errand.repo import WorkingCopy
 from errand.repo.errors import RepoError
 from errand.repo.git import run_git
-from errand.tasks.environment import Environment
 from errand.tasks.evidence import is_test_file
+from errand.tasks.round.environment import Environment
 
 __all__ = ["MineOptions", "Mined", "expand_commits", "mine", "runnable_tests", "split_fix", "test_ids",
            "write_dataset"]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from errand import _settings
 from errand._files import read_inside
-from errand.tasks import steps
+from errand.tasks.round import steps
 
 if TYPE_CHECKING:
     from errand.eval.context import InstanceContext

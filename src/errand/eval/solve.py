@@ -27,7 +27,7 @@ from errand.eval.grading import Grade, GradeOptions, InstanceContext, grade, pre
 from errand.eval.predictions import Prediction, write_predictions
 from errand.eval.runs import attempt_dir, read_json, save_grade, write_json
 from errand.models import Catalog, Model, open_model
-from errand.tasks import steps
+from errand.tasks.round import steps
 
 __all__ = ["RunOptions", "confidence_command", "prompt_for", "run_attempts"]
 

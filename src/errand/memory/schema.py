@@ -1,7 +1,7 @@
 """The memory store's tables, in SQLAlchemy Core, in the same database as the task store.
 
 They are on their own :class:`~sqlalchemy.MetaData` (with errand.database's
-naming convention) rather than on ``errand.tasks.schema.metadata``: memory sits
+naming convention) rather than on ``errand.tasks.store.schema.metadata``: memory sits
 below tasks in the layer map, so it must not import the task schema, and
 ``errand/migrations/env.py`` targets both. The tables themselves are created
 by the database's one Alembic chain (:mod:`errand.database`), revision

@@ -1,1 +1,1 @@
-"""Alembic migrations of the task store, run in code by :meth:`errand.tasks.store.TaskStore.open`."""
+"""Alembic migrations of the task store, run in code by :meth:`errand.tasks.store.tasks.TaskStore.open`."""

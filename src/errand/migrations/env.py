@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 
 from errand.forge.schema import metadata as forge_metadata
 from errand.memory.schema import metadata as memory_metadata
-from errand.tasks.schema import metadata
+from errand.tasks.store.schema import metadata
 
 
 def run_migrations_online() -> None:

@@ -25,12 +25,12 @@ from fastapi.responses import JSONResponse
 
 from errand.errors import ErrandError
 from errand.forge import ForgeError
-from errand.forge.kinds import KINDS, open_forge
+from errand.forge.hosts.kinds import KINDS, open_forge
+from errand.forge.inbound.receivers import Receiver, receiver_for
+from errand.forge.inbound.webhooks import WebhookHandler
 from errand.forge.links import LinkStore
-from errand.forge.publish import Publisher, catch_up
-from errand.forge.receivers import Receiver, receiver_for
+from errand.forge.outbound.publish import Publisher, catch_up
 from errand.forge.settings import DISPLAY
-from errand.forge.webhooks import WebhookHandler
 from errand.server.problems import problem
 from errand.tasks.service import TaskService
 

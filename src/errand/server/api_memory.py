@@ -19,7 +19,7 @@ from errand.memory import Kind, Memory, MemoryStore, Provenance, Status, project
 from errand.repo.workcopy import is_url
 from errand.server.config import ServerConfig
 from errand.server.schemas import ShortText, Text
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["MemoryId", "MemoryIn", "MemoryOut", "TaskMemoryOut", "add_memory_for", "memory_detail", "memory_store",
            "router", "task_memories"]

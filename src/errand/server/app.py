@@ -1,7 +1,7 @@
 """The server as one ASGI application: API, live events, web UI, and the local engine.
 
 ``create_app`` wires the parts; its lifespan opens the task store and, unless
-told not to, runs the engine it names (:mod:`errand.tasks.engines`) in the same
+told not to, runs the engine it names (:mod:`errand.tasks.engines.choice`) in the same
 event loop: the local engine, so ``errand serve`` alone runs tasks as ``errand
 worker`` does, or the part of another engine that hands tasks to its workers. When
 another worker already serves this errand home, the server says so and keeps
@@ -37,10 +37,10 @@ from errand.server import (
 from errand.server.config import ServerConfig
 from errand.server.live import Hub
 from errand.server.security import Guard, Keys
-from errand.tasks.engines import server_engine
+from errand.tasks.engines.choice import server_engine
+from errand.tasks.engines.workers import EngineBusy
 from errand.tasks.service import TaskService
-from errand.tasks.store import TaskStore
-from errand.tasks.workers import EngineBusy
+from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["create_app"]
 

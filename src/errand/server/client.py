@@ -26,9 +26,9 @@ from errand.server.codes import error_from
 from errand.server.errors import ServerError
 from errand.tasks.comments import LineComment
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.reading import StoreReads
 from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict
 from errand.tasks.service import Accepted
+from errand.tasks.store.reading import StoreReads
 
 if TYPE_CHECKING:
     from errand.tasks.api import TaskApi
@@ -88,7 +88,7 @@ def _review(data: dict[str, Any]) -> Review:
 
 
 class RemoteStore:
-    """The reading half of :class:`~errand.tasks.store.TaskStore`, over HTTP."""
+    """The reading half of :class:`~errand.tasks.store.tasks.TaskStore`, over HTTP."""
 
     def __init__(self, http: _Http) -> None:
         self._http = http

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from errand import _settings
 from errand.errors import ConfigError
-from errand.tasks import engines
+from errand.tasks.engines import choice as engines
 
 __all__ = ["LOOPBACK_NAMES", "ServerConfig", "is_loopback"]
 
@@ -49,7 +49,7 @@ class ServerConfig:
     token: str | None = None
     concurrency: int = 2
     run_engine: bool = True
-    engine: str = "local"  # which engine runs tasks (errand.tasks.engines.ENGINES)
+    engine: str = "local"  # which engine runs tasks (errand.tasks.engines.choice.ENGINES)
     temporal: str | None = None  # the Temporal service's address, for the temporal engine
     allow_scripted_models: bool = False
     repo_roots: tuple[Path, ...] = field(default_factory=tuple)

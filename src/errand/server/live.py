@@ -6,7 +6,7 @@ first from the store (catching up), then from the task's :class:`Feed`, a
 bounded window of recent events that a single poller keeps filled. Five
 hundred watchers of one busy task cost one query per poll, not five hundred.
 On PostgreSQL the poller reads when the database says the task changed
-(LISTEN/NOTIFY, :mod:`errand.tasks.changes`), whichever process changed it,
+(LISTEN/NOTIFY, :mod:`errand.tasks.store.changes`), whichever process changed it,
 and polls only slowly as a fallback.
 
 Event ids are the store's ids, so a reconnecting client resumes exactly where
@@ -23,10 +23,10 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import asdict
 
-from errand.tasks import changes
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event
-from errand.tasks.store import TaskStore
+from errand.tasks.store import changes
+from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["TICK", "Feed", "Hub", "Tick", "sse_comment", "sse_frame"]
 

@@ -8,7 +8,7 @@
 * ``/metrics`` — Prometheus's text format (``prometheus-client``): tasks by state,
   queue age, round durations, live workers and sandboxes, events by kind, egress
   refusals, model calls, tokens and cost, retries. Read from the store at scrape
-  time (:mod:`errand.tasks.census`), so it covers every worker, not this process.
+  time (:mod:`errand.tasks.store.census`), so it covers every worker, not this process.
 
 The probes are open (a kubelet carries no token) and say no more than "ok" or which
 dependency is down; ``/metrics`` wants the server's token like the API does.
@@ -29,8 +29,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from errand.sandbox import AsyncSandbox
-from errand.tasks import census
-from errand.tasks.store import TaskStore
+from errand.tasks.store import census
+from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["PROBE_TIMEOUT", "EngineStatus", "StoreCollector", "router"]
 
@@ -108,7 +108,7 @@ async def _check_temporal(state: Any) -> Check:
         if client is None:
             from temporalio.client import Client
 
-            from errand.tasks.temporal import TemporalSettings
+            from errand.tasks.engines.temporal import TemporalSettings
 
             settings = TemporalSettings.from_environment(state.config.temporal)
             client = await Client.connect(settings.address, namespace=settings.namespace)

@@ -20,8 +20,8 @@ from errand.server import diffview
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Run, Task
-from errand.tasks.steps import base_checkout, rank_key
-from errand.tasks.store import TaskStore
+from errand.tasks.round.steps import base_checkout, rank_key
+from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["Attempt", "Cause", "Exchange", "FileRow", "LiveSandbox", "NextSteps", "RunNames", "base_text", "cause",
            "compare", "conversation", "file_matrix", "next_steps", "report", "task_sandboxes"]

@@ -40,8 +40,8 @@ from errand.tasks.guards import accept_risks
 from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.progress import progress
 from errand.tasks.records import Task, Verdict
+from errand.tasks.round.steps import RANKING_RULE
 from errand.tasks.service import MAX_ATTEMPTS, TaskService
-from errand.tasks.steps import RANKING_RULE
 
 __all__ = ["Confirmed", "Csrf", "FormText", "confirm_page", "error_page", "local_path", "page", "redirect", "router",
            "templates"]

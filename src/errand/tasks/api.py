@@ -15,9 +15,9 @@ from typing import Any, Protocol
 from errand.tasks.comments import LineComment
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.reading import ReadableStore
 from errand.tasks.records import Event, Review, Run, Task
 from errand.tasks.service import Accepted
+from errand.tasks.store.reading import ReadableStore
 
 __all__ = ["TaskApi"]
 

@@ -5,7 +5,7 @@ pull request review) comments on lines of one side of a diff: ``new`` (the file 
 the work left it) or ``old`` (as it was at the base). :func:`anchor` checks each
 comment against the diff it names — the path must be a file of the diff, the lines
 must exist on that side — and quotes those lines, so the instruction
-(:func:`errand.tasks.prompt.commented_instruction`) carries them with the comment.
+(:func:`errand.tasks.round.prompt.commented_instruction`) carries them with the comment.
 It refuses the whole batch at the first bad comment: nothing is half sent.
 
 Lines a hunk shows are quoted from the patch; lines between hunks (a page that

@@ -28,7 +28,7 @@ always means exactly what the reviewer accepted.
 
 The edge back to ``queued`` from an active state exists for recovery: a run
 whose worker died is marked interrupted and its task requeued (see
-:meth:`errand.tasks.store.TaskStore.recover_interrupted`).
+:meth:`errand.tasks.store.tasks.TaskStore.recover_interrupted`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ AGENTS.md (or a file named) by the host, with no model, and reviewed like any ta
 The section is written over a fresh checkout of the base commit (never the user's
 worktree, which may hold changes of its own), the diff is taken from that tree as a
 task's is, and the task is recorded with its one run already finished and ready for
-review (:meth:`~errand.tasks.store.TaskStore.create_reviewable`), so no worker claims
+review (:meth:`~errand.tasks.store.tasks.TaskStore.create_reviewable`), so no worker claims
 it. Accepting commits it on the task's branch; rejecting leaves the file as it was.
 The run's ``memories_exported`` event and its evidence say which memories went in.
 """
@@ -27,7 +27,7 @@ from errand.repo import WorkingCopy
 from errand.repo.workcopy import is_url, resolve_base, source_name
 from errand.tasks.evidence import Confidence, Evidence
 from errand.tasks.records import Task
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["WORKER", "export_task"]
 

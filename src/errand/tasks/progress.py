@@ -18,7 +18,7 @@ from typing import Any
 
 from errand.tasks.lifecycle import FINAL, TaskState
 from errand.tasks.records import Run, Task
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["BUDGET_NAMES", "AttemptProgress", "Progress", "Usage", "progress"]
 

@@ -30,19 +30,19 @@ from errand.repo.errors import RepoError
 from errand.repo.git import run_git
 from errand.repo.workcopy import is_url, resolve_base, source_name
 from errand.tasks.comments import LineComment, anchor, check_count
-from errand.tasks.environment import CONFIG_FILE, Environment
+from errand.tasks.engines.reconcile import end_abandoned_runs
+from errand.tasks.engines.workers import check_serves, running_worker
 from errand.tasks.errors import NeedsConfirmation, TaskError, WrongState
 from errand.tasks.guards import accept_risks
 from errand.tasks.lifecycle import ACTIVE, FINAL, TaskState
-from errand.tasks.memory_link import observe_verdict
 from errand.tasks.progress import progress
-from errand.tasks.prompt import commented_instruction
-from errand.tasks.reading import StoreReads
-from errand.tasks.reconcile import end_abandoned_runs
 from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict
 from errand.tasks.refusals import landed, refused
-from errand.tasks.store import TaskStore
-from errand.tasks.workers import check_serves, running_worker
+from errand.tasks.round.environment import CONFIG_FILE, Environment
+from errand.tasks.round.memory_link import observe_verdict
+from errand.tasks.round.prompt import commented_instruction
+from errand.tasks.store.reading import StoreReads
+from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["MAX_ATTEMPTS", "Accepted", "FollowupSaid", "TaskService", "issue_instruction", "resolve_model"]
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from errand.tasks.environment import egress_summary
+from errand.tasks.round.environment import egress_summary
 
 __all__ = ["SENTENCES", "Sentence", "Tone", "Value", "sentence"]
 

@@ -1,0 +1,1 @@
+"""What arrives from a forge: webhook deliveries, proved and decided, turned into tasks."""

@@ -1,0 +1,1 @@
+"""What errand sends to a forge: the accepted commit pushed, the pull request and its text."""

@@ -1,0 +1,102 @@
+"""Word that a task changed, pushed by the database instead of found by polling it.
+
+On PostgreSQL every write that adds an event to a task or moves its state also
+sends ``NOTIFY errand_task, '<task id>'`` in the same transaction (see
+:mod:`errand.tasks.store.tasks`), so PostgreSQL delivers it when, and only if, the
+change commits — to every process listening, on any machine. :class:`TaskChanges`
+holds one listening connection per process and wakes whoever subscribed to that
+task. A notification says only *which* task changed; the subscriber reads the
+store itself, so a notification lost while the connection was being re-made costs
+latency (the subscriber's slow fallback poll catches up), never an event.
+
+SQLite has no such channel: :func:`supported` is False there and callers poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+__all__ = ["CHANNEL", "TaskChanges", "notify", "supported"]
+
+log = logging.getLogger("errand.tasks")
+
+CHANNEL = "errand_task"
+_RECONNECT = 1.0
+
+
+def supported(engine: sa.Engine) -> bool:
+    return engine.dialect.name == "postgresql"
+
+
+def notify(connection: sa.Connection, task_id: str) -> None:
+    """Say, when this transaction commits, that ``task_id`` changed (a no-op without a channel)."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(sa.select(sa.func.pg_notify(CHANNEL, task_id)))
+
+
+class TaskChanges:
+    """One process's listener: ``subscribe(task_id, wake)`` calls ``wake()`` on each change of the task.
+
+    ``wake`` runs in the event loop that called :meth:`start`. After the listening
+    connection drops, every subscriber is woken once (something may have been missed)
+    and the connection is made again.
+    """
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._subscribers: dict[str, set[Callable[[], None]]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._listening = asyncio.Event()
+
+    def subscribe(self, task_id: str, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` when the task changes; returns the function that ends the subscription."""
+        self._subscribers.setdefault(task_id, set()).add(wake)
+
+        def unsubscribe() -> None:
+            wakes = self._subscribers.get(task_id)
+            if wakes is not None:
+                wakes.discard(wake)
+                if not wakes:
+                    del self._subscribers[task_id]
+        return unsubscribe
+
+    async def start(self) -> None:
+        """Begin listening; returns once the first ``LISTEN`` is in force, so a change
+        committed after this returns is heard."""
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read(), name="errand-task-changes")
+        await self._listening.wait()
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+            self._reader = None
+
+    async def _read(self) -> None:
+        import psycopg
+
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as connection:
+                    await connection.execute(f"LISTEN {CHANNEL}")
+                    self._listening.set()
+                    async for note in connection.notifies():
+                        self._wake(self._subscribers.get(note.payload, ()))
+            except psycopg.Error as error:
+                log.warning("listening for task changes failed (%s); polling until it is back", error)
+            # Whatever came while nobody listened is unknown: let every subscriber look.
+            self._wake({wake for wakes in self._subscribers.values() for wake in wakes})
+            self._listening.set()  # a caller waiting in start() falls back on polling meanwhile
+            await asyncio.sleep(_RECONNECT)
+
+    @staticmethod
+    def _wake(wakes: set[Callable[[], None]] | tuple[()]) -> None:
+        for wake in list(wakes):
+            wake()

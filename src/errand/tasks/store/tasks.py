@@ -1,0 +1,552 @@
+"""The task store: tasks, their runs, the events of every run, and reviews.
+
+Every method is one short transaction. State changes are compare-and-set
+(``UPDATE … WHERE state = :current``) so concurrent writers — two workers
+claiming one task, a cancel racing a finish — never both succeed. On
+PostgreSQL each write that changes a task also notifies listeners
+(:mod:`errand.tasks.store.changes`) as it commits.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Self
+
+import sqlalchemy as sa
+
+from errand.database import SqlStore, open_engine
+from errand.models.endpoint import ModelEndpoint
+from errand.repo.accept import branch_name
+from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict, TaskNotFound
+from errand.tasks.lifecycle import ACTIVE, TaskState, transition
+from errand.tasks.records import Event, Recovery, Review, Run, RunState, Task, Verdict
+from errand.tasks.store.changes import notify
+from errand.tasks.store.schema import events, reviews, runs, tasks, workers
+
+__all__ = ["TaskStore", "insert_event", "move_state", "task_record", "task_row"]
+
+_VERDICT_STATE = {
+    Verdict.ACCEPTED: TaskState.ACCEPTED,
+    Verdict.REJECTED: TaskState.REJECTED,
+    Verdict.FOLLOWUP: TaskState.QUEUED,
+}
+
+
+class TaskStore(SqlStore):
+    """Tasks, runs, events and reviews in one SQL database."""
+
+    @classmethod
+    def open(cls, url: str | None = None) -> Self:
+        """Open (creating and migrating to the newest schema) the store at ``url``.
+
+        Without ``url``, ``errand.db`` in errand's home directory (``ERRAND_HOME``).
+        """
+        return cls(open_engine(url))
+
+    # -- tasks -------------------------------------------------------------
+
+    def create_task(
+        self, *, title: str, instruction: str, repo: str, base_ref: str = "HEAD", model: str | None = None,
+        attempts: int = 1, parent_id: str | None = None, base_commit: str | None = None,
+        model_endpoint: ModelEndpoint | None = None, agent: str | None = None,
+    ) -> Task:
+        """Record a new task in ``queued``; its branch is ``errand/<id>-<slug of title>``."""
+        now = time.time()
+        with self._write() as connection:
+            task_id = _new_task_id(connection)
+            row = {
+                "id": task_id, "title": title, "instruction": instruction, "repo": repo, "base_ref": base_ref,
+                "base_commit": base_commit, "model": model, "attempts": attempts, "state": TaskState.QUEUED.value,
+                "agent": agent,
+                "model_endpoint": model_endpoint.to_json() if model_endpoint is not None else None,
+                "branch": branch_name(task_id, title), "parent_id": parent_id, "claimed_by": None,
+                "created_at": now, "updated_at": now,
+            }
+            connection.execute(tasks.insert().values(row))
+            notify(connection, task_id)
+        return task_record(row)
+
+    def create_reviewable(self, *, title: str, instruction: str, repo: str, base_ref: str, base_commit: str,
+                          worker: str, result: dict[str, Any], events: Sequence[tuple[str, Any]] = ()) -> Task:
+        """Record a task the host did itself, without an agent (``errand memory export``): the task,
+        its one run (succeeded, with ``result``), the run's ``events`` and ``ready_for_review``,
+        in one transaction. It is never ``queued``, so no worker claims it; from here it is
+        reviewed like any task."""
+        now = time.time()
+        with self._write() as connection:
+            task_id = _new_task_id(connection)
+            row = {
+                "id": task_id, "title": title, "instruction": instruction, "repo": repo, "base_ref": base_ref,
+                "base_commit": base_commit, "model": None, "attempts": 1, "state": TaskState.READY_FOR_REVIEW.value,
+                "model_endpoint": None, "branch": branch_name(task_id, title), "parent_id": None, "agent": None,
+                "claimed_by": worker, "created_at": now, "updated_at": now,
+            }
+            connection.execute(tasks.insert().values(row))
+            run_id = f"{task_id}-r1"
+            connection.execute(runs.insert().values(
+                id=run_id, task_id=task_id, attempt=1, round=1, state=RunState.SUCCEEDED.value, worker=worker,
+                started_at=now, ended_at=now, result=result))
+            for kind, data in events:
+                insert_event(connection, task_id, run_id, kind, data)
+            insert_event(connection, task_id, None, "ready_for_review", {
+                "run_id": run_id, "confidence": result.get("evidence", {}).get("confidence", {}).get("level")})
+            notify(connection, task_id)
+        return task_record(row)
+
+    def get_task(self, task_id: str) -> Task:
+        with self._read() as connection:
+            return task_record(task_row(connection, task_id))
+
+    def list_tasks(
+        self, *, state: TaskState | str | None = None, repo: str | None = None, limit: int = 50,
+        before: str | None = None,
+    ) -> list[Task]:
+        """Newest first. For the next page pass ``before=`` the last task's id (keyset, stable under inserts)."""
+        query = sa.select(tasks).order_by(tasks.c.created_at.desc(), tasks.c.id.desc()).limit(limit)
+        if state is not None:
+            query = query.where(tasks.c.state == TaskState(state).value)
+        if repo is not None:
+            query = query.where(tasks.c.repo == repo)
+        with self._read() as connection:
+            if before is not None:
+                cursor = task_row(connection, before)
+                query = query.where(
+                    sa.or_(
+                        tasks.c.created_at < cursor["created_at"],
+                        sa.and_(tasks.c.created_at == cursor["created_at"], tasks.c.id < before),
+                    )
+                )
+            return [task_record(row) for row in connection.execute(query).mappings()]
+
+    def set_state(
+        self, task_id: str, target: TaskState | str, *, expected: TaskState | str | None = None,
+        event: tuple[str, Any] | None = None,
+    ) -> Task:
+        """Move a task to ``target`` if the lifecycle allows it from the state it is in.
+
+        With ``expected``, the move happens only from that state (compare-and-set):
+        of several callers expecting the same state, exactly one wins and the others
+        get :class:`StateConflict`. Raises :class:`IllegalTransition` when the move
+        is not allowed; either way nothing changes. ``event`` (kind, data) is appended
+        to the task's events in the same transaction: a reader who sees the new
+        state also sees the event that says why.
+        """
+        target = TaskState(target)
+        with self._write() as connection:
+            current = TaskState(task_row(connection, task_id)["state"])
+            if expected is not None and current != TaskState(expected):
+                raise StateConflict(
+                    f"task {task_id} is {current}, not {TaskState(expected)}; another writer changed it",
+                    task_id=task_id, expected=TaskState(expected).value, actual=current.value,
+                )
+            move_state(connection, task_id, current, target)
+            if event is not None:
+                insert_event(connection, task_id, None, *event)
+            return task_record(task_row(connection, task_id))
+
+    # -- runs ----------------------------------------------------------------
+
+    def start_run(self, task_id: str, worker: str, *, round: int | None = None) -> Run:  # noqa: A002
+        """Record that ``worker`` began a run of the task; runs are numbered 1, 2, … per task.
+
+        ``round`` groups the runs of one claim (parallel attempts share it); by
+        default a run opens the round after the task's last one.
+        """
+        now = time.time()
+        with self._write() as connection:
+            task_row(connection, task_id)
+            last_attempt, last_round = connection.execute(
+                sa.select(sa.func.max(runs.c.attempt), sa.func.max(runs.c.round)).where(runs.c.task_id == task_id)
+            ).one()
+            attempt = (last_attempt or 0) + 1
+            row = {
+                "id": f"{task_id}-r{attempt}", "task_id": task_id, "attempt": attempt,
+                "round": round if round is not None else (last_round or 0) + 1,
+                "state": RunState.RUNNING.value, "worker": worker, "started_at": now, "ended_at": None,
+                "result": None,
+            }
+            connection.execute(runs.insert().values(row))
+        return _run(row)
+
+    def next_round(self, task_id: str) -> int:
+        """The number the task's next round takes (1 for a task never run)."""
+        with self._read() as connection:
+            last = connection.execute(sa.select(sa.func.max(runs.c.round)).where(runs.c.task_id == task_id))
+            return int(last.scalar() or 0) + 1
+
+    def claim_next(self, worker: str) -> Task | None:
+        """Move the oldest queued task to ``preparing`` for ``worker``; None when none is queued.
+
+        Of workers racing for one task exactly one gets it. On PostgreSQL the candidate
+        row is locked as it is read (``FOR UPDATE SKIP LOCKED``), so racing workers take
+        different tasks at once instead of retrying on the same one; SQLite's write lock,
+        taken up front, makes claims take turns.
+        """
+        query = (sa.select(tasks.c.id).where(tasks.c.state == TaskState.QUEUED.value)
+                 .order_by(tasks.c.updated_at, tasks.c.id).limit(1).with_for_update(skip_locked=True))
+        with self._write() as connection:
+            task_id = connection.execute(query).scalar()
+            if task_id is None:
+                return None
+            move_state(connection, task_id, TaskState.QUEUED, TaskState.PREPARING, claimed_by=worker)
+            return task_record(task_row(connection, task_id))
+
+    def finish_run(self, run_id: str, state: RunState | str, result: Any = None) -> Run:
+        """End a running run as succeeded, failed or cancelled, with a JSON-able ``result``."""
+        state = RunState(state)
+        if state in (RunState.RUNNING, RunState.INTERRUPTED):
+            raise ValueError(f"a run is finished as succeeded, failed or cancelled, not {state}")
+        with self._write() as connection:
+            _end_run(connection, run_id, state, result)
+            return _run(_run_row(connection, run_id))
+
+    def get_run(self, run_id: str) -> Run:
+        with self._read() as connection:
+            return _run(_run_row(connection, run_id))
+
+    def runs(self, task_id: str, *, round: int | None = None) -> list[Run]:  # noqa: A002
+        """The task's runs in order, or those of one ``round``."""
+        query = sa.select(runs).where(runs.c.task_id == task_id).order_by(runs.c.attempt)
+        if round is not None:
+            query = query.where(runs.c.round == round)
+        with self._read() as connection:
+            return [_run(row) for row in connection.execute(query).mappings()]
+
+    # -- events ----------------------------------------------------------------
+
+    def append_event(self, task_id: str, run_id: str | None, kind: str, data: Any = None) -> int:
+        """Append an event and return its id. Events of a run get seq 1, 2, … with no gaps.
+
+        The seq comes from a counter on the run's row, bumped inside this
+        transaction: the row lock (PostgreSQL) or the write lock (SQLite) makes
+        concurrent appenders to one run take turns.
+        """
+        with self._write() as connection:
+            return insert_event(connection, task_id, run_id, kind, data)
+
+    def events(
+        self, task_id: str, after_id: int = 0, limit: int = 1000, *, kinds: Sequence[str] | None = None,
+        run_id: str | None = None,
+    ) -> list[Event]:
+        """The task's events with id greater than ``after_id``, oldest first (resume from the last id seen);
+        only those of ``kinds`` or of one run when asked."""
+        query = (
+            sa.select(events).where(events.c.task_id == task_id, events.c.id > after_id)
+            .order_by(events.c.id).limit(limit)
+        )
+        if kinds is not None:
+            query = query.where(events.c.kind.in_(list(kinds)))
+        if run_id is not None:
+            query = query.where(events.c.run_id == run_id)
+        with self._read() as connection:
+            return [Event(**row) for row in connection.execute(query).mappings()]
+
+    def events_since(self, after_id: int, kinds: Sequence[str], limit: int = 1000) -> list[Event]:
+        """Every task's events of ``kinds`` with id greater than ``after_id``, oldest first: how
+        an engine that serves many tasks reads what people sent them in one query."""
+        query = (sa.select(events).where(events.c.id > after_id, events.c.kind.in_(list(kinds)))
+                 .order_by(events.c.id).limit(limit))
+        with self._read() as connection:
+            return [Event(**row) for row in connection.execute(query).mappings()]
+
+    def last_event_id(self) -> int:
+        """The id of the newest event of any task (0: none yet)."""
+        with self._read() as connection:
+            return int(connection.execute(sa.select(sa.func.max(events.c.id))).scalar() or 0)
+
+    def last_event(self, task_id: str, kinds: Sequence[str]) -> Event | None:
+        """The task's newest event of one of ``kinds`` (an index walk, not a read of them all)."""
+        query = (sa.select(events).where(events.c.task_id == task_id, events.c.kind.in_(list(kinds)))
+                 .order_by(events.c.id.desc()).limit(1))
+        with self._read() as connection:
+            row = connection.execute(query).mappings().first()
+        return Event(**row) if row is not None else None
+
+    # -- reviews ---------------------------------------------------------------
+
+    def add_review(self, task_id: str, verdict: Verdict | str, reason: str | None = None) -> Review:
+        """Record a person's review and move the task by it, in one transaction.
+
+        ``accepted`` → accepted, ``rejected`` → rejected, ``followup`` → queued (a
+        new run on the same branch; ``reason`` holds the follow-up instruction).
+        Raises :class:`IllegalTransition` when the task's state does not allow it,
+        recording nothing.
+        """
+        verdict = Verdict(verdict)
+        now = time.time()
+        with self._write() as connection:
+            current = TaskState(task_row(connection, task_id)["state"])
+            move_state(connection, task_id, current, _VERDICT_STATE[verdict])
+            last_run = connection.execute(
+                sa.select(runs.c.id).where(runs.c.task_id == task_id).order_by(runs.c.attempt.desc()).limit(1)
+            ).scalar()
+            row = {"task_id": task_id, "run_id": last_run, "verdict": verdict.value, "reason": reason, "time": now}
+            inserted = connection.execute(reviews.insert().values(row))
+            key = inserted.inserted_primary_key
+            assert key is not None
+            return _review({"id": key[0], **row})
+
+    def reviews(self, task_id: str) -> list[Review]:
+        query = sa.select(reviews).where(reviews.c.task_id == task_id).order_by(reviews.c.id)
+        with self._read() as connection:
+            return [_review(row) for row in connection.execute(query).mappings()]
+
+    # -- recovery --------------------------------------------------------------
+
+    def recover_interrupted(self, worker: str | None = None, *, max_interruptions: int = 1) -> list[Recovery]:
+        """Settle the runs a dead worker left ``running``; call it when a worker (re)starts.
+
+        The rule: each such run is marked ``interrupted`` (ended now, every event
+        it wrote kept). If its task is still active (preparing, running or
+        needs_input) the task is requeued — unless its last ``max_interruptions + 1``
+        rounds were all interrupted, in which case it is failed: a task that keeps
+        killing its worker is likelier the cause than the victim. A round that ends
+        any other way resets the count, and the parallel attempts of one round count
+        once. With the default, a task is requeued after its first interruption and
+        failed after a second in a row. A task that already left the active states
+        (cancelled meanwhile, say) keeps its state.
+
+        ``worker`` limits recovery to that worker's runs; ``None`` takes every
+        running run, which is right only when no other worker is alive (the
+        single-machine engine at start-up). Then an active task with no running
+        run at all (its worker died between claiming it and starting a run) is
+        requeued too.
+        """
+        query = sa.select(runs.c.id).where(runs.c.state == RunState.RUNNING.value).order_by(runs.c.started_at)
+        if worker is not None:
+            query = query.where(runs.c.worker == worker)
+        recoveries = self._recover_runs(query, max_interruptions)
+        if worker is None:
+            recoveries += self._requeue_runless()
+        return recoveries
+
+    def interrupt_runs(self, run_ids: Sequence[str], *, max_interruptions: int = 1) -> list[Recovery]:
+        """Settle, by the rule of :meth:`recover_interrupted`, the runs of one round whose worker
+        an engine found dead (a durable engine, by its heartbeats)."""
+        query = sa.select(runs.c.id).where(runs.c.id.in_(list(run_ids)), runs.c.state == RunState.RUNNING.value)
+        return self._recover_runs(query.order_by(runs.c.started_at), max_interruptions)
+
+    def running_runs(self) -> list[Run]:
+        """Every run marked ``running``, oldest first: what a reconciler checks for a live holder."""
+        query = sa.select(runs).where(runs.c.state == RunState.RUNNING.value).order_by(runs.c.started_at)
+        with self._read() as connection:
+            return [_run(row) for row in connection.execute(query).mappings()]
+
+    def claimer(self, task_id: str) -> str | None:
+        """The worker that claimed the task's current round (None: never claimed, or before 0005)."""
+        with self._read() as connection:
+            return task_row(connection, task_id)["claimed_by"]  # type: ignore[no-any-return]
+
+    # -- workers' leases ------------------------------------------------------
+
+    def register_worker(self, worker: str, *, home: str, lease: float, pid: int | None = None) -> None:
+        """Record ``worker`` (serving ``home``, "<host>:<path>") as alive for ``lease`` seconds."""
+        now = time.time()
+        row = {"id": worker, "home": home, "pid": os.getpid() if pid is None else pid, "started_at": now,
+               "heartbeat_at": now, "expires_at": now + lease}
+        with self._write() as connection:
+            connection.execute(workers.delete().where(workers.c.id == worker))
+            connection.execute(workers.insert().values(row))
+
+    def renew_lease(self, worker: str, lease: float) -> bool:
+        """Extend ``worker``'s lease by ``lease`` seconds from now. False when it had lost it:
+        another worker judged it dead and recovered its runs, so its rounds must stop."""
+        now = time.time()
+        with self._write() as connection:
+            renewed = connection.execute(workers.update().where(workers.c.id == worker)
+                                         .values(heartbeat_at=now, expires_at=now + lease))
+            return renewed.rowcount == 1
+
+    def release_worker(self, worker: str) -> None:
+        """Forget ``worker``'s lease (it stopped cleanly, having settled its own runs)."""
+        with self._write() as connection:
+            connection.execute(workers.delete().where(workers.c.id == worker))
+
+    def live_workers(self) -> list[str]:
+        """The workers whose leases have not expired, oldest first."""
+        query = sa.select(workers.c.id).where(workers.c.expires_at >= time.time()).order_by(workers.c.started_at)
+        with self._read() as connection:
+            return list(connection.execute(query).scalars())
+
+    def recover_dead_workers(self, worker: str, *, home: str, max_interruptions: int = 1) -> list[Recovery]:
+        """Settle what dead workers left, by the rule of :meth:`recover_interrupted`; ``worker``
+        (serving ``home``, whose lock it holds) calls it as it starts and then now and again.
+
+        A worker is dead when its lease expired, when it has none (it predates leases, or
+        another worker already found it dead), or when it served ``home``: the caller holds
+        that home's lock, which its last holder let go of by ending. Dead workers' leases
+        are removed first, so one that was only slow finds its lease gone when it next
+        renews and stops its rounds, instead of finishing runs that were requeued. Then
+        their runs left ``running`` are interrupted, and the tasks they claimed but never
+        started a run for are requeued.
+        """
+        now = time.time()
+        with self._write() as connection:
+            connection.execute(workers.delete().where(
+                workers.c.id != worker, sa.or_(workers.c.expires_at < now, workers.c.home == home)))
+        alive = sa.select(workers.c.id)
+        query = (sa.select(runs.c.id).where(runs.c.state == RunState.RUNNING.value, runs.c.worker.not_in(alive))
+                 .order_by(runs.c.started_at))
+        recoveries = self._recover_runs(query, max_interruptions)
+        unclaimed = sa.or_(tasks.c.claimed_by.is_(None), tasks.c.claimed_by.not_in(alive))
+        return recoveries + self._requeue_runless(unclaimed)
+
+    def _recover_runs(self, query: sa.Select[Any], max_interruptions: int) -> list[Recovery]:
+        """Interrupt the runs ``query`` names, each in a transaction of its own."""
+        with self._read() as connection:
+            run_ids = list(connection.execute(query).scalars())
+        recoveries = []
+        for run_id in run_ids:
+            with self._write() as connection:
+                recovery = _recover(connection, run_id, max_interruptions)
+            if recovery is not None:
+                recoveries.append(recovery)
+        return recoveries
+
+    def _requeue_runless(self, *conditions: sa.ColumnElement[bool]) -> list[Recovery]:
+        running = sa.select(runs.c.task_id).where(runs.c.state == RunState.RUNNING.value)
+        query = sa.select(tasks.c.id, tasks.c.state).where(
+            tasks.c.state.in_([state.value for state in ACTIVE]), tasks.c.id.not_in(running), *conditions)
+        with self._read() as connection:
+            orphans = connection.execute(query).all()
+        recoveries = []
+        for task_id, state in orphans:
+            with self._write() as connection:
+                try:
+                    move_state(connection, task_id, TaskState(state), TaskState.QUEUED)
+                except StateConflict:
+                    continue
+            recoveries.append(Recovery(run_id=None, task_id=task_id, previous=TaskState(state),
+                                       state=TaskState.QUEUED))
+        return recoveries
+
+
+def move_state(connection: sa.Connection, task_id: str, current: TaskState, target: TaskState,
+          **values: Any) -> None:
+    """Compare-and-set the task from ``current`` to ``target``, checked against the lifecycle
+    (setting ``values`` too)."""
+    try:
+        transition(current, target)
+    except IllegalTransition as error:
+        error.task_id = task_id
+        raise
+    moved = connection.execute(
+        tasks.update().where(tasks.c.id == task_id, tasks.c.state == current.value)
+        .values(state=target.value, updated_at=time.time(), **values)
+    )
+    notify(connection, task_id)
+    if moved.rowcount != 1:
+        # Only without a write lock held up front (PostgreSQL, read committed) can
+        # another writer slip in between the read and this update.
+        actual = TaskState(task_row(connection, task_id)["state"])
+        raise StateConflict(
+            f"task {task_id} changed from {current} to {actual} while moving it to {target}; read it again",
+            task_id=task_id, expected=current.value, actual=actual.value,
+        )
+
+
+def _end_run(connection: sa.Connection, run_id: str, state: RunState, result: Any) -> None:
+    ended = connection.execute(
+        runs.update().where(runs.c.id == run_id, runs.c.state == RunState.RUNNING.value)
+        .values(state=state.value, ended_at=time.time(), result=result)
+    )
+    if ended.rowcount != 1:
+        row = _run_row(connection, run_id)
+        raise RunNotRunning(
+            f"run {run_id} already ended as {row['state']}", task_id=row["task_id"], run_id=run_id
+        )
+
+
+def _recover(connection: sa.Connection, run_id: str, max_interruptions: int) -> Recovery | None:
+    try:
+        _end_run(connection, run_id, RunState.INTERRUPTED, None)
+    except RunNotRunning:
+        return None  # it ended (or another recoverer took it) since we looked
+    task_id = _run_row(connection, run_id)["task_id"]
+    previous = TaskState(task_row(connection, task_id)["state"])
+    if previous not in ACTIVE:
+        return Recovery(run_id=run_id, task_id=task_id, previous=previous, state=previous)
+    gave_up = _interrupted_rounds(connection, task_id, max_interruptions + 1) > max_interruptions
+    target = TaskState.FAILED if gave_up else TaskState.QUEUED
+    move_state(connection, task_id, previous, target)
+    return Recovery(run_id=run_id, task_id=task_id, previous=previous, state=target)
+
+
+def insert_event(connection: sa.Connection, task_id: str, run_id: str | None, kind: str, data: Any) -> int:
+    seq = None
+    if run_id is not None:
+        bumped = connection.execute(
+            runs.update().where(runs.c.id == run_id, runs.c.task_id == task_id).values(last_seq=runs.c.last_seq + 1)
+        )
+        if bumped.rowcount != 1:
+            raise RunNotFound(f"task {task_id} has no run {run_id}", task_id=task_id, run_id=run_id)
+        seq = connection.execute(sa.select(runs.c.last_seq).where(runs.c.id == run_id)).scalar_one()
+    else:
+        task_row(connection, task_id)
+    inserted = connection.execute(
+        events.insert().values(task_id=task_id, run_id=run_id, seq=seq, time=time.time(), kind=kind,
+                               data={} if data is None else data)
+    )
+    event_id = inserted.inserted_primary_key
+    assert event_id is not None
+    notify(connection, task_id)
+    return int(event_id[0])
+
+
+def _interrupted_rounds(connection: sa.Connection, task_id: str, limit: int) -> int:
+    """How many of the task's last ``limit`` rounds, newest first, in a row, were interrupted.
+
+    A round is interrupted when one of its runs was: parallel attempts die together
+    with their worker, and count as one interruption, not N.
+    """
+    rounds = connection.execute(
+        sa.select(runs.c.round, sa.func.max(sa.case((runs.c.state == RunState.INTERRUPTED.value, 1), else_=0)))
+        .where(runs.c.task_id == task_id).group_by(runs.c.round).order_by(runs.c.round.desc()).limit(limit)
+    ).all()
+    count = 0
+    for _round, interrupted in rounds:
+        if not interrupted:
+            break
+        count += 1
+    return count
+
+
+def task_row(connection: sa.Connection, task_id: str) -> Mapping[Any, Any]:
+    row = connection.execute(sa.select(tasks).where(tasks.c.id == task_id)).mappings().first()
+    if row is None:
+        raise TaskNotFound(f"no task has id {task_id!r}; `errand ls` lists them", task_id=task_id)
+    return row
+
+
+def _run_row(connection: sa.Connection, run_id: str) -> Mapping[Any, Any]:
+    row = connection.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
+    if row is None:
+        raise RunNotFound(f"no run has id {run_id!r}", run_id=run_id)
+    return row
+
+
+def _new_task_id(connection: sa.Connection) -> str:
+    # 32 random bits keep ids short to type; the check makes a collision a retry, not an error.
+    while True:
+        task_id = f"t-{secrets.token_hex(4)}"
+        if connection.execute(sa.select(tasks.c.id).where(tasks.c.id == task_id)).first() is None:
+            return task_id
+
+
+def task_record(row: Mapping[Any, Any]) -> Task:
+    endpoint = row["model_endpoint"]
+    fields = {key: value for key, value in row.items() if key != "claimed_by"}
+    return Task(**{**fields, "state": TaskState(row["state"]),
+                   "model_endpoint": ModelEndpoint.from_json(endpoint) if endpoint is not None else None})
+
+
+def _run(row: Mapping[Any, Any]) -> Run:
+    fields = {key: value for key, value in row.items() if key != "last_seq"}
+    return Run(**{**fields, "state": RunState(row["state"])})
+
+
+def _review(row: Mapping[Any, Any]) -> Review:
+    return Review(**{**row, "verdict": Verdict(row["verdict"])})
