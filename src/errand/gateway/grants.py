@@ -109,6 +109,7 @@ class Grant:
     calls: list[Call] = field(default_factory=list)
     requests: int = 0  # every request on a route of the grant's protocol, refused ones included
     in_flight: int = 0  # calls forwarded and not yet ended
+    held: int = 0  # output tokens the calls under way may still spend (each was held to its share of the budget)
     revoked: bool = False
     created: float = field(default_factory=time.time)
     idle: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
@@ -145,6 +146,13 @@ class Grant:
         if self.pricing is not None:
             return self.pricing
         return profile_for(model).pricing if model else None
+
+    def tokens_left(self) -> int | None:
+        """Output tokens a new call may be given: the token budget less what is spent and what the
+        calls under way hold; None without a token budget."""
+        if self.budget.max_tokens is None:
+            return None
+        return self.budget.max_tokens - self.tokens - self.held
 
     def spent(self) -> str | None:
         """Why the budget allows no further call, or None while it does."""
