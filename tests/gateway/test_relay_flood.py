@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from errand import AsyncSandbox, Network
 from errand.gateway import Gateway, Grant, Upstream
 from errand.sandbox import GATEWAY_URL
+from gateway.conftest import REAL_KEY as KEY
 from models.provider_wire import Turn, anthropic_message, anthropic_usage
 from models.wire import WireServer
 
-pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need root"), pytest.mark.faults]
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need root"), pytest.mark.security,
+              pytest.mark.faults]
 
-KEY = "sk-real-key-held-across-the-relay-83c1f0"
 REQUEST = {"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
 FLOOD = 2000  # connections one sandbox opens to its relay
 LIMIT = 512  # what the relay lets one sandbox hold at once
@@ -45,19 +45,6 @@ for _ in range(int(sys.argv[1])):
 print("holding", len(held), flush=True)
 time.sleep(600)
 '''
-
-
-@pytest.fixture
-def wire() -> Iterator[WireServer]:
-    server = WireServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-async def gateway(tmp_path) -> AsyncIterator[Gateway]:  # type: ignore[no-untyped-def]
-    async with Gateway(tmp_path / "transcripts") as started:
-        yield started
 
 
 async def _sandbox(gateway: Gateway) -> AsyncSandbox:
