@@ -21,6 +21,7 @@ from errand.sandbox import GATEWAY_URL
 from gateway.conftest import REAL_KEY as KEY
 from models.provider_wire import Turn, anthropic_message, anthropic_usage
 from models.wire import WireServer
+from security.test_egress_heads import HOLD
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need root"), pytest.mark.security,
               pytest.mark.faults]
@@ -28,23 +29,6 @@ pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need root"
 REQUEST = {"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
 FLOOD = 2000  # connections one sandbox opens to its relay
 LIMIT = 512  # what the relay lets one sandbox hold at once
-
-# Inside the attacker's sandbox: open FLOOD connections to the relay, each sending half a request head
-# and never the rest (slow loris); say how many connected, then hold them until killed.
-HOLD = r'''
-import resource, socket, sys, time
-resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
-held = []
-for _ in range(int(sys.argv[1])):
-    try:
-        sock = socket.create_connection(("127.0.0.1", 3129), timeout=30)
-        sock.send(b"POST /v1/messages HTTP/1.1\r\nx-api-key: ")
-    except OSError:
-        continue
-    held.append(sock)
-print("holding", len(held), flush=True)
-time.sleep(600)
-'''
 
 
 async def _sandbox(gateway: Gateway) -> AsyncSandbox:
@@ -77,7 +61,8 @@ async def test_one_sandbox_flooding_its_relay_takes_no_more_than_its_share(gatew
     victim = await _sandbox(gateway)
     try:
         await attacker.files.write("/tmp/hold.py", HOLD)
-        holding = await attacker.exec("/usr/bin/python3", "/tmp/hold.py", str(FLOOD))
+        holding = await attacker.exec("/usr/bin/python3", "/tmp/hold.py", str(FLOOD), "3129",
+                                      "POST /v1/messages HTTP/1.1\r\nx-api-key: ")
         said = str(await anext(aiter(holding.stdout)))
         assert said.startswith("holding"), said
         # Every connect has returned, so all but the listen backlog have been accepted by the relay.
