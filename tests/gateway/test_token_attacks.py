@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from errand.gateway import Budget, Gateway, Grant, Upstream
+from errand.models import Pricing
 from gateway.conftest import REAL_KEY
 from models.provider_wire import (
     Turn,
@@ -167,6 +168,20 @@ async def test_one_long_reply_cannot_outrun_the_token_budget(gateway: Gateway, w
     (seen,) = wire.requests
     assert seen.body["max_tokens"] <= 1000, seen.body["max_tokens"]
     assert seen.body["messages"] == MESSAGE["messages"]
+
+
+async def test_one_long_reply_cannot_outrun_the_cost_budget(gateway: Gateway, wire: WireServer) -> None:
+    """$0.01 at $10 per million output tokens pays for 1,000 of them, less the prompt's cost so far."""
+    grant = await gateway.grant("budgeted", Upstream("anthropic", wire.url, REAL_KEY), Budget(max_cost=0.01),
+                                pricing=Pricing(input=1.0, output=10.0))
+    wire.answer(anthropic_message(Turn("ok"), anthropic_usage(2000, 100)))  # $0.002 + $0.001
+    wire.stream(anthropic_events(Turn("long"), anthropic_usage(10, 10)))
+    for _ in range(2):
+        asked = {**MESSAGE, "max_tokens": 64_000}
+        assert (await _raw(gateway, _post(grant.token, body=json.dumps(asked).encode()))).startswith(b"HTTP/1.1 200")
+        await gateway.settle(grant)
+    first, second = (request.body["max_tokens"] for request in wire.requests)
+    assert first == 1000 and second == 700, (first, second)  # $0.007 left after the first call
 
 
 async def test_a_call_asking_no_reply_limit_is_given_the_budgets(gateway: Gateway, wire: WireServer) -> None:

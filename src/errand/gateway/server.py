@@ -251,13 +251,13 @@ class Gateway:
             return
         amended = with_stream_usage(protocol, document)
         held = 0
-        left = grant.tokens_left() if route.generates else None
+        left = grant.output_left(call.model) if route.generates else None
         if left is not None:
             capped = with_output_cap(protocol, document if amended is None else amended, left) if left > 0 else None
             if capped is None:
-                refusal = (f"token budget cannot hold this call: {max(left, 0):,} tokens are left "
-                           f"({grant.held:,} held by calls under way), and a call under a token budget must be a "
-                           "JSON request whose reply can be held to them")
+                refusal = (f"budget cannot hold this call: {max(left, 0):,} output tokens are left to give it "
+                           f"({grant.held:,} are held by calls under way), and a call under a budget must be a JSON "
+                           "request whose reply can be held to them")
                 transcript.note(call.number, reason=refusal)
                 await _refuse(send, protocol, "budget", f"errand gateway: this task's {refusal}")
                 return
@@ -267,12 +267,12 @@ class Gateway:
             body = json.dumps(amended).encode()  # written anew: no second spelling of a key is passed on
         request = self._upstream_request(grant, route, method, headers, query, body)
         grant.in_flight += 1
-        grant.held += held
+        dollars = grant.hold(held, call.model)
         grant.idle.clear()
         try:
             await _Exchange(grant, call, transcript, send).run(self._client_or_fail(), request, receive)
         finally:
-            grant.held -= held
+            grant.release(held, dollars)
             grant.in_flight -= 1
             if not grant.in_flight:
                 grant.idle.set()
