@@ -247,6 +247,9 @@ _OUTPUT_LIMITS: dict[Protocol, tuple[str, ...]] = {"anthropic": ("max_tokens",),
                                                    "openai-chat": ("max_completion_tokens", "max_tokens"),
                                                    "openai-responses": ("max_output_tokens",),
                                                    "gemini": ("maxOutputTokens",)}
+#: A reply limit every model takes. A call that names none is given one only under this many tokens
+#: left: a larger one could pass a model's own most (OpenAI refuses a max_completion_tokens above it).
+SAFE_LIMIT = 4096
 _CHOICES: dict[Protocol, str | None] = {"anthropic": None, "openai-chat": "n", "openai-responses": None,
                                         "gemini": "candidateCount"}
 
@@ -255,8 +258,9 @@ def with_output_cap(protocol: Protocol, body: Any, cap: int) -> tuple[dict[str, 
     """``body`` with its reply held to ``cap`` tokens over all the choices it asks for, and the
     tokens it may now spend at most; None when it cannot be held (not a JSON object, more
     choices than tokens, a Gemini request's ``generation_config`` spelt so a second limit could
-    hide in it). Every limit it named is replaced by the one written, so no reader of the
-    request can take another."""
+    hide in it). Every limit it named is replaced by the one written (never higher than it
+    asked), so no reader of the request can take another; one that named none is given one
+    once ``cap`` is at most :data:`SAFE_LIMIT` per choice."""
     if not isinstance(body, dict) or "generation_config" in body:
         return None
     holder: dict[str, Any] = body
@@ -273,6 +277,8 @@ def with_output_cap(protocol: Protocol, body: Any, cap: int) -> tuple[dict[str, 
     names = _OUTPUT_LIMITS[protocol]
     asked = [name for name in names if holder.get(name) is not None]
     each = cap // choices
+    if not asked and each > SAFE_LIMIT:
+        return body, 0  # the model's own most bounds it (not known here, so not held)
     for name in asked:
         value = holder[name]
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
