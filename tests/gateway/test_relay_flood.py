@@ -24,7 +24,7 @@ from models.wire import WireServer
 from security.test_egress_heads import HOLD
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need root"), pytest.mark.security,
-              pytest.mark.faults]
+              pytest.mark.faults, pytest.mark.slow]
 
 REQUEST = {"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
 FLOOD = 2000  # connections one sandbox opens to its relay
