@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""What the model gateway adds to an agent CLI's model call, against calling the provider direct.
+"""Each agent CLI's cold start, and what the model gateway adds to its model calls, against calling direct.
 
-    .venv/bin/python benchmarks/agents.py [--calls N] [--json PATH] [--quick]
+    .venv/bin/python benchmarks/agents.py [--calls N] [--runs N] [--agents KIND,...] [--json PATH] [--quick]
 
 Three processes on loopback, each with its own interpreter: a wire server
 (``tests/models/wire.py``) answering as Anthropic's Messages API and OpenAI's
@@ -18,8 +18,18 @@ connection to the gateway open, as an SDK does. The added latency (gateway p50
 minus direct p50) is printed beside the goal: ≤ 2 ms p50. It reports, it does
 not assert: it exits 0 whatever the figures are.
 
-The per-agent cold start (each CLI's image layer cached) joins this table with
-the agent adapters.
+**Cold start, per agent.** For every agent CLI errand runs (each adapter of
+``errand.agent.seam.ADAPTERS``, so a new adapter is measured without a change
+here), its image layer is built first (or found cached; not timed); then each
+run is timed from ``AsyncSandbox.create`` of the base image with that layer on
+top, as a task's round creates it (the working copy of a small project bound
+at /workspace, no network but the gateway's relay), through writing the CLI's
+configuration files and starting it as the round does, to the moment its first
+model request (a generating route: messages, chat completions, responses,
+generateContent) reaches the wire server behind the gateway. The wire server
+then never answers, and the sandbox is ended. p50 over ``--runs`` runs (3 by
+default). ``--quick`` measures one run of one agent: the first whose layer is
+already cached, else the first of the registry (its layer built first, untimed).
 """
 
 from __future__ import annotations
@@ -166,7 +176,169 @@ def render(samples: dict[str, dict[str, list[float]]]) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- cold start of each agent CLI
+
+#: The wire paths of a model request (a generating call), as each protocol's upstream sees them.
+GENERATING = ("/v1/messages", "/chat/completions", "/responses", "generatecontent")
+WAIT_SECONDS = 300  # for a CLI's first model request before its start is counted as failed
+CALC = "def add(a, b):\n    return a - b\n"
+TEST_CALC = "from calc import add\n\nassert add(2, 3) == 5\n"
+
+
+class _NotCached(Exception):
+    """An image's build would have had to run a step."""
+
+
+def _project(root: Path) -> Path:
+    import subprocess
+
+    root.mkdir(parents=True)
+    (root / "calc.py").write_text(CALC)
+    (root / "test_calc.py").write_text(TEST_CALC)
+    for command in (["init", "-q", "-b", "main"], ["add", "-A"],
+                    ["-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-q", "-m", "start"]):
+        subprocess.run(["git", *command], cwd=root, check=True, capture_output=True)
+    return root
+
+
+class _FirstModelRequest:
+    """The wire server's responder: notes when the first model request arrives, and never answers it."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.seen = threading.Event()
+        self.at = 0.0
+
+    def __call__(self, request: Any) -> Any:
+        from models.wire import Hang, Json
+
+        path = request.path.lower()
+        if any(part in path for part in GENERATING) and "count_tokens" not in path:
+            if not self.seen.is_set():
+                self.at = time.perf_counter()
+                self.seen.set()
+            return Hang()
+        return Json({})
+
+
+async def _layered(kind: str, *, cached_only: bool) -> Any:
+    """The base image with agent ``kind``'s layer on top (built first unless ``cached_only``)."""
+    from errand.agent.external import with_layer
+    from errand.agent.seam import cli_adapter
+    from errand.sandbox import Image
+
+    adapter = cli_adapter(kind, workdir="/workspace")
+    if cached_only:
+        def refuse(line: str) -> None:
+            if line.startswith("STEP "):
+                raise _NotCached(kind)
+        await adapter.install().build_async(log=refuse)
+    return await with_layer(Image.base(), adapter)
+
+
+async def _cold_start(kind: str, image: Any, gateway: Any, wire: Any, project: Path, run: int) -> float | None:
+    """One timed cold start of agent ``kind``: sandbox create → its first model request at the wire
+    (ms); None if it made none within WAIT_SECONDS."""
+    from errand.agent.external import ModelAccess
+    from errand.agent.seam import cli_adapter
+    from errand.gateway import Upstream
+    from errand.sandbox import GATEWAY_URL, AsyncSandbox, Mount, Network
+
+    adapter = cli_adapter(kind, workdir="/workspace")
+    base = wire.url + ("/v1" if adapter.protocol.startswith("openai") else "")
+    grant = await gateway.grant(f"cold-{kind}-{run}", Upstream(adapter.protocol, base, KEY))  # type: ignore[arg-type]
+    host, port = gateway.address
+    access = ModelAccess(grant.url_at(GATEWAY_URL), grant.token, "test-model", relay=f"{host}:{port}")
+    first = _FirstModelRequest()
+    wire.respond(first)
+    started = time.perf_counter()
+    sandbox = await AsyncSandbox.create(image, mounts=[Mount.bind(str(project), "/workspace", read_only=False)],
+                                        network=Network.none(), timeout=None, workdir="/workspace",
+                                        env={"CI": "1"}, gateway=access.relay)
+    try:
+        system = "You are errand's agent. Make the failing test pass."
+        for path, text in adapter.files(access, system).items():
+            await sandbox.files.write(path, text, mode=0o600)
+        process = await sandbox.exec(*adapter.argv("Make test_calc.py pass.", system, access, None),
+                                     cwd="/workspace", env=adapter.env(access))
+        await process.stdin.close()
+        import asyncio
+
+        if not await asyncio.to_thread(first.seen.wait, WAIT_SECONDS):
+            return None
+        return (first.at - started) * 1000
+    finally:
+        await sandbox.terminate()
+        await gateway.revoke(grant)
+
+
+async def cold_starts(kinds: list[str], runs: int, *, quick: bool) -> dict[str, list[float | None]]:
+    """Each agent's cold starts (ms), its layer built (or found cached) before the first."""
+    from errand.gateway import Gateway
+    from models.wire import WireServer
+
+    images: dict[str, Any] = {}
+    if quick:
+        for kind in kinds:
+            try:
+                images[kind] = await _layered(kind, cached_only=True)
+                break
+            except _NotCached:
+                continue
+        if not images:
+            images[kinds[0]] = await _layered(kinds[0], cached_only=False)
+    else:
+        for kind in kinds:
+            images[kind] = await _layered(kind, cached_only=False)
+    samples: dict[str, list[float | None]] = {}
+    wire = WireServer().start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="errand-bench-cold-") as scratch:
+            async with Gateway(Path(scratch) / "transcripts") as gateway:
+                for kind, image in images.items():
+                    for run in range(runs):
+                        project = _project(Path(scratch) / f"{kind}-{run}")
+                        samples.setdefault(kind, []).append(
+                            await _cold_start(kind, image, gateway, wire, project, run))
+    finally:
+        wire.stop()
+    return samples
+
+
+def render_cold(samples: dict[str, list[float | None]]) -> str:
+    from errand.agent.seam import cli_adapter
+
+    lines = ["| agent (package) | runs | cold start p50 | min / max |", "|---|---|---|---|"]
+    for kind, runs in samples.items():
+        package = cli_adapter(kind, workdir="/workspace").package
+        times = [time for time in runs if time is not None]
+        failed = f"; {len(runs) - len(times)} made no model request in {WAIT_SECONDS} s" if len(times) < len(runs) \
+            else ""
+        figures = f"{statistics.median(times):.0f} ms | {min(times):.0f} / {max(times):.0f} ms" if times else "– | –"
+        lines.append(f"| {kind} ({package}) | {len(runs)}{failed} | {figures} |")
+    return "\n".join(lines)
+
+
 def main(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from errand.agent.seam import EXTERNAL_KINDS
+
+    kinds = args.agents.split(",") if args.agents else list(EXTERNAL_KINDS)
+    unknown = sorted(set(kinds) - set(EXTERNAL_KINDS))
+    if unknown:
+        raise SystemExit(f"unknown agents {unknown}: the agent CLIs are {', '.join(EXTERNAL_KINDS)}")
+    cold = asyncio.run(cold_starts(kinds, args.runs, quick=args.quick))
+    print("Each agent CLI's cold start, its image layer cached: sandbox create → its first model request "
+          f"at the wire server, through the gateway\n\n{render_cold(cold)}\n")
+    samples = latencies(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"gateway": samples, "cold_start": cold}))
+    return 0
+
+
+def latencies(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
     context = multiprocessing.get_context("spawn")
     wire_ready, wire_ready_child = context.Pipe()
     wire_stop_child, wire_stop = context.Pipe()
@@ -195,18 +367,19 @@ def main(args: argparse.Namespace) -> int:
     print(f"\ncalls metered by the gateway: {metered}; transcript lines written: {kept}")
     print(f"machine: {platform.node()}, {os.cpu_count()} cpus, Linux {platform.release()}, "
           f"load average {os.getloadavg()[0]:.1f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(samples))
-    return 0
+    return samples
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=500, help="timed calls per path and kind (default 500)")
     parser.add_argument("--warmups", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=3, help="cold starts per agent (default 3)")
+    parser.add_argument("--agents", help="the agent CLIs to start, comma-separated (default: every one)")
     parser.add_argument("--json", help="write the samples (ms) here")
-    parser.add_argument("--quick", action="store_true", help="a run of seconds: 50 calls each")
+    parser.add_argument("--quick", action="store_true",
+                        help="50 calls each, one cold start of one agent (one whose layer is cached if any)")
     options = parser.parse_args()
     if options.quick:
-        options.calls, options.warmups = 50, 5
+        options.calls, options.warmups, options.runs = 50, 5, 1
     sys.exit(main(options))

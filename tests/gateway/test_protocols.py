@@ -138,3 +138,22 @@ def test_the_transcript_never_holds_a_secret(tmp_path) -> None:  # type: ignore[
     request, reply = (json.loads(line) for line in text.splitlines())  # one line each, the body kept as JSON
     assert request["body"] == {"prompt": f"my token is {REDACTED}, the key {REDACTED}"}
     assert reply["body"] == f"data: {REDACTED}\n\n"
+
+
+def test_a_reply_limit_is_only_ever_lowered_and_added_only_where_every_model_takes_it() -> None:
+    from errand.gateway.protocols import SAFE_LIMIT, with_output_cap
+
+    chat = {"model": "gpt-4.1", "messages": []}
+    assert with_output_cap("openai-chat", chat, 1_000_000) == (chat, 0)  # the model's own most stands
+    assert with_output_cap("openai-chat", chat, SAFE_LIMIT) == ({**chat, "max_completion_tokens": SAFE_LIMIT},
+                                                                SAFE_LIMIT)
+    asked = {**chat, "max_tokens": 64_000}
+    assert with_output_cap("openai-chat", asked, 1_000_000) == (asked, 64_000)  # its own name, not raised
+    assert with_output_cap("openai-chat", {**asked, "max_completion_tokens": 9}, 1_000_000) == (
+        {**chat, "max_completion_tokens": 9}, 9)  # two limits: one written, the lower
+    gemini = {"contents": [], "generationConfig": {"maxOutputTokens": 8000, "candidateCount": 4}}
+    assert with_output_cap("gemini", gemini, 1000) == (
+        {"contents": [], "generationConfig": {"maxOutputTokens": 250, "candidateCount": 4}}, 1000)
+    assert with_output_cap("gemini", {"generation_config": {}}, 1000) is None
+    assert with_output_cap("anthropic", [1, 2], 1000) is None
+    assert with_output_cap("openai-chat", {**chat, "n": 5}, 4) is None  # more choices than tokens

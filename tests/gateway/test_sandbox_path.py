@@ -85,6 +85,31 @@ async def test_the_sandbox_cannot_reach_the_wire_server_itself_nor_see_the_key(
     assert REAL_KEY not in seen.stdout + seen.stderr
 
 
+@pytest.mark.security
+async def test_the_worker_holding_the_key_is_out_of_the_sandboxs_sight(gateway: Gateway, grant: Grant,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker keeps the key in its environment (where the gateway's grants read it): a sandbox it
+    creates then inherits none of it, sees none of the worker's processes, and finds the key in no
+    file, environment, command line or memory map it can read."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", REAL_KEY)
+    host, port = gateway.address
+    sb = await AsyncSandbox.create(gateway=f"{host}:{port}", network=Network.none(), timeout=120)
+    try:
+        backwards = REAL_KEY[::-1]  # the search names the key only turned round, so it does not find itself
+        seen = await sb.run("sh", "-c", "env; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; "
+                            "cat $p/environ $p/maps 2>/dev/null | tr '\\0' '\\n'; done; ps -ef 2>/dev/null; "
+                            f"python3 -c \"print('{backwards}'[::-1])\" > /tmp/probe; grep -rIl -F -f /tmp/probe "
+                            "--exclude-dir=proc --exclude-dir=sys --exclude-dir=dev --exclude-dir=usr / 2>/dev/null "
+                            "| sed 's/^/KEY-FILE: /'; echo search-done")
+    finally:
+        await sb.terminate()
+    assert "search-done" in seen.stdout and "ANTHROPIC_API_KEY" not in seen.stdout
+    assert REAL_KEY not in seen.stdout
+    # The search finds what is there (its own probe), and nothing else.
+    assert [line for line in seen.stdout.splitlines() if line.startswith("KEY-FILE: ")] == ["KEY-FILE: /tmp/probe"]
+    assert "pytest" not in seen.stdout  # no process of the worker's is in its sight
+
+
 async def test_the_relay_reaches_the_gateway_and_nothing_else(sandbox: AsyncSandbox, grant: Grant,
                                                              wire: WireServer) -> None:
     """A foreign route through the relay is the gateway's refusal, not a way to the upstream."""

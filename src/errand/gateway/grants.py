@@ -109,6 +109,8 @@ class Grant:
     calls: list[Call] = field(default_factory=list)
     requests: int = 0  # every request on a route of the grant's protocol, refused ones included
     in_flight: int = 0  # calls forwarded and not yet ended
+    held: int = 0  # output tokens the calls under way may still spend (each was held to its share of the budget)
+    held_cost: float = 0.0  # what those tokens would cost, at each call's output price
     revoked: bool = False
     created: float = field(default_factory=time.time)
     idle: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
@@ -145,6 +147,31 @@ class Grant:
         if self.pricing is not None:
             return self.pricing
         return profile_for(model).pricing if model else None
+
+    def output_left(self, model: str | None) -> int | None:
+        """Output tokens a new call of ``model`` may be given: what the token budget has left, and
+        what the cost budget can still pay for at the model's output price, each less what the calls
+        under way hold; None without a budget that bounds them."""
+        left: list[int] = []
+        if self.budget.max_tokens is not None:
+            left.append(self.budget.max_tokens - self.tokens - self.held)
+        pricing = self.price(model)
+        if self.budget.max_cost is not None and pricing is not None and pricing.output > 0:
+            dollars = self.budget.max_cost - self.cost - self.held_cost
+            left.append(math.floor(dollars * 1_000_000 / pricing.output))
+        return min(left) if left else None
+
+    def hold(self, tokens: int, model: str | None) -> float:
+        """Hold ``tokens`` of output for a call under way; what they would cost (give it to :meth:`release`)."""
+        pricing = self.price(model)
+        dollars = tokens * pricing.output / 1_000_000 if pricing is not None else 0.0
+        self.held += tokens
+        self.held_cost += dollars
+        return dollars
+
+    def release(self, tokens: int, dollars: float) -> None:
+        self.held -= tokens
+        self.held_cost -= dollars
 
     def spent(self) -> str | None:
         """Why the budget allows no further call, or None while it does."""

@@ -24,7 +24,8 @@ from typing import Any, Literal, get_args
 
 from errand.models import Usage
 
-__all__ = ["PROTOCOLS", "Protocol", "Route", "error_body", "route_of", "usage_of_event", "usage_of_reply"]
+__all__ = ["PROTOCOLS", "Protocol", "Route", "error_body", "route_of", "usage_of_event", "usage_of_reply",
+           "with_output_cap"]
 
 Protocol = Literal["anthropic", "openai-responses", "openai-chat", "gemini"]
 PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
@@ -236,3 +237,55 @@ def with_stream_usage(protocol: Protocol, body: Any) -> Any:
     if isinstance(options, Mapping) and options.get("include_usage") is True:
         return None
     return {**body, "stream_options": {**(options if isinstance(options, Mapping) else {}), "include_usage": True}}
+
+
+# ------------------------------------------------------------------ output caps
+
+#: Where each protocol's request names the most tokens its reply may have (per choice; the first
+#: is the current name); and where it asks for several choices at once.
+_OUTPUT_LIMITS: dict[Protocol, tuple[str, ...]] = {"anthropic": ("max_tokens",),
+                                                   "openai-chat": ("max_completion_tokens", "max_tokens"),
+                                                   "openai-responses": ("max_output_tokens",),
+                                                   "gemini": ("maxOutputTokens",)}
+#: A reply limit every model takes. A call that names none is given one only under this many tokens
+#: left: a larger one could pass a model's own most (OpenAI refuses a max_completion_tokens above it).
+SAFE_LIMIT = 4096
+_CHOICES: dict[Protocol, str | None] = {"anthropic": None, "openai-chat": "n", "openai-responses": None,
+                                        "gemini": "candidateCount"}
+
+
+def with_output_cap(protocol: Protocol, body: Any, cap: int) -> tuple[dict[str, Any], int] | None:
+    """``body`` with its reply held to ``cap`` tokens over all the choices it asks for, and the
+    tokens it may now spend at most; None when it cannot be held (not a JSON object, more
+    choices than tokens, a Gemini request's ``generation_config`` spelt so a second limit could
+    hide in it). Every limit it named is replaced by the one written (never higher than it
+    asked), so no reader of the request can take another; one that named none is given one
+    once ``cap`` is at most :data:`SAFE_LIMIT` per choice."""
+    if not isinstance(body, dict) or "generation_config" in body:
+        return None
+    holder: dict[str, Any] = body
+    if protocol == "gemini":
+        config = body.get("generationConfig", {})
+        if not isinstance(config, dict):
+            return None
+        holder = dict(config)
+    choices_key = _CHOICES[protocol]
+    choices = holder.get(choices_key, 1) if choices_key else 1
+    choices = 1 if choices is None else choices
+    if isinstance(choices, bool) or not isinstance(choices, int) or choices < 1 or cap // choices < 1:
+        return None
+    names = _OUTPUT_LIMITS[protocol]
+    asked = [name for name in names if holder.get(name) is not None]
+    each = cap // choices
+    if not asked and each > SAFE_LIMIT:
+        return body, 0  # the model's own most bounds it (not known here, so not held)
+    for name in asked:
+        value = holder[name]
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            each = min(each, value)
+    capped = {key: value for key, value in holder.items() if key not in names}
+    # The name the client used (it knows which its server reads), else the protocol's current one.
+    capped[asked[0] if len(asked) == 1 else names[0]] = each
+    if protocol == "gemini":
+        return {**body, "generationConfig": capped}, each * choices
+    return capped, each * choices

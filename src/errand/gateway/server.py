@@ -41,6 +41,7 @@ from errand.gateway.protocols import (
     usage_of_event,
     usage_of_reply,
     wants_stream,
+    with_output_cap,
     with_stream_usage,
 )
 from errand.gateway.sse import EventReader
@@ -54,6 +55,9 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 _BODY_LIMIT = 32 << 20  # bytes of one request body
+# A request's head: no provider's client sends more than a few kB, and every byte of it would be sent on.
+_HEAD_LIMIT = 64 << 10  # bytes
+_HEADERS_LIMIT = 200  # lines
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
                          "upgrade", "host", "content-length"})
 _CREDENTIALS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key", "proxy-authorization", "cookie"})
@@ -205,6 +209,11 @@ class Gateway:
         if mounted is not None:
             await mounted(scope, receive, send)
             return
+        if len(scope["headers"]) > _HEADERS_LIMIT or sum(
+                len(name) + len(value) for name, value in scope["headers"]) > _HEAD_LIMIT:
+            await _refuse(send, protocol_guess(path, {}), "invalid",
+                          f"errand gateway: a request head over {_HEADERS_LIMIT} lines or {_HEAD_LIMIT} bytes")
+            return
         headers = _headers(scope)
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         token = _token(headers, query)
@@ -240,16 +249,30 @@ class Gateway:
             transcript.note(call.number, reason=refusal)
             await _refuse(send, protocol, "budget", f"errand gateway: this task's {refusal}")
             return
-        grant.calls.append(call)
         amended = with_stream_usage(protocol, document)
+        held = 0
+        left = grant.output_left(call.model) if route.generates else None
+        if left is not None:
+            capped = with_output_cap(protocol, document if amended is None else amended, left) if left > 0 else None
+            if capped is None:
+                refusal = (f"budget cannot hold this call: {max(left, 0):,} output tokens are left to give it "
+                           f"({grant.held:,} are held by calls under way), and a call under a budget must be a JSON "
+                           "request whose reply can be held to them")
+                transcript.note(call.number, reason=refusal)
+                await _refuse(send, protocol, "budget", f"errand gateway: this task's {refusal}")
+                return
+            amended, held = capped
+        grant.calls.append(call)
         if amended is not None:
-            body = json.dumps(amended).encode()
+            body = json.dumps(amended).encode()  # written anew: no second spelling of a key is passed on
         request = self._upstream_request(grant, route, method, headers, query, body)
         grant.in_flight += 1
+        dollars = grant.hold(held, call.model)
         grant.idle.clear()
         try:
             await _Exchange(grant, call, transcript, send).run(self._client_or_fail(), request, receive)
         finally:
+            grant.release(held, dollars)
             grant.in_flight -= 1
             if not grant.in_flight:
                 grant.idle.set()

@@ -18,7 +18,7 @@ import socket
 
 from errand.errors import ConfigError
 from errand.sandbox._backends.spec import GATEWAY_PORT
-from errand.sandbox._egress.proxy import _buffered, _hand_over, _no_delay, _Relay
+from errand.sandbox._egress.proxy import _MAX_CONNECTIONS, _buffered, _hand_over, _no_delay, _Relay
 
 __all__ = ["GATEWAY_URL", "GatewayRelay", "check_gateway"]
 
@@ -54,6 +54,7 @@ class GatewayRelay:
         self.address = check_gateway(address)
         self._server: asyncio.base_events.Server | None = None
         self._live: set[asyncio.WriteTransport] = set()
+        self._open = 0  # connections relayed now
 
     async def serve(self, listener: socket.socket) -> None:
         listener.setblocking(False)
@@ -70,6 +71,18 @@ class GatewayRelay:
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         client = writer.transport
+        if self._open >= _MAX_CONNECTIONS:
+            # Each relayed connection costs this process three descriptors (the sandbox's side, the
+            # gateway's side, the gateway's own): one sandbox must not take those every other needs.
+            client.abort()
+            return
+        self._open += 1
+        try:
+            await self._splice(reader, client)
+        finally:
+            self._open -= 1
+
+    async def _splice(self, reader: asyncio.StreamReader, client: asyncio.WriteTransport) -> None:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         counts = [0, 0, 0]  # bytes out, bytes in, directions ended (the proxy's _Relay keeps them)
@@ -85,7 +98,7 @@ class GatewayRelay:
             client.abort()  # the gateway is not there: the client sees its connection end
             return
         _no_delay(upstream.get_extra_info("socket"))
-        _no_delay(writer.get_extra_info("socket"))
+        _no_delay(client.get_extra_info("socket"))
         self._live.update((client, upstream))
         _hand_over(client, _Relay(upstream, done, counts, 0))
         first = _buffered(reader)
