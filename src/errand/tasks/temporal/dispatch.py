@@ -205,6 +205,6 @@ class Dispatcher:
 
 
 def workflow_step(lease: float) -> timedelta:
-    """How long a worker may hold a workflow task: one handed to a worker that stalled with a poll
-    open goes elsewhere after this (the service's 10 s default, each time, kept the next round waiting)."""
+    """How long an ``errand serve`` may hold a workflow task: one handed to a process that stalled with
+    a poll open goes elsewhere after this (round workers poll for none: see :mod:`.conductor`)."""
     return timedelta(seconds=min(max(lease, 3.0), 10.0))
