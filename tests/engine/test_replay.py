@@ -13,7 +13,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from errand.tasks.engines.temporal.worker import WORKFLOW_RUNNER
+from errand.tasks.engines.temporal.conductor import WORKFLOW_RUNNER
 from errand.tasks.engines.temporal.workflow import TaskWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))

@@ -3,14 +3,15 @@ that holds its working copy.
 
 Three parts: :mod:`.dispatch` runs in ``errand serve --engine temporal`` (it claims
 queued tasks from the store, starts their workflows and turns what people send into
-signals); :mod:`.worker` is ``errand worker --engine temporal`` (it runs the
-workflows and the activities); :mod:`.workflow` is the workflow itself, which only
-orders activities and waits. The task steps are :mod:`errand.tasks.round.order`'s; the
-store is the one every engine uses.
+signals), and beside it :mod:`.conductor` runs the workflows; :mod:`.worker` is
+``errand worker --engine temporal`` (it runs the rounds' activities); :mod:`.workflow`
+is the workflow itself, which only orders activities and waits. The task steps are
+:mod:`errand.tasks.round.order`'s; the store is the one every engine uses.
 
 Task queues (``<prefix>`` is ``errand`` unless ``ERRAND_TEMPORAL_QUEUE`` says): ``<prefix>-begin``
 takes a new round (a worker polls it only while it has room for one), ``<prefix>-tasks``
-runs workflows and store-only activities, and each worker has its own,
+runs workflows and store-only activities (polled by ``errand serve`` alone: a round worker
+that stalls holds no workflow's step), and each worker has its own,
 ``<prefix>-worker-<host>-<home digest>``, for the activities that need its disk: preparing,
 attempting, concluding and closing the rounds it began.
 """

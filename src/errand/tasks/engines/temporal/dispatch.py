@@ -8,7 +8,8 @@ engine runs). The dispatcher turns that into Temporal: it claims each queued tas
 workflow's ``round`` signal, starting the workflow if it is not running — until the
 service acknowledges it, however long the service is away. It reads the control events
 of every task in one query and sends them on as signals. On PostgreSQL it is woken by the
-store's notifications, on SQLite it polls.
+store's notifications, on SQLite it polls. Once connected, it runs the workflows themselves
+beside it (:mod:`.conductor`).
 
 Saying a control or a round twice is harmless (the workflow knows each by its event id or
 its dispatch's), so on start the dispatcher says again the controls of each active task's
@@ -31,6 +32,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from errand.tasks.engines.lease import TEMPORAL_PREFIX, temporal_lease
 from errand.tasks.engines.temporal import WORKFLOW, TemporalSettings
+from errand.tasks.engines.temporal.conductor import Conductor
 from errand.tasks.engines.temporal.outbox import Dispatch, Outbox
 from errand.tasks.engines.temporal.workflow import RoundInput
 from errand.tasks.events import CONTROL_KINDS
@@ -59,6 +61,9 @@ class Dispatcher:
         self._unsent: list[Event] = []
         self._client: Client | None = None
         self._caught_up = False
+        self.conductor = Conductor(self.store, settings)
+        self._conducting: asyncio.Task[None] | None = None
+        self._ended = asyncio.Event()
 
     async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None,
                     ready: Callable[[], None] | None = None) -> None:
@@ -66,6 +71,14 @@ class Dispatcher:
         ``ready`` is called once it holds its lease, before the service answers: the rounds claimed
         meanwhile wait in the outbox."""
         stop = stop or asyncio.Event()
+        try:
+            await self._dispatch(stop, ready)
+        finally:
+            self._ended.set()  # the workflows' worker stops with the dispatcher, however that ends
+            if self._conducting is not None:
+                await self._conducting
+
+    async def _dispatch(self, stop: asyncio.Event, ready: Callable[[], None] | None) -> None:
         async with temporal_lease(self.store, self.worker, self.settings.heartbeat):
             if ready is not None:
                 ready()
@@ -101,6 +114,7 @@ class Dispatcher:
             log.warning("cannot reach the Temporal service at %s (%s); rounds wait in the store's outbox",
                         self.settings.address, error)
             return False
+        self._conducting = asyncio.create_task(self.conductor.serve(self._client, self._ended))
         return True
 
     async def _claim(self) -> None:
@@ -191,6 +205,6 @@ class Dispatcher:
 
 
 def workflow_step(lease: float) -> timedelta:
-    """How long a worker may hold a workflow task: one handed to a worker that stalled with a poll
-    open goes elsewhere after this (the service's 10 s default, each time, kept the next round waiting)."""
+    """How long an ``errand serve`` may hold a workflow task: one handed to a process that stalled with
+    a poll open goes elsewhere after this (round workers poll for none: see :mod:`.conductor`)."""
     return timedelta(seconds=min(max(lease, 3.0), 10.0))

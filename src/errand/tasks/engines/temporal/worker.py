@@ -4,10 +4,12 @@ One worker serves one errand home (its lock, as the local engine's). It takes a
 round's ``start`` from ``errand-begin`` only while it holds fewer rounds than its
 concurrency, so new rounds go to workers with room; every later activity of a
 round it began comes to its own queue, where its working copies and sandboxes
-are. Each activity calls the functions of :mod:`errand.tasks.round.order` and
-heartbeats meanwhile (``start`` says in its heartbeats which runs it began, so a
-workflow that loses it still knows them); an activity that fails ends the round as
-failed itself (the same reasons in the log as the local engine's) and tells the
+are. It polls no other queue: the workflows run in ``errand serve``
+(:mod:`.conductor`), so a worker that stalls holds none of their steps. Each
+activity calls the functions of :mod:`errand.tasks.round.order` and heartbeats
+meanwhile (``start`` says in its heartbeats which runs it began, so a workflow
+that loses it still knows them); an activity that fails ends the round as failed
+itself (the same reasons in the log as the local engine's) and tells the
 workflow so.
 """
 
@@ -26,12 +28,11 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from errand.agent import Budgets
 from errand.memory import MemoryStore
 from errand.sandbox import AsyncSandbox
-from errand.tasks.engines.lease import TEMPORAL_PREFIX, lease_lives, temporal_lease
+from errand.tasks.engines.lease import TEMPORAL_PREFIX, temporal_lease
 from errand.tasks.engines.temporal import TemporalSettings
 from errand.tasks.engines.temporal.fence import FencedBench, lost
 from errand.tasks.engines.temporal.room import Room
@@ -42,12 +43,9 @@ from errand.tasks.engines.temporal.workflow import (
     RUN_LOST,
     WORKER_STOPPED,
     AttemptInput,
-    SettleInput,
-    TaskWorkflow,
 )
 from errand.tasks.engines.workers import WorkerInfo, hold
-from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict
-from errand.tasks.lifecycle import TaskState
+from errand.tasks.errors import RunNotFound, RunNotRunning
 from errand.tasks.records import RunState
 from errand.tasks.round import order as rounds
 from errand.tasks.round import steps
@@ -58,12 +56,6 @@ __all__ = ["TemporalWorker", "connect"]
 log = logging.getLogger("errand.engine")
 T = TypeVar("T")
 _START = -1  # a round's start, where its attempts have their index (see TemporalWorker._attempts)
-# Each workflow runs in a sandbox that imports its module afresh, with the packages above it: the
-# ``errand`` package imports the whole sandbox layer, ~50 ms of CPU a task (a third of what the engine
-# cost a task here). What those packages import comes from the worker's own modules instead; the
-# workflow's module itself is still imported into the sandbox and held to its rules.
-WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(
-    "errand.errors", "errand.sandbox", "errand._settings"))
 
 
 async def connect(settings: TemporalSettings) -> Client:
@@ -125,15 +117,9 @@ class TemporalWorker:
         self._room_slots = Room(self.concurrency, lambda: len(self._held))
         beginning = Worker(client, task_queue=settings.begin_queue, activities=served[settings.begin_queue],
                            tuner=self._room_slots.tuner(), max_heartbeat_throttle_interval=timedelta(seconds=1))
-        # Few polls open at once: a worker that stalls (SIGSTOP) keeps its open polls, and each task
-        # the service hands one waits out a timeout before it goes elsewhere.
-        tasks = Worker(client, task_queue=settings.tasks_queue, workflows=[TaskWorkflow],
-                       activities=served[settings.tasks_queue], workflow_runner=WORKFLOW_RUNNER,
-                       max_concurrent_workflow_task_polls=2, max_concurrent_activity_task_polls=1,
-                       sticky_queue_schedule_to_start_timeout=timedelta(seconds=min(settings.heartbeat, 10.0)))
         own = Worker(client, task_queue=self.queue, max_concurrent_activities=max(100, 4 * self.concurrency),
                      activities=served[self.queue])
-        workers = [beginning, tasks, own]
+        workers = [beginning, own]
         running = [asyncio.create_task(w.run()) for w in workers]
         if ready is not None:
             ready()
@@ -160,10 +146,10 @@ class TemporalWorker:
 
     def activities(self) -> dict[str, list[Callable[..., Any]]]:
         """The activities this worker serves, by task queue: a round's start (and the first shape's
-        begin) where workers with room take them, the store-only ones beside the workflows, the
-        rest of a round (the first shape's prepare too) on this worker's own queue."""
+        begin) where workers with room take them, the rest of a round (the first shape's prepare
+        too) on this worker's own queue. It polls no other queue: the workflows and their store-only
+        activities run in ``errand serve`` (see :mod:`.conductor`)."""
         return {self.settings.begin_queue: [self.start, self.begin],
-                self.settings.tasks_queue: [self.settle, self.lives, self.begun],
                 self.queue: [self.prepare, self.started, self.attempt, self.deliver, self.conclude, self.close]}
 
     def held(self) -> set[str]:
@@ -320,53 +306,7 @@ class TemporalWorker:
                 self._room.notify_all()
             self._changed()
 
-    @activity.defn(name="errand.lives")
-    async def lives(self, holder: str, lease: float) -> bool:
-        """Whether the worker of the queue ``holder`` lives, by its lease in the store (a local
-        activity of the workflow's: it waits up to a lease for the answer)."""
-        return await asyncio.to_thread(lease_lives, self.store, f"{TEMPORAL_PREFIX}{holder}", lease)
-
-    @activity.defn(name="errand.begun")
-    async def begun(self, task_id: str) -> rounds.Begun | None:
-        """The task's round whose runs are running, by the store (a local activity of the workflow's:
-        what a start said in its heartbeats can go with a restart of the service)."""
-        runs = [run for run in await asyncio.to_thread(self.store.runs, task_id) if run.state is RunState.RUNNING]
-        if not runs:
-            return None
-        number = max(run.round for run in runs)
-        mine = [run for run in runs if run.round == number]
-        return rounds.Begun(task_id, number, tuple(run.id for run in mine), {}, mine[0].worker)
-
-    @activity.defn(name="errand.settle")
-    async def settle(self, settled: SettleInput) -> None:
-        """End a round that did not conclude, in the store; any worker can (none of it is on a disk)."""
-        if settled.how == "cancelled":
-            await asyncio.to_thread(rounds.cancel_runs, self.store, settled.task_id, settled.run_ids)
-        elif settled.how == "interrupted":
-            run_ids = settled.run_ids or await asyncio.to_thread(self._running_runs, settled.task_id)
-            if not run_ids:  # lost before it began anything (a stalled worker took the start): again
-                await asyncio.to_thread(self._requeue_unbegun, settled.task_id, settled.reason)
-            for recovery in await asyncio.to_thread(self.store.interrupt_runs, run_ids):
-                await self.bench.event(recovery.task_id, None, "recovered", {
-                    "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
-                    "reason": settled.reason,
-                    "rule": "requeued after a first interruption, failed after a second in a row"})
-        elif settled.how == "failed":
-            await asyncio.to_thread(rounds.fail, self.store, settled.task_id, settled.run_ids,
-                                    RuntimeError(settled.reason))
-
     # ------------------------------------------------------------ helpers
-
-    def _requeue_unbegun(self, task_id: str, reason: str) -> None:
-        """Queue again a task whose round was lost before it began a run, for the next round."""
-        with contextlib.suppress(StateConflict, IllegalTransition):
-            self.store.set_state(task_id, TaskState.QUEUED, expected=TaskState.PREPARING, event=("recovered", {
-                "run_id": None, "previous": TaskState.PREPARING.value, "state": TaskState.QUEUED.value,
-                "reason": reason, "rule": "a round lost before it began a run is queued again"}))
-
-    def _running_runs(self, task_id: str) -> tuple[str, ...]:
-        """The task's runs still running: those of the round a lost ``start`` began (one round at a time)."""
-        return tuple(run.id for run in self.store.runs(task_id) if run.state is RunState.RUNNING)
 
     async def _guarded(self, task_id: str, run_ids: tuple[str, ...], work: Callable[[], Awaitable[T]], *,
                        said: rounds.Begun | None = None) -> T:
