@@ -430,7 +430,8 @@ async def _run_setup(environment: Environment, image: Image, copy: WorkingCopy, 
                 failed = command
                 await log(f"(the refresh `{command}` {_ended(result)}: the environment is used as it is)\n")
                 break
-        return await sandbox.snapshot(), _Done(primed, refreshed, failed, _cpu_seconds(sandbox))
+        done = _Done(primed, refreshed, failed, _cpu_seconds(sandbox))  # before the snapshot touches the sandbox
+        return await sandbox.snapshot(), done
     finally:
         await end_sandbox(sandbox, journal, "setup")
 
