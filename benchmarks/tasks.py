@@ -12,7 +12,8 @@ script), the first setup, then ``--commits`` new commits that change a source fi
 ``--rebuilds`` commits that change the lockfile. Each figure is the time from a new commit
 to its environment ready for the round's sandboxes: the pristine checkout, errand.toml
 read, the key, and the set-up step (for a new source commit: the cached layer found and the
-refresh run over it — ``pip install --no-deps -e .``, ``npm run build`` — and kept).
+refresh run over it — ``pip install --no-deps -e .``, the build script (a lone ``tsc`` run
+incrementally from the build info setup left) — and kept).
 Target: a new commit's environment ≤ 2 s p50, set beside the rebuild's time (what the
 whole-tree key paid for every commit). ``--quick`` uses projects that need no registry
 (setuptools from the image, ``--no-build-isolation``; an npm project with no dependencies
@@ -36,6 +37,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -243,9 +245,18 @@ def make_project(root: Path, files: dict[str, str], *, npm: bool) -> Path:
     return root
 
 
-async def environment_ready(store: Any, repo: Path, script: Path) -> tuple[float, float, Any]:
+def cpu_seconds() -> float:
+    """CPU seconds this process and the children it has waited for used: with the set-up
+    sandbox's own (its cgroup's count, in ``setup_finished``), the figure beside the wall
+    time that a loaded machine inflates least."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+async def environment_ready(store: Any, repo: Path, script: Path) -> tuple[float, float, float, Any]:
     """Seconds from a new commit to its environment ready (checkout, errand.toml, set-up step),
-    the seconds its setup or refresh commands ran, and the set-up environment."""
+    the seconds its setup or refresh commands ran, the CPU seconds it all took, and the set-up
+    environment."""
     from errand.tasks.round import steps
     from errand.tasks.round.environment import Environment
     from errand.tasks.service import TaskService
@@ -260,15 +271,17 @@ async def environment_ready(store: Any, repo: Path, script: Path) -> tuple[float
             marks.setdefault("commands", time.perf_counter())
         elif kind == "setup_tree":
             marks["ended"] = time.perf_counter()
+        elif kind == "setup_finished" and isinstance(data.get("cpu_seconds"), float):
+            marks["sandbox_cpu"] = data["cpu_seconds"]
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     base_tree = await asyncio.to_thread(steps.base_checkout, task)
     environment = await asyncio.to_thread(Environment.load, base_tree)
     setup = await steps.set_up(environment, task, run, base_tree, steps.Journal(note))
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu + marks.get("sandbox_cpu", 0.0)
     await asyncio.to_thread(steps.remove_work, run)
     commands = marks["ended"] - marks["commands"] if "ended" in marks and "commands" in marks else 0.0
-    return seconds, commands, setup
+    return seconds, commands, cpu, setup
 
 
 async def bench_environment(name: str, work: Path, *, quick: bool, commits: int, rebuilds: int) -> dict[str, Any]:
@@ -285,34 +298,44 @@ async def bench_environment(name: str, work: Path, *, quick: bool, commits: int,
     refreshes: list[float] = []
     commands: list[float] = []
     builds: list[float] = []
+    refresh_cpu: list[float] = []
+    build_cpu: list[float] = []
+    loads = [os.getloadavg()[0]]  # the 1-minute load average as each environment was asked for
     store = TaskStore.open()
     try:
-        seconds, _ran, setup = await environment_ready(store, repo, script)
+        seconds, _ran, cpu, setup = await environment_ready(store, repo, script)
         builds.append(seconds)
+        build_cpu.append(cpu)
         print(f"  first setup: {seconds:.2f}s (refresh {list(setup.refreshed)})", flush=True)
         for n in range(commits):
             with (repo / source).open("a") as file:
                 file.write(f"\n// change {n}\n" if npm else f"\n# change {n}\n")
             git(repo, "commit", "-q", "-am", f"change {n}")
-            seconds, ran, setup = await environment_ready(store, repo, script)
+            seconds, ran, cpu, setup = await environment_ready(store, repo, script)
             if not setup.reused or setup.refresh_failed:
                 raise SystemExit(f"{name}: commit {n} was not refreshed over the cached environment: {setup}")
             refreshes.append(seconds)
             commands.append(ran)
-            print(f"  new commit {n + 1}/{commits}: ready in {seconds:.2f}s (refresh command, snapshot and "
-                  f"layer {ran:.2f}s)", flush=True)
+            refresh_cpu.append(cpu)
+            loads.append(os.getloadavg()[0])
+            print(f"  new commit {n + 1}/{commits}: ready in {seconds:.2f}s, {cpu:.2f} CPU s (refresh command, "
+                  f"snapshot and layer {ran:.2f}s)", flush=True)
         for n in range(rebuilds - 1):
             with (repo / lockfile).open("a") as file:
                 file.write("\n" if npm else f"\n# relock {n}\n")
             git(repo, "commit", "-q", "-am", f"relock {n}")
-            seconds, _ran, setup = await environment_ready(store, repo, script)
+            seconds, _ran, cpu, setup = await environment_ready(store, repo, script)
             if setup.reused:
                 raise SystemExit(f"{name}: a changed {lockfile} did not rebuild")
             builds.append(seconds)
+            build_cpu.append(cpu)
+            loads.append(os.getloadavg()[0])
             print(f"  changed {lockfile} {n + 1}/{rebuilds - 1}: rebuilt in {seconds:.2f}s", flush=True)
     finally:
         store.close()
-    return {"refresh": refreshes, "refresh_command": commands, "rebuild": builds}
+    return {"refresh": refreshes, "refresh_command": commands, "rebuild": builds, "load": loads,
+            "refresh_cpu": refresh_cpu, "rebuild_cpu": build_cpu,
+            "refresh_how": list(setup.refreshed)}
 
 
 # ------------------------------------------------------------------ the report
@@ -333,8 +356,14 @@ def report_environments(results: dict[str, dict[str, list[float]]]) -> None:
         own = [ready - ran for ready, ran in zip(figures["refresh"], figures["refresh_command"], strict=True)]
         print(seconds_row(f"{name}:   (checkout, key, copy, sandbox start)", own))
         print(seconds_row(f"{name}:   rebuild (first, changed lockfile)", figures["rebuild"]))
+        print(seconds_row(f"{name}:   CPU seconds, new commit", figures["refresh_cpu"]))
+        print(seconds_row(f"{name}:   CPU seconds, rebuild", figures["rebuild_cpu"]))
         ratio = statistics.median(figures["rebuild"]) / statistics.median(figures["refresh"])
         print(f"{name + ':   rebuild / refresh, p50':44} {ratio:8.1f}×")
+        loads = figures["load"]
+        print(f"{name + ':   machine load (1-min average)':44} {statistics.median(loads):8.1f} "
+              f"{min(loads):8.1f} {max(loads):8.1f}   (p50, min, max over the section)")
+        print(f"{name + ':   refresh':44} {'; '.join(figures['refresh_how']) or '(none)'}")
 
 
 def report_flow(results: dict[str, list[float]], files: int, runs: int) -> None:
@@ -376,6 +405,7 @@ def main() -> int:
             setattr(options, name, quick if options.quick else full)
     if options.rebuilds < 1 or options.commits < 1 or options.runs < 1:
         parser.error("--commits, --rebuilds and --runs must be at least 1")
+    load_at_start = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="errand-bench-tasks-"))
     os.environ["ERRAND_HOME"] = str(work / "home")
     os.environ.pop("ERRAND_DATABASE_URL", None)
@@ -386,7 +416,8 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nerrand task benchmark{' (quick)' if options.quick else ''}: {os.cpu_count()} cores, "
-          f"Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}")
+          f"Python {sys.version.split()[0]}, load average (1 min) {load_at_start:.1f} at the start, "
+          f"{os.getloadavg()[0]:.1f} at the end (the machine is shared: read the figures beside it)")
     if "environments" in results:
         report_environments(results["environments"])
     if "flow" in results:

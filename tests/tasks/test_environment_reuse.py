@@ -19,6 +19,7 @@ from engine.projects import npm_project, python_project
 from errand.tasks.records import Task
 from errand.tasks.round import steps
 from errand.tasks.round.environment import Environment
+from errand.tasks.round.reuse import TSC_BUILD_INFO
 from errand.tasks.service import TaskService
 from errand.tasks.store.tasks import TaskStore
 
@@ -122,17 +123,33 @@ async def test_an_npm_projects_new_commit_gets_its_build_and_a_changed_lockfile_
     [started] = _setups(events)
     assert started["commands"] == ["npm ci --no-audit --no-fund"]
 
+    build = f"node_modules/.bin/tsc -p . --incremental --tsBuildInfoFile {TSC_BUILD_INFO}"
+    assert first.refreshed == (build,)  # setup's build leaves the build info a commit's refresh starts from
     manifest = json.loads((repo / "package.json").read_text())
     _commit(repo, "round", {"src/price.ts": "export function withTax(cents: number, rate: number): number {\n"
                                             "  return Math.round(cents + cents * rate);\n}\n",
+                            "src/discount.ts": "export const discount = (cents: number, share: number): number =>\n"
+                                               "  Math.round(cents * (1 - share));\n",
                             "package.json": json.dumps({**manifest, "version": "2.2.0"}, indent=2) + "\n"})
     _task, second, events = await rounds.set_up()
     [started] = _setups(events)
-    assert started.get("reused") == first.key and started["commands"] == ["npm run build"], started
-    assert first.refreshed == ("npm run build",) and second.refresh_failed is None
+    assert started.get("reused") == first.key and started["commands"] == [build], started
+    assert second.refresh_failed is None
     assert first.keyed_on == ("package-lock.json", "package.json's dependency tables")
-    out = await rounds.run_in_copy("cat dist/price.js; ls node_modules/.bin/mocha")
-    assert "Math.round" in out, out  # built from this commit's source
+    # Built from this commit's sources, the new one too, and only those: tsc read the build info.
+    out = await rounds.run_in_copy(f"cat dist/price.js dist/discount.js; ls node_modules/.bin/mocha; "
+                                   f"{build} --listEmittedFiles")
+    assert "Math.round(cents + cents * rate)" in out and "Math.round(cents * (1 - share))" in out, out
+    assert "TSFILE" not in out, out  # an up-to-date refreshed tree: nothing to emit again
+
+    # A changed compiler option (not a key file): the refresh's output follows it.
+    config = json.loads((repo / "tsconfig.json").read_text())
+    config["compilerOptions"]["target"] = "ES5"
+    _commit(repo, "es5", {"tsconfig.json": json.dumps(config, indent=2) + "\n"})
+    _task, es5, events = await rounds.set_up()
+    assert es5.reused == first.key and es5.refresh_failed is None
+    out = await rounds.run_in_copy("cat dist/discount.js")
+    assert "function (cents, share)" in out and "=>" not in out, out
 
     lock = json.loads((repo / "package-lock.json").read_text())
     _commit(repo, "relock", {"package-lock.json": json.dumps(lock, indent=4) + "\n"})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from errand.tasks.round.reuse import BUILD_DEPS, prime, refresh
+from errand.tasks.round.reuse import BUILD_DEPS, TSC_BUILD_INFO, prime, refresh
 
 
 @pytest.mark.parametrize(("setup", "expected"), [
@@ -62,3 +62,44 @@ def test_a_node_project_gets_its_build_script(tmp_path: Path, setup: str, lockfi
     assert refresh(tmp_path, [setup], primed=False).commands == (expected,)
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "mocha"}}))
     assert refresh(tmp_path, [setup], primed=False).commands == ()
+
+
+def _node_project(root: Path, build: str, typescript: str | None = "5.9.3", **scripts: str) -> None:
+    (root / "package.json").write_text(json.dumps({"scripts": {"build": build, **scripts}}))
+    packages = {"": {"name": "pricing"}, **({"node_modules/typescript": {"version": typescript}} if typescript else {})}
+    (root / "package-lock.json").write_text(json.dumps({"lockfileVersion": 3, "packages": packages}))
+
+
+def test_a_lone_tsc_build_of_npm_runs_incrementally_with_its_build_info_in_the_environment(tmp_path: Path) -> None:
+    _node_project(tmp_path, "tsc -p .")
+    made = refresh(tmp_path, ["npm ci --no-audit"], primed=False)
+    assert made.commands == (f"node_modules/.bin/tsc -p . --incremental --tsBuildInfoFile {TSC_BUILD_INFO}",)
+    assert made.why == ("node: the project's build script, incremental",)
+    _node_project(tmp_path, "tsc --incremental --tsBuildInfoFile build/info.json")  # the project's own build info
+    assert refresh(tmp_path, ["npm ci"], primed=False).commands == (
+        "node_modules/.bin/tsc --incremental --tsBuildInfoFile build/info.json",)
+
+
+@pytest.mark.parametrize(("build", "typescript", "scripts"), [
+    ("tsc -p . && node scripts/bundle.js", "5.9.3", {}),  # more than tsc: the script as it is
+    ("tsc -b", "5.9.3", {}),  # build mode keeps its own build info
+    ("tsc --watch", "5.9.3", {}),
+    ("tsc -p 'my config.json'", "5.9.3", {}),  # quoting: the shell's business
+    ("tsc -p $CONFIG", "5.9.3", {}),
+    ("tsc", "5.9.3", {"prebuild": "node gen.js"}),  # npm would run prebuild first
+    ("tsc", "5.9.3", {"postbuild": "node copy.js"}),
+    ("tsc", "3.3.4000", {}),  # no --tsBuildInfoFile yet
+    ("tsc", None, {}),  # not installed by the lockfile: a global tsc, or another version
+    ("tsup src/index.ts", "5.9.3", {}),
+])
+def test_any_other_build_runs_through_npm_as_it_is(tmp_path: Path, build: str, typescript: str | None,
+                                                   scripts: dict[str, str]) -> None:
+    _node_project(tmp_path, build, typescript, **scripts)
+    assert refresh(tmp_path, ["npm ci"], primed=False).commands == ("npm run build",)
+
+
+def test_pnpm_and_yarn_run_a_tsc_build_through_their_own_run(tmp_path: Path) -> None:
+    _node_project(tmp_path, "tsc -p .")
+    assert refresh(tmp_path, ["pnpm install --frozen-lockfile"], primed=False).commands == ("pnpm run build",)
+    (tmp_path / "package-lock.json").write_text("{not json")
+    assert refresh(tmp_path, ["npm ci"], primed=False).commands == ("npm run build",)

@@ -309,7 +309,7 @@ async def _set_up_now(environment: Environment, task: Task, run: Run, base_tree:
                    refresh_failed=done.failed)
     image = keep_image(image, key, _labels_of(made))
     await journal("setup_finished", {"key": key, "reused": made.reused, "refreshed": list(made.refreshed),
-                                     "refresh_failed": made.refresh_failed})
+                                     "refresh_failed": made.refresh_failed, "cpu_seconds": done.cpu_seconds})
     return replace(made, image=image)
 
 
@@ -376,6 +376,7 @@ class _Done:
     primed: bool
     refreshed: tuple[str, ...]
     failed: str | None
+    cpu_seconds: float | None = None  # the setup sandbox's, by its cgroup (None where not counted)
 
 
 async def _built_image(environment: Environment, journal: Journal) -> Image:
@@ -429,9 +430,17 @@ async def _run_setup(environment: Environment, image: Image, copy: WorkingCopy, 
                 failed = command
                 await log(f"(the refresh `{command}` {_ended(result)}: the environment is used as it is)\n")
                 break
-        return await sandbox.snapshot(), _Done(primed, refreshed, failed)
+        done = _Done(primed, refreshed, failed, _cpu_seconds(sandbox))  # before the snapshot touches the sandbox
+        return await sandbox.snapshot(), done
     finally:
         await end_sandbox(sandbox, journal, "setup")
+
+
+def _cpu_seconds(sandbox: AsyncSandbox) -> float | None:
+    try:
+        return sandbox.usage().cpu_seconds
+    except (ErrandError, OSError, ValueError):  # a figure for the log, never a reason to fail setup
+        return None
 
 
 def _object_mounts(copy: WorkingCopy) -> list[Mount]:
