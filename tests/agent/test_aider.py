@@ -150,3 +150,32 @@ def test_an_absolute_path_is_named_relative_to_the_working_copy() -> None:
                                       {"kind": "notice", "text": "Applied edit to /workspace/calc.py"}])
     assert [s.data["arguments"]["path"] for s in said if s.kind == "tool_call"] == ["calc.py"]
     assert [s.data["ok"] for s in said if s.kind == "tool_result"] == [True]
+
+
+def test_a_provider_that_refuses_it_ends_the_run_with_litellms_error_and_aiders_words() -> None:
+    said = read(Aider("/workspace"), [
+        *RUN[:8],
+        {"kind": "notice", "text": "litellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect "
+                                   "API key provided: sk-proj-***"},
+        {"kind": "error", "text": "The API provider is not able to authenticate you. Check your API key."},
+        {"kind": "exit", "code": 0}])
+    assert said[-1] == Said("result", {"ok": False, "text": "", "usage": None, "reason": (
+        "litellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect API key provided: sk-proj-***; "
+        "The API provider is not able to authenticate you. Check your API key.")})
+
+
+def test_its_lint_report_is_the_output_of_the_edit_it_checked() -> None:
+    lint = ("# Fix any errors below, if possible.\n\nTraceback (most recent call last):\nFile \"/workspace/calc.py\", "
+            "line 2\nreturn a +\n^\nSyntaxError: invalid syntax\n\n## Running: /usr/bin/python3 -m flake8 "
+            "--select=E9,F821,F823,F831,F406,F407,F701,F702,F704,F706 --show-source --isolated calc.py\n\n"
+            "calc.py:2:16: E999 SyntaxError: invalid syntax\nreturn a +\n\n^\n\n## See relevant line below marked "
+            "with \u2588.\n\ncalc.py:\n1\u2502def add(a, b):\n2\u2588    return a +")
+    said = read(Aider("/workspace"), [
+        RUN[7], {"kind": "reply", "text": "add() subtracts.\n\ncalc.py\n```python\n<<<<<<< SEARCH\n    return a - b\n"
+                                          "=======\n    return a +\n>>>>>>> REPLACE\n```"},
+        {"kind": "notice", "text": "Tokens: 2.1k sent, 30 received."},
+        {"kind": "notice", "text": "Applied edit to calc.py"}, {"kind": "notice", "text": lint},
+        {"kind": "notice", "text": "Attempt to fix lint errors? (Y)es/(N)o [Yes]: y"}])
+    assert [(s.kind, s.data["id"]) for s in said if s.kind in ("tool_result", "output")] == [
+        ("tool_result", "reply-1-edit-1"), ("output", "reply-1-edit-1")]
+    assert said[-1].data["text"] == lint + "\n"

@@ -25,8 +25,8 @@ prints sent to stderr, and puts each entry of its chat transcript (what it write
 to its chat history file) on stdout as one JSON line, as it writes it: ``user`` (the
 prompt), ``reply`` (the model's reply, whole), ``notice`` (aider's own messages:
 ``Applied edit to calc.py``, ``# 1 SEARCH/REPLACE block failed to match!…``, a
-lint report, ``Tokens: 2.5k sent, 45 received.``) and ``error`` (one line of an
-error it reported); then ``exit`` when aider returned. A crash (an exception, a
+lint report, ``Tokens: 2.5k sent, 45 received.``) and ``error`` (an error it
+reported), each whole; then ``exit`` when aider returned. A crash (an exception, a
 non-zero exit) prints no ``exit`` line: its run ends with aider's last output.
 
 Each reply is a step, its SEARCH/REPLACE blocks ``edit_file`` calls whose results
@@ -74,29 +74,35 @@ from aider import repomap
 from aider.io import InputOutput
 
 repomap.RepoMap.TAGS_CACHE_DIR = "{DIRECTORY}/tags.cache"  # it has no flag; it would be in the working copy
-append, error = InputOutput.append_chat_history, InputOutput.tool_error
+append = InputOutput.append_chat_history
 
 
 def appended(self, text, linebreak=False, blockquote=False, strip=True):
     append(self, text, linebreak, blockquote, strip)
-    if getattr(self, "_errand_error", False):
-        kind = "error"
+    lines = getattr(self, "_errand_lines", None)
+    if lines is not None:  # a line of a warning or an error: said whole when it ends
+        lines.append(text.strip())
     elif blockquote or text.lstrip().startswith("# aider chat started"):
-        kind = "notice"
+        say(kind="notice", text=text.strip())
     else:
-        kind = "user" if text.lstrip().startswith("####") else "reply"
-    say(kind=kind, text=text.strip())
+        say(kind="user" if text.lstrip().startswith("####") else "reply", text=text.strip())
 
 
-def errored(self, message="", strip=True):
-    self._errand_error = True
-    try:
-        error(self, message, strip)
-    finally:
-        self._errand_error = False
+def whole(method, kind):
+    def said(self, message="", strip=True):
+        self._errand_lines = []
+        try:
+            method(self, message, strip)
+        finally:
+            lines, self._errand_lines = self._errand_lines, None
+            if lines:
+                say(kind=kind, text="\\n".join(lines).strip())
+    return said
 
 
-InputOutput.append_chat_history, InputOutput.tool_error = appended, errored
+InputOutput.append_chat_history = appended
+InputOutput.tool_error = whole(InputOutput.tool_error, "error")
+InputOutput.tool_warning = whole(InputOutput.tool_warning, "notice")
 from aider.main import main
 
 code = main()
@@ -131,7 +137,9 @@ class Aider(CliAdapter):
         self._replies = 0
         self._pending: list[dict[str, Any]] = []  # the last reply's edits, until aider says how they went
         self._said = ""  # the last reply's words (its edit blocks left out): the summary, when it ends
-        self._errors: list[str] = []  # what aider reported as errors since the last reply
+        self._errors: list[str] = []  # since the last reply: its errors, and notices of an exception
+        self._failed = False  # whether aider reported an error since the last reply
+        self._edited = ""  # the last reply's last edit: the call a lint report is the output of
         self._sessioned = False
 
     def argv(self, prompt: str, system: str, access: ModelAccess, session: str | None) -> list[str]:
@@ -154,24 +162,28 @@ class Aider(CliAdapter):
             return [Said("session", {"id": CHAT})]
         if kind == "reply":
             return self._reply(text)
-        if kind == "notice":
-            return self._notice(text)
         if kind == "error" and text:
             self._errors.append(text)
+            self._failed = True
+        if kind == "notice":
+            if "Error: " in text.split("\n", 1)[0]:  # litellm's exception, before aider's words on it
+                self._errors.append(text)
+            return self._notice(text)
         if kind == "exit":
-            ok = self._replies > 0 and not self._errors
+            ok = self._replies > 0 and not self._failed
             reason = None if ok else ("; ".join(self._errors) if self._errors else "the model never replied")
             return [Said("result", {"ok": ok, "text": self._said, "reason": reason, "usage": None})]
         return []
 
     def _reply(self, text: str) -> list[Said]:
         self._replies += 1
-        self._errors = []
+        self._errors, self._failed = [], False
         call_id = f"reply-{self._replies}"
         self._pending = [{"id": f"{call_id}-edit-{index}", "name": "edit_file",
                           "arguments": {"path": self.relative(path), "old": old, "new": new}}
                          for index, (path, old, new) in enumerate(edit_blocks(text), 1)]
         self._said = _prose(text)
+        self._edited = self._pending[-1]["id"] if self._pending else ""
         return [model_step(call_id, self._said, self._pending), *(Said("tool_call", call) for call in self._pending)]
 
     def _notice(self, text: str) -> list[Said]:
@@ -186,9 +198,9 @@ class Aider(CliAdapter):
             done, self._pending = self._pending, []
             return [_result(call, (call["arguments"]["old"], call["arguments"]["new"]) not in failed, text)
                     for call in done]
-        if text.startswith("# Fix any errors below") and self._replies:
-            # aider's lint of what it edited (its flake8 of Python files): the reply's edits' output
-            return [Said("output", {"id": f"reply-{self._replies}", "text": text + "\n"})]
+        if text.startswith("# Fix any errors below") and self._edited:
+            # aider's lint of what it edited (its flake8 of Python files): the output of the reply's edits
+            return [Said("output", {"id": self._edited, "text": text + "\n"})]
         return []
 
 
