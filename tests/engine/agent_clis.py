@@ -128,11 +128,11 @@ def assert_no_key_in_transcript(run: Run, key: str, route: str) -> None:
 
 
 async def assert_hung_cli_stopped(store: TaskStore, tmp_path: Path, wire: WireServer, *, model: str,
-                                  agent: str) -> list[Recorded]:
+                                  agent: str, minutes: float = 0.5) -> list[Recorded]:
     """A model that never answers: the CLI waits on it, printing nothing, until the run's time budget
-    stops it; nothing of the run is left. The requests the wire server saw."""
+    (``minutes``) stops it; nothing of the run is left. The requests the wire server saw."""
     wire.respond(lambda _request: Hang())
-    toml = TOML + "[agent]\nmax_minutes = 0.5\n"
+    toml = TOML + f"[agent]\nmax_minutes = {minutes:g}\n"
     task_id, state, run = await run_task(store, tmp_path, model=model, agent=agent, toml=toml)
     assert state is TaskState.FAILED
     assert run.result["status"] == "budget_exhausted" and run.result["budget"] == "seconds", run.result

@@ -131,7 +131,7 @@ def test_copy_source_outside_the_repo_is_refused(tmp_path: Path) -> None:
     ("[agent]\ninstructions = 'AGENTS.md'\n", "invalid_config", "[agent] instructions: expected a list of paths"),
     ("[agent]\ninstructions = ['../x.md']\n", "invalid_config", "[agent] instructions[1]: '../x.md' must be"),
     ("[agent]\nkind = 'claud'\n", "unknown_agent",
-     "[agent] kind: expected one of errand, claude-code, codex, gemini-cli, opencode, mini-swe-agent "
+     "[agent] kind: expected one of errand, claude-code, codex, gemini-cli, opencode, mini-swe-agent, aider "
      "(got string 'claud')"),
 ])
 def test_bad_input_is_refused_naming_key_and_file(tmp_path: Path, text: str, code: str, named: str) -> None:

@@ -72,7 +72,7 @@ def test_an_unknown_image_step_is_named_and_keeps_the_image_steps_code(tmp_path:
 
 @pytest.mark.parametrize(("text", "code", "said"), [
     ("[agent]\nkind = 'claud'\n", "unknown_agent",
-     "[agent] kind: expected one of errand, claude-code, codex, gemini-cli, opencode, mini-swe-agent "
+     "[agent] kind: expected one of errand, claude-code, codex, gemini-cli, opencode, mini-swe-agent, aider "
      "(got string 'claud')"),
     ("[setup]\nrefresh = 'make'\n", "invalid_config", "[setup] refresh: expected a list of non-empty strings"),
     ("[setup]\nnetwork = {mode = 'wide'}\n", "invalid_network", "[setup] network.mode: expected one of none, allow"),

@@ -83,20 +83,24 @@ class CliAdapter(ABC):
     kind: ClassVar[str]  # the agent kind tasks name it by
     provider: ClassVar[str]  # whose models it talks to: a provider errand knows ("anthropic", "openai", "gemini")
     protocol: ClassVar[str]  # the wire it speaks, as the model gateway names it ("anthropic", "openai-chat", …)
-    package: ClassVar[str]  # the npm package, pinned: "@scope/name@1.2.3"
+    package: ClassVar[str]  # the package, pinned: npm's "@scope/name@1.2.3", or pip's "name==1.2.3"
     binary: ClassVar[str]  # the command it installs
+    registry: ClassVar[str] = "npm"  # where the package comes from: "npm", or "pip" (a --user install)
 
     def __init__(self, workdir: str = "/workspace") -> None:
         self.workdir = workdir
 
     @property
     def prefix(self) -> str:
-        """Where its layer installs it (its commands in ``prefix/bin``)."""
-        return f"{AGENTS_ROOT}/{self.kind}"
+        """Where its layer installs it (its commands in ``prefix/bin``): pip's user install is the
+        sandbox's ``~/.local``, where the host's ``python3`` finds its packages."""
+        return "/root/.local" if self.registry == "pip" else f"{AGENTS_ROOT}/{self.kind}"
 
     def install(self) -> Image:
         """The image of its install on the base image (cached as one layer; the only step that reaches
         a registry)."""
+        if self.registry == "pip":
+            return Image.base().pip_install(self.package)
         return Image.base().npm_install(self.package, prefix=self.prefix)
 
     @abstractmethod

@@ -14,7 +14,8 @@ the agent — evidence, ranking, review, memory, the forge — sees which one it
         ├── codex.Codex                "codex"
         ├── gemini_cli.GeminiCli       "gemini-cli"
         ├── opencode.OpenCode          "opencode"
-        └── mini_swe_agent.MiniSweAgent "mini-swe-agent"
+        ├── mini_swe_agent.MiniSweAgent "mini-swe-agent"
+        └── aider.Aider                "aider"
 
 A task's kind is chosen at submission (``errand run --agent``, else ``[agent] kind``
 in the repository's errand.toml, else ``agent`` in errand's config.toml, else
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from errand.agent.aider import Aider
 from errand.agent.budgets import Spent
 from errand.agent.claude_code import ClaudeCode
 from errand.agent.cli import CliAdapter
@@ -40,7 +42,7 @@ __all__ = ["AGENT_KINDS", "DEFAULT_KIND", "EXTERNAL_KINDS", "TaskAgent", "agent_
 DEFAULT_KIND = "errand"
 #: The agent CLIs errand can run in a task's sandbox, each a :class:`~errand.agent.cli.CliAdapter`.
 ADAPTERS: dict[str, type[CliAdapter]] = {
-    adapter.kind: adapter for adapter in (ClaudeCode, Codex, GeminiCli, OpenCode, MiniSweAgent)}
+    adapter.kind: adapter for adapter in (ClaudeCode, Codex, GeminiCli, OpenCode, MiniSweAgent, Aider)}
 EXTERNAL_KINDS: tuple[str, ...] = tuple(ADAPTERS)
 AGENT_KINDS: tuple[str, ...] = (DEFAULT_KIND, *EXTERNAL_KINDS)
 

@@ -118,8 +118,9 @@ def run(
     attempts: Annotated[int, typer.Option(
         "--attempts", metavar="N", help="Attempts run in parallel, ranked by evidence.")] = 1,
     agent: Annotated[str | None, typer.Option(
-        "--agent", metavar="KIND", help="errand (its own loop) or an agent CLI run in the sandbox: claude-code or "
-                                        "codex (default: errand.toml's [agent] kind, then config.toml's).")] = None,
+        "--agent", metavar="KIND", help="errand (its own loop) or an agent CLI run in the sandbox: claude-code, "
+                                        "codex, gemini-cli, opencode, mini-swe-agent or aider (default: errand.toml's "
+                                        "[agent] kind, then config.toml's).")] = None,
     issue: Annotated[str | None, typer.Option(
         "--issue", metavar="FILE|OWNER/NAME#N|URL", help="Take the task from an issue: a Markdown file, or an "
                                                          "issue on GitHub, Gitea or GitLab (its thread read in "

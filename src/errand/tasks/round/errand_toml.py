@@ -58,7 +58,7 @@ WHOLE_TREE = "tree"
 DEFAULT_INSTRUCTIONS: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md", ".cursorrules", ".github/copilot-instructions.md")
 #: The agents and registry kinds a file may name (pinned to errand.agent.seam.AGENT_KINDS and
 #: errand.sandbox.registries.REGISTRY_KINDS by a test: the model cannot import the agent layer's list).
-AgentKind = Literal["errand", "claude-code", "codex", "gemini-cli", "opencode", "mini-swe-agent"]
+AgentKind = Literal["errand", "claude-code", "codex", "gemini-cli", "opencode", "mini-swe-agent", "aider"]
 RegistryKind = Literal["pip", "npm", "apt"]
 
 
