@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 import components
+import grouping
+from errand.agent.seam import EXTERNAL_KINDS
 from uids import UID_BASE, UID_SPAN, claim_uid_range
 
 
@@ -127,3 +129,19 @@ def test_the_tests_sharing_a_module_fixture_run_on_one_worker_which_makes_it_onc
     assert done.returncode == 0 and "12 passed" in done.stdout, done.stdout + done.stderr
     assert len(ran.read_text().split()) == 6 and len(set(ran.read_text().split())) == 1, ran.read_text()
     assert len(made.read_text().split()) == 1, made.read_text()  # made once, on that worker
+
+
+def test_the_tests_of_one_agent_cli_go_to_one_worker_which_installs_it_once() -> None:
+    """Each agent CLI's layer is cached in a worker's home: its modules' tests share a group, so
+    mini-swe-agent (730 MB) is installed once a run, not on each worker drawing one of its tests."""
+    assert grouping.agent_cli_group("engine/test_claude_code.py") == "agent-cli:claude-code"
+    assert grouping.agent_cli_group("engine/test_claude_code_mcp.py") == "agent-cli:claude-code"
+    assert grouping.agent_cli_group("engine/test_codex_mcp.py") == "agent-cli:codex"
+    assert grouping.agent_cli_group("engine/test_mini_swe_agent.py") == "agent-cli:mini-swe-agent"
+    assert grouping.agent_cli_group("engine/test_engine.py") is None
+    assert grouping.agent_cli_group("engine/test_codexes.py") is None
+    assert grouping.agent_cli_group("tasks/test_codex.py") is None
+    # Every agent CLI has its tests where the rule looks for them (a renamed module would lose its group).
+    engine = Path(__file__).parent / "engine"
+    for kind in EXTERNAL_KINDS:
+        assert (engine / f"test_{kind.replace('-', '_')}.py").is_file(), kind
