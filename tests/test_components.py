@@ -69,6 +69,7 @@ def suite_with_runsc_missing(directory: Path, test: str) -> Path:
     return directory
 
 
+@pytest.mark.slow  # pytest sessions of their own
 def test_the_mark_fails_a_test_under_ci_and_skips_it_elsewhere(tmp_path: Path) -> None:
     suite = suite_with_runsc_missing(tmp_path, "from components import needs\n\n"
                                                "@needs('runsc')\ndef test_in_gvisor():\n    pass\n")
@@ -100,6 +101,7 @@ def test_two_sessions_never_hold_the_same_uid_range(tmp_path: Path) -> None:
     assert again == first
 
 
+@pytest.mark.slow  # pytest sessions of their own
 def test_the_tests_sharing_a_module_fixture_run_on_one_worker_which_makes_it_once(tmp_path: Path) -> None:
     """Wired as this suite is (tests/conftest.py's hook, ``-n 2 --dist loadgroup`` as scripts/test
     runs it). With the marks added after pytest-xdist read them, or on pytest 9.2, the module's
