@@ -1,5 +1,6 @@
 """How the suite's tests go out to pytest-xdist workers (``--dist loadgroup``): the tests of a module
-sharing a fixture made once per module go to one worker, and the long tests go out first.
+sharing a fixture made once per module go to one worker, so do the tests that install the same agent
+CLI, and the long tests go out first.
 
 tests/conftest.py calls :func:`group_and_order` from a ``tryfirst`` hook: pytest-xdist reads the
 ``xdist_group`` marks in a collection hook of its own, so marks added after it are never read and
@@ -12,15 +13,36 @@ import os
 
 import pytest
 
+from errand.agent.seam import EXTERNAL_KINDS
+
 
 def group_and_order(config: pytest.Config, items: list[pytest.Item], root: str) -> None:
     for item in items:
-        if shares_a_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(os.path.relpath(str(item.path), root)))
+        group = agent_cli_group(os.path.relpath(str(item.path), root))
+        if group is None and shares_a_module_fixture(item):
+            group = os.path.relpath(str(item.path), root)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     if hasattr(config, "workerinput"):
         # On workers, the slow tests and the modules that run whole on one worker are handed out
         # first: one started last would keep a worker busy alone while the others stand idle.
         items.sort(key=lambda item: not (item.get_closest_marker("slow") or item.get_closest_marker("xdist_group")))
+
+
+def agent_cli_group(where: str) -> str | None:
+    """The group of a test module that runs an agent CLI in a task (``engine/test_codex.py``,
+    ``engine/test_codex_mcp.py``): its tests and those of the CLI's other modules go to one worker.
+    The CLI's image layer (mini-swe-agent's is 730 MB from the Python registry, Claude Code's
+    384 MB from npm) is cached in the worker's errand home, so it is installed once per run rather
+    than on each worker that draws one of the CLI's tests, at the same time as the others."""
+    directory, name = os.path.split(where)
+    if directory != "engine":
+        return None
+    for kind in EXTERNAL_KINDS:
+        stem = "test_" + kind.replace("-", "_")
+        if name == stem + ".py" or name.startswith(stem + "_"):
+            return f"agent-cli:{kind}"
+    return None
 
 
 def shares_a_module_fixture(item: pytest.Item) -> bool:

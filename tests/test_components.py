@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 import components
+import grouping
+from errand.agent.seam import EXTERNAL_KINDS
 from uids import UID_BASE, UID_SPAN, claim_uid_range
 
 
@@ -67,6 +69,7 @@ def suite_with_runsc_missing(directory: Path, test: str) -> Path:
     return directory
 
 
+@pytest.mark.slow  # pytest sessions of their own
 def test_the_mark_fails_a_test_under_ci_and_skips_it_elsewhere(tmp_path: Path) -> None:
     suite = suite_with_runsc_missing(tmp_path, "from components import needs\n\n"
                                                "@needs('runsc')\ndef test_in_gvisor():\n    pass\n")
@@ -98,6 +101,7 @@ def test_two_sessions_never_hold_the_same_uid_range(tmp_path: Path) -> None:
     assert again == first
 
 
+@pytest.mark.slow  # pytest sessions of their own
 def test_the_tests_sharing_a_module_fixture_run_on_one_worker_which_makes_it_once(tmp_path: Path) -> None:
     """Wired as this suite is (tests/conftest.py's hook, ``-n 2 --dist loadgroup`` as scripts/test
     runs it). With the marks added after pytest-xdist read them, or on pytest 9.2, the module's
@@ -127,3 +131,19 @@ def test_the_tests_sharing_a_module_fixture_run_on_one_worker_which_makes_it_onc
     assert done.returncode == 0 and "12 passed" in done.stdout, done.stdout + done.stderr
     assert len(ran.read_text().split()) == 6 and len(set(ran.read_text().split())) == 1, ran.read_text()
     assert len(made.read_text().split()) == 1, made.read_text()  # made once, on that worker
+
+
+def test_the_tests_of_one_agent_cli_go_to_one_worker_which_installs_it_once() -> None:
+    """Each agent CLI's layer is cached in a worker's home: its modules' tests share a group, so
+    mini-swe-agent (730 MB) is installed once a run, not on each worker drawing one of its tests."""
+    assert grouping.agent_cli_group("engine/test_claude_code.py") == "agent-cli:claude-code"
+    assert grouping.agent_cli_group("engine/test_claude_code_mcp.py") == "agent-cli:claude-code"
+    assert grouping.agent_cli_group("engine/test_codex_mcp.py") == "agent-cli:codex"
+    assert grouping.agent_cli_group("engine/test_mini_swe_agent.py") == "agent-cli:mini-swe-agent"
+    assert grouping.agent_cli_group("engine/test_engine.py") is None
+    assert grouping.agent_cli_group("engine/test_codexes.py") is None
+    assert grouping.agent_cli_group("tasks/test_codex.py") is None
+    # Every agent CLI has its tests where the rule looks for them (a renamed module would lose its group).
+    engine = Path(__file__).parent / "engine"
+    for kind in EXTERNAL_KINDS:
+        assert (engine / f"test_{kind.replace('-', '_')}.py").is_file(), kind

@@ -73,6 +73,7 @@ def test_the_pull_request_says_which_agent_worked(service: TaskService, tmp_path
     assert "agent errand" in pull_body(plain, None, issue=None, qa=[], review_url=None, requested_by=None)
 
 
+@pytest.mark.slow  # errand processes, one after another
 def test_a_person_names_the_agent_on_the_command_line_and_show_says_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
     repo = make_repo(tmp_path / "project")

@@ -112,6 +112,7 @@ def errand(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
+@pytest.mark.slow  # errand processes, one after another
 def test_errand_init_writes_the_detected_file_and_refuses_to_replace_one(tmp_path: Path) -> None:
     repo = layout(tmp_path / "repo", {"requirements.txt": "pytest\n", "tests/test_x.py": ""})
     wrote = errand("init", cwd=repo)
@@ -187,6 +188,7 @@ def test_an_errand_toml_nested_past_the_readers_depth_is_a_clear_error(tmp_path:
     assert raised.value.code == "invalid_toml"
 
 
+@pytest.mark.slow  # errand processes, one after another
 def test_errand_init_force_replaces_a_hard_link_and_refuses_a_directory(tmp_path: Path) -> None:
     repo = layout(tmp_path / "repo", {"requirements.txt": "pytest\n"})
     outside = tmp_path / "outside.txt"

@@ -166,6 +166,7 @@ def _errand(*words: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120)
 
 
+@pytest.mark.slow  # errand processes, one after another
 def test_errand_config_schema_prints_the_schema_and_check_reads_a_repository(tmp_path: Path) -> None:
     printed = _errand("config", "schema", cwd=tmp_path)
     assert printed.returncode == 0 and printed.stdout == SCHEMA.read_text()

@@ -196,6 +196,7 @@ def _junit_of(project: Path) -> Report:
     return read
 
 
+@pytest.mark.slow
 def test_a_test_file_that_failed_to_import_and_runs_after_is_fixed_not_gone(tmp_path: Path) -> None:
     """A real pytest's JUnit names a file that cannot import by its module (tests/test_mean.py::
     tests.test_mean); once the fix lets it import, its tests are named one by one. That file is

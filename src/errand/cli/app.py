@@ -28,7 +28,6 @@ from rich.table import Table
 
 from errand import __version__
 from errand._text import printable
-from errand.cli import demo as task_demo
 from errand.cli import doctor as cli_doctor
 from errand.cli import init as cli_init
 from errand.cli import tasks as cli_tasks
@@ -527,6 +526,8 @@ def demo(
 ) -> None:
     """errand's main job, for real: an agent fixes a failing test in a sample repo; you see the diff,
     the evidence, and the accept."""
+    from errand.cli import demo as task_demo  # the engine, its gateway and httpx only for the demo
+
     _run(task_demo.run(_stdout(), model))
 
 

@@ -20,28 +20,21 @@ import sys
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from errand import _settings
 from errand._text import printable
-from errand.agent import Budgets
 from errand.errors import ConfigError, ErrandError
-from errand.eval.compare import compare_runs
-from errand.eval.dataset import Dataset, load_dataset
-from errand.eval.grading import Grade, GradeOptions
-from errand.eval.metrics import Attempt, summarize
-from errand.eval.mine import Mined, MineOptions, mine, write_dataset
-from errand.eval.predictions import load_predictions
-from errand.eval.runs import GradeJob, grade_jobs, load_attempts, validate_summary, write_json
-from errand.eval.sample import build as build_sample
-from errand.eval.sample import sample_dir
-from errand.eval.solve import RunOptions, run_attempts
-from errand.server.eval_report import write_report
+
+if TYPE_CHECKING:  # the eval harness is imported by the commands that run it: every errand command loads this module
+    from errand.eval.dataset import Dataset
+    from errand.eval.grading import Grade, GradeOptions
+    from errand.eval.metrics import Attempt
+    from errand.eval.mine import Mined
 
 __all__ = ["eval_app"]
 
@@ -93,6 +86,9 @@ def _command(function: Callable[P, None]) -> Callable[P, None]:
 
 
 def _dataset(name: str, specs: Path | None, mirror: Path | None, only: list[str] | None) -> Dataset:
+    from errand.eval.dataset import load_dataset
+    from errand.eval.sample import sample_dir
+
     path = sample_dir(_settings.cache_dir()) if name == "sample" else Path(name)
     if specs is None and (path.parent / "specs.toml").is_file():
         specs = path.parent / "specs.toml"
@@ -116,6 +112,8 @@ def _same_model(run: Path, model: str) -> None:
 
 
 def _options(isolation: str | None) -> GradeOptions:
+    from errand.eval.grading import GradeOptions
+
     return GradeOptions(isolation=isolation or os.environ.get("ERRAND_ISOLATION") or "namespace")
 
 
@@ -123,6 +121,8 @@ def _options(isolation: str | None) -> GradeOptions:
 def _progress(total: int, what: str) -> Iterator[Callable[[str], None]]:
     """Per-instance progress on stderr: a bar on a terminal, a line per instance elsewhere (a log
     or a pipe), so a long run shows it is alive; stdout keeps the summary (and ``--json``) alone."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     if not sys.stderr.isatty():
         done = 0
 
@@ -159,6 +159,8 @@ def _graded(step: Callable[[str], None]) -> Callable[[Grade, bool], None]:
 @_command
 def sample(dest: Annotated[Path, typer.Argument(help="Directory to write the sample dataset to.")]) -> None:
     """Write the shipped sample dataset (three tiny repositories, fifteen real bugs) to DEST."""
+    from errand.eval.sample import build as build_sample
+
     dataset = build_sample(dest)
     _console().print(f"wrote {dataset} and {dataset.with_name('specs.toml')}", markup=False, highlight=False)
 
@@ -176,6 +178,8 @@ def mine_commits(repo: Annotated[Path, typer.Argument(help="A local clone of the
                  jobs: JobsOpt = 1, isolation: IsolationOpt = None) -> None:
     """Make SWE-bench-format instances of fix commits: code and test patches split by path, FAIL_TO_PASS
     and PASS_TO_PASS from running the test files in a sandbox without and with the fix."""
+    from errand.eval.mine import MineOptions, mine, write_dataset
+
     options = MineOptions(name=name, specs=specs, statements=_statements(statements), grading=_options(isolation),
                           concurrency=jobs)
     with _progress(len(commits), "mining") as step:
@@ -219,6 +223,10 @@ def grade(dataset: DatasetArg, predictions: Annotated[Path, typer.Argument(help=
           run_dir: RunDirOpt = None, fresh: FreshOpt = False, as_json: JsonOpt = False,
           isolation: IsolationOpt = None) -> None:
     """Grade given patches: a report.json per instance and a summary."""
+    from errand.eval.metrics import summarize
+    from errand.eval.predictions import load_predictions
+    from errand.eval.runs import GradeJob, grade_jobs, write_json
+
     data = _dataset(dataset, specs, mirror, instance)
     given = [p for p in load_predictions(predictions) if not instance or p.instance_id in instance]
     counts: dict[str, int] = {}
@@ -235,7 +243,7 @@ def grade(dataset: DatasetArg, predictions: Annotated[Path, typer.Argument(help=
                                   progress=_graded(step)))
     summary = summarize(_attempts(results))
     write_json(run / "summary.json", summary)
-    write_report(run)
+    _report_page(run)
     _show(summary, run, as_json)
 
 
@@ -246,6 +254,8 @@ def validate(dataset: DatasetArg, specs: SpecsOpt = None, mirror: MirrorOpt = No
              run_dir: RunDirOpt = None, fresh: FreshOpt = False, as_json: JsonOpt = False,
              isolation: IsolationOpt = None) -> None:
     """Check a dataset: gold patches resolve, empty ones do not, no test is flaky. Exit 1 if not."""
+    from errand.eval.runs import GradeJob, grade_jobs, validate_summary, write_json
+
     data = _dataset(dataset, specs, mirror, instance)
     job_list = [GradeJob(item, f"{kind}-{n}", patch) for item in data.instances
                 for kind, patch in (("gold", item.patch), ("empty", "")) for n in range(1, repeat + 1)]
@@ -256,7 +266,7 @@ def validate(dataset: DatasetArg, specs: SpecsOpt = None, mirror: MirrorOpt = No
                                   progress=_graded(step)))
     summary = validate_summary(data, results)
     write_json(run / "summary.json", summary)
-    write_report(run)
+    _report_page(run)
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
@@ -271,6 +281,8 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")], as
            html: Annotated[bool, typer.Option("--html", help="Write the run's HTML report (report.html) again.")]
            = False) -> None:
     """Summarize a run directory again (after a resumed or a partial run)."""
+    from errand.eval.runs import write_json
+
     summary = _run(_summarize(run_dir))
     if "gold_resolved" not in _saved_summary(run_dir):  # a validation's own summary is kept
         write_json(run_dir / "summary.json", summary)
@@ -293,10 +305,19 @@ def _saved_json(path: Path) -> dict[str, Any]:
 
 
 async def _write_report(run_dir: Path) -> Path:
+    return _report_page(run_dir)
+
+
+def _report_page(run_dir: Path) -> Path:
+    from errand.server.eval_report import write_report
+
     return write_report(run_dir)
 
 
 async def _summarize(run_dir: Path) -> dict[str, Any]:
+    from errand.eval.metrics import summarize
+    from errand.eval.runs import load_attempts
+
     return summarize(load_attempts(run_dir))
 
 
@@ -320,6 +341,8 @@ def compare(run_a: Annotated[Path, typer.Argument(help="The first run directory.
 
 
 async def _compare(run_a: Path, run_b: Path) -> dict[str, Any]:
+    from errand.eval.compare import compare_runs
+
     return compare_runs(run_a, run_b)
 
 
@@ -327,6 +350,8 @@ async def _compare(run_a: Path, run_b: Path) -> dict[str, Any]:
 
 
 def _attempts(results: list[Grade]) -> dict[str, list[Attempt]]:
+    from errand.eval.metrics import Attempt
+
     found: dict[str, list[Attempt]] = {}
     for result in results:
         found.setdefault(result.instance_id, []).append(Attempt(result))
@@ -390,6 +415,10 @@ def run(dataset: DatasetArg,
         run_dir: RunDirOpt = None, fresh: FreshOpt = False, as_json: JsonOpt = False,
         isolation: IsolationOpt = None) -> None:
     """Let the agent attempt every instance k times, grade each attempt, and report."""
+    from errand.agent import Budgets
+    from errand.eval.runs import write_json
+    from errand.eval.solve import RunOptions, run_attempts
+
     data = _dataset(dataset, specs, mirror, instance)
     run_path = _run_dir(run_dir, "run", dataset, fresh)
     budgets = Budgets(max_steps=max_steps) if max_steps is not None else Budgets()
@@ -400,5 +429,5 @@ def run(dataset: DatasetArg,
         _run(run_attempts(data.instances, run_path, options, progress=_graded(step)))
     summary = _run(_summarize(run_path))
     write_json(run_path / "summary.json", summary)
-    write_report(run_path)
+    _report_page(run_path)
     _show(summary, run_path, as_json)
