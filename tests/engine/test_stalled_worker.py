@@ -1,6 +1,8 @@
-"""A Temporal worker SIGSTOPped past its lease in the middle of an attempt, then woken: the next
-round goes to the live worker with room, and the woken worker writes nothing more into the run
-it lost and ends that run's sandbox and working copy."""
+"""A process of the team engine stops in the middle of an attempt. A Temporal worker SIGSTOPped
+past its lease, then woken: the next round goes to the live worker with room, and the woken worker
+writes nothing more into the run it lost and ends that run's sandbox and working copy. ``errand
+serve`` SIGKILLed (it runs the workflows): the attempt goes on on its worker, and the restarted
+server takes the round up where it was."""
 
 from __future__ import annotations
 
@@ -154,6 +156,39 @@ def test_a_worker_stopped_past_its_lease_loses_its_round_and_on_waking_writes_no
     # ... and the next round is on the live worker within the bound the lease sets, once the lease passed.
     assert handed_over <= HANDOVER_BOUND, (handed_over, HANDOVER_BOUND)
     for machine in (live, stalled, server):
+        machine.stop()
+    store.close()
+
+
+def test_serve_sigkilled_mid_attempt_and_started_again_takes_the_round_up_where_it_was(
+        tmp_path: Path, repo: Path, postgres_url: str, team: Callable[..., Machine]) -> None:
+    """The workflows run only in ``errand serve``: while it is dead no workflow step runs, but the
+    worker's attempt goes on and its end waits in Temporal for the next server to take it."""
+    store = TaskStore.open(postgres_url)
+    task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=script(
+        tmp_path / "script.json", [[READ], [("shell", {"command": f"until [ -e {GO} ]; do sleep 0.1; done"})],
+                                   *FIX_SCRIPT]))
+    server, worker = team("server", postgres_url), team("worker", postgres_url)
+    server.start("serve", "--engine", "temporal", "--port", str(_free_port()))
+    worker.start(*TEMPORAL_WORKER)
+    wait_until(lambda: any(e.kind == "tool_call" and e.data.get("name") == "shell" for e in store.events(task.id)),
+               "the agent to start its command")
+    server.kill()
+    [run] = store.runs(task.id)
+    seen = len(store.events(task.id, run_id=run.id, limit=100_000))
+    (worker.home / "work" / run.id / "repo" / GO).touch()  # the attempt ends while no server runs
+    wait_until(lambda: any(e.kind == "tool_call" and e.data.get("name") != "shell"
+                           for e in store.events(task.id, run_id=run.id, limit=100_000)[seen:]),
+               "the attempt to go on without the server")
+    server.start("serve", "--engine", "temporal", "--port", str(_free_port()))
+    wait_until(lambda: store.get_task(task.id).state in (S.READY_FOR_REVIEW, S.FAILED), "the task to finish")
+    assert store.get_task(task.id).state is S.READY_FOR_REVIEW, store.events(task.id)[-4:]
+    [same] = store.runs(task.id)  # one run, not interrupted and run again
+    assert same.id == run.id and same.state is RunState.SUCCEEDED
+    kinds = [e.kind for e in store.events(task.id, limit=100_000)]
+    assert "recovered" not in kinds and kinds.count("round_started") == 1, kinds
+    wait_until(lambda: not worker.sandboxes(), "the round's sandbox to end")
+    for machine in (worker, server):
         machine.stop()
     store.close()
 
