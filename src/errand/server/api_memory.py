@@ -19,6 +19,7 @@ from errand.memory import Kind, Memory, MemoryStore, Provenance, Status, project
 from errand.repo.workcopy import is_url
 from errand.server.config import ServerConfig
 from errand.server.schemas import ShortText, Text
+from errand.tasks.events import MemoriesGiven
 from errand.tasks.store import TaskStore
 
 __all__ = ["MemoryId", "MemoryIn", "MemoryOut", "TaskMemoryOut", "add_memory_for", "memory_detail", "memory_store",
@@ -109,7 +110,7 @@ def task_memories(tasks: TaskStore, memories: MemoryStore, task_id: str) -> list
     tasks.get_task(task_id)
     stale: set[int] = set()
     for event in tasks.events(task_id, kinds=["memories_given"], limit=1_000_000):
-        stale.update(int(memory_id) for memory_id in event.data.get("stale") or ())
+        stale.update(MemoriesGiven.of(event).stale)
     met: dict[int, TaskMemoryOut] = {}
     for memory, how in memories.uses(task_id):
         entry = met.setdefault(memory.id, TaskMemoryOut(memory=MemoryOut.of(memory), how=[],

@@ -29,8 +29,8 @@ from errand.server.schemas import (
     TextIn,
     without_patch,
 )
+from errand.tasks.events import text_of
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.progress import progress
 from errand.tasks.records import Event, Review, Run, Task
 from errand.tasks.service import MAX_ATTEMPTS, Accepted, TaskService
 
@@ -106,9 +106,9 @@ def detail(service: TaskService, task_id: str, *, with_progress: bool = False) -
     question = None
     if task.state is TaskState.NEEDS_INPUT:
         asked = service.last_event(task_id, ["question"])
-        question = str(asked.data.get("text")) if asked is not None else None
+        question = text_of(asked) if asked is not None else None
     runs = service.runs(task_id)
-    figures = progress(service.store, task, runs).to_json() if with_progress else None
+    figures = service.figures(task, runs).to_json() if with_progress else None
     return TaskDetail(**vars(task), runs=[without_patch(r) for r in runs], reviews=service.reviews(task_id),
                       question=question, progress=figures)
 

@@ -30,7 +30,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from errand.tasks.engine_lease import TEMPORAL_PREFIX, temporal_lease
-from errand.tasks.events import CONTROL_KINDS
+from errand.tasks.events import CONTROL_KINDS, text_of
 from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.records import Event
 from errand.tasks.store import TaskStore
@@ -146,14 +146,13 @@ class Dispatcher:
         assert self._client is not None
         workflow = self.settings.workflow_id(event.task_id)
         handle: WorkflowHandle[object, object] = self._client.get_workflow_handle(workflow)
-        data = event.data if isinstance(event.data, dict) else {}
         try:
             if event.kind == "cancelled":
                 await handle.signal("cancel")
             elif event.kind == "message_sent":
-                await handle.signal("message", args=[str(data.get("text", "")), event.id])
+                await handle.signal("message", args=[text_of(event), event.id])
             else:
-                await handle.signal("answer", args=[str(data.get("text", "")), event.id])
+                await handle.signal("answer", args=[text_of(event), event.id])
         except RPCError as error:
             if error.status is not RPCStatusCode.NOT_FOUND:
                 raise
