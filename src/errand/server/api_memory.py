@@ -20,7 +20,7 @@ from errand.repo.workcopy import is_url
 from errand.server.config import ServerConfig
 from errand.server.schemas import ShortText, Text
 from errand.tasks.events import MemoriesGiven
-from errand.tasks.store import TaskStore
+from errand.tasks.service import TaskService
 
 __all__ = ["MemoryId", "MemoryIn", "MemoryOut", "TaskMemoryOut", "add_memory_for", "memory_detail", "memory_store",
            "router", "task_memories"]
@@ -105,7 +105,7 @@ def add_memory_for(request: Request, body: MemoryIn) -> Memory:
         status=Status.PROPOSED if body.proposed else Status.ACTIVE, supersedes=body.supersedes)
 
 
-def task_memories(tasks: TaskStore, memories: MemoryStore, task_id: str) -> list[TaskMemoryOut]:
+def task_memories(tasks: TaskService, memories: MemoryStore, task_id: str) -> list[TaskMemoryOut]:
     """Each memory the task met, once, in the order first met, with every way it met it."""
     tasks.get_task(task_id)
     stale: set[int] = set()
@@ -201,5 +201,5 @@ def remove_memory(request: Request, memory_id: MemoryId) -> MemoryOut:
 @router.get("/tasks/{task_id}/memories", response_model=list[TaskMemoryOut], responses=PROBLEMS)
 async def show_task_memories(request: Request, task_id: TaskId) -> list[TaskMemoryOut]:
     """The memories the task was given and recalled, in the order it first met them."""
-    tasks: TaskStore = request.app.state.service.store
+    tasks: TaskService = request.app.state.service
     return await asyncio.to_thread(task_memories, tasks, memory_store(request), task_id)

@@ -96,8 +96,8 @@ async def list_tasks(request: Request, state: TaskState | None = None,
                                                          description="The last id of the previous page.")] = None,
                ) -> Response:
     """Tasks, newest first, a page at a time."""
-    store = task_service(request).store
-    tasks = await asyncio.to_thread(store.list_tasks, state=state, repo=repo, limit=limit, before=before)
+    service = task_service(request)
+    tasks = await asyncio.to_thread(service.list_tasks, state=state, repo=repo, limit=limit, before=before)
     return fast_json({"tasks": tasks, "next": tasks[-1].id if len(tasks) == limit else None})
 
 

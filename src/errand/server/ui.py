@@ -169,7 +169,7 @@ async def _task_context(request: Request, task_id: str) -> dict[str, Any]:
                 "progress": service.figures(task, runs), "cause": taskview.cause(service, task),
                 "report": taskview.report(service, task),
                 "next": taskview.next_steps(service, task),
-                "memories": task_memories(service.store, memory_store(request), task_id)}
+                "memories": task_memories(service, memory_store(request), task_id)}
 
     context = await asyncio.to_thread(read)
     live = TaskState(context["task"].state) in ACTIVE
@@ -258,7 +258,7 @@ async def message(request: Request, task_id: Text, csrf: Csrf, text: FormText) -
 async def cancel(request: Request, task_id: Text, csrf: Csrf, confirm: Confirmed = None) -> Response:
     check_csrf(request, csrf)
     if confirm != "yes":
-        task = await asyncio.to_thread(task_service(request).store.get_task, task_id)
+        task = await asyncio.to_thread(task_service(request).get_task, task_id)
         return confirm_page(request, heading=f"Cancel task {task.id}?", action=f"/tasks/{quote(task.id)}/cancel",
                             reasons=[f"“{task.title}” is {task.state.value.replace('_', ' ')}: cancelling ends its "
                                      "sandboxes, and nothing of it lands."],
