@@ -10,9 +10,11 @@ here first and a renderer cannot drift to a name nobody writes.
 What other modules read back out of a log is read here too, once: a typed reader per
 kind (:class:`Committed` of ``accepted`` and ``prepared``, :class:`MemoriesGiven`,
 :func:`text_of` of the kinds that carry a text, …), each tolerant of an old or odd row —
-a field it lacks, or one of the wrong type, reads as that field's default. Nothing
-outside this module spells an event's field (a test holds the source to it); the two
-renderers take an event's data whole through :func:`data_of`, held to the table above.
+a field it lacks, or one of the wrong type, reads as that field's default. No other
+module reads an event's data by a field's name (``tests/test_event_reads.py`` walks the
+source for it), except the renderers, which show every kind: they take an event's data
+whole through :func:`data_of`, and the test above holds them to this table. (The forge's
+own kinds are declared and read back beside their writer, :mod:`errand.forge.timeline`.)
 
 ``fields`` are the keys an event's ``data`` may have; every event of a run's agent
 also carries ``step``, the agent step it happened in. ``shown`` says whether a
