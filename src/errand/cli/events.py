@@ -19,7 +19,7 @@ from rich.text import Text
 
 from errand._terminal import Lines, Run, Style
 from errand._text import printable
-from errand.tasks.events import OUTPUT_KINDS
+from errand.tasks.events import OUTPUT_KINDS, data_of, text_of
 from errand.tasks.records import Event
 from errand.tasks.wording import SENTENCES, Part, Sentence, Tone, sentence
 
@@ -37,7 +37,7 @@ def shown(value: object, *, lines: bool = True) -> str:
 def print_event(out: Console, event: Event, tag: str = "") -> None:
     """One event as a line of the log; ``tag`` (an attempt, ``#2``) starts each of its lines, so
     the output of attempts running side by side can be told apart."""
-    line = _event_line(event.kind, event.data if isinstance(event.data, dict) else {})
+    line = _event_line(event.kind, data_of(event))
     if line is None:
         return
     if tag:
@@ -63,10 +63,9 @@ class LogPrinter:
     def show(self, event: Event) -> None:
         tag = self.tag_of(event)
         if event.kind in OUTPUT_KINDS:
-            data = event.data if isinstance(event.data, dict) else {}
             lines, _ = self._streams.get((event.run_id, event.kind)) or (Lines(), tag)
             self._streams[(event.run_id, event.kind)] = (lines, tag)
-            self._print(lines.feed(str(data.get("text") or "")), tag)
+            self._print(lines.feed(text_of(event)), tag)
             return
         self._flush(lambda key: key[0] == event.run_id)  # its run's unfinished output ends before it
         print_event(self.out, event, tag)

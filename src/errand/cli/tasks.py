@@ -45,11 +45,12 @@ from errand.tasks.api import TaskApi
 from errand.tasks.comments import LineComment, Side
 from errand.tasks.engines.workers import notes, running_worker, worker_notes
 from errand.tasks.errors import NeedsConfirmation
+from errand.tasks.events import Answered, Failed, FollowupSaid, MemoriesGiven, text_of
 from errand.tasks.evidence import Evidence, TestRun
 from errand.tasks.lifecycle import FINAL, TaskState
 from errand.tasks.records import Event, Run, Task
 from errand.tasks.round.environment import CONFIG_FILE
-from errand.tasks.service import FollowupSaid, TaskService, issue_instruction
+from errand.tasks.service import TaskService, issue_instruction
 from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["age", "console", "print_event", "print_evidence", "print_patch", "register", "shown", "task_service"]
@@ -265,9 +266,8 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
     with task_service(server, token) as service:
         task = service.get_task(task_id)
         runs = service.runs(task_id)
-        given = service.events(task_id, kinds=["memories_given"])
-        memories = [{"id": i, "line": line} for i, line in zip(given[-1].data.get("ids", []),
-                                                               given[-1].data.get("lines", []), strict=False)] \
+        given = [MemoriesGiven.of(e) for e in service.events(task_id, kinds=["memories_given"])]
+        memories = [{"id": i, "line": line} for i, line in zip(given[-1].ids, given[-1].lines, strict=False)] \
             if given else []
         figures = service.progress(task_id)
         egress = service.events(task_id, kinds=["egress"], limit=1_000_000)
@@ -290,7 +290,7 @@ def show(task_id: TaskId, as_json: AsJson = False, server: Server = None, token:
         if task.state is TaskState.NEEDS_INPUT:
             questions = service.events(task_id, kinds=["question"])
             if questions:
-                out.print(f"[bold yellow]? {shown(questions[-1].data.get('text'))}[/]")
+                out.print(f"[bold yellow]? {shown(text_of(questions[-1]))}[/]")
                 out.print(f"[dim]answer with `errand answer {task.id} \"...\"`[/]")
         if egress:
             out.print("\n[bold]egress[/] (what each sandbox reached through its proxy; `errand logs` has it in order):")
@@ -388,14 +388,14 @@ def _print_next_steps(out: Console, service: TaskApi, task: Task) -> None:
                   f"--reason ...` or `errand followup {task.id} \"...\"`[/]")
     elif task.state is TaskState.ANSWERED:
         answered = service.events(task.id, kinds=["answered"], limit=1_000_000)
-        report = answered[-1].data.get("report") if answered and isinstance(answered[-1].data, dict) else None
+        report = Answered.of(answered[-1]).report if answered else None
         out.print("\n[bold green]answered[/] (it changed no file, so there is nothing to accept):")
         out.print("  " + shown(report or "no report was recorded").replace("\n", "\n  "))
         out.print(f"[dim]`errand followup {task.id} \"...\"` asks for more, or for the change itself[/]")
     elif task.state in (TaskState.FAILED, TaskState.CANCELLED):
         if task.state is TaskState.FAILED:
             failed = service.events(task.id, kinds=["failed"], limit=1_000_000)
-            reason = failed[-1].data.get("reason") if failed and isinstance(failed[-1].data, dict) else None
+            reason = Failed.of(failed[-1]).reason if failed else None
             out.print(f"\n[bold red]failed:[/] {shown(reason or 'no reason was recorded')}")
         out.print(f"[dim]`errand retry {task.id}` runs it again from where it started; `errand followup "
                   f"{task.id} \"...\"` does that with more instructions[/]")

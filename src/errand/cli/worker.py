@@ -66,7 +66,7 @@ def worker_status(as_json: Annotated[bool, typer.Option("--json", help="Print JS
     with task_service() as service:
         assert isinstance(service, TaskService)
         info = running_worker()
-        held = _held_tasks(service.store, info) if info is not None else []
+        held = _held_tasks(service, info) if info is not None else []
     home = str(_settings.home())
     if as_json:
         described = {} if info is None else {k: v for k, v in info.to_json().items() if k not in ("keys", "variables")}
@@ -107,14 +107,14 @@ def worker_stop(timeout: Annotated[float, typer.Option("--timeout", metavar="SEC
     with task_service() as service:
         assert isinstance(service, TaskService)
         info = running_worker()
-        held = _held_tasks(service.store, info) if info is not None else []
+        held = _held_tasks(service, info) if info is not None else []
         stopped = stop_worker(timeout)
         if stopped is None:
             console().print(f"no worker serves {shown(_settings.home(), lines=False)}")
             return
         kind = "temporal" if info is not None and _temporal_worker(info) else engine_kind
         healed = _heal(service.store, kind, temporal, held) if held else {}
-        said = [_after_stop(service.store, task_id, kind, healed.get(task_id)) for task_id in held]
+        said = [_after_stop(service, task_id, kind, healed.get(task_id)) for task_id in held]
     console().print(f"stopped the worker (pid {stopped.pid})")
     for line in said:
         console().print(f"  {shown(line)}", highlight=False, soft_wrap=True)
@@ -135,9 +135,9 @@ def _heal(store: TaskStore, kind: str, temporal: str | None, task_ids: list[str]
     return {done.task_id: done for done in asyncio.run(healer.once(task_ids))}
 
 
-def _after_stop(store: TaskStore, task_id: str, kind: str, healed: Healed | None) -> str:
+def _after_stop(service: TaskService, task_id: str, kind: str, healed: Healed | None) -> str:
     """What became of a task the stopped worker held, as the store says it now."""
-    task = store.get_task(task_id)
+    task = service.get_task(task_id)
     why = f" ({healed.reason})" if healed is not None else ""
     if task.state is TaskState.QUEUED:
         return f"{task_id}: requeued{why}"
@@ -173,11 +173,11 @@ def recover(engine_kind: EngineKind = "local", temporal: Temporal = None,
                   highlight=False, soft_wrap=True)
 
 
-def _held_tasks(store: TaskStore, info: WorkerInfo) -> list[str]:
+def _held_tasks(service: TaskService, info: WorkerInfo) -> list[str]:
     """The active tasks with a run of ``info``'s worker in progress."""
-    active = [task for state in sorted(ACTIVE) for task in store.list_tasks(state=state, limit=10_000)]
+    active = [task for state in sorted(ACTIVE) for task in service.list_tasks(state=state, limit=10_000)]
     return [task.id for task in active
-            if any(r.state is RunState.RUNNING and r.worker == info.worker for r in store.runs(task.id))]
+            if any(r.state is RunState.RUNNING and r.worker == info.worker for r in service.runs(task.id))]
 
 
 async def _serve_until_signalled(engine: Served, exit_when_idle: float | None,

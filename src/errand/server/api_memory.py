@@ -19,7 +19,8 @@ from errand.memory import Kind, Memory, MemoryStore, Provenance, Status, project
 from errand.repo.workcopy import is_url
 from errand.server.config import ServerConfig
 from errand.server.schemas import ShortText, Text
-from errand.tasks.store.tasks import TaskStore
+from errand.tasks.events import MemoriesGiven
+from errand.tasks.service import TaskService
 
 __all__ = ["MemoryId", "MemoryIn", "MemoryOut", "TaskMemoryOut", "add_memory_for", "memory_detail", "memory_store",
            "router", "task_memories"]
@@ -104,12 +105,12 @@ def add_memory_for(request: Request, body: MemoryIn) -> Memory:
         status=Status.PROPOSED if body.proposed else Status.ACTIVE, supersedes=body.supersedes)
 
 
-def task_memories(tasks: TaskStore, memories: MemoryStore, task_id: str) -> list[TaskMemoryOut]:
+def task_memories(tasks: TaskService, memories: MemoryStore, task_id: str) -> list[TaskMemoryOut]:
     """Each memory the task met, once, in the order first met, with every way it met it."""
     tasks.get_task(task_id)
     stale: set[int] = set()
     for event in tasks.events(task_id, kinds=["memories_given"], limit=1_000_000):
-        stale.update(int(memory_id) for memory_id in event.data.get("stale") or ())
+        stale.update(MemoriesGiven.of(event).stale)
     met: dict[int, TaskMemoryOut] = {}
     for memory, how in memories.uses(task_id):
         entry = met.setdefault(memory.id, TaskMemoryOut(memory=MemoryOut.of(memory), how=[],
@@ -200,5 +201,5 @@ def remove_memory(request: Request, memory_id: MemoryId) -> MemoryOut:
 @router.get("/tasks/{task_id}/memories", response_model=list[TaskMemoryOut], responses=PROBLEMS)
 async def show_task_memories(request: Request, task_id: TaskId) -> list[TaskMemoryOut]:
     """The memories the task was given and recalled, in the order it first met them."""
-    tasks: TaskStore = request.app.state.service.store
+    tasks: TaskService = request.app.state.service
     return await asyncio.to_thread(task_memories, tasks, memory_store(request), task_id)

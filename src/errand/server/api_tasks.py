@@ -29,8 +29,8 @@ from errand.server.schemas import (
     TextIn,
     without_patch,
 )
+from errand.tasks.events import text_of
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.progress import progress
 from errand.tasks.records import Event, Review, Run, Task
 from errand.tasks.service import MAX_ATTEMPTS, Accepted, TaskService
 
@@ -96,8 +96,8 @@ async def list_tasks(request: Request, state: TaskState | None = None,
                                                          description="The last id of the previous page.")] = None,
                ) -> Response:
     """Tasks, newest first, a page at a time."""
-    store = task_service(request).store
-    tasks = await asyncio.to_thread(store.list_tasks, state=state, repo=repo, limit=limit, before=before)
+    service = task_service(request)
+    tasks = await asyncio.to_thread(service.list_tasks, state=state, repo=repo, limit=limit, before=before)
     return fast_json({"tasks": tasks, "next": tasks[-1].id if len(tasks) == limit else None})
 
 
@@ -106,9 +106,9 @@ def detail(service: TaskService, task_id: str, *, with_progress: bool = False) -
     question = None
     if task.state is TaskState.NEEDS_INPUT:
         asked = service.last_event(task_id, ["question"])
-        question = str(asked.data.get("text")) if asked is not None else None
+        question = text_of(asked) if asked is not None else None
     runs = service.runs(task_id)
-    figures = progress(service.store, task, runs).to_json() if with_progress else None
+    figures = service.figures(task, runs).to_json() if with_progress else None
     return TaskDetail(**vars(task), runs=[without_patch(r) for r in runs], reviews=service.reviews(task_id),
                       question=question, progress=figures)
 

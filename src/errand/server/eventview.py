@@ -12,7 +12,7 @@ from markupsafe import Markup
 
 from errand._terminal import Run, decode_line
 from errand._text import printable
-from errand.tasks.events import OUTPUT_KINDS
+from errand.tasks.events import OUTPUT_KINDS, data_of, text_of
 from errand.tasks.records import Event
 from errand.tasks.wording import SENTENCES, Part, Sentence, sentence
 
@@ -129,7 +129,6 @@ def render_event(event: Event, names: RunNames | None = None) -> Markup:
     """One ``<li>`` of the log, or nothing for an event the log does not show. Each line
     carries its time and, for a run's lines, the round and attempt (``data-attempt``,
     which the log's filter uses)."""
-    data = event.data if isinstance(event.data, dict) else {}
     where = Markup("")
     tag = ""
     if names is not None and event.run_id in names.rounds:
@@ -141,9 +140,9 @@ def render_event(event: Event, names: RunNames | None = None) -> Markup:
         time.strftime("%H:%M:%S", time.gmtime(event.time)))
     if event.kind in OUTPUT_KINDS:
         return Markup("<li class='ev ev-output' id='e{}'{}>{}<span class='tag'>{}</span><pre>{}</pre></li>").format(
-            event.id, where, stamp, tag, terminal_html(data.get("text")))
+            event.id, where, stamp, tag, terminal_html(text_of(event)))
     render = RENDER.get(event.kind)
-    shown = render(data) if render is not None else None
+    shown = render(data_of(event)) if render is not None else None
     if shown is None:
         return Markup("")
     label, body = shown

@@ -9,24 +9,34 @@ so the pages show what the API shows.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from errand.errors import ErrandError
 from errand.repo.git import run_git
 from errand.repo.workcopy import is_url
 from errand.sandbox import AsyncSandbox, SandboxInfo, SandboxUsage
 from errand.server import diffview
+from errand.tasks.events import Answered, Committed, Failed, Rejected, ToolCalled, ToolReturned, text_of
 from errand.tasks.evidence import Evidence
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Run, Task
 from errand.tasks.round.steps import base_checkout, rank_key
-from errand.tasks.store.tasks import TaskStore
 
-__all__ = ["Attempt", "Cause", "Exchange", "FileRow", "LiveSandbox", "NextSteps", "RunNames", "base_text", "cause",
-           "compare", "conversation", "file_matrix", "next_steps", "report", "task_sandboxes"]
+__all__ = ["Attempt", "Cause", "Exchange", "FileRow", "LiveSandbox", "LogReads", "NextSteps", "RunNames", "base_text",
+           "cause", "compare", "conversation", "file_matrix", "next_steps", "report", "task_sandboxes"]
 
 CONVERSATION_KINDS = ("question", "answer_sent", "message_sent", "followup", "rejected")
+
+
+class LogReads(Protocol):
+    """What these views read of a task's log: the task service (or its store) answers it."""
+
+    def events(self, task_id: str, after_id: int = 0, limit: int = 1000, *,
+               kinds: Sequence[str] | None = None) -> list[Event]: ...
+
+    def last_event(self, task_id: str, kinds: Sequence[str]) -> Event | None: ...
 
 
 @dataclass(frozen=True)
@@ -95,13 +105,12 @@ class Exchange:
     run_id: str | None
 
 
-def conversation(store: TaskStore, task_id: str) -> list[Exchange]:
+def conversation(log: LogReads, task_id: str) -> list[Exchange]:
     who = {"question": "The agent asked", "answer_sent": "You answered", "message_sent": "You said",
            "followup": "You asked for more", "rejected": "You rejected it"}
     exchanges = []
-    for event in store.events(task_id, 0, 100_000, kinds=CONVERSATION_KINDS):
-        data = event.data if isinstance(event.data, dict) else {}
-        text = str(data.get("text") or data.get("reason") or "")
+    for event in log.events(task_id, 0, 100_000, kinds=CONVERSATION_KINDS):
+        text = Rejected.of(event).reason if event.kind == "rejected" else text_of(event)
         exchanges.append(Exchange(event.kind, who[event.kind], text, event.time, event.run_id))
     return exchanges
 
@@ -116,37 +125,36 @@ class Cause:
     output: str = ""
 
 
-def cause(store: TaskStore, task: Task) -> Cause | None:
+def cause(log: LogReads, task: Task) -> Cause | None:
     """Of a failed task: the reason, and the last command of its last round that failed."""
-    failed = store.last_event(task.id, ["failed"]) if task.state is TaskState.FAILED else None
+    failed = log.last_event(task.id, ["failed"]) if task.state is TaskState.FAILED else None
     if failed is None:
         return None
-    reason = str((failed.data or {}).get("reason") or "the task failed")
-    round_started = store.last_event(task.id, ["round_started"])
+    reason = Failed.of(failed).reason or "the task failed"
+    round_started = log.last_event(task.id, ["round_started"])
     calls: dict[str, str] = {}
-    last: tuple[Event, str] | None = None
+    last: tuple[ToolReturned, str] | None = None
     since = round_started.id if round_started is not None else 0
-    for event in store.events(task.id, since, 1_000_000, kinds=["tool_call", "tool_result"]):
-        data = event.data if isinstance(event.data, dict) else {}
+    for event in log.events(task.id, since, 1_000_000, kinds=["tool_call", "tool_result"]):
         if event.kind == "tool_call":
-            calls[str(data.get("id"))] = _described(data)
-        elif not data.get("ok"):
-            last = (event, calls.get(str(data.get("id")), str(data.get("name"))))
+            call = ToolCalled.of(event)
+            calls[call.id] = _described(call)
+        elif not (result := ToolReturned.of(event)).ok:
+            last = (result, calls.get(result.id, result.name))
     if last is None:
         return Cause(reason)
-    event, command = last
-    exit_code = event.data.get("exit_code")
-    lines = str(event.data.get("content") or "").strip().splitlines()
-    return Cause(reason, command, exit_code if isinstance(exit_code, int) else None, "\n".join(lines[-8:]))
+    result, command = last
+    lines = result.content.strip().splitlines()
+    return Cause(reason, command, result.exit_code, "\n".join(lines[-8:]))
 
 
-def _described(call: dict[str, Any]) -> str:
-    arguments = call.get("arguments")
+def _described(call: ToolCalled) -> str:
+    arguments = call.arguments
     if not isinstance(arguments, dict):  # a malformed call's arguments, kept as the model sent them
-        return f"{call.get('name')} {str(arguments)[:80]}"
-    if call.get("name") == "shell":
+        return f"{call.name} {str(arguments)[:80]}"
+    if call.name == "shell":
         return str(arguments.get("command"))
-    return f"{call.get('name')} " + " ".join(f"{k}={v!r}"[:80] for k, v in arguments.items())
+    return f"{call.name} " + " ".join(f"{k}={v!r}"[:80] for k, v in arguments.items())
 
 
 @dataclass(frozen=True)
@@ -159,20 +167,18 @@ class NextSteps:
     commands: list[str] = field(default_factory=list)
 
 
-def report(store: TaskStore, task: Task) -> str | None:
+def report(log: LogReads, task: Task) -> str | None:
     """Of an answered task (it changed nothing and finished with a report): the report."""
-    answered = store.last_event(task.id, ["answered"]) if task.state is TaskState.ANSWERED else None
-    if answered is None or not isinstance(answered.data, dict):
-        return None
-    return str(answered.data.get("report") or "") or None
+    answered = log.last_event(task.id, ["answered"]) if task.state is TaskState.ANSWERED else None
+    return (Answered.of(answered).report or None) if answered is not None else None
 
 
-def next_steps(store: TaskStore, task: Task) -> NextSteps | None:
-    accepted = store.last_event(task.id, ["accepted"])
-    if accepted is None or not isinstance(accepted.data, dict):
+def next_steps(log: LogReads, task: Task) -> NextSteps | None:
+    accepted = log.last_event(task.id, ["accepted"])
+    if accepted is None:
         return None
-    branch = str(accepted.data.get("branch") or task.branch)
-    commit = str(accepted.data.get("commit") or "")
+    landed = Committed.of(accepted)
+    branch, commit = str(landed.branch or task.branch), landed.commit
     where = [] if is_url(task.repo) else [f"cd {shlex.quote(task.repo)}"]
     commands = [*where, f"git log -1 --stat {shlex.quote(branch)}", f"git switch {shlex.quote(branch)}",
                 f"git push -u origin {shlex.quote(branch)}",

@@ -38,7 +38,6 @@ from errand.server.security import SESSION_COOKIE, Keys, check_csrf, csrf_token
 from errand.tasks.errors import NeedsConfirmation
 from errand.tasks.guards import accept_risks
 from errand.tasks.lifecycle import ACTIVE, TaskState
-from errand.tasks.progress import progress
 from errand.tasks.records import Task, Verdict
 from errand.tasks.round.steps import RANKING_RULE
 from errand.tasks.service import MAX_ATTEMPTS, TaskService
@@ -110,9 +109,9 @@ def task_list(request: Request, state: Annotated[str | None, Query(max_length=32
 def _list_page(request: Request, state: str | None, repo: str | None, before: str | None, *, status: int = 200,
                error: str | None = None, form: dict[str, Any] | None = None) -> HTMLResponse:
     valid_state = state if state in TaskState.__members__.values() else None
-    store = task_service(request).store
-    tasks = store.list_tasks(state=valid_state, repo=repo, limit=50, before=before)
-    figures = {task.id: progress(store, task) for task in tasks}
+    service = task_service(request)
+    tasks = service.list_tasks(state=valid_state, repo=repo, limit=50, before=before)
+    figures = {task.id: service.figures(task) for task in tasks}
     return page(request, "tasks.html", status, tasks=tasks, figures=figures, states=list(TaskState), state=valid_state,
                  repo=repo or "", next=tasks[-1].id if len(tasks) == 50 else None, error=error,
                  form=form or {"base": "HEAD", "attempts": 1})
@@ -167,10 +166,10 @@ async def _task_context(request: Request, task_id: str) -> dict[str, Any]:
         task = detail(service, task_id)
         runs = task.runs  # read once: detail has them (without their patches, which nothing here needs)
         return {"task": task, "panel": _panel(task), "names": taskview.RunNames.of(task, runs),
-                "progress": progress(service.store, task, runs), "cause": taskview.cause(service.store, task),
-                "report": taskview.report(service.store, task),
-                "next": taskview.next_steps(service.store, task),
-                "memories": task_memories(service.store, memory_store(request), task_id)}
+                "progress": service.figures(task, runs), "cause": taskview.cause(service, task),
+                "report": taskview.report(service, task),
+                "next": taskview.next_steps(service, task),
+                "memories": task_memories(service, memory_store(request), task_id)}
 
     context = await asyncio.to_thread(read)
     live = TaskState(context["task"].state) in ACTIVE
@@ -259,7 +258,7 @@ async def message(request: Request, task_id: Text, csrf: Csrf, text: FormText) -
 async def cancel(request: Request, task_id: Text, csrf: Csrf, confirm: Confirmed = None) -> Response:
     check_csrf(request, csrf)
     if confirm != "yes":
-        task = await asyncio.to_thread(task_service(request).store.get_task, task_id)
+        task = await asyncio.to_thread(task_service(request).get_task, task_id)
         return confirm_page(request, heading=f"Cancel task {task.id}?", action=f"/tasks/{quote(task.id)}/cancel",
                             reasons=[f"“{task.title}” is {task.state.value.replace('_', ' ')}: cancelling ends its "
                                      "sandboxes, and nothing of it lands."],
@@ -343,9 +342,9 @@ def _review_page_now(request: Request, task_id: str, attempt: int | None, hide_w
                      error: str | None, first: int = 1) -> HTMLResponse:
     service = task_service(request)
     task = detail(service, task_id)
-    shared = {"task": task, "conversation": taskview.conversation(service.store, task_id),
+    shared = {"task": task, "conversation": taskview.conversation(service, task_id),
               "rejections": [r for r in task.reviews if r.verdict is Verdict.REJECTED],
-              "next": taskview.next_steps(service.store, task), "progress": progress(service.store, task, task.runs),
+              "next": taskview.next_steps(service, task), "progress": service.figures(task, task.runs),
               "hide_ws": hide_ws, "error": error}
     try:
         chosen = service.chosen_run(task_id, attempt)

@@ -48,7 +48,7 @@ async def forge_batches(request: Request) -> HTMLResponse:
 
     def read() -> dict[str, Any]:
         batches = links.batches()
-        return {"batches": [(batch, count, started, counts(rows(service.store, links.listed(batch=batch,
+        return {"batches": [(batch, count, started, counts(rows(service, links.listed(batch=batch,
                                                                                              limit=count))))
                             for batch, count, started in batches], "labels": LABELS}
 
@@ -62,7 +62,7 @@ async def forge_batch(request: Request, batch_id: BatchId) -> HTMLResponse:
     service, links = _links(request)
 
     def read() -> dict[str, Any]:
-        found = rows(service.store, links.listed(batch=batch_id, limit=1000))
+        found = rows(service, links.listed(batch=batch_id, limit=1000))
         return {"rows": found, "counts": counts(found), "labels": LABELS}
 
     parts = await asyncio.to_thread(read)

@@ -7,6 +7,15 @@ steps give it); the command line (:mod:`errand.cli.events`), the web UI
 every writer and both renderers to this table, so a new kind or field is declared
 here first and a renderer cannot drift to a name nobody writes.
 
+What other modules read back out of a log is read here too, once: a typed reader per
+kind (:class:`Committed` of ``accepted`` and ``prepared``, :class:`MemoriesGiven`,
+:func:`text_of` of the kinds that carry a text, …), each tolerant of an old or odd row —
+a field it lacks, or one of the wrong type, reads as that field's default. No other
+module reads an event's data by a field's name (``tests/test_event_reads.py`` walks the
+source for it), except the renderers, which show every kind: they take an event's data
+whole through :func:`data_of`, and the test above holds them to this table. (The forge's
+own kinds are declared and read back beside their writer, :mod:`errand.forge.timeline`.)
+
 ``fields`` are the keys an event's ``data`` may have; every event of a run's agent
 also carries ``step``, the agent step it happened in. ``shown`` says whether a
 person's log shows the kind (a kind that is only read back by code, such as the
@@ -15,10 +24,16 @@ agent's full ``message``, is not).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["CONTROL_KINDS", "KINDS", "OUTPUT_KINDS", "Kind", "declared"]
+from errand.tasks.comments import LineComment
+from errand.tasks.records import Event
+
+__all__ = ["CONTROL_KINDS", "KINDS", "OUTPUT_KINDS", "Answered", "CallUsage", "Committed", "Credited",
+           "EgressSeen", "EnvironmentUsed", "Failed", "FollowupSaid", "Kind", "MemoriesGiven", "Rejected", "ToolCalled",
+           "ToolReturned", "data_of", "declared", "followup_data", "text_of"]
 
 
 @dataclass(frozen=True)
@@ -94,8 +109,8 @@ KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
     _kind("answer_sent", "text", "a person's answer to the question"),
     _kind("cancelled", "", "a person cancelled the task"),
     _kind("retried", "after round", "a person ran the failed or cancelled task again"),
-    _kind("followup", "text", "a person asked for more on the same branch"),
-    _kind("followed_up", "task_id text", "the follow-up continues as a new task"),
+    _kind("followup", "attempt comments note text", "a person asked for more on the same branch"),
+    _kind("followed_up", "comments note task_id text", "the follow-up continues as a new task"),
     _kind("rejected", "reason", "a person rejected the result"),
     _kind("accepted", "branch commit run_id", "a person accepted the result onto its branch"),
     _kind("credited", "email name", "the accepted commit credits this person (Co-authored-by): who asked"),
@@ -110,3 +125,257 @@ CONTROL_KINDS = ("message_sent", "answer_sent")
 
 def declared(kind: str) -> Kind | None:
     return KINDS.get(kind)
+
+
+# ---------------------------------------------------------------- reading a log back
+
+
+def data_of(event: Event) -> dict[str, Any]:
+    """An event's data whole, for a renderer that shows every kind (``{}`` for a row whose data
+    is not an object); a reader of one kind takes its typed reader below instead."""
+    return event.data if isinstance(event.data, dict) else {}
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _optional(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _ids(value: object) -> tuple[int, ...]:
+    """Memory ids as a list of them was written (numbers; a digit string of an old row too)."""
+    items = value if isinstance(value, list | tuple) else ()
+    return tuple(int(item) for item in items if _int(item) is not None or (isinstance(item, str) and item.isdigit()))
+
+
+def text_of(event: Event) -> str:
+    """The text of a kind that carries one — ``question``, ``answer_sent``, ``answer_delivered``,
+    ``message_sent``, ``message_delivered``, ``followup`` and the streamed output kinds; ``""``
+    when the row has none."""
+    return _text(data_of(event).get("text"))
+
+
+@dataclass(frozen=True)
+class Committed:
+    """``accepted`` (a person accepted run ``run_id``'s diff as ``commit`` on ``branch``) or
+    ``prepared`` (that commit was written for a draft pull request, not yet accepted)."""
+
+    run_id: str
+    branch: str | None
+    commit: str
+
+    @classmethod
+    def of(cls, event: Event) -> Committed:
+        data = data_of(event)
+        return cls(_text(data.get("run_id")), _optional(data.get("branch")), _text(data.get("commit")))
+
+    def to_data(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "branch": self.branch, "commit": self.commit}
+
+
+@dataclass(frozen=True)
+class Credited:
+    """``credited``: the accepted commit names this person as a co-author."""
+
+    name: str
+    email: str
+
+    @classmethod
+    def of(cls, event: Event) -> Credited:
+        data = data_of(event)
+        return cls(_text(data.get("name")), _text(data.get("email")))
+
+    def to_data(self) -> dict[str, Any]:
+        return {"name": self.name, "email": self.email}
+
+
+@dataclass(frozen=True)
+class Answered:
+    """``answered``: the round changed no file and ended with ``report``."""
+
+    report: str
+    run_id: str | None = None
+
+    @classmethod
+    def of(cls, event: Event) -> Answered:
+        data = data_of(event)
+        return cls(_text(data.get("report")), _optional(data.get("run_id")))
+
+
+@dataclass(frozen=True)
+class Failed:
+    """``failed``: the round ended without a result, for ``reason`` (``code`` to branch on)."""
+
+    reason: str
+    code: str | None = None
+
+    @classmethod
+    def of(cls, event: Event) -> Failed:
+        data = data_of(event)
+        return cls(_text(data.get("reason")), _optional(data.get("code")))
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """``rejected``: a person rejected the result, for ``reason``."""
+
+    reason: str
+
+    @classmethod
+    def of(cls, event: Event) -> Rejected:
+        return cls(_text(data_of(event).get("reason")))
+
+
+@dataclass(frozen=True)
+class MemoriesGiven:
+    """``memories_given``: the memories (``ids``, each shown as its line of ``lines``) the agent
+    was given, and those of them marked ``stale`` (their evidence changed since)."""
+
+    ids: tuple[int, ...]
+    lines: tuple[str, ...]
+    stale: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, event: Event) -> MemoriesGiven:
+        data = data_of(event)
+        lines = data.get("lines")
+        return cls(_ids(data.get("ids")), tuple(_text(line) for line in lines) if isinstance(lines, list) else (),
+                   _ids(data.get("stale")))
+
+
+@dataclass(frozen=True)
+class ToolCalled:
+    """``tool_call``: the agent called tool ``name`` with ``arguments`` (an object, or what the
+    model sent where it was ``malformed``)."""
+
+    id: str
+    name: str
+    arguments: object = None
+    malformed: str | None = None
+
+    @classmethod
+    def of(cls, event: Event) -> ToolCalled:
+        data = data_of(event)
+        return cls(_text(data.get("id")), _text(data.get("name")), data.get("arguments"),
+                   _optional(data.get("malformed") or None))
+
+
+@dataclass(frozen=True)
+class ToolReturned:
+    """``tool_result``: what call ``id`` of tool ``name`` gave back."""
+
+    id: str
+    name: str
+    ok: bool
+    exit_code: int | None = None
+    content: str = ""
+
+    @classmethod
+    def of(cls, event: Event) -> ToolReturned:
+        data = data_of(event)
+        return cls(_text(data.get("id")), _text(data.get("name")), bool(data.get("ok")), _int(data.get("exit_code")),
+                   _text(data.get("content")))
+
+
+@dataclass(frozen=True)
+class EnvironmentUsed:
+    """``environment``: what shapes the round; only its ``budgets`` are read back."""
+
+    budgets: Mapping[str, float | int | None]
+
+    @classmethod
+    def of(cls, event: Event) -> EnvironmentUsed:
+        budgets = data_of(event).get("budgets")
+        return cls(dict(budgets) if isinstance(budgets, Mapping) else {})
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _price(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class CallUsage:
+    """What one model call used, as its event carries it (``model``, ``condensed``,
+    ``memories_proposed``). ``cost`` is None when its provider named no price; ``reported`` is
+    false for an event that carries no usage at all (a distillation that made no call)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float | None = None
+    reported: bool = False
+
+    @classmethod
+    def of(cls, event: Event) -> CallUsage:
+        return cls.from_data(event.data)
+
+    @classmethod
+    def from_data(cls, data: object) -> CallUsage:
+        """Of an event's data as a row holds it (a tally reads rows, not events)."""
+        if not isinstance(data, dict):
+            return cls()
+        cost = data.get("cost")
+        return cls(_count(data.get("input_tokens")), _count(data.get("output_tokens")),
+                   _count(data.get("cached_tokens", data.get("cache_read_tokens"))),  # an old row's name
+                   _count(data.get("cache_write_tokens")), _price(cost),
+                   "input_tokens" in data)
+
+
+@dataclass(frozen=True)
+class EgressSeen:
+    """``egress``: what a sandbox reached through its egress proxy; read back, the refusals:
+    those it lists (``refused``, the newest few) and how many more it only counts."""
+
+    refused: tuple[object, ...] = ()
+    more_refused: int = 0
+
+    @property
+    def refusals(self) -> int:
+        return len(self.refused) + self.more_refused
+
+    @classmethod
+    def from_data(cls, data: object) -> EgressSeen:
+        """Of an event's data as a row holds it (a tally reads rows, not events)."""
+        if not isinstance(data, dict):
+            return cls()
+        listed = data.get("refused")
+        return cls(tuple(listed) if isinstance(listed, list) else (), _count(data.get("more_refused")))
+
+
+@dataclass(frozen=True)
+class FollowupSaid:
+    """What a person said in a follow-up, read back from its ``followup`` event: the note (the
+    whole instruction when it had no line comments) and the comments."""
+
+    note: str
+    comments: tuple[LineComment, ...]
+    attempt: int | None = None  # the attempt whose diff the comments are on, where the round had several
+
+    @classmethod
+    def of(cls, event: Event) -> FollowupSaid:
+        data = data_of(event)
+        comments = tuple(LineComment.from_json(c) for c in data.get("comments") or ())
+        return cls(str(data.get("note") if comments else data.get("text") or ""), comments,
+                   _int(data.get("attempt")))
+
+
+def followup_data(instruction: str, note: str, comments: Sequence[LineComment],
+                  attempt: int | None = None) -> dict[str, Any]:
+    """A follow-up as the conversation keeps it: the instruction as sent (``text``, what a person
+    reads in ``errand logs`` and on the page) and, with comments, the overall note, each comment
+    as data, and the attempt whose diff they are on (where the round had a choice)."""
+    if not comments:
+        return {"text": instruction}
+    on = {} if attempt is None else {"attempt": attempt}
+    return {"text": instruction, "note": note, "comments": [c.to_json() for c in comments], **on}

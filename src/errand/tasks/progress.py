@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from errand.tasks.events import CallUsage, EnvironmentUsed
 from errand.tasks.lifecycle import FINAL, TaskState
 from errand.tasks.records import Run, Task
 from errand.tasks.store.tasks import TaskStore
@@ -51,13 +52,10 @@ class Usage:
                      self.cache_write_tokens + other.cache_write_tokens)
 
     @classmethod
-    def of_event(cls, data: dict[str, Any], steps: int = 1) -> Usage:
-        """One model call's usage from its event's data (a step of the agent unless ``steps``)."""
-        cost = data.get("cost")
-        return cls(steps, _count(data.get("input_tokens")), _count(data.get("output_tokens")),
-                   _count(data.get("cached_tokens", data.get("cache_read_tokens"))),
-                   float(cost) if isinstance(cost, int | float) else 0.0, isinstance(cost, int | float),
-                   _count(data.get("cache_write_tokens")))
+    def of_call(cls, call: CallUsage, steps: int = 1) -> Usage:
+        """One model call's usage, as its event carries it (a step of the agent unless ``steps``)."""
+        return cls(steps, call.input_tokens, call.output_tokens, call.cache_read_tokens,
+                   call.cost if call.cost is not None else 0.0, call.cost is not None, call.cache_write_tokens)
 
 
 @dataclass(frozen=True)
@@ -114,15 +112,14 @@ def progress(store: TaskStore, task: Task, runs: list[Run] | None = None) -> Pro
     usage = {run.id: _run_usage(store, run) + after.get(run.id, Usage()) for run in runs}
     latest = max((run.round for run in runs), default=0)
     environment = store.last_event(task.id, ["environment"])
-    data = environment.data if environment is not None and isinstance(environment.data, dict) else {}
-    budgets = data.get("budgets")
+    budgets = EnvironmentUsed.of(environment).budgets if environment is not None else {}
     now = time.time()
     attempts = [AttemptProgress(run.id, run.round, run.attempt, run.state.value, run.started_at, run.ended_at,
                                 usage[run.id], _run_seconds(run, now)) for run in runs if run.round == latest]
     total = sum(usage.values(), Usage())
     final = task.state in FINAL or task.state is TaskState.READY_FOR_REVIEW  # the work stopped: the clock too
     return Progress(task.state, task.created_at, task.updated_at if final else None, total, latest,
-                    sorted(attempts, key=lambda a: a.attempt), dict(budgets or {}))
+                    sorted(attempts, key=lambda a: a.attempt), dict(budgets))
 
 
 def _run_usage(store: TaskStore, run: Run) -> Usage:
@@ -135,8 +132,9 @@ def _run_usage(store: TaskStore, run: Run) -> Usage:
                      _count(spent.get("output_tokens")), _count(spent.get("cache_read_tokens")),
                      float(cost) if isinstance(cost, int | float) else 0.0, _count(spent.get("unpriced_calls")) == 0,
                      _count(spent.get("cache_write_tokens")))
-    live = sum((Usage.of_event(e.data) for e in store.events(run.task_id, 0, 10_000_000, kinds=["model"],
-                                                           run_id=run.id) if isinstance(e.data, dict)), Usage())
+    live = sum((Usage.of_call(CallUsage.of(e)) for e in store.events(run.task_id, 0, 10_000_000, kinds=["model"],
+                                                                     run_id=run.id) if isinstance(e.data, dict)),
+               Usage())
     if isinstance(spent, dict) and isinstance(spent.get("cost"), int | float):  # a run from before spent split
         return Usage(max(live.steps, _count(spent.get("steps"))), live.input_tokens, live.output_tokens,
                      live.cached_tokens, float(spent["cost"]), live.cost_known, live.cache_write_tokens)
@@ -151,8 +149,9 @@ def _after_runs(store: TaskStore, task_id: str) -> dict[str, Usage]:
     """Per run, the model calls made for it after its agent ended."""
     found: dict[str, Usage] = {}
     for event in store.events(task_id, 0, 1_000_000, kinds=list(AFTER_RUN_CALLS)):
-        if event.run_id is not None and isinstance(event.data, dict) and "input_tokens" in event.data:
-            found[event.run_id] = found.get(event.run_id, Usage()) + Usage.of_event(event.data, steps=0)
+        call = CallUsage.of(event)
+        if event.run_id is not None and call.reported:
+            found[event.run_id] = found.get(event.run_id, Usage()) + Usage.of_call(call, steps=0)
     return found
 
 

@@ -33,9 +33,10 @@ from errand.tasks.comments import LineComment, anchor, check_count
 from errand.tasks.engines.reconcile import end_abandoned_runs
 from errand.tasks.engines.workers import check_serves, running_worker
 from errand.tasks.errors import NeedsConfirmation, TaskError, WrongState
+from errand.tasks.events import Committed, Credited, followup_data, text_of
 from errand.tasks.guards import accept_risks
 from errand.tasks.lifecycle import ACTIVE, FINAL, TaskState
-from errand.tasks.progress import progress
+from errand.tasks.progress import Progress, progress
 from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict
 from errand.tasks.refusals import landed, refused
 from errand.tasks.round.environment import CONFIG_FILE, Environment
@@ -44,7 +45,7 @@ from errand.tasks.round.prompt import commented_instruction
 from errand.tasks.store.reading import StoreReads
 from errand.tasks.store.tasks import TaskStore
 
-__all__ = ["MAX_ATTEMPTS", "Accepted", "FollowupSaid", "TaskService", "issue_instruction", "resolve_model"]
+__all__ = ["MAX_ATTEMPTS", "Accepted", "TaskService", "issue_instruction", "resolve_model"]
 
 FOLLOW_POLL = 0.2  # seconds between reads of a followed task
 
@@ -196,7 +197,7 @@ class TaskService(StoreReads[TaskStore]):
         if task.state is TaskState.ACCEPTED:
             return self._follow_accepted(task, instruction, note, anchored)
         review = self.store.add_review(task_id, Verdict.FOLLOWUP, instruction)
-        self.store.append_event(task_id, None, "followup", _followup_event(instruction, note, anchored, on))
+        self.store.append_event(task_id, None, "followup", followup_data(instruction, note, anchored, on))
         observe_verdict(self.memory, self.store.get_task(task_id), "followup", note or None)
         return review
 
@@ -206,7 +207,7 @@ class TaskService(StoreReads[TaskStore]):
         of an accepted task, else run ``attempt``'s (the best-ranked's if omitted); and which
         attempt that is, and which one the next round continues, when there is a choice to name."""
         accepted = self.store.last_event(task.id, ["accepted"]) if task.state is TaskState.ACCEPTED else None
-        run_id = str(accepted.data.get("run_id") or "") if accepted is not None else ""
+        run_id = Committed.of(accepted).run_id if accepted is not None else ""
         runs = [r for r in self.store.runs(task.id) if r.id == run_id and r.outcome is not None]
         best = runs[0] if runs else self.chosen_run(task.id)
         run = best if attempt is None else self.chosen_run(task.id, attempt)
@@ -237,7 +238,7 @@ class TaskService(StoreReads[TaskStore]):
         about = note or f"{len(comments)} line comment{'' if len(comments) == 1 else 's'}"
         new = self.submit(instruction, repo=task.repo, base=base, model=task.model, attempts=task.attempts,
                           title=f"Follow-up to {task.id}: {about}", parent_id=task.id, agent=task.agent)
-        self.store.append_event(task.id, None, "followed_up", {"task_id": new.id, **_followup_event(text, note,
+        self.store.append_event(task.id, None, "followed_up", {"task_id": new.id, **followup_data(text, note,
                                                                                                     comments)})
         observe_verdict(self.memory, task, "followup", note or None)
         return new
@@ -271,8 +272,7 @@ class TaskService(StoreReads[TaskStore]):
         commit = prepared or self._write_commit(task, run, repo)
         branch_at(repo, task.branch, commit)
         self.store.add_review(task_id, Verdict.ACCEPTED, None)
-        self.store.append_event(task_id, None, "accepted", {"run_id": run.id, "branch": task.branch,
-                                                            "commit": commit})
+        self.store.append_event(task_id, None, "accepted", Committed(run.id, task.branch, commit).to_data())
         observe_verdict(self.memory, task, "accepted", None)
         return Accepted(task_id, run.id, task.branch, commit)
 
@@ -287,21 +287,20 @@ class TaskService(StoreReads[TaskStore]):
         commit = self._prepared(task, run, repo) or self._write_commit(task, run, repo)
         # A ref keeps the commit from git's garbage collection while the draft waits for its review.
         run_git(["update-ref", f"refs/errand/prepared/{task.id}", commit], repo)
-        self.store.append_event(task_id, None, "prepared", {"run_id": run.id, "branch": task.branch,
-                                                            "commit": commit})
+        self.store.append_event(task_id, None, "prepared", Committed(run.id, task.branch, commit).to_data())
         return Accepted(task_id, run.id, task.branch, commit)
 
     def credit(self, task_id: str, name: str, email: str) -> None:
         """Name a person the accepted commit credits (``Co-authored-by: name <email>``): who asked."""
         trailer = _co_author(name, email)
         self.store.get_task(task_id)
-        self.store.append_event(task_id, None, "credited", {"name": trailer[0], "email": trailer[1]})
+        self.store.append_event(task_id, None, "credited", Credited(*trailer).to_data())
 
     def _write_commit(self, task: Task, run: Run, repo: Path) -> str:
         result = run.outcome
         assert result is not None  # chosen_run picks ranked runs only
-        co_authors = [_co_author(str(e.data.get("name")), str(e.data.get("email")))
-                   for e in self.store.events(task.id, kinds=["credited"])]
+        credited = [Credited.of(e) for e in self.store.events(task.id, kinds=["credited"])]
+        co_authors = [_co_author(credit.name, credit.email) for credit in credited]
         return write_commit(repo, task.base_commit or task.base_ref, result.patch,
                             _commit_message(task, result.summary), author=_author(repo),
                             trailers=[("Co-authored-by", f"{name} <{email}>") for name, email in co_authors],
@@ -309,9 +308,10 @@ class TaskService(StoreReads[TaskStore]):
 
     def _prepared(self, task: Task, run: Run, repo: Path) -> str | None:
         event = self.store.last_event(task.id, ["prepared"])
-        if event is None or event.data.get("run_id") != run.id:
+        prepared = Committed.of(event) if event is not None else None
+        if prepared is None or prepared.run_id != run.id:
             return None
-        commit = str(event.data.get("commit") or "")
+        commit = prepared.commit
         found = run_git(["rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], repo, check=False).strip()
         return found or None
 
@@ -330,7 +330,7 @@ class TaskService(StoreReads[TaskStore]):
         if task.state is not TaskState.ACCEPTED:
             return None
         event = self.store.last_event(task.id, ["accepted"])
-        return str(event.data.get("commit")) if event is not None and isinstance(event.data, dict) else None
+        return (Committed.of(event).commit or None) if event is not None else None
 
     def record(self, task_id: str, kind: str, data: dict[str, Any]) -> int:
         """Write an event about ``task_id`` (not one of its runs) in its log: what another layer
@@ -351,16 +351,16 @@ class TaskService(StoreReads[TaskStore]):
     def open_question(self, task_id: str) -> tuple[int, str] | None:
         """The question the task's agent asked last, as ``(its event's id, its text)``."""
         event = self.store.last_event(task_id, ["question"])
-        return (event.id, _said(event)) if event is not None else None
+        return (event.id, text_of(event)) if event is not None else None
 
     def questions_answered(self, task_id: str) -> list[tuple[str, str]]:
         """Each question the agent asked and the answer it was given, in order."""
         pairs, question = [], None
         for event in self.store.events(task_id, kinds=["question", "answer_delivered"]):
             if event.kind == "question":
-                question = _said(event)
+                question = text_of(event)
             elif question is not None:
-                pairs.append((question, _said(event)))
+                pairs.append((question, text_of(event)))
                 question = None
         return pairs
 
@@ -389,12 +389,11 @@ class TaskService(StoreReads[TaskStore]):
     def progress(self, task_id: str) -> dict[str, Any]:
         """Elapsed time, steps, tokens and cost, and each attempt of the latest round against
         its budgets (:meth:`errand.tasks.progress.Progress.to_json`)."""
-        return progress(self.store, self.store.get_task(task_id)).to_json()
+        return self.figures(self.store.get_task(task_id)).to_json()
 
-
-def _said(event: Event) -> str:
-    """A question's or an answer's text."""
-    return str(event.data.get("text") or "") if isinstance(event.data, dict) else ""
+    def figures(self, task: Task, runs: list[Run] | None = None) -> Progress:
+        """:meth:`progress` as a value, of a task (and its runs) the caller has read already."""
+        return progress(self.store, task, runs)
 
 
 def issue_instruction(path: Path) -> tuple[str, str]:
@@ -420,33 +419,6 @@ def _instruction(instruction: object) -> str:
     return instruction.strip()
 
 
-@dataclass(frozen=True)
-class FollowupSaid:
-    """What a person said in a follow-up, read back from its ``followup`` event: the note (the
-    whole instruction when it had no line comments) and the comments."""
-
-    note: str
-    comments: tuple[LineComment, ...]
-    attempt: int | None = None  # the attempt whose diff the comments are on, where the round had several
-
-    @classmethod
-    def of(cls, event: Event) -> FollowupSaid:
-        data = event.data if isinstance(event.data, dict) else {}
-        comments = tuple(LineComment.from_json(c) for c in data.get("comments") or ())
-        attempt = data.get("attempt")
-        return cls(str(data.get("note") if comments else data.get("text") or ""), comments,
-                   attempt if isinstance(attempt, int) else None)
-
-
-def _followup_event(instruction: str, note: str, comments: Sequence[LineComment],
-                    attempt: int | None = None) -> dict[str, Any]:
-    """A follow-up as the conversation keeps it: the instruction as sent (``text``, what a person
-    reads in ``errand logs`` and on the page) and, with comments, the overall note, each comment
-    as data, and the attempt whose diff they are on (where the round had a choice)."""
-    if not comments:
-        return {"text": instruction}
-    on = {} if attempt is None else {"attempt": attempt}
-    return {"text": instruction, "note": note, "comments": [c.to_json() for c in comments], **on}
 
 
 def _base_reader(task: Task) -> Callable[[str], str | None]:

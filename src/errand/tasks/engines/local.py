@@ -43,7 +43,7 @@ from errand.tasks.engines.lease import refuse_other_engine
 from errand.tasks.engines.reconcile import Action, Heal, act
 from errand.tasks.engines.workers import EngineBusy, WorkerInfo, hold, worker_running
 from errand.tasks.errors import RunNotFound
-from errand.tasks.events import CONTROL_KINDS
+from errand.tasks.events import CONTROL_KINDS, text_of
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState, Task
 from errand.tasks.round import order as rounds
@@ -278,7 +278,7 @@ class LocalEngine:
         controls = await asyncio.to_thread(self.store.events, task.id, held.control_after, kinds=CONTROL_KINDS)
         for event in controls:
             held.control_after = event.id
-            text = str(event.data.get("text", ""))
+            text = text_of(event)
             if event.kind == "message_sent":
                 self._deliver_message(held, text, event.id)
             else:

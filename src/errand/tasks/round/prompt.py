@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 
 from errand.tasks.comments import LineComment
+from errand.tasks.events import text_of
 from errand.tasks.records import Task, Verdict
 from errand.tasks.round.environment import Environment
 from errand.tasks.store.tasks import TaskStore
@@ -38,7 +39,7 @@ def _history(store: TaskStore, task: Task) -> list[str]:
             lines.append(_item(f"- The reviewer rejected the work: {review.reason}"))
     questions = store.events(task.id, kinds=["question", "answer_delivered"])
     for event in questions:
-        text = str(event.data.get("text", ""))
+        text = text_of(event)
         lines.append(f"- You asked: {text}" if event.kind == "question" else f"  The person answered: {text}")
     if not lines:
         return []

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from errand.tasks.events import CallUsage, EgressSeen
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.store.schema import events, runs, tasks, workers
 from errand.tasks.store.tasks import TaskStore
@@ -99,28 +100,23 @@ class ModelUsage:
     egress_refusals: int = 0
 
     def add(self, data: object) -> None:
+        """One model call's event data, as its row holds it."""
         if not isinstance(data, dict):
             return
+        call = CallUsage.from_data(data)
         self.calls += 1
-        self.input_tokens += int(_number(data.get("input_tokens")))
-        self.output_tokens += int(_number(data.get("output_tokens")))
-        self.cost += float(_number(data.get("cost")))
+        self.input_tokens += call.input_tokens
+        self.output_tokens += call.output_tokens
+        self.cost += call.cost or 0.0
 
     def refused(self, data: object) -> None:
         """One sandbox's egress record: the refusals it lists and the count of those it does not."""
-        if isinstance(data, dict):
-            listed = data.get("refused")
-            self.egress_refusals += (len(listed) if isinstance(listed, list) else 0) + int(
-                _number(data.get("more_refused")))
+        self.egress_refusals += EgressSeen.from_data(data).refusals
 
     def plus(self, other: ModelUsage) -> ModelUsage:
         return ModelUsage(self.calls + other.calls, self.input_tokens + other.input_tokens,
                           self.output_tokens + other.output_tokens, self.cost + other.cost,
                           self.egress_refusals + other.egress_refusals)
-
-
-def _number(value: object) -> int | float:
-    return 0 if isinstance(value, bool) or not isinstance(value, int | float) else value
 
 
 @dataclass

@@ -35,7 +35,7 @@ from errand.tasks.engines.temporal import WORKFLOW, TemporalSettings
 from errand.tasks.engines.temporal.conductor import Conductor
 from errand.tasks.engines.temporal.outbox import Dispatch, Outbox
 from errand.tasks.engines.temporal.workflow import RoundInput
-from errand.tasks.events import CONTROL_KINDS
+from errand.tasks.events import CONTROL_KINDS, text_of
 from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.records import Event
 from errand.tasks.store.tasks import TaskStore
@@ -160,14 +160,13 @@ class Dispatcher:
         assert self._client is not None
         workflow = self.settings.workflow_id(event.task_id)
         handle: WorkflowHandle[object, object] = self._client.get_workflow_handle(workflow)
-        data = event.data if isinstance(event.data, dict) else {}
         try:
             if event.kind == "cancelled":
                 await handle.signal("cancel")
             elif event.kind == "message_sent":
-                await handle.signal("message", args=[str(data.get("text", "")), event.id])
+                await handle.signal("message", args=[text_of(event), event.id])
             else:
-                await handle.signal("answer", args=[str(data.get("text", "")), event.id])
+                await handle.signal("answer", args=[text_of(event), event.id])
         except RPCError as error:
             if error.status is not RPCStatusCode.NOT_FOUND:
                 raise
