@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from errand.agent import Agent, Budgets
+from errand.agent import Agent, AgentConfig, Budgets
 from errand.agent.context import ContextPolicy
 from errand.models import AnthropicModel, profile_for
 from errand.models.profiles import ModelProfile
@@ -91,7 +91,8 @@ async def one_run(setup: Setup, steps: int, lines: int, workspace: Path) -> dict
                                         timeout=600)
     started = time.perf_counter()
     try:
-        agent = Agent(model, sandbox, workdir="/workspace", budgets=Budgets(max_steps=steps + 10), context=policy)
+        agent = Agent(model, sandbox, AgentConfig(workdir="/workspace", budgets=Budgets(max_steps=steps + 10),
+                                                  context=policy))
         result = await agent.run("Run each command and look at its output, then write DONE.")
     finally:
         await sandbox.terminate()

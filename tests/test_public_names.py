@@ -21,8 +21,8 @@ PUBLIC: dict[str, list[str]] = {
         "SandboxError", "SandboxNotFound", "SandboxTerminated",
     ],
     "errand.agent": [
-        "Agent", "AgentResult", "Budgets", "EventHandler", "ExitStatus", "Spent", "TOOLS", "ToolResult",
-        "run_tool",
+        "Agent", "AgentConfig", "AgentHooks", "AgentResult", "Budgets", "EventHandler", "ExitStatus", "Spent",
+        "TOOLS", "ToolRegistry", "ToolResult", "Workspace", "run_tool",
     ],
     "errand.models": [
         "AnthropicModel", "CONTEXT_LENGTH_EXCEEDED", "Catalog", "Message", "Model", "ModelEndpoint",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from errand.agent import Agent, Budgets
+from errand.agent import Agent, AgentConfig, AgentHooks, Budgets
 from errand.errors import ConfigError
 from errand.models import Message, ScriptedModel, ToolCall, Usage
 from errand.sandbox import AsyncSandbox
@@ -22,6 +22,7 @@ READ = ("read_file", {"path": "calc.py"})
 FIX = ("edit_file", {"path": "calc.py", "old": "return a - b", "new": "return a + b"})
 TEST = ("shell", {"command": "python3 test_calc.py"})
 FINISH = ("finish", {"summary": "add() subtracted; now it adds", "assumptions": ["add is for numbers"]})
+WORKSPACE = AgentConfig(workdir="/workspace")
 
 
 class Recorder:
@@ -38,7 +39,7 @@ class Recorder:
 
 def make_agent(model: ScriptedModel, sandbox: AsyncSandbox, **options: Any) -> tuple[Agent, Recorder]:
     recorder = Recorder()
-    agent = Agent(model, sandbox, workdir="/workspace", on_event=recorder, **options)
+    agent = Agent(model, sandbox, AgentConfig(workdir="/workspace", **options), AgentHooks(on_event=recorder))
     return agent, recorder
 
 
@@ -74,9 +75,8 @@ async def test_fixes_the_bug_and_finishes(sandbox: AsyncSandbox) -> None:
 async def test_each_step_is_reported_before_the_next_begins(sandbox: AsyncSandbox) -> None:
     model = ScriptedModel([turn(READ), turn(FINISH)])
     reported_before_query: list[int] = []
-    agent = Agent(model, sandbox, workdir="/workspace",
-                  on_event=lambda kind, data: reported_before_query.append(len(model.calls)) if kind == "tool_result"
-                  else None)
+    agent = Agent(model, sandbox, WORKSPACE, AgentHooks(
+        on_event=lambda kind, data: reported_before_query.append(len(model.calls)) if kind == "tool_result" else None))
     await agent.run("look")
     assert reported_before_query == [1]  # the read's result was reported before the second query
 
@@ -126,7 +126,7 @@ async def test_a_message_mid_run_is_delivered_at_the_next_step(sandbox: AsyncSan
             agent.send_message("Also keep double() as it is.")
 
     kinds: list[str] = []
-    agent = Agent(model, sandbox, workdir="/workspace", on_event=on_event)
+    agent = Agent(model, sandbox, WORKSPACE, AgentHooks(on_event=on_event))
     result = await agent.run("fix add")
 
     assert result.status == "finished"
@@ -196,8 +196,12 @@ async def test_bad_configuration_is_rejected(sandbox: AsyncSandbox) -> None:
     with pytest.raises(ConfigError):
         Budgets(max_repeats=1)
     with pytest.raises(ConfigError):
-        Agent(ScriptedModel(), sandbox, workdir="workspace")
-    agent = Agent(ScriptedModel([turn(FINISH)]), sandbox, workdir="/workspace")
+        AgentConfig(workdir="workspace")
+    with pytest.raises(ConfigError):
+        AgentConfig(workdir="/workspace", budgets={"max_steps": 3})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        Agent(ScriptedModel(), sandbox, {"workdir": "/workspace"})  # type: ignore[arg-type]
+    agent = Agent(ScriptedModel([turn(FINISH)]), sandbox, WORKSPACE)
     with pytest.raises(ConfigError):
         agent.send_message("  ")
     await agent.run("x")
@@ -221,14 +225,14 @@ class Notebook:
 
 async def test_memory_tools_are_offered_only_with_hooks_and_reach_them(sandbox: AsyncSandbox) -> None:
     plain = ScriptedModel([turn(FINISH)])
-    await Agent(plain, sandbox, workdir="/workspace").run("fix add")
+    await Agent(plain, sandbox, WORKSPACE).run("fix add")
     assert "recall" not in [t.name for t in plain.calls[0][1]]
 
     notebook = Notebook()
     model = ScriptedModel([turn(("recall", {"query": "how to test"}), ("remember", {"text": "calc has no deps"})),
                            turn(("remember", {"text": ""})), turn(FINISH)])
-    agent = Agent(model, sandbox, workdir="/workspace", memory=notebook,
-                  memories="[m-7] (pitfall) add() once subtracted")
+    agent = Agent(model, sandbox, AgentConfig(workdir="/workspace", memories="[m-7] (pitfall) add() once subtracted"),
+                  AgentHooks(memory=notebook))
     result = await agent.run("fix add")
     assert result.status == "finished"
     assert {"recall", "remember"} <= {t.name for t in model.calls[0][1]}
@@ -252,7 +256,7 @@ async def test_file_notes_follow_the_result_of_a_tool_that_opened_or_changed_a_f
                            turn(("read_file", {"path": "missing.py"})), turn(("search", {"pattern": "add"})),
                            turn(("write_file", {"path": "notes/todo.txt", "content": "x"})),
                            turn(("read_file", {"path": "../etc/passwd"})), turn(FINISH)])
-    result = await Agent(model, sandbox, workdir="/workspace", file_notes=notes).run("fix add")
+    result = await Agent(model, sandbox, WORKSPACE, AgentHooks(file_notes=notes)).run("fix add")
     assert result.status == "finished"
     read, edited, missing, searched, wrote, outside = [m.content for m in result.messages if m.role == "tool"][:6]
     assert read.endswith("\n\n[rules for calc.py]") and read.startswith("/workspace/calc.py (")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from errand.agent import Agent, Budgets
+from errand.agent import Agent, AgentConfig, AgentHooks, Budgets
 from errand.agent.retry import RetryPolicy
 from errand.models import AnthropicModel, Model, OpenAIModel
 from errand.models.profiles import ModelProfile, Pricing
@@ -67,7 +67,8 @@ def model_for(wire: WireServer, protocol: Protocol, *, streaming: bool = False, 
 
 def agent_for(model: Model, sandbox: AsyncSandbox, **options: Any) -> tuple[Agent, Events, FakeClock]:
     events, clock = Events(), FakeClock()
-    agent = Agent(model, sandbox, workdir="/workspace", on_event=events, clock=clock, **options)
+    config = AgentConfig(workdir="/workspace", **options)
+    agent = Agent(model, sandbox, config, AgentHooks(on_event=events, clock=clock))
     return agent, events, clock
 
 

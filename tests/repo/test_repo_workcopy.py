@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,24 @@ def test_owner_gets_the_checkout_and_apply_replays_a_diff(user_repo: Path, tmp_p
 
     with pytest.raises(RepoError):
         second.apply(patch)  # already applied: it no longer applies, and says so
+
+
+def test_a_working_copy_crosses_a_process_boundary_as_json(user_repo: Path, tmp_path: Path) -> None:
+    """What a worker writes for a working copy it made reads back as the same copy, still usable."""
+    wc = WorkingCopy.prepare(user_repo, dest=tmp_path / "wc")
+    saved = json.loads(json.dumps(wc.to_json()))
+    assert saved["path"] == str(wc.path) and saved["host_git"] == str(wc.host_git)
+    reopened = WorkingCopy.from_json(saved)
+    assert reopened == wc
+    (reopened.path / "src/app.py").write_text("def add(a, b):\n    return a + b\n")
+    assert "+    return a + b" in reopened.diff().text
+
+    overlay = WorkingCopy(source="https://example.invalid/r.git", path=tmp_path / "o", base_ref="main",
+                          base_commit="a" * 40, host_git=tmp_path / "h.git", index_seed=None, overlay=True,
+                          diff_excludes=(".venv", "node_modules"))
+    written = overlay.to_json()
+    assert written == {  # the form workers have written into a round's state since before it moved here
+        "source": "https://example.invalid/r.git", "path": str(tmp_path / "o"), "base_ref": "main",
+        "base_commit": "a" * 40, "host_git": str(tmp_path / "h.git"), "index_seed": None, "overlay": True,
+        "diff_excludes": [".venv", "node_modules"]}
+    assert WorkingCopy.from_json(json.loads(json.dumps(written))) == overlay

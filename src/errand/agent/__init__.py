@@ -1,21 +1,28 @@
 """errand.agent: the agent loop and its tools.
 
-The loop runs on the host; only its tool calls run in the sandbox::
+The loop runs on the host; only its tool calls run in the workspace (a task's sandbox)::
 
-    agent = Agent(model, sandbox, workdir="/workspace", budgets=Budgets(max_steps=50),
-                  on_event=save_event, instructions=agents_md)
+    config = AgentConfig(workdir="/workspace", budgets=Budgets(max_steps=50), instructions=agents_md)
+    agent = Agent(model, sandbox, config, AgentHooks(on_event=save_event))
     result = await agent.run("make the failing test pass")
     if result.status == "needs_input":
         result = await agent.resume(answer)
 
 ``result.status`` is ``finished``, ``needs_input``, ``budget_exhausted``,
-``stuck`` or ``error``; ``result.messages`` is the whole trajectory.
+``stuck`` or ``error``; ``result.messages`` is the whole trajectory, and
+``result.to_json()`` its plain form. The sandbox is one :class:`Workspace`:
+anything with its ``exec``, ``run`` and ``files`` serves the same tools. Every
+tool the model is offered sits in one :class:`ToolRegistry`.
 """
 
 from errand.agent.budgets import Budgets, Spent
+from errand.agent.config import AgentConfig, AgentHooks
 from errand.agent.exits import ExitStatus
-from errand.agent.loop import Agent, AgentResult, EventHandler
-from errand.agent.tools import TOOLS, ToolResult, run_tool
+from errand.agent.loop import Agent, EventHandler
+from errand.agent.registry import ToolRegistry, ToolResult
+from errand.agent.result import AgentResult
+from errand.agent.tools import TOOLS, run_tool
+from errand.agent.workspace import Workspace
 
-__all__ = ["TOOLS", "Agent", "AgentResult", "Budgets", "EventHandler", "ExitStatus", "Spent", "ToolResult",
-           "run_tool"]
+__all__ = ["TOOLS", "Agent", "AgentConfig", "AgentHooks", "AgentResult", "Budgets", "EventHandler", "ExitStatus",
+           "Spent", "ToolRegistry", "ToolResult", "Workspace", "run_tool"]

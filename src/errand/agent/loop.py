@@ -1,11 +1,14 @@
 """The agent loop: run → step → query → execute, until something ends the run.
 
 The loop is short and linear on purpose (after mini-swe-agent's
-``DefaultAgent``): all variation lives in the injected :class:`~errand.models.Model`
-and :class:`~errand.sandbox.AsyncSandbox`. :attr:`Agent.messages` *is* the
-trajectory. Every step is reported through ``on_event`` before the next step
-begins, so a store that saves events loses nothing when a worker dies. Each
-way a run ends is an exception from :mod:`errand.agent.exits` that carries its
+``DefaultAgent``): all variation lives in the injected :class:`~errand.models.Model`,
+the :class:`~errand.agent.workspace.Workspace` its tools act in (a task's
+sandbox), its :class:`~errand.agent.config.AgentConfig` and its
+:class:`~errand.agent.config.AgentHooks`. Every tool call, errand's own or a
+memory tool, is answered by one :class:`~errand.agent.registry.ToolRegistry`.
+:attr:`Agent.messages` *is* the trajectory. Every step is reported through
+``on_event`` before the next step begins, so a store that saves events loses
+nothing when a worker dies. Each way a run ends is an exception from :mod:`errand.agent.exits` that carries its
 exit status; :meth:`Agent.run` turns it into an :class:`AgentResult`.
 
 Asking the model — its window, the provider's failures — is
@@ -23,31 +26,30 @@ not, its ``cost`` and the run's totals so far ``run_tokens`` and ``run_cost``),
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from errand.agent.asking import Asker
-from errand.agent.budgets import Budgets, Spent
+from errand.agent.budgets import Spent
 from errand.agent.calls import problem_with
-from errand.agent.context import Context, ContextPolicy
-from errand.agent.exits import BudgetExhausted, ExitStatus, Finished, NeedsInput, RunEnded, RunFailed
-from errand.agent.memory_tools import MEMORY_TOOLS, MemoryHooks, run_memory_tool
-from errand.agent.memory_tools import NAMES as MEMORY_TOOL_NAMES
+from errand.agent.config import AgentConfig, AgentHooks
+from errand.agent.context import Context
+from errand.agent.exits import BudgetExhausted, Finished, NeedsInput, RunEnded, RunFailed
+from errand.agent.memory_tools import register_memory_tools
 from errand.agent.progress import EventHandler, Repeats, RunClock, emit
 from errand.agent.prompt import system_prompt
-from errand.agent.retry import Clock, RetryPolicy, SystemClock
-from errand.agent.tools import TOOLS, ToolResult, run_tool
+from errand.agent.registry import ToolRegistry, ToolResult
+from errand.agent.result import AgentResult
+from errand.agent.retry import SystemClock
+from errand.agent.tools import register_core_tools
 from errand.agent.transcript import message_from_json, message_to_json
+from errand.agent.workspace import Workspace
 from errand.errors import ConfigError, SandboxNotFound, SandboxTerminated
 from errand.models import Message, Model, Reply, ToolCall
 from errand.models.profiles import ModelProfile
-from errand.sandbox import AsyncSandbox
 
-__all__ = ["FILE_TOOLS", "Agent", "AgentResult", "EventHandler", "FileNotes"]
+__all__ = ["FILE_TOOLS", "Agent", "AgentResult", "EventHandler"]  # AgentResult: errand.agent.result's
 
-#: What the model should know about a file it opened (its path relative to the working directory): "" for nothing.
-FileNotes = Callable[[str], Awaitable[str]]
 #: The tools whose ``path`` is a file the model is looking at or changing.
 FILE_TOOLS = frozenset({"read_file", "edit_file", "write_file"})
 
@@ -56,63 +58,33 @@ _NUDGE = ("Reply with tool calls: keep working with the tools, call ask_user if 
 _NOT_RUN = "not run: the run paused for the user's answer first; call it again if you still need it"
 
 
-@dataclass(frozen=True)
-class AgentResult:
-    """How a run ended (``status``), why (``detail``), and its whole trajectory.
-
-    ``summary`` and ``assumptions`` are set when the run finished (and ``answer``
-    when it finished answering a question), ``question`` when it needs input,
-    ``budget`` (steps, tokens, cost or seconds) when a budget ran out.
-    """
-
-    status: ExitStatus
-    detail: str
-    messages: list[Message]
-    spent: Spent
-    summary: str | None = None
-    assumptions: list[str] = field(default_factory=list)
-    question: str | None = None
-    budget: str | None = None
-    answer: str | None = None
-
-
 class Agent:
-    """A coding agent: a model that works in a sandbox through tools, within budgets."""
+    """A coding agent: a model that works in a workspace (a sandbox) through tools, within budgets."""
 
-    def __init__(self, model: Model, sandbox: AsyncSandbox, *, workdir: str, budgets: Budgets | None = None,
-                 on_event: EventHandler | None = None, instructions: str | None = None,
-                 memory: MemoryHooks | None = None, memories: str | None = None,
-                 file_notes: FileNotes | None = None,
-                 context: ContextPolicy | None = None, retry: RetryPolicy | None = None,
-                 clock: Clock | None = None) -> None:
-        """``instructions`` are the project's instruction files; ``memories`` what errand
-        recalled for the task; ``memory`` gives the model the recall/remember tools;
-        ``file_notes(path)`` is what the model should know about a file it opened or edited
-        (a path relative to ``workdir``), added to that tool's result.
-        ``context`` and ``retry`` tune how the conversation is kept in the model's window
-        (which is ``model.profile.context_window`` when the model has a profile) and how
-        failed calls are retried; ``clock`` is where time is read and waited (tests pass
-        their own)."""
-        if not isinstance(workdir, str) or not workdir.startswith("/"):
-            raise ConfigError(f"workdir must be an absolute path inside the sandbox, not {workdir!r}")
+    def __init__(self, model: Model, workspace: Workspace, config: AgentConfig,
+                 hooks: AgentHooks | None = None) -> None:
+        """An agent of ``model`` whose tools act in ``workspace`` (a task's sandbox), as ``config``
+        says, calling out to ``hooks``."""
+        if not isinstance(config, AgentConfig):
+            raise ConfigError(f"config must be an AgentConfig, not {config!r}", code="invalid_config")
+        hooks = hooks or AgentHooks()
         self.model = model
-        self.sandbox = sandbox
-        self.workdir = workdir
-        self.budgets = budgets or Budgets()
-        self.instructions = instructions
-        self.memory = memory
-        self.memories = memories
-        self.file_notes = file_notes
-        self.tools = [*TOOLS, *(MEMORY_TOOLS if memory is not None else ())]
+        self.workspace = workspace
+        self.config = config
+        self.hooks = hooks
+        self.registry = ToolRegistry()
+        register_core_tools(self.registry, workspace, config.workdir)
+        if hooks.memory is not None:
+            register_memory_tools(self.registry, hooks.memory)
+        self.tools = list(self.registry.schemas)
         self.messages: list[Message] = []
         self.spent = Spent()
-        self.clock = clock or SystemClock()
+        self.clock = hooks.clock or SystemClock()
         profile: ModelProfile = getattr(model, "profile", None) or ModelProfile()
-        self.context = Context(profile.context_window, context)
-        self.asker = Asker(model, self.context, retry or RetryPolicy(), self.clock, self._emit, self.spent,
+        self.context = Context(profile.context_window, config.context)
+        self.asker = Asker(model, self.context, config.retry, self.clock, self._emit, self.spent,
                            self._seconds_left)
         self._malformed = 0  # replies in a row with no tool call that could run
-        self._on_event = on_event
         self._inbox: list[tuple[str, Any]] = []
         self._waiting: NeedsInput | None = None
         self._repeats = Repeats()
@@ -124,8 +96,9 @@ class Agent:
         """Work on ``task`` until the run finishes, needs input, or is stopped."""
         if self.messages:
             raise ConfigError("this agent has already run; use resume(answer) to continue it", code="already_run")
-        await self._add(Message("system", system_prompt(self.workdir, self.instructions, self.memories,
-                                                        memory_tools=self.memory is not None)))
+        config = self.config
+        await self._add(Message("system", system_prompt(config.workdir, config.instructions, config.memories,
+                                                        memory_tools=self.hooks.memory is not None)))
         await self._add(Message("user", task))
         return await self._loop()
 
@@ -192,7 +165,7 @@ class Agent:
     async def step(self) -> None:
         """Deliver queued messages, query the model, execute each tool call it asks for, in order."""
         self.spent.seconds = self._seconds()
-        self.spent.check(self.budgets)
+        self.spent.check(self.config.budgets)
         await self._deliver_messages()
         reply = await self.query()
         calls = reply.message.tool_calls
@@ -232,14 +205,11 @@ class Agent:
         return reply
 
     async def execute(self, call: ToolCall) -> None:
-        self._repeats.check(call.name, call.arguments, self.budgets.max_repeats)
+        self._repeats.check(call.name, call.arguments, self.config.budgets.max_repeats)
         await self._emit("tool_call", _call_data(call))
         try:
-            if self.memory is not None and call.name in MEMORY_TOOL_NAMES:
-                result = await run_memory_tool(self.memory, call)
-            else:
-                result = await run_tool(self.sandbox, self.workdir, call,
-                                        on_output=lambda text: self._emit("output", {"id": call.id, "text": text}))
+            result = await self.registry.run(call, on_output=lambda text: self._emit("output",
+                                                                                     {"id": call.id, "text": text}))
         except (SandboxTerminated, SandboxNotFound) as error:
             by = error.terminated_by if isinstance(error, SandboxTerminated) else None
             if by is not None:
@@ -249,13 +219,14 @@ class Agent:
 
     async def _with_notes(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """``result`` with what ``file_notes`` says about the file the call opened or changed."""
-        path = call.arguments.get("path")
-        if self.file_notes is None or not result.ok or call.name not in FILE_TOOLS or not isinstance(path, str):
+        path, file_notes = call.arguments.get("path"), self.hooks.file_notes
+        if file_notes is None or not result.ok or call.name not in FILE_TOOLS or not isinstance(path, str):
             return result
-        relative = posixpath.relpath(posixpath.normpath(posixpath.join(self.workdir, path)), self.workdir)
+        workdir = self.config.workdir
+        relative = posixpath.relpath(posixpath.normpath(posixpath.join(workdir, path)), workdir)
         if relative == "." or relative.startswith("../"):
             return result
-        notes = await self.file_notes(relative)
+        notes = await file_notes(relative)
         return replace(result, content=f"{result.content}\n\n{notes}") if notes else result
 
     async def _refuse(self, call: ToolCall, problem: str) -> None:
@@ -265,7 +236,7 @@ class Agent:
 
     def _count_malformed(self, problem: str) -> None:
         self._malformed += 1
-        if self._malformed >= self.budgets.max_malformed:
+        if self._malformed >= self.config.budgets.max_malformed:
             raise RunFailed(f"the model's last {self._malformed} replies held no tool call that could run; "
                             f"the last: {problem}")
 
@@ -288,13 +259,13 @@ class Agent:
                                          "exit_code": result.exit_code, "content": result.content})
 
     async def _emit(self, kind: str, data: dict[str, Any]) -> None:
-        await emit(self._on_event, self.spent.steps, kind, data)
+        await emit(self.hooks.on_event, self.spent.steps, kind, data)
 
     def _seconds(self) -> float:
         return self._watch.seconds()
 
     def _seconds_left(self) -> float | None:
-        return self._watch.left(self.budgets.max_seconds)
+        return self._watch.left(self.config.budgets.max_seconds)
 
     def _result(self, end: RunEnded) -> AgentResult:
         self.spent.seconds = self._seconds()

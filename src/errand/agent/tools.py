@@ -1,11 +1,14 @@
-"""The agent's tools: their schemas for the model, and how each runs against a sandbox.
+"""errand's own tools: their schemas for the model, and how each acts in a workspace.
 
-The loop runs on the host; every tool that touches code runs inside the
-sandbox (``shell`` and ``search`` as processes, the file tools through its
-files API). A tool that fails — bad arguments, a missing file, an edit whose
-text does not match — answers with an ``error:`` result the model can act on;
-it never raises. ``ask_user`` and ``finish`` do not run anything: they raise
-the :mod:`~errand.agent.exits` that pause or end the run.
+The loop runs on the host; every tool that touches code acts in the
+:class:`~errand.agent.workspace.Workspace` (a task's sandbox): ``shell`` and
+``search`` as processes, the file tools through its files API. A tool that
+fails — bad arguments, a missing file, an edit whose text does not match —
+answers with an ``error:`` result the model can act on; it never raises.
+``ask_user`` and ``finish`` do not run anything: they raise the
+:mod:`~errand.agent.exits` that pause or end the run. They are registered into
+the agent's :class:`~errand.agent.registry.ToolRegistry` by
+:func:`register_core_tools`.
 """
 
 from __future__ import annotations
@@ -13,19 +16,23 @@ from __future__ import annotations
 import asyncio
 import codecs
 import posixpath
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from errand.agent.exits import Finished, NeedsInput
-from errand.errors import ConfigError, ExecTimeout, FilesError, SandboxNotFound, SandboxTerminated
+from errand.agent.registry import (
+    Handler,
+    Invocation,
+    OutputHandler,
+    ToolArgumentError,
+    ToolRegistry,
+    ToolResult,
+    error_result,
+)
+from errand.agent.workspace import Workspace
+from errand.errors import ExecTimeout
 from errand.models import Tool, ToolCall
-from errand.sandbox import AsyncSandbox
 
-__all__ = ["TOOLS", "OutputHandler", "ToolResult", "run_tool"]
-
-#: Receives a shell command's output as it arrives (text, decoded incrementally).
-OutputHandler = Callable[[str], Awaitable[None]]
+__all__ = ["TOOLS", "OutputHandler", "ToolResult", "register_core_tools", "run_tool"]
 
 MAX_SHELL_OUTPUT = 16_000  # characters of a command's output the model sees (the tail)
 MAX_READ_LINES = 400  # lines read_file returns when no range is asked for
@@ -69,60 +76,26 @@ TOOLS: tuple[Tool, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class ToolResult:
-    """What a tool call answered; ``ok`` is false for an ``error:`` result.
-
-    ``exit_code`` is the shell command's (``None`` for other tools, or a command
-    killed by its timeout).
-    """
-
-    content: str
-    ok: bool = True
-    exit_code: int | None = None
+def register_core_tools(registry: ToolRegistry, workspace: Workspace, workdir: str) -> None:
+    """Register errand's own tools (:data:`TOOLS`, in that order), acting in ``workspace`` at ``workdir``."""
+    place = _Place(workspace, workdir)
+    handlers: dict[str, Handler] = {
+        "shell": place.shell, "read_file": place.read_file, "edit_file": place.edit_file,
+        "write_file": place.write_file, "search": place.search, "ask_user": _ask_user, "finish": _finish,
+    }
+    for tool in TOOLS:
+        registry.register(tool, handlers[tool.name])
 
 
-class ToolArgumentError(Exception):
-    """The model called a tool with arguments that do not fit its schema."""
-
-
-def _error(message: str) -> ToolResult:
-    return ToolResult(f"error: {message}", ok=False)
-
-
-async def run_tool(sandbox: AsyncSandbox, workdir: str, call: ToolCall, *,
+async def run_tool(workspace: Workspace, workdir: str, call: ToolCall, *,
                    on_output: OutputHandler | None = None) -> ToolResult:
-    """Run one tool call. Raises only the run's exits, and sandbox errors that end it.
+    """Run one call of errand's own tools. Raises only the run's exits, and sandbox errors that end it.
 
     ``on_output`` sees a shell command's output while it runs.
     """
-    handler = _HANDLERS.get(call.name)
-    if handler is None:
-        return _error(f"unknown tool {call.name!r}; the tools are {', '.join(t.name for t in TOOLS)}")
-    try:
-        return await handler(_Context(sandbox, workdir, call, on_output), call.arguments)
-    except ToolArgumentError as error:
-        return _error(f"{call.name}: {error}")
-    except (SandboxTerminated, SandboxNotFound):
-        raise
-    except FilesError as error:
-        return _error(f"{error.path}: {error.message}")
-    except ConfigError as error:
-        return _error(error.message)
-
-
-@dataclass(frozen=True)
-class _Context:
-    sandbox: AsyncSandbox
-    workdir: str
-    call: ToolCall
-    on_output: OutputHandler | None = None
-
-    def path(self, arguments: dict[str, Any], name: str = "path", default: str | None = None) -> str:
-        value = arguments.get(name, default)
-        if not isinstance(value, str) or not value:
-            raise ToolArgumentError(f"'{name}' must be a non-empty string")
-        return posixpath.normpath(posixpath.join(self.workdir, value))
+    registry = ToolRegistry()
+    register_core_tools(registry, workspace, workdir)
+    return await registry.run(call, on_output=on_output)
 
 
 def _string(arguments: dict[str, Any], name: str, *, allow_empty: bool = True) -> str:
@@ -141,28 +114,107 @@ def _optional_int(arguments: dict[str, Any], name: str) -> int | None:
     return value
 
 
-# ------------------------------------------------------------------ shell
+class _Place:
+    """errand's own tools acting in one workspace, paths resolved against ``workdir``."""
 
+    def __init__(self, workspace: Workspace, workdir: str) -> None:
+        self.workspace = workspace
+        self.workdir = workdir
 
-async def _shell(context: _Context, arguments: dict[str, Any]) -> ToolResult:
-    command = _string(arguments, "command", allow_empty=False)
-    timeout = arguments.get("timeout", DEFAULT_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT:
-        raise ToolArgumentError(f"'timeout' must be a number of seconds in (0, {MAX_TIMEOUT:g}]")
-    # eval keeps the command's own text intact; exec 2>&1 interleaves stderr as the model would see it.
-    process = await context.sandbox.exec("sh", "-c", 'exec 2>&1; eval "$1"', "sh", command,
-                                         cwd=context.workdir, timeout=float(timeout))
-    tail = _Tail(MAX_SHELL_OUTPUT, context.on_output)
-    reader = asyncio.ensure_future(tail.collect(process.stdout.chunks()))
-    try:
-        exit_code: int | None = await process.wait()
-    except ExecTimeout:
-        exit_code = None
-    finally:
-        await asyncio.wait([reader], timeout=_DRAIN)
-        reader.cancel()
-    status = f"timed out after {timeout:g}s and was killed" if exit_code is None else f"exit code {exit_code}"
-    return ToolResult(f"{status}\n{tail.text()}", ok=exit_code == 0, exit_code=exit_code)
+    def path(self, arguments: dict[str, Any], name: str = "path", default: str | None = None) -> str:
+        value = arguments.get(name, default)
+        if not isinstance(value, str) or not value:
+            raise ToolArgumentError(f"'{name}' must be a non-empty string")
+        return posixpath.normpath(posixpath.join(self.workdir, value))
+
+    # -------------------------------------------------------------- shell
+
+    async def shell(self, invocation: Invocation) -> ToolResult:
+        arguments = invocation.arguments
+        command = _string(arguments, "command", allow_empty=False)
+        timeout = arguments.get("timeout", DEFAULT_TIMEOUT)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT:
+            raise ToolArgumentError(f"'timeout' must be a number of seconds in (0, {MAX_TIMEOUT:g}]")
+        # eval keeps the command's own text intact; exec 2>&1 interleaves stderr as the model would see it.
+        process = await self.workspace.exec("sh", "-c", 'exec 2>&1; eval "$1"', "sh", command,
+                                            cwd=self.workdir, timeout=float(timeout))
+        tail = _Tail(MAX_SHELL_OUTPUT, invocation.on_output)
+        reader = asyncio.ensure_future(tail.collect(process.stdout.chunks()))
+        try:
+            exit_code: int | None = await process.wait()
+        except ExecTimeout:
+            exit_code = None
+        finally:
+            await asyncio.wait([reader], timeout=_DRAIN)
+            reader.cancel()
+        status = f"timed out after {timeout:g}s and was killed" if exit_code is None else f"exit code {exit_code}"
+        return ToolResult(f"{status}\n{tail.text()}", ok=exit_code == 0, exit_code=exit_code)
+
+    # -------------------------------------------------------------- files
+
+    async def _read_text(self, path: str) -> str:
+        data = await self.workspace.files.read(path, max_bytes=MAX_FILE_BYTES)
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            raise ToolArgumentError(f"{path} is not UTF-8 text") from None
+
+    async def read_file(self, invocation: Invocation) -> ToolResult:
+        arguments = invocation.arguments
+        path = self.path(arguments)
+        start, end = _optional_int(arguments, "start_line"), _optional_int(arguments, "end_line")
+        lines = (await self._read_text(path)).splitlines()
+        first = start or 1
+        last = min(end or (first + MAX_READ_LINES - 1), len(lines))
+        if first > max(len(lines), 1) or (end is not None and end < first):
+            return error_result(f"{path} has {len(lines)} lines; lines {first}-{end or first} are out of range")
+        shown, size = [], 0
+        for number in range(first, last + 1):
+            line = f"{number:6}\t{lines[number - 1]}"
+            size += len(line) + 1
+            if size > MAX_READ_CHARS:
+                last = number - 1
+                break
+            shown.append(line)
+        more = f"\n[lines {last + 1}-{len(lines)} not shown; ask with start_line]" if last < len(lines) else ""
+        return ToolResult(f"{path} ({len(lines)} lines)\n" + "\n".join(shown) + more)
+
+    async def edit_file(self, invocation: Invocation) -> ToolResult:
+        arguments = invocation.arguments
+        path = self.path(arguments)
+        old, new = _string(arguments, "old", allow_empty=False), _string(arguments, "new")
+        text = await self._read_text(path)
+        count = text.count(old)
+        if count == 0:
+            return error_result(f"`old` was not found in {path}; read the file and copy the text exactly, "
+                                "whitespace included, without the line numbers")
+        if count > 1:
+            return error_result(f"`old` was found {count} times in {path}; include more surrounding lines "
+                                "so that it matches exactly once")
+        mode = (await self.workspace.files.stat(path)).mode
+        await self.workspace.files.write(path, text.replace(old, new, 1), mode=mode)
+        line = text[:text.index(old)].count("\n") + 1
+        return ToolResult(f"edited {path}: replaced 1 occurrence at line {line}")
+
+    async def write_file(self, invocation: Invocation) -> ToolResult:
+        path = self.path(invocation.arguments)
+        content = _string(invocation.arguments, "content")
+        await self.workspace.files.write(path, content)
+        return ToolResult(f"wrote {len(content.encode())} bytes to {path}")
+
+    async def search(self, invocation: Invocation) -> ToolResult:
+        pattern = _string(invocation.arguments, "pattern", allow_empty=False)
+        path = self.path(invocation.arguments, default=".")
+        result = await self.workspace.run("grep", "-rnIE", "--exclude-dir=.git", "-e", pattern, "--", path,
+                                          cwd=self.workdir, timeout=DEFAULT_TIMEOUT, max_output=MAX_READ_CHARS)
+        if result.exit_code == 1:
+            return ToolResult(f"no matches for {pattern!r} in {path}")
+        if result.exit_code != 0:
+            return error_result(f"grep failed (exit code {result.exit_code}): {result.stderr.strip()}")
+        lines = result.stdout.splitlines()
+        shown = lines[:MAX_SEARCH_LINES]
+        more = len(lines) > MAX_SEARCH_LINES or result.truncated
+        return ToolResult("\n".join(shown) + ("\n[more matches not shown; narrow the pattern or path]" if more else ""))
 
 
 class _Tail:
@@ -193,93 +245,18 @@ class _Tail:
         return f"[... {self.dropped} earlier bytes cut ...]\n{text}" if self.dropped else text
 
 
-# ------------------------------------------------------------------ files
-
-
-async def _read_text(context: _Context, path: str) -> str:
-    data = await context.sandbox.files.read(path, max_bytes=MAX_FILE_BYTES)
-    try:
-        return data.decode()
-    except UnicodeDecodeError:
-        raise ToolArgumentError(f"{path} is not UTF-8 text") from None
-
-
-async def _read_file(context: _Context, arguments: dict[str, Any]) -> ToolResult:
-    path = context.path(arguments)
-    start, end = _optional_int(arguments, "start_line"), _optional_int(arguments, "end_line")
-    lines = (await _read_text(context, path)).splitlines()
-    first = start or 1
-    last = min(end or (first + MAX_READ_LINES - 1), len(lines))
-    if first > max(len(lines), 1) or (end is not None and end < first):
-        return _error(f"{path} has {len(lines)} lines; lines {first}-{end or first} are out of range")
-    shown, size = [], 0
-    for number in range(first, last + 1):
-        line = f"{number:6}\t{lines[number - 1]}"
-        size += len(line) + 1
-        if size > MAX_READ_CHARS:
-            last = number - 1
-            break
-        shown.append(line)
-    more = f"\n[lines {last + 1}-{len(lines)} not shown; ask with start_line]" if last < len(lines) else ""
-    return ToolResult(f"{path} ({len(lines)} lines)\n" + "\n".join(shown) + more)
-
-
-async def _edit_file(context: _Context, arguments: dict[str, Any]) -> ToolResult:
-    path = context.path(arguments)
-    old, new = _string(arguments, "old", allow_empty=False), _string(arguments, "new")
-    text = await _read_text(context, path)
-    count = text.count(old)
-    if count == 0:
-        return _error(f"`old` was not found in {path}; read the file and copy the text exactly, "
-                      "whitespace included, without the line numbers")
-    if count > 1:
-        return _error(f"`old` was found {count} times in {path}; include more surrounding lines "
-                      "so that it matches exactly once")
-    mode = (await context.sandbox.files.stat(path)).mode
-    await context.sandbox.files.write(path, text.replace(old, new, 1), mode=mode)
-    line = text[:text.index(old)].count("\n") + 1
-    return ToolResult(f"edited {path}: replaced 1 occurrence at line {line}")
-
-
-async def _write_file(context: _Context, arguments: dict[str, Any]) -> ToolResult:
-    path = context.path(arguments)
-    content = _string(arguments, "content")
-    await context.sandbox.files.write(path, content)
-    return ToolResult(f"wrote {len(content.encode())} bytes to {path}")
-
-
-async def _search(context: _Context, arguments: dict[str, Any]) -> ToolResult:
-    pattern = _string(arguments, "pattern", allow_empty=False)
-    path = context.path(arguments, default=".")
-    result = await context.sandbox.run("grep", "-rnIE", "--exclude-dir=.git", "-e", pattern, "--", path,
-                                       cwd=context.workdir, timeout=DEFAULT_TIMEOUT, max_output=MAX_READ_CHARS)
-    if result.exit_code == 1:
-        return ToolResult(f"no matches for {pattern!r} in {path}")
-    if result.exit_code != 0:
-        return _error(f"grep failed (exit code {result.exit_code}): {result.stderr.strip()}")
-    lines = result.stdout.splitlines()
-    shown = lines[:MAX_SEARCH_LINES]
-    more = len(lines) > MAX_SEARCH_LINES or result.truncated
-    return ToolResult("\n".join(shown) + ("\n[more matches not shown; narrow the pattern or path]" if more else ""))
-
-
 # ------------------------------------------------------------ run control
 
 
-async def _ask_user(context: _Context, arguments: dict[str, Any]) -> ToolResult:
-    raise NeedsInput(_string(arguments, "question", allow_empty=False), context.call.id)
+async def _ask_user(invocation: Invocation) -> ToolResult:
+    raise NeedsInput(_string(invocation.arguments, "question", allow_empty=False), invocation.call.id)
 
 
-async def _finish(context: _Context, arguments: dict[str, Any]) -> ToolResult:
+async def _finish(invocation: Invocation) -> ToolResult:
+    arguments = invocation.arguments
     summary = _string(arguments, "summary", allow_empty=False)
     assumptions = arguments.get("assumptions", [])
     if not isinstance(assumptions, list) or not all(isinstance(item, str) for item in assumptions):
         raise ToolArgumentError("'assumptions' must be a list of strings (an empty list if there are none)")
     answer = _string(arguments, "answer").strip() if "answer" in arguments else ""
     raise Finished(summary, list(assumptions), answer or None)
-
-
-_HANDLERS: dict[str, Callable[[_Context, dict[str, Any]], Awaitable[ToolResult]]] = {
-    "shell": _shell, "read_file": _read_file, "edit_file": _edit_file, "write_file": _write_file,
-    "search": _search, "ask_user": _ask_user, "finish": _finish,
-}

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from errand.agent import Agent, AgentResult, Budgets
+from errand.agent import Agent, AgentConfig, AgentHooks, AgentResult, Budgets
 from errand.errors import ErrandError
 from errand.eval.dataset import Instance
 from errand.eval.errors import EvalError
@@ -118,8 +118,8 @@ async def _attempt(instance: Instance, journal: steps.Journal, options: RunOptio
         sandbox = await steps.start_sandbox(context.environment, context.setup, copy, labels={**labels,
                                                                                               "role": "agent"})
         try:
-            agent = Agent(options.models(options.model), sandbox, workdir=steps.WORKSPACE, budgets=options.budgets,
-                          on_event=journal)
+            agent = Agent(options.models(options.model), sandbox,
+                          AgentConfig(workdir=steps.WORKSPACE, budgets=options.budgets), AgentHooks(on_event=journal))
             result = await agent.run(prompt_for(instance))
         finally:
             await sandbox.terminate()

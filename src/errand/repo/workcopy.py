@@ -19,9 +19,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from errand.errors import ConfigError
 from errand.repo import checkouts
@@ -112,6 +113,21 @@ class WorkingCopy:
         """Host directories a sandbox must see (read-only, at the same path) for git to work
         in this checkout: the object store its ``.git`` borrows from."""
         return [self.host_git / "objects"] if self.overlay else []
+
+    def to_json(self) -> dict[str, Any]:
+        """Its fields as plain values (paths as strings), so another process can :meth:`from_json` it."""
+        return {"source": self.source, "path": str(self.path), "base_ref": self.base_ref,
+                "base_commit": self.base_commit, "host_git": str(self.host_git),
+                "index_seed": str(self.index_seed) if self.index_seed is not None else None,
+                "overlay": self.overlay, "diff_excludes": list(self.diff_excludes)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkingCopy:
+        """The working copy :meth:`to_json` wrote (it is not checked or mounted again here)."""
+        return cls(source=data["source"], path=Path(data["path"]), base_ref=data["base_ref"],
+                   base_commit=data["base_commit"], host_git=Path(data["host_git"]),
+                   index_seed=Path(data["index_seed"]) if data.get("index_seed") else None,
+                   overlay=bool(data["overlay"]), diff_excludes=tuple(data.get("diff_excludes") or ()))
 
     @classmethod
     def overlaid(cls, source: str | Path, base: str = "HEAD", *, dest: Path, owner: int | None = None,

@@ -30,16 +30,14 @@ import json
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from errand.agent import Agent, AgentResult, Budgets
-from errand.agent.budgets import Spent
+from errand.agent import Agent, AgentConfig, AgentHooks, AgentResult, Budgets
 from errand.agent.external import CliAdapter, CliAgent, Gateway, ModelAccess, with_layer
 from errand.agent.mcp_server import Desk
 from errand.agent.seam import DEFAULT_KIND, TaskAgent, cli_adapter
-from errand.agent.transcript import message_from_json, message_to_json
 from errand.errors import ConfigError, ErrandError
 from errand.memory import MemoryStore
 from errand.memory.distill import estimated_tokens
@@ -106,7 +104,7 @@ class Prepared:
     model: dict[str, Any]
     holder: str
     setup_key: str
-    copies: tuple[dict[str, Any], ...]  # each attempt's WorkingCopy, as plain fields
+    copies: tuple[dict[str, Any], ...]  # each attempt's WorkingCopy.to_json()
     prompt: str
     guide: str
     given: str  # what project memory recalled for the task
@@ -274,7 +272,7 @@ async def prepare(bench: Bench, begun: Begun) -> Prepared:
     guide = await asyncio.to_thread(project_guide, base_tree, environment)
     given = await link.given(guide.whole) if link is not None else ""
     return Prepared(task.id, begun.round, begun.run_ids, begun.model, bench.worker, setup.key,
-                    tuple(_copy_fields(copy) for copy in copies), prompt, guide.text, given)
+                    tuple(copy.to_json() for copy in copies), prompt, guide.text, given)
 
 
 def followed_patch(store: TaskStore, task_id: str, number: int) -> str | None:
@@ -344,7 +342,7 @@ async def attempt(bench: Bench, prepared: Prepared, index: int, controls: Contro
         result = await agent.resume(text)
     result = metered(result, await _revoke(bench, live, index, run_id))
     live.results[index] = result
-    await asyncio.to_thread(_save, prepared, index, _ENDED, {"result": _result_json(result),
+    await asyncio.to_thread(_save, prepared, index, _ENDED, {"result": result.to_json(),
                                                            "commands": journal.commands})
     return Attempt(index, run_id, "ended")
 
@@ -386,9 +384,11 @@ async def _new_agent(bench: Bench, live: _Live, prepared: Prepared, index: int) 
     else:
         sandbox = await _sandbox(bench, live, prepared, index)
         hooks = live.link.attempt(journal) if live.link is not None else None
-        agent = Agent(bench.models(live.model, index), sandbox, workdir=steps.WORKSPACE, budgets=budgets,
-                      on_event=journal, instructions=prepared.guide or None, memory=hooks,
-                      memories=prepared.given or None, file_notes=hooks.opened if hooks is not None else None)
+        config = AgentConfig(workdir=steps.WORKSPACE, budgets=budgets, instructions=prepared.guide or None,
+                             memories=prepared.given or None)
+        on_file = hooks.opened if hooks is not None else None
+        agent = Agent(bench.models(live.model, index), sandbox, config,
+                      AgentHooks(on_event=journal, memory=hooks, file_notes=on_file))
     for text, ref in live.messages:
         if ref not in journal.delivered:
             agent.send_message(text, ref=ref)
@@ -540,7 +540,7 @@ async def _ended(live: _Live, prepared: Prepared, index: int) -> AgentResult:
     if saved is None:
         raise ErrandError(f"run {prepared.run_ids[index]} has not ended on this worker", code="attempt_not_ended")
     live.journals[index].commands[:] = saved["commands"]
-    live.results[index] = result = _result_from_json(saved["result"])
+    live.results[index] = result = AgentResult.from_json(saved["result"])
     return result
 
 
@@ -678,17 +678,9 @@ def _rebuilt(bench: Bench, prepared: Prepared) -> _Live:
                  link, [None] * count, [None] * count, [None] * count)
 
 
-def _copy_fields(copy: WorkingCopy) -> dict[str, Any]:
-    return {key: (str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value)
-            for key, value in asdict(copy).items()}
-
-
 def _reopened(fields: Mapping[str, Any], setup: steps.SetUp) -> WorkingCopy:
     """A working copy this worker made earlier, its overlay mounted again if a restart lost it."""
-    copy = WorkingCopy(source=fields["source"], path=Path(fields["path"]), base_ref=fields["base_ref"],
-                       base_commit=fields["base_commit"], host_git=Path(fields["host_git"]),
-                       index_seed=Path(fields["index_seed"]) if fields.get("index_seed") else None,
-                       overlay=bool(fields["overlay"]), diff_excludes=tuple(fields.get("diff_excludes") or ()))
+    copy = WorkingCopy.from_json(fields)
     if copy.overlay and not os.path.ismount(copy.path):
         upper, work = copy.path.with_name(copy.path.name + ".upper"), copy.path.with_name(copy.path.name + ".work")
         if not upper.is_dir():
@@ -715,19 +707,6 @@ def _load(prepared: Prepared, index: int, name: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return loaded
-
-
-def _result_json(result: AgentResult) -> dict[str, Any]:
-    return {"status": result.status, "detail": result.detail, "messages": [message_to_json(m) for m in result.messages],
-            "spent": asdict(result.spent), "summary": result.summary, "assumptions": list(result.assumptions),
-            "question": result.question, "budget": result.budget, "answer": result.answer}
-
-
-def _result_from_json(data: Mapping[str, Any]) -> AgentResult:
-    return AgentResult(status=data["status"], detail=data["detail"],
-                       messages=[message_from_json(m) for m in data["messages"]], spent=Spent(**data["spent"]),
-                       summary=data.get("summary"), assumptions=list(data.get("assumptions") or []),
-                       question=data.get("question"), budget=data.get("budget"), answer=data.get("answer"))
 
 
 def _labels(run: Run, role: str = "agent") -> dict[str, str]:
