@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 # Loaded by `errand demo`, `errand worker` or `errand eval ...`, never by `errand show` or `errand ls`.
-ONLY_FOR_THEIR_COMMANDS = ("errand.tasks.engine", "errand.tasks.round", "errand.gateway", "errand.eval.grading",
-                           "errand.eval.metrics", "errand.eval.compare", "errand.server.eval_report", "jinja2",
-                           "rich.progress")
+ONLY_FOR_THEIR_COMMANDS = ("errand.tasks.engines.local", "errand.tasks.round.order", "errand.gateway",
+                           "errand.eval.grading", "errand.eval.metrics", "errand.eval.compare",
+                           "errand.server.eval_report", "jinja2", "rich.progress")
 
 
 def _loaded(code: str) -> set[str]:
@@ -29,4 +29,4 @@ def test_importing_the_command_line_leaves_one_commands_modules_to_that_command(
 
 def test_the_commands_that_need_them_still_find_them() -> None:
     loaded = _loaded("import errand.cli.demo, errand.cli.eval as e\ne._report_page, e._options(None)")
-    assert {"errand.tasks.engine", "errand.eval.grading"} <= loaded
+    assert {"errand.tasks.engines.local", "errand.eval.grading"} <= loaded

@@ -25,7 +25,7 @@ import pytest
 from errand.agent.aider import PRICES, SEEDED
 from errand.sandbox import AsyncSandbox
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.store import TaskStore
+from errand.tasks.store.tasks import TaskStore
 from models.provider_wire import Turn as Said
 from models.provider_wire import openai_chunks, openai_rate_limit, openai_usage
 from models.wire import Answer, Json, Recorded, Stream, WireServer
