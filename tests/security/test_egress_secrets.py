@@ -1,0 +1,151 @@
+"""Declared secrets: the sandbox holds a placeholder, the proxy swaps the value in for the declared host.
+
+Through the real proxy and a real sandbox, against the test host's HTTPS server
+(signed by the tests' own CA, which the proxy is told to trust for upstream
+verification with ``ERRAND_EGRESS_CA_FILE``). The test host records every
+request's headers, so what reached it is asserted, not assumed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from errand import Network, Secret
+from errand.sandbox._egress.intercept import CA_PATH
+from errand.sandbox._handle import _egress_proxy
+from nethosts import ALLOWED, OTHER, EgressHosts, TestCA
+from security.test_egress import events_for, eventually, probe, sandbox_with
+
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes and test hosts need root"),
+              pytest.mark.slow]
+
+# Runs inside the sandbox: every file (but /proc, /sys, /dev), every process's environment and
+# command line, searched for each needle. The needles come reversed, so this process's own
+# command line does not hold them.
+SEARCH = r'''
+import json, os, sys
+needles = [bytes.fromhex(arg)[::-1] for arg in sys.argv[1:]]
+hits = []
+def check(path):
+    try:
+        with open(path, "rb") as f:
+            data = f.read(64 << 20)
+    except OSError:
+        return
+    hits.extend(path for needle in needles if needle in data)
+for root, dirs, files in os.walk("/"):
+    if root == "/":
+        dirs[:] = [d for d in dirs if d not in ("proc", "sys", "dev")]
+    for name in files:
+        path = os.path.join(root, name)
+        if os.path.isfile(path) and not os.path.islink(path):
+            check(path)
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    for what in ("environ", "cmdline"):
+        check(f"/proc/{pid}/{what}")
+print(json.dumps(hits))
+'''
+
+
+def headers_of(event: dict[str, object]) -> dict[str, str]:
+    lines = event["headers"]
+    assert isinstance(lines, list)
+    return {line.split(":", 1)[0].lower(): line.split(":", 1)[1].strip() for line in lines if ":" in line}
+
+
+async def test_a_declared_secret_reaches_its_host_only_and_never_the_sandbox(
+        backend: str, egress_hosts: EgressHosts, test_ca: TestCA, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERRAND_EGRESS_CA_FILE", str(test_ca.cert))
+    host = egress_hosts.public
+    value = f"real-{secrets.token_hex(16)}"
+    mark = host.mark()
+    network = Network.allow(ALLOWED, OTHER)
+    async with sandbox_with(backend, network, test_ca, secrets=[Secret("API_TOKEN", value, hosts=[ALLOWED])]) as sb:
+        placeholder = (await sb.run("printenv", "API_TOKEN")).stdout.strip()
+        assert placeholder.startswith("errand-placeholder-") and value not in placeholder
+        # curl trusts the sandbox's CA through CURL_CA_BUNDLE (no --cacert).
+        swapped = await sb.run("sh", "-c", f'curl -sS --max-time 30 -H "Authorization: Bearer $API_TOKEN" '
+                                           f'https://{ALLOWED}/swap', timeout=60)
+        assert swapped.exit_code == 0, swapped.stderr
+        assert swapped.stdout == f"hello from public, host {ALLOWED}\n"
+        # Python's default context trusts it through SSL_CERT_FILE; Basic credentials are swapped too.
+        script = ("import base64, os, urllib.request\n"
+                  "basic = base64.b64encode(('x-access-token:' + os.environ['API_TOKEN']).encode()).decode()\n"
+                  f"request = urllib.request.Request('https://{ALLOWED}/basic', "
+                  "headers={'Authorization': 'Basic ' + basic})\n"
+                  "print(urllib.request.urlopen(request, timeout=30).read().decode(), end='')\n")
+        basic = await sb.run("/usr/bin/python3", "-c", script, timeout=60)
+        assert basic.exit_code == 0, basic.stderr
+        assert basic.stdout == f"hello from public, host {ALLOWED}\n"
+        # The same placeholder sent to a host it was not declared for stays a placeholder
+        # (that tunnel is not opened: curl verifies the test host's own certificate).
+        other = await sb.run("sh", "-c", f'curl -sS --max-time 30 --cacert /tmp/ca.pem '
+                                         f'-H "Authorization: Bearer $API_TOKEN" https://{OTHER}/leak', timeout=60)
+        assert other.exit_code == 0, other.stderr
+
+        # Nothing the sandbox can read holds the value, nor the CA's private key.
+        interceptor = _egress_proxy()._interceptors[sb.id]
+        key = interceptor._key
+        assert isinstance(key, ec.EllipticCurvePrivateKey)
+        scalar = key.private_numbers().private_value.to_bytes(32, "big")
+        pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption()).splitlines()[1]
+        await sb.files.write("/tmp/search.py", SEARCH)
+        needles = [value.encode(), scalar, pem]
+        search = await sb.run("/usr/bin/python3", "/tmp/search.py", *(n[::-1].hex() for n in needles), timeout=300)
+        assert search.exit_code == 0, search.stderr
+        assert json.loads(search.stdout) == []
+        assert (await sb.files.read(CA_PATH)) == interceptor.ca_pem
+        log = await sb.egress_log()
+        # Nor do the proxy's events and logs, or anything the sandbox's record keeps on the host.
+        files = [path for path in sb._record.directory.rglob("*") if path.is_file()]
+        assert any(path.name == "egress.log" for path in files)
+        assert [path for path in files if value.encode() in path.read_bytes()] == []
+
+    served = {e["path"]: e for e in host.events(mark, ev="http")}
+    assert headers_of(served["/swap"])["authorization"] == f"Bearer {value}"
+    assert served["/swap"]["host"] == ALLOWED
+    credentials = headers_of(served["/basic"])["authorization"].removeprefix("Basic ")
+    assert base64.b64decode(credentials).decode() == f"x-access-token:{value}"
+    assert headers_of(served["/leak"])["authorization"] == f"Bearer {placeholder}"
+    assert [e["sni"] for e in host.events(mark, ev="tls")].count(ALLOWED) == 2  # re-originated, verified
+    assert events_for(log, ALLOWED)
+    assert all(value not in json.dumps(vars(event)) for event in log)
+
+
+@pytest.mark.faults
+async def test_a_declared_tunnel_refuses_another_host_inside_it(
+        backend: str, egress_hosts: EgressHosts, test_ca: TestCA, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERRAND_EGRESS_CA_FILE", str(test_ca.cert))
+    host = egress_hosts.public
+    mark = host.mark()
+    network = Network.allow(ALLOWED, OTHER)
+    async with sandbox_with(backend, network, test_ca, secrets=[Secret("API_TOKEN", "v" * 20, hosts=[ALLOWED])]) as sb:
+        # Classic domain fronting: the tunnel and its TLS name the declared host, the request another.
+        fronted = await probe(sb, "connect", f"{ALLOWED}:443", "--cafile", CA_PATH, "--host", OTHER)
+        assert fronted["tls"] == "ok", fronted
+        assert fronted["http_status"] == 403, fronted
+        assert "domain fronting" in fronted["response"]
+        # A ClientHello naming another host than the CONNECT is refused before any request.
+        misnamed = await probe(sb, "connect", f"{ALLOWED}:443", "--cafile", CA_PATH, "--sni", OTHER)
+        assert misnamed.get("tls") != "ok", misnamed
+        # The same request, rightly named, goes through.
+        right = await probe(sb, "connect", f"{ALLOWED}:443", "--cafile", CA_PATH, "--path", "/right")
+        assert right["http_status"] == 200, right
+
+
+        async def refusals() -> list[str]:
+            found = [e.reason for e in events_for(await sb.egress_log(), ALLOWED) if e.verdict == "denied"]
+            return found if len(found) >= 2 else []
+
+        reasons = await eventually(refusals)
+    assert any("domain fronting" in reason for reason in reasons), reasons
+    assert any(f"TLS server name '{OTHER}' does not match" in reason for reason in reasons), reasons
+    assert [(e["path"], e["host"]) for e in host.events(mark, ev="http")] == [("/right", ALLOWED)]
