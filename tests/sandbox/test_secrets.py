@@ -51,11 +51,25 @@ def test_a_secret_needs_its_hosts_allowed_and_a_name_of_its_own() -> None:
         check_secrets([secret, Secret("GH_TOKEN", "w", hosts=["api.example.org"])], Network.open())
 
 
-async def test_a_detached_sandbox_refuses_secrets_before_starting() -> None:
-    with pytest.raises(ConfigError, match="detached") as caught:
-        await AsyncSandbox.create(network=Network.allow("api.example.org"), detach=True,
+async def test_a_refused_declaration_starts_no_sandbox() -> None:
+    before = await AsyncSandbox.list()
+    with pytest.raises(ConfigError, match="does not allow") as caught:
+        await AsyncSandbox.create(network=Network.allow("example.org"), detach=True,
                                   secrets=[Secret("GH_TOKEN", "v", hosts=["api.example.org"])])
     assert caught.value.code == "invalid_secret"
+    assert await AsyncSandbox.list() == before
+
+
+def test_the_state_a_supervisor_is_handed_is_the_same_interceptor() -> None:
+    interceptor = Interceptor((Secret("GH_TOKEN", "ghp_real", hosts=["api.example.org"]),))
+    again = Interceptor.from_state(interceptor.to_state())
+    assert (again.placeholders, again.ca_pem, again.secrets) == (
+        interceptor.placeholders, interceptor.ca_pem, interceptor.secrets)
+    head = f"GET / HTTP/1.1\r\nAuthorization: Bearer {interceptor.placeholders['GH_TOKEN']}\r\n\r\n".encode()
+    assert again.swap(head, "api.example.org", 443) == interceptor.swap(head, "api.example.org", 443)
+    again.server_context("api.example.org", lambda name: True)
+    leaf = x509.load_pem_x509_certificate(again._leaves["api.example.org"])
+    leaf.verify_directly_issued_by(x509.load_pem_x509_certificate(interceptor.ca_pem))
 
 
 def test_the_swap_is_for_the_declared_host_and_port_only() -> None:

@@ -18,10 +18,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from errand import Network, Secret
+from errand import AsyncSandbox, ExecResult, Network, Secret
 from errand.sandbox._egress.intercept import CA_PATH
 from errand.sandbox._handle import _egress_proxy
-from nethosts import ALLOWED, OTHER, EgressHosts, TestCA
+from nethosts import ALLOWED, OTHER, EgressHosts, TestCA, TestHost
 from security.test_egress import events_for, eventually, probe, sandbox_with
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes and test hosts need root"),
@@ -63,16 +63,27 @@ print(json.dumps(hits))
 '''
 
 
+async def curl_token(sb: AsyncSandbox, url: str, *options: str) -> ExecResult:
+    """curl ``url`` with the sandbox's $API_TOKEN as a bearer token (expanded inside, by its shell)."""
+    return await sb.run("sh", "-c", f'curl -sS --max-time 30 {" ".join(options)} '
+                                    f'-H "Authorization: Bearer $API_TOKEN" {url}', timeout=60)
+
+
 def headers_of(event: dict[str, object]) -> dict[str, str]:
     lines = event["headers"]
     assert isinstance(lines, list)
     return {line.split(":", 1)[0].lower(): line.split(":", 1)[1].strip() for line in lines if ":" in line}
 
 
-async def test_a_declared_secret_reaches_its_host_only_and_never_the_sandbox(
-        backend: str, egress_hosts: EgressHosts, test_ca: TestCA, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def host(egress_hosts: EgressHosts, test_ca: TestCA, monkeypatch: pytest.MonkeyPatch) -> TestHost:
+    """The public test host, whose HTTPS the proxy verifies against the tests' own CA."""
     monkeypatch.setenv("ERRAND_EGRESS_CA_FILE", str(test_ca.cert))
-    host = egress_hosts.public
+    return egress_hosts.public
+
+
+async def test_a_declared_secret_reaches_its_host_only_and_never_the_sandbox(
+        backend: str, host: TestHost, test_ca: TestCA) -> None:
     value = f"real-{secrets.token_hex(16)}"
     mark = host.mark()
     network = Network.allow(ALLOWED, OTHER)
@@ -82,8 +93,7 @@ async def test_a_declared_secret_reaches_its_host_only_and_never_the_sandbox(
         placeholder = (await sb.run("printenv", "API_TOKEN")).stdout.strip()
         assert placeholder.startswith("errand-placeholder-") and value not in placeholder
         # curl trusts the sandbox's CA through CURL_CA_BUNDLE (no --cacert).
-        swapped = await sb.run("sh", "-c", f'curl -sS --max-time 30 -H "Authorization: Bearer $API_TOKEN" '
-                                           f'https://{ALLOWED}/swap', timeout=60)
+        swapped = await curl_token(sb, f"https://{ALLOWED}/swap")
         assert swapped.exit_code == 0, swapped.stderr
         assert swapped.stdout == f"hello from public, host {ALLOWED}\n"
         # Python's default context trusts it through SSL_CERT_FILE; Basic credentials are swapped too.
@@ -97,12 +107,10 @@ async def test_a_declared_secret_reaches_its_host_only_and_never_the_sandbox(
         assert basic.stdout == f"hello from public, host {ALLOWED}\n"
         # The same placeholder sent to a host it was not declared for stays a placeholder
         # (that tunnel is not opened: curl verifies the test host's own certificate).
-        other = await sb.run("sh", "-c", f'curl -sS --max-time 30 --cacert /tmp/ca.pem '
-                                         f'-H "Authorization: Bearer $API_TOKEN" https://{OTHER}/leak', timeout=60)
+        other = await curl_token(sb, f"https://{OTHER}/leak", "--cacert", "/tmp/ca.pem")
         assert other.exit_code == 0, other.stderr
         # Plain HTTP is never swapped, even to the declared host: the value would cross in the clear.
-        plain = await sb.run("sh", "-c", f'curl -sS --max-time 30 -H "Authorization: Bearer $API_TOKEN" '
-                                         f'http://{ALLOWED}/plain', timeout=60)
+        plain = await curl_token(sb, f"http://{ALLOWED}/plain")
         assert plain.exit_code == 0, plain.stderr
 
         # Nothing the sandbox can read holds the value, nor the CA's private key.
@@ -141,9 +149,7 @@ async def test_a_declared_secret_reaches_its_host_only_and_never_the_sandbox(
 
 @pytest.mark.faults
 async def test_a_declared_tunnel_refuses_another_host_inside_it(
-        backend: str, egress_hosts: EgressHosts, test_ca: TestCA, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ERRAND_EGRESS_CA_FILE", str(test_ca.cert))
-    host = egress_hosts.public
+        backend: str, host: TestHost, test_ca: TestCA) -> None:
     mark = host.mark()
     network = Network.allow(ALLOWED, OTHER)
     async with sandbox_with(backend, network, test_ca, secrets=[Secret("API_TOKEN", "v" * 20, hosts=[ALLOWED])]) as sb:
@@ -168,3 +174,33 @@ async def test_a_declared_tunnel_refuses_another_host_inside_it(
     assert any("domain fronting" in reason for reason in reasons), reasons
     assert any(f"TLS server name '{OTHER}' does not match" in reason for reason in reasons), reasons
     assert [(e["path"], e["host"]) for e in host.events(mark, ev="http")] == [("/right", ALLOWED)]
+
+
+async def test_a_detached_sandbox_swaps_through_its_supervisor(
+        backend: str, host: TestHost, test_ca: TestCA) -> None:
+    value = f"real-{secrets.token_hex(16)}"
+    mark = host.mark()
+    sb = await AsyncSandbox.create(isolation=backend, network=Network.allow(ALLOWED), detach=True, timeout=120,
+                                   secrets=[Secret("API_TOKEN", value, hosts=[ALLOWED])])
+    try:
+        swapped = await curl_token(sb, f"https://{ALLOWED}/detached")
+        assert swapped.exit_code == 0, swapped.stderr
+        supervisors = [pid for pid in os.listdir("/proc") if pid.isdigit()
+                       and sb.id.encode() in _read(f"/proc/{pid}/cmdline") and b"supervisor" in _read(
+                           f"/proc/{pid}/cmdline")]
+        assert supervisors
+        for pid in supervisors:  # the value reached it over a pipe: not in its argv or environment
+            assert value.encode() not in _read(f"/proc/{pid}/cmdline") + _read(f"/proc/{pid}/environ")
+        assert value.encode() not in (sb._record.directory / "supervisor.log").read_bytes()
+    finally:
+        await sb.terminate()
+    [served] = host.events(mark, ev="http")
+    assert headers_of(served)["authorization"] == f"Bearer {value}"
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError:
+        return b""

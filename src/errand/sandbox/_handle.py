@@ -122,7 +122,7 @@ class SandboxHandle:
         here, or, for a detached sandbox, in a supervisor process that lives as long as it;
         and relay the gateway's listener, if it has one, to the gateway."""
         if self._process is not None and self._record.owner_pid is None:
-            await start_supervisor(self._record, channel, network, gateway)
+            await start_supervisor(self._record, channel, network, gateway, interceptor)
             return
         listeners = await receive_listeners(channel, 1 if gateway is None else 2)
         if len(listeners) != (1 if gateway is None else 2):

@@ -59,9 +59,6 @@ class AsyncSandbox(SandboxHandle):
         declared = validate(image, mounts, network, resources, timeout, idle_timeout, workdir, env)
         interceptor = None
         if checked := check_secrets(secrets, declared.network, declared.env):
-            if detach:
-                raise ConfigError("a detached sandbox cannot hold secrets yet (its proxy runs in another process)",
-                                  code="invalid_secret")
             interceptor = Interceptor(checked)
             declared = replace(declared, env=declared.env + tuple(interceptor.env().items()))
         checked_labels = check_labels(labels)

@@ -17,6 +17,7 @@ import re
 import secrets
 import ssl
 from collections.abc import Callable
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -39,8 +40,18 @@ _BASIC = re.compile(rb"(?im)^((?:proxy-)?authorization:[ \t]*basic[ \t]+)([A-Za-
 class Interceptor:
     """One sandbox's declared secrets, their placeholders, and the CA its swaps are made under."""
 
-    def __init__(self, declared: tuple[Secret, ...]) -> None:
+    def __init__(self, declared: tuple[Secret, ...], *, _state: dict[str, Any] | None = None) -> None:
         self.secrets = declared
+        if _state is not None:  # the same interceptor, in a supervisor process: see to_state
+            self.placeholders = dict(_state["placeholders"])
+            key = serialization.load_pem_private_key(_state["key"].encode(), None)
+            assert isinstance(key, ec.EllipticCurvePrivateKey)
+            self._key = key
+            self._certificate = x509.load_pem_x509_certificate(_state["ca"].encode())
+            self._name = self._certificate.subject
+            self.ca_pem = self._certificate.public_bytes(serialization.Encoding.PEM)
+            self._leaves: dict[str, bytes] = {}
+            return
         # Random, so a sandbox learns nothing from one, and unique to this sandbox.
         self.placeholders = {secret.name: f"errand-placeholder-{secrets.token_hex(20)}" for secret in declared}
         self._key = ec.generate_private_key(ec.SECP256R1())
@@ -58,7 +69,20 @@ class Interceptor:
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), critical=False)
             .sign(self._key, hashes.SHA256()))
         self.ca_pem = self._certificate.public_bytes(serialization.Encoding.PEM)
-        self._leaves: dict[str, bytes] = {}  # host -> its certificate and key, PEM
+        self._leaves = {}  # host -> its certificate and key, PEM
+
+    def to_state(self) -> dict[str, Any]:
+        """All of it, values and the CA's key included, for :meth:`from_state` in the supervisor
+        that serves a detached sandbox's proxy (handed over a pipe: never argv, never a file)."""
+        return {"secrets": [[s.name, s.value, list(s.hosts)] for s in self.secrets],
+                "placeholders": self.placeholders, "ca": self.ca_pem.decode(),
+                "key": self._key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()).decode()}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Interceptor:
+        declared = tuple(Secret(name, value, hosts=tuple(hosts)) for name, value, hosts in state["secrets"])
+        return cls(declared, _state=state)
 
     def env(self) -> dict[str, str]:
         """The sandbox's environment: each secret's placeholder, and where its trust store is."""
