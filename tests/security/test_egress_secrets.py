@@ -204,3 +204,19 @@ def _read(path: str) -> bytes:
             return file.read()
     except OSError:
         return b""
+
+
+@pytest.mark.faults
+async def test_an_upstream_that_fails_verification_gets_no_secret(
+        backend: str, egress_hosts: EgressHosts, test_ca: TestCA) -> None:
+    # The proxy trusts the system's store here, which does not hold the test host's CA: the
+    # re-originated TLS must fail, and no request (so no value) reach the host.
+    host = egress_hosts.public
+    mark = host.mark()
+    async with sandbox_with(backend, Network.allow(ALLOWED), test_ca,
+                            secrets=[Secret("API_TOKEN", "v" * 20, hosts=[ALLOWED])]) as sb:
+        result = await curl_token(sb, f"https://{ALLOWED}/unverified", "-o", "/dev/null", "-w", "%{http_code}")
+        assert result.stdout == "502", result
+        [refusal] = [e for e in events_for(await sb.egress_log(), ALLOWED) if e.verdict == "denied"]
+    assert "CERTIFICATE_VERIFY_FAILED" in refusal.reason, refusal
+    assert host.events(mark, ev="http") == []
