@@ -5,13 +5,16 @@ The swap through a real proxy and sandbox is in tests/security/test_egress_secre
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import ssl
 
 import pytest
 from cryptography import x509
+from typer.testing import CliRunner
 
 from errand import AsyncSandbox, ConfigError, Network, Secret
+from errand.cli import app
 from errand.sandbox._egress.intercept import Interceptor
 from errand.sandbox.secret import check_secrets
 
@@ -102,3 +105,16 @@ def test_each_sandbox_has_its_own_ca_and_its_leaves_are_signed_by_it() -> None:
     leaf.verify_directly_issued_by(ca)
     names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert names.get_values_for_type(x509.DNSName) == ["api.example.org"]
+
+
+@pytest.mark.parametrize(("option", "words"), [
+    ("ERRAND_TEST_UNSET_TOKEN:api.example.org", "is not set here"),
+    ("ERRAND_TEST_UNSET_TOKEN", "NAME:HOST"),
+    (":api.example.org", "NAME:HOST"),
+])
+def test_the_cli_declares_a_secret_from_its_environment_or_says_why_not(option: str, words: str) -> None:
+    before = asyncio.run(AsyncSandbox.list())
+    result = CliRunner().invoke(app, ["sandbox", "create", "--allow", "api.example.org", "--secret", option])
+    assert result.exit_code != 0
+    assert words in result.output
+    assert asyncio.run(AsyncSandbox.list()) == before

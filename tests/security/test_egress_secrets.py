@@ -12,6 +12,8 @@ import base64
 import json
 import os
 import secrets
+import subprocess
+import sys
 import time
 
 import pytest
@@ -220,3 +222,23 @@ async def test_an_upstream_that_fails_verification_gets_no_secret(
         [refusal] = [e for e in events_for(await sb.egress_log(), ALLOWED) if e.verdict == "denied"]
     assert "CERTIFICATE_VERIFY_FAILED" in refusal.reason, refusal
     assert host.events(mark, ev="http") == []
+
+
+async def test_errand_sandbox_create_declares_a_secret_from_its_own_environment(
+        backend: str, host: TestHost, test_ca: TestCA) -> None:
+    value = f"real-{secrets.token_hex(16)}"
+    mark = host.mark()
+    created = subprocess.run(
+        [sys.executable, "-m", "errand.cli", "sandbox", "create", "--allow", ALLOWED, "--timeout", "120",
+         "--secret", f"API_TOKEN:{ALLOWED}"], env={**os.environ, "API_TOKEN": value},
+        capture_output=True, text=True, timeout=120, check=False)
+    assert created.returncode == 0, created.stderr
+    sb = await AsyncSandbox.from_id(created.stdout.strip())  # its creator has exited
+    try:
+        assert (await sb.run("printenv", "API_TOKEN")).stdout.startswith("errand-placeholder-")
+        swapped = await curl_token(sb, f"https://{ALLOWED}/cli")
+        assert swapped.exit_code == 0, swapped.stderr
+    finally:
+        await sb.terminate()
+    [served] = host.events(mark, ev="http")
+    assert headers_of(served)["authorization"] == f"Bearer {value}"
