@@ -186,6 +186,17 @@ async def test_a_declared_tunnel_refuses_another_host_inside_it(
         # A ClientHello naming another host than the CONNECT is refused before any request.
         misnamed = await probe(sb, "connect", f"{ALLOWED}:443", "--cafile", CA_PATH, "--sni", OTHER)
         assert misnamed.get("tls") != "ok", misnamed
+        # A record the TLS cannot read (a forged MAC), sent after the handshake: refused, and logged.
+        script = ("import os, socket, ssl\n"
+                  "sock = socket.create_connection(('127.0.0.1', 3128))\n"
+                  f"sock.sendall(b'CONNECT {ALLOWED}:443 HTTP/1.1\\r\\nHost: {ALLOWED}\\r\\n\\r\\n')\n"
+                  "assert sock.recv(4096).startswith(b'HTTP/1.1 200')\n"
+                  f"conn = ssl.create_default_context(cafile='{CA_PATH}').wrap_socket(sock, "
+                  f"server_hostname='{ALLOWED}')\n"
+                  "os.write(conn.fileno(), b'\\x17\\x03\\x03\\x00\\x20' + bytes(32))\n"
+                  "try:\n    print(conn.recv(4096))\nexcept (OSError, ssl.SSLError) as error:\n    print(error)\n")
+        forged = await sb.run("/usr/bin/python3", "-c", script, timeout=60)
+        assert forged.exit_code == 0, forged.stderr
         # The same request, rightly named, goes through.
         right = await probe(sb, "connect", f"{ALLOWED}:443", "--cafile", CA_PATH, "--path", "/right")
         assert right["http_status"] == 200, right
@@ -193,11 +204,12 @@ async def test_a_declared_tunnel_refuses_another_host_inside_it(
 
         async def refusals() -> list[str]:
             found = [e.reason for e in events_for(await sb.egress_log(), ALLOWED) if e.verdict == "denied"]
-            return found if len(found) >= 2 else []
+            return found if len(found) >= 3 else []
 
         reasons = await eventually(refusals)
     assert any("domain fronting" in reason for reason in reasons), reasons
     assert any(f"TLS server name '{OTHER}' does not match" in reason for reason in reasons), reasons
+    assert any(reason.startswith("TLS failed inside the tunnel") for reason in reasons), reasons
     assert [(e["path"], e["host"]) for e in host.events(mark, ev="http")] == [("/right", ALLOWED)]
 
 

@@ -285,7 +285,7 @@ class EgressProxy:
         except Refused as refusal:
             await self._refuse(sandbox_id, connection, writer, refusal)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, TimeoutError, ValueError,
-                UnicodeError) as error:
+                UnicodeError, ssl.SSLError) as error:
             await self._refuse(sandbox_id, connection, writer, _refusal(error))
         finally:
             live.discard(connection)
@@ -645,6 +645,8 @@ def _refusal(error: Exception) -> Refused:
         return Refused(f"a head longer than {_HEAD_LIMIT} bytes", 431)
     if isinstance(error, TimeoutError):
         return Refused("timed out", 408)
+    if isinstance(error, ssl.SSLError):  # inside an intercepted tunnel: the sandbox's side or the host's
+        return Refused(f"TLS failed inside the tunnel ({error.reason or type(error).__name__})", 502)
     if isinstance(error, ConnectionError):
         return Refused(f"the client's connection failed ({error.strerror or type(error).__name__})", 400)
     return Refused(f"a malformed request ({type(error).__name__}: {str(error)[:80]})", 400)
