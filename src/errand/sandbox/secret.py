@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from errand.errors import ConfigError
-from errand.sandbox.network import Network, _domain, _matches, _NameRule, _port_allowed, decide_name
+from errand.sandbox.network import HostPattern, Network, decide_name
 
 __all__ = ["Secret", "check_secrets"]
 
@@ -32,7 +32,7 @@ class Secret:
     name: str
     value: str = field(repr=False)  # never in a repr, a log or an error message
     hosts: tuple[str, ...] = ()
-    _rules: tuple[_NameRule, ...] = field(init=False, repr=False, compare=False)
+    _rules: tuple[HostPattern, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -47,15 +47,13 @@ class Secret:
         if not hosts:
             raise ConfigError(f"secret {self.name} names no hosts: declare where it may be sent",
                               code="invalid_secret")
-        rules = tuple(_domain(host) for host in hosts)
-        object.__setattr__(self, "hosts", tuple(r.pattern if r.port is None else f"{r.pattern}:{r.port}"
-                                                for r in rules))
+        rules = tuple(HostPattern.parse(host) for host in hosts)
+        object.__setattr__(self, "hosts", tuple(str(rule) for rule in rules))
         object.__setattr__(self, "_rules", rules)
 
     def covers(self, host: str, port: int) -> bool:
         """Whether a TLS request to ``host:port`` gets this secret."""
-        name = host.lower().rstrip(".")
-        return any(_matches(rule.pattern, name) and _port_allowed(rule.port, port, "https") for rule in self._rules)
+        return any(rule.covers(host, port, "https") for rule in self._rules)
 
 
 def check_secrets(secrets: Iterable[Secret] | None, network: Network,
