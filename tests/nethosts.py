@@ -232,7 +232,7 @@ class Http(Handler):
         hosts = [l.split(":", 1)[1].strip() for l in lines[1:]
                  if ":" in l and l.split(":", 1)[0].strip().lower() == "host"]
         record(ev="http", port=self.port, peer=self.peer, tls=self.server.tls, method=method, path=target,
-               hosts=hosts, host=hosts[0] if hosts else None)
+               hosts=hosts, host=hosts[0] if hosts else None, headers=lines[1:])
         if target.startswith("/bytes/"):
             size = int(target[7:])
             self.conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"

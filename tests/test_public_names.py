@@ -14,7 +14,7 @@ PUBLIC: dict[str, list[str]] = {
     "errand": [
         "AsyncProcess", "AsyncSandbox", "BackendUnavailable", "ConfigError", "ErrandError", "ExecResult",
         "ExecTimeout", "FileInfo", "FilesError", "Image", "ImageBuildError", "Mount", "Network", "Process",
-        "Resources", "Sandbox", "SandboxError", "SandboxNotFound", "SandboxTerminated", "__version__",
+        "Resources", "Sandbox", "SandboxError", "SandboxNotFound", "SandboxTerminated", "Secret", "__version__",
     ],
     "errand.errors": [
         "BackendUnavailable", "ConfigError", "ErrandError", "ExecTimeout", "FilesError", "ImageBuildError",

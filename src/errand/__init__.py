@@ -22,6 +22,7 @@ from errand.sandbox import (
     Process,
     Resources,
     Sandbox,
+    Secret,
 )
 
 __version__ = "0.1.0"
@@ -46,5 +47,6 @@ __all__ = [
     "SandboxError",
     "SandboxNotFound",
     "SandboxTerminated",
+    "Secret",
     "__version__",
 ]

@@ -25,6 +25,7 @@ PUBLIC = [
     "Sandbox",
     "SandboxInfo",
     "SandboxUsage",
+    "Secret",
     "Stream",
     "Writer",
     "collect_garbage",

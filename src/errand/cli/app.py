@@ -51,6 +51,7 @@ from errand.sandbox import (
     Network,
     Resources,
     SandboxInfo,
+    Secret,
 )
 from errand.sandbox import collect_garbage as collect_sandbox_garbage
 
@@ -225,17 +226,23 @@ def create(
         "--allow-cidr", metavar="CIDR", help="Let it reach this network.")] = None,
     open_network: Annotated[bool, typer.Option(
         "--open-network", help="Let it reach any public address (never private or loopback).")] = False,
+    secret: Annotated[list[str] | None, typer.Option(
+        "--secret", metavar="NAME:HOST[,HOST]",
+        help="Your $NAME, swapped in by the egress proxy for these hosts only; the sandbox holds a placeholder.")
+    ] = None,
 ) -> None:
     """Create a detached sandbox and print its id; it lives until its timeout or `errand sandbox rm`.
 
     Its network is loopback only unless --allow, --allow-cidr or --open-network say otherwise.
     """
+
     async def start() -> AsyncSandbox:
         return await AsyncSandbox.create(
             _image(image), mounts=_mounts(copy or (), bind or ()), resources=_resources(cpus, memory, pids, disk),
             network=_network(allow or (), allow_cidr or (), open_network),
             timeout=timeout or None, idle_timeout=idle_timeout or None, workdir=workdir, env=_env(env or ()),
             labels=_pairs(label or (), "--label", "KEY=VALUE", "invalid_label"), detach=True,
+            secrets=_secrets(secret or ()),
             log=lambda line: _stderr().print(printable(line), style="dim", markup=False, highlight=False))
 
     sandbox = _run(start())
@@ -244,6 +251,22 @@ def create(
         _stdout().print(f"created [bold]{sandbox.id}[/] ({ends}`errand sandbox rm {sandbox.id}`)", highlight=False)
     else:
         print(sandbox.id)
+
+
+def _secrets(texts: Sequence[str]) -> list[Secret]:
+    """``--secret NAME:HOST[,HOST]``, each value read from this process's $NAME (a value on the
+    command line would be in every process list)."""
+    declared = []
+    for text in texts:
+        name, colon, hosts = text.partition(":")
+        if not name or not colon or not hosts:
+            raise ConfigError(f"--secret takes NAME:HOST[,HOST], not {text!r}", code="invalid_secret")
+        value = os.environ.get(name)
+        if not value:
+            raise ConfigError(f"--secret {name}: ${name} is not set here; set it to the value to declare",
+                              code="invalid_secret")
+        declared.append(Secret(name, value, hosts=tuple(host.strip() for host in hosts.split(","))))
+    return declared
 
 
 def _network(domains: Sequence[str], cidrs: Sequence[str], open_network: bool) -> Network:

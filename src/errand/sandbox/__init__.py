@@ -15,6 +15,7 @@ from errand.sandbox.image import Image
 from errand.sandbox.network import Network
 from errand.sandbox.process import AsyncProcess, AsyncStream, AsyncWriter, ExecResult
 from errand.sandbox.sandbox import AsyncSandbox, SandboxInfo
+from errand.sandbox.secret import Secret
 
 if TYPE_CHECKING:
     from errand.sandbox._blocking_types import Files, Process, Sandbox, Stream, Writer
@@ -47,6 +48,7 @@ __all__ = [
     "Sandbox",
     "SandboxInfo",
     "SandboxUsage",
+    "Secret",
     "Stream",
     "Writer",
     "collect_garbage",

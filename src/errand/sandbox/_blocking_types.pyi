@@ -19,6 +19,7 @@ from errand.sandbox.image import Image
 from errand.sandbox.network import Network
 from errand.sandbox.process import ExecResult
 from errand.sandbox.sandbox import SandboxInfo
+from errand.sandbox.secret import Secret
 
 __all__ = ["Files", "Process", "Sandbox", "Stream", "Writer"]
 
@@ -79,6 +80,7 @@ class Sandbox:
         detach: bool = False,
         log: Callable[[str], None] | None = None,
         gateway: str | None = None,
+        secrets: Sequence[Secret] = (),
     ) -> Sandbox: ...
     @classmethod
     def from_id(cls, sandbox_id: str) -> Sandbox: ...

@@ -37,6 +37,7 @@ from errand.sandbox._backends.channel import AgentChannel
 from errand.sandbox._backends.registry import OWNER_GRACE, Record, ended_by, forget_ended, mark_ended, records
 from errand.sandbox._backends.spec import SandboxSpec, Started
 from errand.sandbox._egress.gateway import GatewayRelay
+from errand.sandbox._egress.intercept import CA_BUNDLE_PATH, CA_PATH, SYSTEM_BUNDLES, Interceptor
 from errand.sandbox._egress.ledger import EgressLedger, read_log
 from errand.sandbox._egress.proxy import EgressEvent, EgressProxy, proxy_env, receive_listeners
 from errand.sandbox._egress.supervisor import set_supervised_policy, start_supervisor
@@ -107,18 +108,21 @@ class SandboxHandle:
                 record.labels = dict(spec.labels)
                 record.save()
             if started.proxy_channel is not None:
-                await sandbox._serve_egress(started.proxy_channel, spec.network, spec.gateway)
+                await sandbox._serve_egress(started.proxy_channel, spec.network, spec.gateway, spec.interceptor)
+            if spec.interceptor is not None:
+                await sandbox._trust(spec.interceptor.ca_pem)
         except BaseException:
             await sandbox.terminate()
             raise
         return sandbox
 
-    async def _serve_egress(self, channel: socket.socket, network: Network, gateway: str | None = None) -> None:
+    async def _serve_egress(self, channel: socket.socket, network: Network, gateway: str | None = None,
+                            interceptor: Interceptor | None = None) -> None:
         """Serve the proxy listener the launcher made inside the sandbox's network namespace:
         here, or, for a detached sandbox, in a supervisor process that lives as long as it;
         and relay the gateway's listener, if it has one, to the gateway."""
         if self._process is not None and self._record.owner_pid is None:
-            await start_supervisor(self._record, channel, network, gateway)
+            await start_supervisor(self._record, channel, network, gateway, interceptor)
             return
         listeners = await receive_listeners(channel, 1 if gateway is None else 2)
         if len(listeners) != (1 if gateway is None else 2):
@@ -127,10 +131,23 @@ class SandboxHandle:
             raise SandboxError(f"sandbox {self.id} failed to start: {self._record.log_tail().strip()}",
                                sandbox_id=self.id, code="start_failed")
         self._proxy = _egress_proxy()
-        await self._proxy.serve(self.id, listeners[0], network, self._record.directory / "egress.log")
+        await self._proxy.serve(self.id, listeners[0], network, self._record.directory / "egress.log", interceptor)
         if gateway is not None:
             self._gateway = GatewayRelay(gateway)
             await self._gateway.serve(listeners[1])
+
+    async def _trust(self, ca: bytes) -> None:
+        """Make the sandbox's egress CA trusted inside: alone at CA_PATH (NODE_EXTRA_CA_CERTS), with
+        the image's trust store at CA_BUNDLE_PATH (SSL_CERT_FILE and the like), and appended to
+        that store itself, for programs that read only it."""
+        system = b""
+        for path in SYSTEM_BUNDLES:
+            if await self.files.exists(path):
+                system = await self.files.read(path)
+                await self.files.write(path, system.rstrip(b"\n") + b"\n" + ca)
+                break
+        await self.files.write(CA_PATH, ca)
+        await self.files.write(CA_BUNDLE_PATH, (system.rstrip(b"\n") + b"\n" + ca).lstrip(b"\n"))
 
     @classmethod
     async def from_id(cls, sandbox_id: str) -> Self:

@@ -24,7 +24,8 @@ from urllib.parse import urlsplit
 
 from errand.errors import ConfigError
 
-__all__ = ["Decision", "Network", "Scheme", "decide_address", "decide_name", "entry_for_url", "parse_address"]
+__all__ = ["Decision", "HostPattern", "Network", "Scheme", "decide_address", "decide_name", "entry_for_url",
+           "parse_address"]
 
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 _PORT = re.compile(r"^[1-9][0-9]{0,4}$")
@@ -117,6 +118,27 @@ class Network:
     def to_dict(self) -> dict[str, Any]:
         """What :meth:`from_dict` reads back into an equal policy."""
         return {"mode": self.mode, "domains": list(self.domains), "cidrs": list(self.cidrs)}
+
+
+@dataclass(frozen=True)
+class HostPattern:
+    """One domain entry as a policy reads it (``example.org``, ``*.example.org`` for its
+    subdomains, either with ``:port``), for what names hosts outside a policy (a secret's)."""
+
+    pattern: str
+    port: int | None  # None: the scheme's default port
+
+    @classmethod
+    def parse(cls, entry: object) -> HostPattern:
+        """``entry`` checked as strictly as a policy's domains are (ConfigError if not one)."""
+        rule = _domain(entry)
+        return cls(rule.pattern, rule.port)
+
+    def covers(self, host: str, port: int, scheme: Scheme) -> bool:
+        return _matches(self.pattern, host.lower().rstrip(".")) and _port_allowed(self.port, port, scheme)
+
+    def __str__(self) -> str:
+        return _with_port(self.pattern, self.port)
 
 
 def entry_for_url(url: str) -> str | None:

@@ -15,6 +15,7 @@ from errand.errors import ConfigError
 from errand.sandbox._backends import gc
 from errand.sandbox._backends.spec import SandboxSpec
 from errand.sandbox._egress.gateway import check_gateway
+from errand.sandbox._egress.intercept import Interceptor
 from errand.sandbox._handle import SandboxHandle, SandboxInfo, new_sandbox_id
 from errand.sandbox._images.layers import ImageConfig
 from errand.sandbox._labels import check_labels
@@ -22,6 +23,7 @@ from errand.sandbox.backend import get_backend
 from errand.sandbox.config import Mount, Resources, check_env, sandbox_path
 from errand.sandbox.image import Image
 from errand.sandbox.network import Network
+from errand.sandbox.secret import Secret, check_secrets
 
 __all__ = ["AsyncSandbox", "SandboxInfo", "validate"]
 
@@ -46,12 +48,19 @@ class AsyncSandbox(SandboxHandle):
         detach: bool = False,
         log: Callable[[str], None] | None = None,
         gateway: str | None = None,
+        secrets: Sequence[Secret] = (),
     ) -> AsyncSandbox:
         """Create a sandbox. Everything about it is declared here and validated first.
         ``labels`` (e.g. ``{"task": ..., "run": ...}``) are kept with it and listed.
         ``gateway`` (the model gateway's host address, ``"127.0.0.1:PORT"``, or a Unix socket's
-        path) is reached from inside at ``http://127.0.0.1:3129``, whatever ``network`` allows."""
+        path) is reached from inside at ``http://127.0.0.1:3129``, whatever ``network`` allows.
+        ``secrets`` (:class:`Secret` values) are held by the egress proxy; the sandbox gets a
+        placeholder for each, swapped for the value in HTTPS requests to its declared hosts."""
         declared = validate(image, mounts, network, resources, timeout, idle_timeout, workdir, env)
+        interceptor = None
+        if checked := check_secrets(secrets, declared.network, declared.env):
+            interceptor = Interceptor(checked)
+            declared = replace(declared, env=declared.env + tuple(interceptor.env().items()))
         checked_labels = check_labels(labels)
         if gateway is not None:
             gateway = check_gateway(gateway)
@@ -59,8 +68,9 @@ class AsyncSandbox(SandboxHandle):
         backend.check()
         gc.collect_once()
         config = await (image or Image.base()).build_async(log=log)
-        spec = declared.spec(config, labels=checked_labels, detach=detach)
-        return await cls._start(backend, replace(spec, gateway=gateway) if gateway is not None else spec)
+        spec = replace(declared.spec(config, labels=checked_labels, detach=detach), gateway=gateway,
+                       interceptor=interceptor)
+        return await cls._start(backend, spec)
 
     async def snapshot(self) -> Image:
         """The sandbox's filesystem as a new image (layers shared, one new layer on top)."""

@@ -8,6 +8,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from errand.sandbox._backends.registry import Record
+from errand.sandbox._egress.intercept import Interceptor
 from errand.sandbox._images.layers import ImageConfig
 from errand.sandbox.config import Mount, Resources
 from errand.sandbox.network import Network
@@ -39,6 +40,8 @@ class SandboxSpec:
     # The model gateway's host socket ("127.0.0.1:PORT" or a Unix socket's path), relayed from
     # 127.0.0.1:GATEWAY_PORT inside; None: no gateway.
     gateway: str | None = None
+    # The sandbox's declared secrets and its CA, for the egress proxy (this process's memory only).
+    interceptor: Interceptor | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

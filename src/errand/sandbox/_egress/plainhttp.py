@@ -66,8 +66,9 @@ def absolute_target(target: str) -> tuple[str, int, str]:
     return host, port, path if path.startswith("/") else "/" + path
 
 
-def origin_head(request: RequestHead, path: str, host: str, port: int) -> bytes:
-    """The request head as the origin gets it: origin form, exactly one Host, our own Connection."""
+def origin_head(request: RequestHead, path: str, host: str, port: int, default_port: int = 80) -> bytes:
+    """The request head as the origin gets it: origin form, exactly one Host (its port left out
+    when ``default_port``), our own Connection."""
     hosts = request.values("host")
     if len(hosts) > 1:
         raise Refused("more than one Host header")
@@ -84,7 +85,7 @@ def origin_head(request: RequestHead, path: str, host: str, port: int) -> bytes:
     dropped = _HOP_BY_HOP | options
     kept = [f"{name}: {value}" for name, value in request.headers if name.lower() not in dropped]
     shown = f"[{host}]" if ":" in host else host
-    authority = shown if port == 80 else f"{shown}:{port}"
+    authority = shown if port == default_port else f"{shown}:{port}"
     close = [] if request.keep_alive else ["Connection: close"]
     lines = [f"{request.method} {path} HTTP/1.1", f"Host: {authority}", *kept, *close, "", ""]
     return "\r\n".join(lines).encode("latin-1")

@@ -12,8 +12,11 @@ connects to the address it resolved itself. Ports are part of the decision.
 
 A CONNECT tunnel must carry TLS: its first record must be a ClientHello whose
 SNI is the CONNECT host, and not one byte reaches the server before that is
-checked. What follows is opaque: a Host header inside TLS cannot be seen
-without interception, which errand does not do.
+checked. What follows is opaque, except to a host the sandbox declared a
+secret for (``errand.sandbox.secret``): that tunnel's TLS ends here, under a
+certificate of the sandbox's own CA; each request is read (a Host header other
+than the server name is domain fronting, and refused), the secret's
+placeholder replaced by its value, and TLS re-originated to the host, verified.
 
 A plain-HTTP connection is parsed request by request (``http``: framing is
 followed exactly, and ambiguous framing refused), so every request is checked:
@@ -38,6 +41,7 @@ import json
 import math
 import os
 import socket
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,6 +51,7 @@ from typing import TextIO
 from errand.errors import ConfigError
 from errand.sandbox._backends.spec import PROXY_PORT
 from errand.sandbox._egress.http import Refused, RequestHead, parse_request, split_host_port
+from errand.sandbox._egress.intercept import Interceptor, upstream_context
 from errand.sandbox._egress.ledger import EgressEvent, EgressLedger, read_ledger
 from errand.sandbox._egress.plainhttp import Upstream, absolute_target, exchange, next_head, origin_head, read_head
 from errand.sandbox._egress.tls import TLS_RECORD_HEADER, client_hello_length, server_name
@@ -184,6 +189,7 @@ class EgressProxy:
     def __init__(self, timeouts: ProxyTimeouts | None = None) -> None:
         self.timeouts = timeouts if timeouts is not None else ProxyTimeouts.from_env()
         self._policies: dict[str, Network] = {}
+        self._interceptors: dict[str, Interceptor] = {}
         self._servers: dict[str, asyncio.base_events.Server] = {}
         self._live: dict[str, set[_Connection]] = {}
         self._logs: dict[str, Path] = {}
@@ -193,8 +199,13 @@ class EgressProxy:
         self._listeners: dict[str, list[asyncio.Queue[EgressEvent | None]]] = {}
         self._dropped: dict[asyncio.Queue[EgressEvent | None], int] = {}
 
-    async def serve(self, sandbox_id: str, listener: socket.socket, policy: Network, log_path: Path) -> None:
+    async def serve(self, sandbox_id: str, listener: socket.socket, policy: Network, log_path: Path,
+                    interceptor: Interceptor | None = None) -> None:
+        """Serve a sandbox's listener under ``policy``; with ``interceptor``, its declared secrets
+        are swapped in for their hosts."""
         self._policies[sandbox_id] = policy
+        if interceptor is not None:
+            self._interceptors[sandbox_id] = interceptor
         self._live[sandbox_id] = set()
         self._logs[sandbox_id] = log_path
         self._ledgers[sandbox_id] = _ledger_of(log_path)
@@ -225,6 +236,7 @@ class EgressProxy:
         for connection in self._live.pop(sandbox_id, set()):
             connection.abort()
         self._policies.pop(sandbox_id, None)
+        self._interceptors.pop(sandbox_id, None)
         self._logs.pop(sandbox_id, None)
         self._ledgers.pop(sandbox_id, None)
         self._checkpoint_sizes.pop(sandbox_id, None)
@@ -273,7 +285,7 @@ class EgressProxy:
         except Refused as refusal:
             await self._refuse(sandbox_id, connection, writer, refusal)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, TimeoutError, ValueError,
-                UnicodeError) as error:
+                UnicodeError, ssl.SSLError) as error:
             await self._refuse(sandbox_id, connection, writer, _refusal(error))
         finally:
             live.discard(connection)
@@ -319,6 +331,10 @@ class EgressProxy:
         usable = await self._addresses(sandbox_id, connection)
         writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         connection.answered = True
+        interceptor = self._interceptors.get(sandbox_id)
+        if interceptor is not None and interceptor.covers(host, connection.port):
+            await self._intercept(sandbox_id, connection, interceptor, reader, writer)
+            return
         # The upstream connection opens while the client sends its ClientHello, but not
         # one byte goes to it until the hello's SNI is the CONNECT host: a fronted name
         # never reaches the server.
@@ -371,14 +387,64 @@ class EgressProxy:
                 self._end_upstream(sandbox_id, upstream)
         writer.close()  # after what is buffered for the client has gone (an abort would drop it)
 
-    async def _open_upstream(self, sandbox_id: str, connection: _Connection) -> Upstream:
+    async def _intercept(self, sandbox_id: str, connection: _Connection, interceptor: Interceptor,
+                         reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """A tunnel to a host with a declared secret: TLS ends here, under a certificate of the
+        sandbox's CA for the CONNECT host (a ClientHello naming another is refused); each request
+        is read, its Host checked against that name, its placeholders swapped, and sent on over
+        verified TLS to the host."""
+        host, port = connection.host.rstrip(".").lower(), connection.port
+        if _buffered(reader):
+            raise Refused("the client sent data before the tunnel was established")
+        named: list[str | None] = []
+
+        def on_name(name: str | None) -> bool:
+            named.append(name)
+            return name is not None and name.rstrip(".").lower() == host
+
+        try:
+            await writer.start_tls(interceptor.server_context(host, on_name),
+                                   ssl_handshake_timeout=self.timeouts.head)
+        except (ssl.SSLError, OSError, TimeoutError) as error:
+            if named and named[0] is None:
+                raise Refused("TLS ClientHello without a server name") from None
+            if named and named[0] != host:
+                raise Refused(f"TLS server name {named[0]!r} does not match CONNECT host {host!r}") from None
+            raise Refused(f"the TLS handshake with the sandbox failed ({type(error).__name__}: "
+                          f"{str(error)[:120]})") from None
+        connection.answered = False  # inside TLS now: a refusal is answered there
+        upstream: Upstream | None = None
+        try:
+            head: bytes | None = await read_head(reader, self.timeouts.head, "the request head")
+            while head is not None:
+                request = parse_request(head)
+                origin = interceptor.swap(_inner_head(request, host, port), host, port)
+                if upstream is not None and not upstream.serves(host, port):
+                    self._end_upstream(sandbox_id, upstream)
+                    upstream = None
+                if upstream is None:
+                    upstream = await self._open_upstream(sandbox_id, connection, upstream_context())
+                else:
+                    self._recheck(sandbox_id, connection, [ipaddress.ip_address(connection.address)])
+                if not await exchange(connection, request, origin, reader, writer, upstream):
+                    break
+                head = await next_head(reader, self.timeouts.idle, self.timeouts.head)
+        finally:
+            if upstream is not None:
+                self._end_upstream(sandbox_id, upstream)
+        writer.close()
+
+    async def _open_upstream(self, sandbox_id: str, connection: _Connection,
+                             tls: ssl.SSLContext | None = None) -> Upstream:
+        """A connection to the request's host (over ``tls``, verified for its name, if given)."""
         usable = await self._addresses(sandbox_id, connection)
         last_error: Exception | None = None
         for address in usable:
             try:
                 async with asyncio.timeout(self.timeouts.connect):
                     upstream_reader, upstream_writer = await asyncio.open_connection(
-                        str(address), connection.port, limit=_HEAD_LIMIT)
+                        str(address), connection.port, limit=_HEAD_LIMIT, ssl=tls,
+                        server_hostname=connection.host if tls is not None else None)
             except (OSError, TimeoutError) as error:
                 last_error = error
                 continue
@@ -523,6 +589,21 @@ async def _connect(connection: _Connection, addresses: list[Address], done: asyn
     raise Refused(f"cannot connect to {connection.host}:{connection.port} ({last_error})", 502)
 
 
+def _inner_head(request: RequestHead, host: str, port: int) -> bytes:
+    """A request read inside an intercepted tunnel, as the host gets it. Its Host must name the
+    tunnel's host: another would be domain fronting, carried to a host the policy never saw."""
+    if request.method == "CONNECT" or not request.target.startswith("/"):
+        raise Refused(f"a request inside TLS to {host} must name a path, not {request.target[:80]!r}", 400)
+    hosts = request.values("host")
+    try:
+        named = split_host_port(hosts[0], port) if len(hosts) == 1 else None
+    except ValueError:
+        named = None
+    if hosts and named != (host, port):
+        raise Refused(f"Host header {hosts[0][:80]!r} inside TLS to {host!r} (domain fronting)")
+    return origin_head(request, request.target, host, port, default_port=443)
+
+
 def _hand_over(client: asyncio.WriteTransport, relay: _Relay) -> None:
     """Move the client's transport from its stream reader to the relay."""
     client.set_protocol(relay)
@@ -564,6 +645,8 @@ def _refusal(error: Exception) -> Refused:
         return Refused(f"a head longer than {_HEAD_LIMIT} bytes", 431)
     if isinstance(error, TimeoutError):
         return Refused("timed out", 408)
+    if isinstance(error, ssl.SSLError):  # inside an intercepted tunnel: the sandbox's side or the host's
+        return Refused(f"TLS failed inside the tunnel ({error.reason or type(error).__name__})", 502)
     if isinstance(error, ConnectionError):
         return Refused(f"the client's connection failed ({error.strerror or type(error).__name__})", 400)
     return Refused(f"a malformed request ({type(error).__name__}: {str(error)[:80]})", 400)

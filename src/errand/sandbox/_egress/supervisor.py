@@ -21,6 +21,7 @@ import sys
 from errand.errors import SandboxError
 from errand.sandbox._backends.registry import Record
 from errand.sandbox._egress.gateway import GatewayRelay
+from errand.sandbox._egress.intercept import Interceptor
 from errand.sandbox._egress.proxy import EgressProxy, receive_listeners
 from errand.sandbox.network import Network
 
@@ -30,18 +31,22 @@ _READY = b"ready\n"
 
 
 async def start_supervisor(record: Record, channel: socket.socket, network: Network,
-                           gateway: str | None = None) -> None:
+                           gateway: str | None = None, interceptor: Interceptor | None = None) -> None:
     """Start the supervisor with the launcher's channel; return once it serves the proxy (and
-    relays the gateway's listener, if the sandbox has one)."""
+    relays the gateway's listener, if the sandbox has one). The sandbox's declared secrets go
+    to it over its stdin."""
     policy = json.dumps(_policy_fields(network))
     with open(record.directory / "supervisor.log", "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "errand.sandbox._egress.supervisor", record.id, str(channel.fileno()), policy,
              *([gateway] if gateway is not None else [])],
-            pass_fds=(channel.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+            pass_fds=(channel.fileno(),), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
             start_new_session=True)
     channel.close()
-    assert process.stdout is not None
+    assert process.stdout is not None and process.stdin is not None
+    with process.stdin:  # a few kilobytes: the pipe holds them until the supervisor reads
+        if interceptor is not None:
+            process.stdin.write(json.dumps(interceptor.to_state()).encode())
     try:
         # The supervisor daemonizes (its first process exits at once), so nothing is left to reap.
         line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 30)
@@ -73,7 +78,8 @@ def _policy_fields(network: Network) -> dict[str, object]:
     return network.to_dict()
 
 
-async def _serve(sandbox_id: str, channel_fd: int, policy: Network, gateway: str | None) -> None:
+async def _serve(sandbox_id: str, channel_fd: int, policy: Network, gateway: str | None,
+                 interceptor: Interceptor | None) -> None:
     record = Record.load(sandbox_id)
     if record is None:
         raise SystemExit(f"no record for {sandbox_id}")
@@ -82,7 +88,7 @@ async def _serve(sandbox_id: str, channel_fd: int, policy: Network, gateway: str
     if len(listeners) != wanted:
         raise SystemExit("the launcher sent no listener")
     proxy = EgressProxy()
-    await proxy.serve(sandbox_id, listeners[0], policy, record.directory / "egress.log")
+    await proxy.serve(sandbox_id, listeners[0], policy, record.directory / "egress.log", interceptor)
     relay = GatewayRelay(gateway) if gateway is not None else None
     if relay is not None:
         await relay.serve(listeners[1])
@@ -116,9 +122,12 @@ async def _serve(sandbox_id: str, channel_fd: int, policy: Network, gateway: str
 def main() -> None:
     sandbox_id, channel_fd, policy = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
     gateway = sys.argv[4] if len(sys.argv) > 4 else None
+    state = sys.stdin.buffer.read()  # the declared secrets, if any, then EOF
+    interceptor = Interceptor.from_state(json.loads(state)) if state else None
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     if os.fork() > 0:
         os._exit(0)  # the creator reaps this first process at once; the second serves
-    asyncio.run(_serve(sandbox_id, channel_fd, Network.from_dict(policy), gateway))
+    asyncio.run(_serve(sandbox_id, channel_fd, Network.from_dict(policy), gateway, interceptor))
 
 
 if __name__ == "__main__":
