@@ -10,11 +10,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from errand.agent.cli import CliAdapter, ModelAccess, Said
-from errand.agent.gemini_cli import GeminiCli
+import pytest
+
+from errand.agent.cli import CliAdapter, ModelAccess, Said, ToolAccess
+from errand.agent.external import QUIET_SECONDS, quiet_from_environment
+from errand.agent.gemini_cli import GeminiCli, shell_result
 from errand.agent.mini_swe_agent import SUBMIT, MiniSweAgent
 from errand.agent.opencode import OpenCode
 from errand.agent.seam import cli_adapter
+from errand.errors import ConfigError
 
 ACCESS = ModelAccess("http://127.0.0.1:3129", "errand-gw-token", "test-model")
 
@@ -181,16 +185,22 @@ def mini_output(call_id: str, output: str, code: int, exception: str = "") -> di
             "extra": {"raw_output": output, "returncode": code, "exception_info": exception}}
 
 
-def test_a_mini_swe_agent_trajectory_reads_as_its_steps_without_the_submit_command() -> None:
-    trajectory = {"info": {"model_stats": {"api_calls": 3}}, "trajectory_format": "mini-swe-agent-1.1", "messages": [
+def test_a_mini_swe_agent_trajectory_reads_as_its_steps_as_it_grows_without_the_submit_command() -> None:
+    messages = [
         {"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "fix it"},
         mini_call("call_1", "python3 test_calc.py", "Let me run the tests."), mini_output("call_1", "boom\n", 1),
         mini_call("call_2", f"echo {SUBMIT}", "Fixed.\n\nAssumptions:\n- none"),
         mini_output("call_2", "", -1, "action was not executed"),
-        {"role": "exit", "content": "", "extra": {"exit_status": "Submitted", "submission": ""}}]}
-    said = read(MiniSweAgent(), [trajectory])
+        {"role": "exit", "content": "", "extra": {"exit_status": "Submitted", "submission": ""}}]
+    adapter = MiniSweAgent()
+    # The watcher's first line: the trajectory so far, its first step in it; no result yet.
+    first = adapter.translate({"messages": messages[:4], "done": False, "exit_code": None})
+    assert [(s.kind, s.data.get("id")) for s in first if s.kind != "model"] == [
+        ("tool_call", "call_1"), ("output", "call_1"), ("tool_result", "call_1")]
+    said = first + adapter.translate({"messages": messages[4:], "done": True, "exit_code": 0})
     steps = [(s.data["content"], [c["name"] for c in s.data["tool_calls"]]) for s in said if s.kind == "model"]
     assert steps == [("Let me run the tests.", ["shell"]), ("Fixed.\n\nAssumptions:\n- none", [])]
+    assert len({s.data["call_id"] for s in said if s.kind == "model"}) == 2
     assert [(s.data["id"], s.data["ok"], s.data["exit_code"]) for s in said if s.kind == "tool_result"] == [
         ("call_1", False, 1)]
     [end] = [s for s in said if s.kind == "result"]
@@ -199,5 +209,80 @@ def test_a_mini_swe_agent_trajectory_reads_as_its_steps_without_the_submit_comma
 
 def test_a_mini_swe_agent_run_that_did_not_submit_ends_with_its_exit_status() -> None:
     said = read(MiniSweAgent(), [{"messages": [
-        {"role": "exit", "content": "", "extra": {"exit_status": "LimitsExceeded"}}]}])
+        {"role": "exit", "content": "", "extra": {"exit_status": "LimitsExceeded"}}], "done": True, "exit_code": 1}])
     assert said[-1].data == {"ok": False, "text": "", "usage": None, "reason": "it ended LimitsExceeded"}
+    said = read(MiniSweAgent(), [{"messages": [], "done": True, "exit_code": 2}])
+    assert said[-1].data["reason"] == "it exited with code 2 without an exit status"
+
+
+TOOLS = ToolAccess("http://127.0.0.1:3129/mcp", "errand-mcp-token")
+WITH_TOOLS = ModelAccess(ACCESS.base_url, ACCESS.token, ACCESS.model, tools=TOOLS)
+
+
+def test_gemini_cli_and_opencode_get_errands_mcp_server_with_the_token_only_in_their_environment() -> None:
+    gemini = GeminiCli()
+    settings = json.loads(gemini.files(WITH_TOOLS, "")["/root/.gemini/settings.json"])
+    assert settings["mcpServers"] == {"errand": {"httpUrl": TOOLS.url, "trust": True, "timeout": 120_000,
+                                                 "headers": {"Authorization": "Bearer ${ERRAND_TOOLS_TOKEN}"}}}
+    assert gemini.env(WITH_TOOLS)["ERRAND_TOOLS_TOKEN"] == TOOLS.token
+    assert json.loads(gemini.files(ACCESS, "")["/root/.gemini/settings.json"])["mcpServers"] == {}
+    opencode = OpenCode()
+    env = opencode.env(WITH_TOOLS)
+    config = json.loads(env["OPENCODE_CONFIG_CONTENT"])
+    assert config["mcp"] == {"errand": {"type": "remote", "url": TOOLS.url, "enabled": True, "oauth": False,
+                                        "timeout": 120_000,
+                                        "headers": {"Authorization": "Bearer {env:ERRAND_TOOLS_TOKEN}"}}}
+    assert env["ERRAND_TOOLS_TOKEN"] == TOOLS.token
+    for adapter in (gemini, opencode):
+        everything = json.dumps([adapter.argv("go", "text", WITH_TOOLS, None), adapter.files(WITH_TOOLS, "text"),
+                                 {k: v for k, v in adapter.env(WITH_TOOLS).items() if k != "ERRAND_TOOLS_TOKEN"}])
+        assert TOOLS.token not in everything
+
+
+def test_each_cli_s_name_for_errands_tools_reads_as_claude_code_s() -> None:
+    said = read(GeminiCli(), [{"type": "tool_use", "tool_name": "mcp_errand_ask_person", "tool_id": "t1",
+                               "parameters": {"question": "Numbers only?"}},
+                              {"type": "tool_use", "tool_name": "mcp_other_ask_person", "tool_id": "t2"}])
+    names = [s.data["name"] for s in said if s.kind == "tool_call"]
+    assert names == ["mcp__errand__ask_person", "mcp_other_ask_person"]  # another server's tool: as it came
+    said = read(OpenCode(), [opencode_tool("c1", "errand_recall", {"query": "tests"}, "[memory 1] …")])
+    [call] = [s.data for s in said if s.kind == "tool_call"]
+    assert call == {"id": "c1", "name": "mcp__errand__recall", "arguments": {"query": "tests"}}
+
+
+# A failing command as Gemini CLI 0.61.0's stream gives it in debug mode (recorded against a loopback server).
+GEMINI_FAILED = {"type": "tool_result", "timestamp": "t", "tool_id": "run_shell_command__1", "status": "success",
+                 "output": "Output: 1 failed\nExit Code: 1\nProcess Group PGID: 25702"}
+
+
+def test_a_gemini_cli_command_that_failed_has_its_exit_code_and_is_no_success() -> None:
+    adapter = GeminiCli()
+    assert "--debug" in adapter.argv("fix it", "", ACCESS, None)
+    said = read(adapter, [{"type": "tool_use", "tool_name": "run_shell_command", "tool_id": "run_shell_command__1",
+                           "parameters": {"command": "python3 test_calc.py"}}, GEMINI_FAILED,
+                          {"type": "tool_use", "tool_name": "run_shell_command", "tool_id": "run_shell_command__2",
+                           "parameters": {"command": "true"}},
+                          {"type": "tool_result", "tool_id": "run_shell_command__2", "status": "success",
+                           "output": "Output: (empty)\nProcess Group PGID: 25703"}])
+    results = [(s.data["ok"], s.data["exit_code"], s.data["content"]) for s in said if s.kind == "tool_result"]
+    assert results == [(False, 1, "1 failed"), (True, 0, "")]
+    assert [s.data["text"] for s in said if s.kind == "output"] == ["1 failed\n", "\n"]
+
+
+def test_gemini_cli_s_shell_sections_are_read_from_the_end_only() -> None:
+    assert shell_result("Output: Exit Code: 9\nok\nProcess Group PGID: 2") == ("Exit Code: 9\nok", 0)
+    assert shell_result("Output: x\nError: spawn bash ENOENT\nExit Code: 127") == ("x", 127)
+    assert shell_result("Output: \nSignal: 9\nProcess Group PGID: 2") == ("", None)
+    assert shell_result("Command moved to background (PID: 7).") == ("Command moved to background (PID: 7).", None)
+
+
+def test_the_silence_limit_is_the_worker_s_setting_and_a_bad_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ERRAND_CLI_QUIET_SECONDS", raising=False)
+    assert quiet_from_environment() == QUIET_SECONDS == 600
+    monkeypatch.setenv("ERRAND_CLI_QUIET_SECONDS", "45")
+    assert quiet_from_environment() == 45
+    for bad in ("0", "-3", "soon", "nan"):
+        monkeypatch.setenv("ERRAND_CLI_QUIET_SECONDS", bad)
+        with pytest.raises(ConfigError, match="ERRAND_CLI_QUIET_SECONDS") as refused:
+            quiet_from_environment()
+        assert refused.value.code == "invalid_config"
