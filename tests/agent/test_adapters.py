@@ -8,10 +8,15 @@ run in tests/engine/test_<cli>.py.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from errand.agent import mini_swe_agent
 from errand.agent.cli import CliAdapter, ModelAccess, Said, ToolAccess
 from errand.agent.external import QUIET_SECONDS, quiet_from_environment
 from errand.agent.gemini_cli import GeminiCli, shell_result
@@ -286,3 +291,47 @@ def test_the_silence_limit_is_the_worker_s_setting_and_a_bad_one_is_refused(monk
         with pytest.raises(ConfigError, match="ERRAND_CLI_QUIET_SECONDS") as refused:
             quiet_from_environment()
         assert refused.value.code == "invalid_config"
+
+
+FAKE_MINI = '''#!/usr/bin/env python3
+import json, os, sys, time
+path = sys.argv[sys.argv.index("-o") + 1]
+messages = []
+for n in range(3):
+    messages.append({"role": "assistant", "content": f"step {n}"})
+    open(path, "w").write(json.dumps({"messages": messages}))
+    while not os.path.exists(path + f".read-{n}"):  # the test has read the watcher's line for this step
+        time.sleep(0.05)
+messages.append({"role": "exit", "content": "", "extra": {"exit_status": "Submitted"}})
+open(path, "w").write(json.dumps({"messages": messages}))
+print("for a person")
+'''
+
+
+def test_mini_swe_agent_s_watcher_prints_each_step_while_it_runs_and_its_end(tmp_path: Path) -> None:
+    """The watcher errand runs mini-swe-agent under (here a stand-in ``mini`` that waits, after each step
+    it writes, until the test has read the watcher's line for it: so each line came while it ran)."""
+    (tmp_path / "watch.py").write_text(mini_swe_agent.WATCH_SCRIPT)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "mini").write_text(FAKE_MINI)
+    (tmp_path / "bin" / "mini").chmod(0o755)
+    trajectory = tmp_path / "run" / "trajectory.json"
+    trajectory.parent.mkdir()
+    trajectory.write_text(json.dumps({"messages": [{"role": "exit"}]}))  # an earlier run's: not read
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    watcher = subprocess.Popen([sys.executable, str(tmp_path / "watch.py"), str(trajectory), "m", "task"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert watcher.stdout is not None
+        for n in range(3):
+            line = json.loads(watcher.stdout.readline())
+            assert line == {"messages": [{"role": "assistant", "content": f"step {n}"}], "done": False,
+                            "exit_code": None}
+            assert watcher.poll() is None  # still running
+            (tmp_path / "run" / f"trajectory.json.read-{n}").touch()
+        end = json.loads(watcher.stdout.readline())
+        assert end["done"] and end["exit_code"] == 0 and end["messages"][0]["role"] == "exit"
+        assert watcher.wait(60) == 0 and watcher.stderr is not None and "for a person" in watcher.stderr.read()
+    finally:
+        watcher.kill()
+        watcher.wait()

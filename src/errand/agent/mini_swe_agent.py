@@ -43,7 +43,7 @@ from errand.agent.cli import CliAdapter, ModelAccess, Said, SameTools, model_ste
 from errand.agent.mcp_config import TOOL_SECONDS, URL_ENV, tools_env
 from errand.sandbox import Image
 
-__all__ = ["PACKAGE", "TOOLS", "VERSION", "WATCHER", "MiniSweAgent"]
+__all__ = ["PACKAGE", "TOOLS", "TOOLS_SCRIPT", "VERSION", "WATCHER", "WATCH_SCRIPT", "MiniSweAgent"]
 
 VERSION = "2.4.6"
 PACKAGE = f"mini-swe-agent=={VERSION}"
@@ -56,7 +56,7 @@ _SAME_TOOLS: SameTools = {"bash": ("shell", {"command": "command"})}
 #: Seconds between the watcher's looks at the trajectory.
 POLL_SECONDS = 1.0
 
-_WATCH = f'''"""errand's watcher of mini-swe-agent: its trajectory's new messages, one JSON line each time it grows."""
+WATCH_SCRIPT = f'''"""errand's watcher of mini-swe-agent: its trajectory's new messages, a JSON line as it grows."""
 import contextlib, json, os, subprocess, sys
 
 path, model, task = sys.argv[1:4]
@@ -65,14 +65,18 @@ with contextlib.suppress(FileNotFoundError):
     os.unlink(path)  # an earlier run's
 mini = subprocess.Popen(["mini", "-c", "mini.yaml", "-m", model, "-t", task, "--yolo", "--exit-immediately",
                          "-o", path], stdin=subprocess.DEVNULL, stdout=sys.stderr)
-sent = 0
+sent, seen = 0, None
 
 
 def send(done):
-    global sent
+    global sent, seen
     try:
+        stat = os.stat(path)
+        if (stat.st_mtime_ns, stat.st_size) == seen and not done:
+            return  # not grown: nothing new to read
         with open(path) as file:
             messages = json.load(file).get("messages") or []
+        seen = (stat.st_mtime_ns, stat.st_size)
     except (OSError, ValueError):  # not written yet, or being written
         messages = []
     if len(messages) > sent or done:
@@ -90,7 +94,7 @@ while True:
     sys.exit(mini.returncode)
 '''
 
-_CLIENT = f'''"""errand's tools, for an agent without an MCP client: python3 {TOOLS} TOOL TEXT"""
+TOOLS_SCRIPT = f'''"""errand's tools, for an agent without an MCP client: python3 {TOOLS} TOOL TEXT"""
 import json, os, sys, urllib.error, urllib.request
 
 ARGUMENT = {{"ask_person": "question", "recall": "query", "propose_memory": "text"}}
@@ -155,7 +159,7 @@ class MiniSweAgent(CliAdapter):
 
     def files(self, access: ModelAccess, system: str) -> dict[str, str]:
         self._seen, self._ending = 0, None  # each invocation is a run of its own, its trajectory anew
-        return {WATCHER: _WATCH, **({TOOLS: _CLIENT} if access.tools is not None else {})}
+        return {WATCHER: WATCH_SCRIPT, **({TOOLS: TOOLS_SCRIPT} if access.tools is not None else {})}
 
     def translate(self, line: Mapping[str, Any]) -> list[Said]:
         said: list[Said] = []
