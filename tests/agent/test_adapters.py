@@ -7,6 +7,7 @@ run in tests/engine/test_<cli>.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -20,10 +21,14 @@ from errand.agent import mini_swe_agent
 from errand.agent.cli import CliAdapter, ModelAccess, Said, ToolAccess
 from errand.agent.external import QUIET_SECONDS, quiet_from_environment
 from errand.agent.gemini_cli import GeminiCli, shell_result
+from errand.agent.mcp_server import PATH, Desk
 from errand.agent.mini_swe_agent import SUBMIT, MiniSweAgent
 from errand.agent.opencode import OpenCode
 from errand.agent.seam import cli_adapter
 from errand.errors import ConfigError
+
+from .test_mcp_server import Memory, Served
+from .test_mcp_server import served as served  # the fixture: errand's MCP server on a gateway of the test's
 
 ACCESS = ModelAccess("http://127.0.0.1:3129", "errand-gw-token", "test-model")
 
@@ -335,3 +340,33 @@ def test_mini_swe_agent_s_watcher_prints_each_step_while_it_runs_and_its_end(tmp
     finally:
         watcher.kill()
         watcher.wait()
+
+
+async def test_mini_swe_agent_s_tools_command_asks_recalls_and_is_refused_an_ended_runs_token(
+        served: Served, tmp_path: Path) -> None:
+    """errand's tools for an agent with no MCP client: the command mini-swe-agent is told of, run as its bash
+    runs it, against errand's MCP server on the gateway's listener."""
+    script = tmp_path / "errand_tools.py"
+    script.write_text(mini_swe_agent.TOOLS_SCRIPT)
+    desk = Desk(Memory("ours"))
+    token = await served.tools.open("run-1", desk)
+
+    async def command(token: str, *args: str) -> tuple[int, str]:
+        env = {**os.environ, "ERRAND_TOOLS_URL": served.gateway.origin + PATH, "ERRAND_TOOLS_TOKEN": token,
+               "HTTP_PROXY": "http://192.0.2.1:9"}  # a proxy in its environment is not used for errand's server
+        ran = await asyncio.create_subprocess_exec(sys.executable, str(script), *args, env=env,
+                                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        out, _ = await ran.communicate()
+        return ran.returncode or 0, out.decode()
+
+    code, said = await command(token, "recall", "how to run the tests")
+    assert code == 0 and "[memory 1] (command) ours's tests: make test" in said
+    code, said = await command(token, "ask_person", "Numbers only?")
+    assert code == 0 and "with the person" in said and desk.take_question() == "Numbers only?"
+    code, said = await command(token, "ask_person", " ")
+    assert code == 1 and "'question' must be a non-empty string" in said and desk.take_question() is None
+    code, said = await command(token, "forget", "x")
+    assert code == 1 and "usage:" in said
+    await served.tools.close("run-1")
+    code, said = await command(token, "recall", "tests")
+    assert code == 1 and "refused the call (401)" in said and "no live run has this token" in said
