@@ -83,7 +83,7 @@ async def run_answered(store: TaskStore, tmp_path: Path, *, model: str, agent: s
 async def ask_and_answer(store: TaskStore, task_id: str) -> Task:
     """Wait for the question the CLI asked on errand's tool, answer it, wait for the task's end."""
     task = await wait_for_state(store, task_id, TaskState.NEEDS_INPUT, TaskState.FAILED,
-                                TaskState.READY_FOR_REVIEW, seconds=900)
+                                TaskState.READY_FOR_REVIEW, seconds=1800)  # mini-swe-agent's layer is ~730 MB
     assert task.state is TaskState.NEEDS_INPUT, ([r.result for r in store.runs(task_id)],
                                                  [(e.kind, e.data) for e in store.events(task_id)][-8:])
     question = await wait_for_event(store, task_id, lambda e: e.kind == "question")
