@@ -104,7 +104,7 @@ async def test_a_hung_mini_swe_agent_is_stopped_at_the_time_budget(openai_key: N
 #: (still above mini-swe-agent's start and first step on a loaded machine).
 QUIET = 90
 #: Each step of the long run is this long: shorter than the limit (and mini-swe-agent's 30 s command
-#: timeout), and together far longer.
+#: timeout), and together far longer (each a different command: the same one thrice is stuck).
 PAUSE = "sleep 25"
 #: Seconds a test waits for its task: mini-swe-agent's layer (litellm and all, ~730 MB) is built first.
 INSTALL_AND_RUN = 1800
@@ -115,7 +115,7 @@ async def test_a_mini_swe_agent_run_longer_than_the_silence_limit_is_live_while_
         openai_key: None, wire: WireServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ERRAND_CLI_QUIET_SECONDS", str(QUIET))
     script = [Turn("", [("call_1", "bash", {"command": FAILING})]),
-              *(Turn("", [(f"call_{n}", "bash", {"command": PAUSE})]) for n in range(2, 7)),
+              *(Turn("", [(f"call_{n}", "bash", {"command": f"{PAUSE}; echo pause {n}"})]) for n in range(2, 7)),
               Turn("add() subtracts.", [("call_7", "bash", {"command": FIX})]),
               Turn("", [("call_8", "bash", {"command": FAILING})]),
               Turn(FINAL, [("call_9", "bash", {"command": f"echo {SUBMIT}"})])]
