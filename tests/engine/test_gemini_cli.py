@@ -116,6 +116,11 @@ async def test_gemini_cli_fixes_a_failing_test_through_a_429_and_never_holds_the
         calls = [(e.data["name"], e.data["arguments"]) for e in events if e.kind == "tool_call"]
         assert [args["command"] for name, args in calls if name == "shell"][1:] == [FAILING, FAILING]
         assert ("edit_file", {"path": "calc.py", "old": "return a - b", "new": "return a + b"}) in calls
+        # The tests' first run failed, and the evidence says so with its exit code, though Gemini CLI's stream
+        # marks the command's tool call a success (it ran); the audit and the second run exited 0.
+        assert outcome.evidence["failed_commands"] == [{"command": FAILING, "exit_code": 1}]
+        results = [(e.data["ok"], e.data["exit_code"]) for e in events if e.kind == "tool_result"]
+        assert results == [(True, 0), (False, 1), (True, None), (True, 0)]
         # The 429 reached the CLI in Gemini's own shape, and it went on; every token the provider served
         # was metered by the gateway (streamed, from usageMetadata), and nothing for the refusal.
         assert model.refused == 1 and len(model.usages) >= len(TURNS)

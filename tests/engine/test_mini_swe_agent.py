@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from errand.agent.mini_swe_agent import SUBMIT
+from errand.tasks.lifecycle import TaskState
 from errand.tasks.store.tasks import TaskStore
 from models.provider_wire import Provider, Turn, openai_rate_limit
-from models.wire import Recorded, WireServer
+from models.wire import Hang, Recorded, WireServer
 
 from .agent_clis import (
     FAILING,
@@ -33,8 +34,10 @@ from .agent_clis import (
     audit,
     keyed,
     run_task,
+    submit,
 )
 from .agent_clis import wire as wire  # the fixture: a loopback wire server the test owns
+from .harness import running_engine, wait_for_event, wait_for_state
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -95,3 +98,57 @@ async def test_a_hung_mini_swe_agent_is_stopped_at_the_time_budget(openai_key: N
     with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
         requests = await assert_hung_cli_stopped(store, tmp_path, wire, model=MODEL, agent="mini-swe-agent")
     assert [request for request in requests if request.path.endswith("/chat/completions")]
+
+
+#: The silence limit these tests give the worker (``ERRAND_CLI_QUIET_SECONDS``), shortened from ten minutes
+#: (still above mini-swe-agent's start and first step on a loaded machine).
+QUIET = 90
+#: Each step of the long run is this long: shorter than the limit (and mini-swe-agent's 30 s command
+#: timeout), and together far longer (each a different command: the same one thrice is stuck).
+PAUSE = "sleep 25"
+#: Seconds a test waits for its task: mini-swe-agent's layer (litellm and all, ~730 MB) is built first.
+INSTALL_AND_RUN = 1800
+
+
+@pytest.mark.faults
+async def test_a_mini_swe_agent_run_longer_than_the_silence_limit_is_live_while_it_takes_steps(
+        openai_key: None, wire: WireServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERRAND_CLI_QUIET_SECONDS", str(QUIET))
+    script = [Turn("", [("call_1", "bash", {"command": FAILING})]),
+              *(Turn("", [(f"call_{n}", "bash", {"command": f"{PAUSE}; echo pause {n}"})]) for n in range(2, 7)),
+              Turn("add() subtracts.", [("call_7", "bash", {"command": FIX})]),
+              Turn("", [("call_8", "bash", {"command": FAILING})]),
+              Turn(FINAL, [("call_9", "bash", {"command": f"echo {SUBMIT}"})])]
+    wire.respond(CliModel(Provider("openai", lambda step: script[min(step, len(script)) - 1]), from_the_cli))
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
+        task_id = submit(store, tmp_path, model=MODEL, agent="mini-swe-agent")
+        async with running_engine(store, default_model=MODEL):
+            # Its steps reach the log while it runs: the first long pause is logged before it ends.
+            seen = await wait_for_event(store, task_id, lambda e: e.kind == "exit" or (
+                e.kind == "tool_call" and e.data["id"] == "call_2"), seconds=INSTALL_AND_RUN)
+            assert seen.kind == "tool_call", seen.data  # not the run's end (taken for hung, before the watcher)
+            assert store.get_task(task_id).state is TaskState.RUNNING
+            task = await wait_for_state(store, task_id, TaskState.READY_FOR_REVIEW, TaskState.FAILED,
+                                        seconds=INSTALL_AND_RUN)
+        [run] = store.runs(task_id)
+        assert_reviewable_fix(store, task_id, task.state, run, "mini-swe-agent")
+        assert run.outcome is not None and run.outcome.spent["seconds"] > QUIET  # longer than the limit, yet live
+        await assert_nothing_left(store, task_id)
+
+
+@pytest.mark.faults
+async def test_a_mini_swe_agent_whose_trajectory_stops_growing_is_taken_for_hung(
+        openai_key: None, wire: WireServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERRAND_CLI_QUIET_SECONDS", str(QUIET))
+    wire.respond(lambda _request: Hang())  # the model never answers: mini-swe-agent waits, its trajectory still
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
+        task_id = submit(store, tmp_path, model=MODEL, agent="mini-swe-agent")
+        async with running_engine(store, default_model=MODEL):
+            await wait_for_state(store, task_id, TaskState.FAILED, TaskState.READY_FOR_REVIEW, seconds=INSTALL_AND_RUN)
+        [run] = store.runs(task_id)
+        assert store.get_task(task_id).state is TaskState.FAILED
+        assert run.result["status"] == "error", run.result
+        detail = run.result["detail"]
+        assert f"mini-swe-agent had printed nothing for {QUIET}s, and was stopped (taken for hung)" in detail
+        await assert_nothing_left(store, task_id)
+    assert [request for request in wire.requests if request.path.endswith("/chat/completions")]

@@ -35,6 +35,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import os
 from dataclasses import asdict, replace
 from typing import Any, Protocol
 
@@ -53,7 +54,8 @@ from errand.sandbox import AsyncSandbox, Image
 
 __all__ = ["CliAdapter", "CliAgent", "Gateway", "ModelAccess", "Said", "ToolAccess", "with_layer"]
 
-#: Seconds a CLI may print nothing before it is taken for hung (the run's time budget, if shorter, wins).
+#: Seconds a CLI may print nothing before it is taken for hung (the run's time budget, if shorter, wins);
+#: a worker sets its own with ``ERRAND_CLI_QUIET_SECONDS``.
 QUIET_SECONDS = 600.0
 _STDERR_TAIL = 2000
 _RETOLD_CHARS = 12_000  # of an earlier session's transcript, retold to a new one
@@ -98,7 +100,7 @@ class CliAgent:
     def __init__(self, adapter: CliAdapter, sandbox: AsyncSandbox, access: ModelAccess, *, workdir: str,
                  budgets: Budgets | None = None, on_event: EventHandler | None = None,
                  instructions: str | None = None, memories: str | None = None,
-                 profile: ModelProfile | None = None, quiet_seconds: float = QUIET_SECONDS,
+                 profile: ModelProfile | None = None, quiet_seconds: float | None = None,
                  desk: Desk | None = None) -> None:
         """``desk`` is the run's side of errand's tools (the one its ``access.tools`` reach), where a
         question it asks waits for the run to take it."""
@@ -112,7 +114,7 @@ class CliAgent:
         self.instructions = instructions
         self.memories = memories
         self.profile = profile or ModelProfile()
-        self.quiet_seconds = quiet_seconds
+        self.quiet_seconds = quiet_from_environment() if quiet_seconds is None else quiet_seconds
         self.messages: list[Message] = []
         self.spent = Spent()
         self.session: str | None = None
@@ -148,7 +150,7 @@ class CliAgent:
         await self._add(Message("user", prompt))
         if self._kept is not None:
             self._retell = not await self._put_back()
-        if self._retell:
+        if self._retell or self.session is None:  # a CLI with no session to resume (mini-swe-agent) is retold
             self._retell, self.session = False, None
             prompt = self._retold(prompt)
         return await self._turns(prompt)
@@ -257,11 +259,12 @@ class CliAgent:
                  "needs, and run the project's tests. When you are done, end your last message with a short "
                  "summary of what you changed and how you checked it, then a line `Assumptions:` followed by one "
                  "`- ` line for each decision you made that the task did not settle (none: `- none`)."]
-        if self.access.tools is not None:
-            parts.append("errand's own tools are on its MCP server `errand`: `ask_person` when you need an answer "
-                         "only the person can give (then end your turn; the answer comes as your next message), "
-                         "`recall` to search what errand remembers of this project, `propose_memory` to propose "
-                         "a lasting fact for later tasks (a person approves it first).")
+        if self.access.tools is not None:  # over MCP, or (a CLI with no MCP client) as the adapter says
+            parts.append(getattr(self.adapter, "tools_guide", None) or (
+                "errand's own tools are on its MCP server `errand`: `ask_person` when you need an answer "
+                "only the person can give (then end your turn; the answer comes as your next message), "
+                "`recall` to search what errand remembers of this project, `propose_memory` to propose "
+                "a lasting fact for later tasks (a person approves it first)."))
         if self.instructions:
             parts.append("# The project's instructions\n\n" + self.instructions)
         if self.memories:
@@ -429,6 +432,22 @@ class CliAgent:
 
     def _seconds_left(self) -> float | None:
         return self._watch.left(self.budgets.max_seconds)
+
+
+def quiet_from_environment() -> float:
+    """``ERRAND_CLI_QUIET_SECONDS`` (default :data:`QUIET_SECONDS`); a clear error if it is not a
+    number of seconds above 0."""
+    text = os.environ.get("ERRAND_CLI_QUIET_SECONDS", "").strip()
+    if not text:
+        return QUIET_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise ConfigError(f"ERRAND_CLI_QUIET_SECONDS must be a number of seconds above 0, not {text!r}",
+                          code="invalid_config")
+    return seconds
 
 
 def split_assumptions(text: str) -> tuple[str, list[str]]:

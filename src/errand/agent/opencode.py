@@ -8,7 +8,11 @@ key is read from ``ERRAND_MODEL_TOKEN``, the run's token. Every permission is
 granted (errand's sandbox is the boundary; one it asked for, headless, would end
 its run), its snapshots, sharing, update checks and model-catalogue fetch are
 off, and errand's instructions and memories go in a file of its ``instructions``
-in the sandbox's home, out of the diff.
+in the sandbox's home, out of the diff. errand's tools are a ``remote`` MCP
+server of its configuration (:func:`~errand.agent.mcp_config.opencode_servers`),
+which it names ``errand_<tool>``; a question asked there is answered in the same
+session (``--session``; its sessions are kept in its data directory, which errand
+keeps while the run waits).
 
 Its stream, one JSON object a line, each with the ``sessionID``: ``step_start``
 (a model call begins), ``text`` (what it said), ``tool_use`` (a tool call, once it
@@ -25,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from errand.agent.cli import CliAdapter, ModelAccess, Said, SameTools, model_step
+from errand.agent.mcp_config import errand_tool_name, opencode_servers, tools_env
 from errand.models import Usage
 
 __all__ = ["PACKAGE", "VERSION", "OpenCode"]
@@ -50,6 +55,7 @@ class OpenCode(CliAdapter):
     protocol = "openai-chat"
     package = PACKAGE
     binary = "opencode"
+    home = "/root/.local/share/opencode"  # its sessions, kept while a run waits for an answer
 
     def __init__(self, workdir: str = "/workspace") -> None:
         super().__init__(workdir)
@@ -69,8 +75,8 @@ class OpenCode(CliAdapter):
                                           "models": {access.model: {"name": access.model}}}},
                   "model": f"errand/{access.model}", "small_model": f"errand/{access.model}",
                   "autoupdate": False, "share": "disabled", "snapshot": False, "instructions": [INSTRUCTIONS],
-                  "permission": {"*": "allow"}}
-        return {"OPENCODE_CONFIG_CONTENT": json.dumps(config), _TOKEN: access.token,
+                  "permission": {"*": "allow"}, "mcp": opencode_servers(access.tools)}
+        return {"OPENCODE_CONFIG_CONTENT": json.dumps(config), _TOKEN: access.token, **tools_env(access.tools),
                 "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
                 "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_SHARE": "1", "NO_COLOR": "1"}
 
@@ -110,8 +116,8 @@ class OpenCode(CliAdapter):
     def _tool(self, part: Mapping[str, Any]) -> list[Said]:
         state = part.get("state") if isinstance(part.get("state"), Mapping) else {}
         assert isinstance(state, Mapping)
-        call = self.tool_call(str(part.get("callID") or ""), str(part.get("tool") or ""), state.get("input"),
-                              _SAME_TOOLS)
+        name = errand_tool_name(str(part.get("tool") or ""), "errand_")
+        call = self.tool_call(str(part.get("callID") or ""), name, state.get("input"), _SAME_TOOLS)
         metadata = state.get("metadata") if isinstance(state.get("metadata"), Mapping) else {}
         assert isinstance(metadata, Mapping)
         output = str(state.get("output") or state.get("error") or "")
