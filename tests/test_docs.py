@@ -8,7 +8,6 @@ import ast
 import importlib
 import importlib.util
 import inspect
-import os
 import re
 import shlex
 import shutil
@@ -95,19 +94,13 @@ def _blocks(language: str) -> list[tuple[str, str]]:
             if lang == language]
 
 
-def _docs_build_command() -> str:
-    """The line of scripts/test that builds the site, as CI runs it."""
-    lines = [line for line in (ROOT / "scripts" / "test").read_text().splitlines() if "mkdocs build" in line]
-    assert len(lines) == 1
-    return lines[0]
-
-
 def _build(tree: Path) -> subprocess.CompletedProcess[str]:
+    """The site built from ``tree`` as CI builds it: scripts/test runs scripts/build-docs."""
+    assert "./scripts/build-docs" in (ROOT / "scripts" / "test").read_text()
     for name in (".venv", "src", "benchmarks"):
         (tree / name).symlink_to(ROOT / name)
     shutil.copy(ROOT / "mkdocs.yml", tree)
-    env = {**os.environ, "site": str(tree / "site")}
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", _docs_build_command()], cwd=tree, env=env,
+    return subprocess.run(["bash", str(ROOT / "scripts" / "build-docs"), str(tree / "site")], cwd=tree,
                           capture_output=True, text=True, timeout=600)
 
 

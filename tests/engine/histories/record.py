@@ -42,7 +42,7 @@ from engine.harness import (  # noqa: E402
 )
 from errand.tasks.lifecycle import TaskState  # noqa: E402
 from errand.tasks.service import TaskService  # noqa: E402
-from errand.tasks.store import TaskStore  # noqa: E402
+from errand.tasks.store.tasks import TaskStore  # noqa: E402
 from temporal import TemporalServer  # noqa: E402
 
 Ended = Callable[[str], Awaitable[None]]  # until the task's workflow has ended (its worker still up)
@@ -95,7 +95,7 @@ STORIES: dict[str, Story] = {"fixed": fixed, "asked": asked, "best-of-two": best
 async def record(name: str, server: TemporalServer, work: Path) -> None:
     from temporalio.client import Client
 
-    from errand.tasks.temporal import TemporalSettings
+    from errand.tasks.engines.temporal import TemporalSettings
 
     global _SCRIPT
     (work / "script.json").write_text("[]")
