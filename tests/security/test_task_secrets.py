@@ -22,9 +22,9 @@ import pytest
 from engine.harness import FINISH, FIX, READ, make_repo, running_engine, scripted, wait_for_state
 from errand import _settings
 from errand.errors import ConfigError
-from errand.sandbox import Network
+from errand.sandbox import AsyncSandbox, Network, Secret
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.round import task_secrets
+from errand.tasks.round import steps, task_secrets
 from errand.tasks.service import TaskService
 from errand.tasks.store.tasks import TaskStore
 from nethosts import ALLOWED, OTHER, TestCA, TestHost
@@ -122,3 +122,26 @@ def test_the_secrets_table_is_checked_and_never_takes_a_value(config: Path) -> N
     assert decision.given == () and "does not allow" in dict(decision.withheld)["API_TOKEN"]
     decision = task_secrets.decide(Network.allow("example.org", "*.example.net:8443"), {"API_TOKEN": "v"})
     assert [s.name for s in decision.given] == ["API_TOKEN"] and decision.withheld == ()
+
+
+async def test_setups_snapshot_keeps_none_of_its_sandboxs_egress_ca() -> None:
+    """A setup sandbox whose trust store is its own (not bound from the host): the CA made for
+    its secrets is trusted there, and the image its snapshot makes trusts only what the base did."""
+    store = "/etc/ssl/certs/ca-certificates.crt"
+    count = "grep -c 'BEGIN CERTIFICATE' " + store + "; ls /etc/errand 2>&1 || true"
+    sandbox = await AsyncSandbox.create(network=Network.allow("example.org"), timeout=300,
+                                        secrets=[Secret("API_TOKEN", "v" * 20, hosts=["example.org"])])
+    try:
+        before = (await sandbox.run("sh", "-c", count)).stdout
+        await steps._without_egress_ca(sandbox)
+        image = await sandbox.snapshot()
+    finally:
+        await sandbox.terminate()
+    after = await AsyncSandbox.create(image, timeout=300)
+    try:
+        kept = (await after.run("sh", "-c", count)).stdout
+    finally:
+        await after.terminate()
+    host = Path(store).read_text().count("BEGIN CERTIFICATE")
+    assert before.splitlines()[0] == str(host + 1) and "egress-ca.pem" in before
+    assert kept.splitlines()[0] == str(host) and "egress-ca.pem" not in kept, kept
