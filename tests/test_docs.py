@@ -258,13 +258,14 @@ def test_every_docs_page_has_one_title() -> None:
 
 #: The file each page's TOML examples are written as.
 TOML_FILES = {"docs/errand-toml.md": "errand.toml", "docs/environments.md": "errand.toml",
-              "docs/models.md": "config.toml", "docs/eval.md": "specs.toml"}
+              "docs/models.md": "config.toml", "docs/eval.md": "specs.toml", "docs/egress.md": "config.toml"}
 
 
 def test_the_docs_toml_examples_are_read_by_errand_as_written(tmp_path: Path) -> None:
     from errand.eval.dataset import load_specs
     from errand.models.catalog import Catalog
     from errand.tasks.round.environment import Environment
+    from errand.tasks.round.task_secrets import declared
 
     examples = _blocks("toml")
     assert sorted({page for page, _ in examples}) == sorted(TOML_FILES)
@@ -276,6 +277,7 @@ def test_the_docs_toml_examples_are_read_by_errand_as_written(tmp_path: Path) ->
             Environment.load(path.parent)
         elif path.name == "config.toml":
             Catalog.load(path)
+            declared(path)
         else:
             load_specs(path)
 

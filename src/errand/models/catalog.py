@@ -14,6 +14,9 @@
     price = { input = 0.5, output = 1.5, cache_read = 0.05, cache_write = 0.625 }   # USD per million tokens
     stream = true                    # ask for streamed replies
 
+    [secrets]                        # for a task's tools: errand.tasks.round.task_secrets
+    GH_TOKEN = ["api.github.com"]    # the NAME of the worker's variable, and the hosts it may reach
+
 ``base_url`` defaults to the provider's own endpoint and ``api_key_env`` to the
 provider's own variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``); a named
 model never takes either from the environment. The schema is strict: an
@@ -49,10 +52,10 @@ from errand.models.endpoint import (
 )
 from errand.models.profiles import Pricing
 
-__all__ = ["Catalog"]
+__all__ = ["Catalog", "read_settings"]
 
 MAX_SETTINGS_BYTES = 1024**2
-_TOP_LEVEL = ("model", "models", "agent")
+_TOP_LEVEL = ("model", "models", "agent", "secrets")  # secrets: errand.tasks.round.task_secrets
 _MODEL_KEYS = ("provider", "model", "base_url", "api_key_env", "context_window", "price", "stream")
 _PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -73,20 +76,8 @@ class Catalog:
     def load(cls, path: Path | None = None) -> Catalog:
         """The catalog in ``path`` (default: errand's settings file); empty when there is no file."""
         path = Path(path) if path is not None else _settings.config_path()
-        if not path.exists():
-            return cls()
-        try:
-            with path.open("rb") as handle:
-                data = handle.read(MAX_SETTINGS_BYTES + 1)
-        except OSError as error:
-            raise ConfigError(f"cannot read {path}: {error.strerror}", code="invalid_config") from None
-        if len(data) > MAX_SETTINGS_BYTES:
-            raise ConfigError(f"{path} is larger than {MAX_SETTINGS_BYTES} bytes", code="invalid_config")
-        try:
-            document = tomllib.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-            raise ConfigError(f"{path}: malformed TOML: {error}", code="invalid_toml") from None
-        return _parse(document, path)
+        document = read_settings(path)
+        return cls() if document is None else _parse(document, path)
 
     def resolve(self, spec: str, environ: Mapping[str, str]) -> ModelEndpoint:
         """The endpoint ``spec`` names, with the fingerprint of the key ``environ`` holds for it."""
@@ -112,6 +103,23 @@ class Catalog:
         if not self.models:
             return "no named models are configured (errand's settings file has none)"
         return f"the named models in {self.source} are {', '.join(sorted(self.models))}"
+
+
+def read_settings(path: Path) -> dict[str, Any] | None:
+    """The TOML document of errand's settings file at ``path``; None when there is none."""
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_SETTINGS_BYTES + 1)
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror}", code="invalid_config") from None
+    if len(data) > MAX_SETTINGS_BYTES:
+        raise ConfigError(f"{path} is larger than {MAX_SETTINGS_BYTES} bytes", code="invalid_config")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"{path}: malformed TOML: {error}", code="invalid_toml") from None
 
 
 def _first_set(environ: Mapping[str, str], names: tuple[str, ...]) -> str | None:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Self
 
 from errand import _settings
-from errand.errors import ConfigError, SandboxError, SandboxNotFound, SandboxTerminated
+from errand.errors import ConfigError, ErrandError, SandboxError, SandboxNotFound, SandboxTerminated
 from errand.sandbox._backends.cgroups import Cgroup, SandboxUsage
 from errand.sandbox._backends.channel import AgentChannel
 from errand.sandbox._backends.registry import OWNER_GRACE, Record, ended_by, forget_ended, mark_ended, records
@@ -144,7 +144,13 @@ class SandboxHandle:
         for path in SYSTEM_BUNDLES:
             if await self.files.exists(path):
                 system = await self.files.read(path)
-                await self.files.write(path, system.rstrip(b"\n") + b"\n" + ca)
+                try:
+                    await self.files.write(path, system.rstrip(b"\n") + b"\n" + ca)
+                except ErrandError as error:
+                    # A store bound read-only (a task's setup binds the host's, named by pip's own
+                    # settings) stays as it is: the variables above name the bundle that holds the CA.
+                    if error.code != "read_only":
+                        raise
                 break
         await self.files.write(CA_PATH, ca)
         await self.files.write(CA_BUNDLE_PATH, (system.rstrip(b"\n") + b"\n" + ca).lstrip(b"\n"))

@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 from errand.errors import ConfigError
 from errand.sandbox.network import HostPattern, Network, decide_name
 
-__all__ = ["Secret", "check_secrets"]
+__all__ = ["CA_BUNDLE_PATH", "CA_PATH", "SYSTEM_BUNDLES", "Secret", "check_secrets"]
+
+CA_PATH = "/etc/errand/egress-ca.pem"  # the sandbox's CA alone
+CA_BUNDLE_PATH = "/etc/errand/ca-bundle.pem"  # the image's trust store plus the sandbox's CA
+# Where images keep their trust store; the sandbox's CA is appended to the first that exists.
+SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DEFAULT_PORT = 443

@@ -65,6 +65,9 @@ KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
     _kind("setup_cached", "key keyed_on reused tree_layer", "the environment was set up before; its layer is reused"),
     _kind("setup_tree", "kept kept_sample left_tracked untracked", "what setup wrote into the working tree"),
     _kind("setup_finished", "key refresh_failed refreshed reused", "setup ended and its layer is cached"),
+    _kind("secrets", "given role withheld",
+          "the operator's declared secrets a sandbox of the task gets (names and hosts, never a value), and those "
+          "left out, each with its reason"),
     _kind("egress", "hosts last_refused more_hosts more_refused refusal_counts refused role",
           "what a sandbox of the task reached through its egress proxy, and what was refused and why"),
     _kind("tests_before", "cached command exit_code failed passed", "the tests on the base commit"),

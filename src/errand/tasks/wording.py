@@ -144,6 +144,18 @@ def _egress(d: Mapping[str, Any]) -> Sentence:
     return _said("egress", *parts, tone="warn" if lines else "quiet")
 
 
+def _secrets(d: Mapping[str, Any]) -> Sentence:
+    """Which declared secrets the role's sandboxes get, and each one left out with its reason."""
+    given = [g for g in d.get("given") or [] if isinstance(g, Mapping)] if isinstance(d.get("given"), list) else []
+    withheld = [w for w in d.get("withheld") or [] if isinstance(w, Mapping)] \
+        if isinstance(d.get("withheld"), list) else []
+    names = ", ".join(f"{g.get('name')} (for {', '.join(map(str, g.get('hosts') or []))})" for g in given)
+    lines = "\n".join(f"{w.get('name')} left out: {w.get('reason')}" for w in withheld)
+    return _said("secrets", "secrets of the ", Value(d.get("role")), " sandboxes: ",
+                 Value(names) if names else "none given", *((Value(lines, block=True),) if lines else ()),
+                 tone="warn" if lines else "quiet")
+
+
 def _refused_line(refusal: Mapping[str, Any]) -> str:
     return (f"refused {time.strftime('%H:%M:%S', time.gmtime(_number(refusal.get('time'))))} "
             f"{refusal.get('host')}:{refusal.get('port')}: {refusal.get('reason')}")
@@ -190,6 +202,7 @@ SENTENCES: Mapping[str, Say] = {
                                     ")", tone="step"),
     "setup_tree": _setup_tree,
     "egress": _egress,
+    "secrets": _secrets,
     "setup_finished": _setup_finished,
     "check_skipped": lambda d: _said("check", "not run again: ", Value(d.get("what")), " (", Value(d.get("reason")),
                                      ")", tone="quiet"),

@@ -24,14 +24,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from errand.sandbox.secret import Secret
+from errand.sandbox.secret import CA_BUNDLE_PATH, CA_PATH, SYSTEM_BUNDLES, Secret
 
 __all__ = ["CA_BUNDLE_PATH", "CA_PATH", "SYSTEM_BUNDLES", "Interceptor", "upstream_context"]
 
-CA_PATH = "/etc/errand/egress-ca.pem"  # the sandbox's CA alone
-CA_BUNDLE_PATH = "/etc/errand/ca-bundle.pem"  # the image's trust store plus the sandbox's CA
-# Where images keep their trust store; the sandbox's CA is appended to the first that exists.
-SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
 
 _LIFETIME = datetime.timedelta(days=30)
 _BASIC = re.compile(rb"(?im)^((?:proxy-)?authorization:[ \t]*basic[ \t]+)([A-Za-z0-9+/=]+)")

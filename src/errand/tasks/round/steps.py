@@ -33,11 +33,12 @@ from errand.repo.git import run_git
 from errand.sandbox import AsyncSandbox, Image, Mount
 from errand.sandbox.cache import find_image, find_layer, keep_image, keep_layer
 from errand.sandbox.registries import RegistryAccess, host_registries
+from errand.sandbox.secret import CA_BUNDLE_PATH, CA_PATH, SYSTEM_BUNDLES
 from errand.tasks.errors import SetupFailed
 from errand.tasks.evidence import Evidence, TestRun, assess, failed_checks, is_test_file
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run, RunResult, RunState, Task
-from errand.tasks.round import reuse
+from errand.tasks.round import reuse, task_secrets
 from errand.tasks.round.egress_log import end_sandbox, refusals_note
 from errand.tasks.round.environment import Environment, cache_key, keyed_on
 from errand.tasks.store.tasks import TaskStore
@@ -201,6 +202,10 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
     gets a refresh over it (:func:`errand.tasks.round.reuse.refresh`: an editable reinstall
     without dependencies, the project's build), itself cached for that commit's tree.
     """
+    for role, network in (("setup", environment.setup_egress), ("agent", environment.network)):
+        decision = task_secrets.decide(network)
+        if decision.given or decision.withheld:
+            await journal("secrets", decision.describe(role))
     registries = host_registries(_SETUP_REGISTRY_SETTINGS)
     tree = await asyncio.to_thread(WorkingCopy.tree_id, base_tree)
     digest = cache_key(base_tree, environment, source=source or task.repo, tree=tree, registries=registries)
@@ -402,14 +407,19 @@ async def _run_setup(environment: Environment, image: Image, copy: WorkingCopy, 
 
     async def run(command: str) -> TestRun:
         await log(f"$ {command}\n")
-        return await _stream(sandbox, command, SETUP_TIMEOUT, log, env=dict(registries.env))
+        return await _stream(sandbox, command, SETUP_TIMEOUT, log, env=env)
 
+    given = task_secrets.decide(environment.setup_egress).given
+    env = dict(registries.env)
+    if given:  # pip's and npm's cert settings name the trust store: the one that holds the sandbox's CA too
+        env.update({name: CA_BUNDLE_PATH for name, value in env.items() if value in SYSTEM_BUNDLES})
     mounts = [Mount.bind(copy.path, WORKSPACE, read_only=False), *_object_mounts(copy),
               *(Mount.bind(path, path) for path in registries.paths)]
     sandbox = await AsyncSandbox.create(
         image, mounts=mounts,
         network=environment.setup_egress, resources=environment.resources, timeout=None, workdir=WORKSPACE,
-        env={"CI": "1"}, isolation=isolation, labels=labels)
+        env={"CI": "1"}, isolation=isolation, labels=labels,
+        secrets=given)
     try:
         for command in commands.setup:
             result = await run(command)
@@ -431,9 +441,27 @@ async def _run_setup(environment: Environment, image: Image, copy: WorkingCopy, 
                 await log(f"(the refresh `{command}` {_ended(result)}: the environment is used as it is)\n")
                 break
         done = _Done(primed, refreshed, failed, _cpu_seconds(sandbox))  # before the snapshot touches the sandbox
+        await _without_egress_ca(sandbox)
         return await sandbox.snapshot(), done
     finally:
         await end_sandbox(sandbox, journal, "setup")
+
+
+async def _without_egress_ca(sandbox: AsyncSandbox) -> None:
+    """Take the setup sandbox's egress CA (made for its declared secrets) out of what its
+    snapshot keeps: the environment's image is the same with secrets or without, and each
+    later sandbox trusts its own CA alone."""
+    if not await sandbox.files.exists(CA_PATH):
+        return
+    ca = await sandbox.files.read(CA_PATH)
+    for path in SYSTEM_BUNDLES:
+        if await sandbox.files.exists(path):
+            store = await sandbox.files.read(path)
+            if store.endswith(ca):
+                await sandbox.files.write(path, store[:-len(ca)])
+            break
+    for path in (CA_PATH, CA_BUNDLE_PATH):
+        await sandbox.files.remove(path)
 
 
 def _cpu_seconds(sandbox: AsyncSandbox) -> float | None:
@@ -451,13 +479,15 @@ async def start_sandbox(environment: Environment, setup: SetUp, copy: WorkingCop
                         labels: Mapping[str, str] | None = None, image: Image | None = None,
                         gateway: str | None = None) -> AsyncSandbox:
     """A run's sandbox: the set-up image with the checkout bound writable at /workspace,
-    labelled (``task``, ``run``, ``role``) so listings say whose it is. An agent CLI's
-    sandbox passes its ``image`` (the set-up one with the CLI on top) and the host's model
-    ``gateway`` it reaches at ``errand.sandbox.GATEWAY_URL``."""
+    labelled (``task``, ``run``, ``role``) so listings say whose it is, with the operator's
+    declared secrets its network allows (:mod:`errand.tasks.round.task_secrets`). An agent
+    CLI's sandbox passes its ``image`` (the set-up one with the CLI on top) and the host's
+    model ``gateway`` it reaches at ``errand.sandbox.GATEWAY_URL``."""
     return await AsyncSandbox.create(
         image or setup.image, mounts=[Mount.bind(copy.path, WORKSPACE, read_only=False), *_object_mounts(copy)],
         network=environment.network, resources=environment.resources, timeout=None, workdir=WORKSPACE,
-        env={"CI": "1"}, isolation=setup.isolation, labels=labels, gateway=gateway)
+        env={"CI": "1"}, isolation=setup.isolation, labels=labels, gateway=gateway,
+        secrets=task_secrets.decide(environment.network).given)
 
 
 # ------------------------------------------------------------------ checks
