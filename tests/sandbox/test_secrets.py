@@ -84,13 +84,42 @@ def test_the_swap_is_for_the_declared_host_and_port_only() -> None:
     head = (f"GET /?t={gh} HTTP/1.1\r\nHost: api.example.org\r\nAuthorization: Bearer {gh}\r\n"
             f"X-Other: {npm}\r\nauthorization: basic {basic}\r\n\r\n").encode()
     swapped = interceptor.swap(head, "api.example.org", 443).decode()
-    assert swapped.count("ghp_real") == 2 and gh not in swapped
+    assert swapped.count("ghp_real") == 1 and "Authorization: Bearer ghp_real\r\n" in swapped
+    assert f"GET /?t={gh} HTTP/1.1" in swapped  # the request line keeps the placeholder
     assert f"X-Other: {npm}" in swapped  # another secret's placeholder, for another host
     assert base64.b64decode(swapped.split("basic ")[1].split("\r\n")[0]) == b"x-access-token:ghp_real"
     assert interceptor.swap(head, "api.example.org", 8443) == head
     assert interceptor.swap(head, "evil.example.org", 443) == head
-    assert "npm_real" in interceptor.swap(head, "registry.example.net", 8443).decode()
+    assert "npm_real" not in interceptor.swap(head, "registry.example.net", 8443).decode()  # X-Other
+    npm_head = f"GET / HTTP/1.1\r\nAuthorization: Bearer {npm}\r\n\r\n".encode()
+    assert b"Bearer npm_real\r\n" in interceptor.swap(npm_head, "registry.example.net", 8443)
     assert interceptor.covers("API.example.org.", 443) and not interceptor.covers("example.net", 8443)
+
+
+def test_the_value_goes_into_its_header_alone_so_nothing_a_server_echoes_holds_it() -> None:
+    """A red team's find: swapped everywhere in the head, the value came back to the sandbox in a
+    404 page quoting the path, a trailing-slash redirect's Location, CORS's Allow-Origin and an
+    echoed request id. Only the credential header carries it now."""
+    interceptor = Interceptor((Secret("API_TOKEN", "real-value", hosts=["api.example.org"]),
+                               Secret("LAB", "glpat-real", hosts=["api.example.org"], header="PRIVATE-TOKEN")))
+    token, lab = interceptor.placeholders["API_TOKEN"], interceptor.placeholders["LAB"]
+    head = (f"GET /notfound/{token}?token={token} HTTP/1.1\r\nHost: api.example.org\r\n"
+            f"Origin: https://{token}\r\nX-Request-Id: {token}\r\nAccess-Control-Request-Headers: x-{token}\r\n"
+            f"X-{token}: 1\r\nAuthorization: Bearer {token}\r\nPrivate-Token: {lab}\r\n"
+            f"X-Authorization: {token}\r\n\r\n").encode()
+    swapped = interceptor.swap(head, "api.example.org", 443).decode()
+    assert swapped.count("real-value") == 1 and "Authorization: Bearer real-value\r\n" in swapped
+    assert "Private-Token: glpat-real\r\n" in swapped and swapped.count("glpat-real") == 1
+    assert swapped.count(token) == head.decode().count(token) - 1
+    again = Interceptor.from_state(interceptor.to_state())  # a detached sandbox's supervisor
+    assert again.swap(head, "api.example.org", 443) == interceptor.swap(head, "api.example.org", 443)
+
+
+@pytest.mark.parametrize("header", ["", "Bad Header", "X:Y", "A\r\nB", 7])
+def test_a_secrets_header_must_be_a_header_name(header: object) -> None:
+    with pytest.raises(ConfigError) as raised:
+        Secret("T", "v", hosts=["api.example.org"], header=header)  # type: ignore[arg-type]
+    assert raised.value.code == "invalid_secret"
 
 
 def test_each_sandbox_has_its_own_ca_and_its_leaves_are_signed_by_it() -> None:

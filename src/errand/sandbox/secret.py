@@ -4,9 +4,12 @@
 ``GH_TOKEN=<a random placeholder>``. The egress proxy, for HTTPS to a declared
 host only, terminates TLS with a certificate signed by a CA made for that one
 sandbox (trusted inside; its key never leaves the host), reads each request,
-replaces the placeholder with the value in its head, and re-originates TLS to
-the real host with verification. Anywhere else the placeholder is only a
-placeholder.
+replaces the placeholder with the value in one header of its head (``Authorization``
+unless the secret names another; Basic credentials decoded), and re-originates TLS
+to the real host with verification. Nowhere else in the request, and nowhere else
+at all, is the placeholder more than a placeholder: not in the request line, nor in
+other headers a server may echo back (a 404 page quoting the path, a redirect's
+``Location``, CORS and request-id headers).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ CA_BUNDLE_PATH = "/etc/errand/ca-bundle.pem"  # the image's trust store plus the
 SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HEADER = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")  # an HTTP field name (a token)
 _DEFAULT_PORT = 443
 
 
@@ -37,6 +41,7 @@ class Secret:
     name: str
     value: str = field(repr=False)  # never in a repr, a log or an error message
     hosts: tuple[str, ...] = ()
+    header: str = "Authorization"  # the one request header it is swapped into
     _rules: tuple[HostPattern, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -47,6 +52,9 @@ class Secret:
                 or not self.value.isascii():
             # Printable ASCII: it goes into request heads, where CR/LF would inject headers.
             raise ConfigError(f"secret {self.name}'s value must be non-empty printable ASCII",
+                              code="invalid_secret")
+        if not isinstance(self.header, str) or not _HEADER.match(self.header):
+            raise ConfigError(f"secret {self.name}'s header must be a header name, not {self.header!r}",
                               code="invalid_secret")
         hosts = (self.hosts,) if isinstance(self.hosts, str) else tuple(self.hosts)
         if not hosts:

@@ -30,7 +30,7 @@ __all__ = ["CA_BUNDLE_PATH", "CA_PATH", "SYSTEM_BUNDLES", "Interceptor", "upstre
 
 
 _LIFETIME = datetime.timedelta(days=30)
-_BASIC = re.compile(rb"(?im)^((?:proxy-)?authorization:[ \t]*basic[ \t]+)([A-Za-z0-9+/=]+)")
+_BASIC = re.compile(rb"(?i)(basic[ \t]+)([A-Za-z0-9+/=]+)([ \t]*)")  # a header's Basic credentials
 
 
 class Interceptor:
@@ -70,14 +70,15 @@ class Interceptor:
     def to_state(self) -> dict[str, Any]:
         """All of it, values and the CA's key included, for :meth:`from_state` in the supervisor
         that serves a detached sandbox's proxy (handed over a pipe: never argv, never a file)."""
-        return {"secrets": [[s.name, s.value, list(s.hosts)] for s in self.secrets],
+        return {"secrets": [[s.name, s.value, list(s.hosts), s.header] for s in self.secrets],
                 "placeholders": self.placeholders, "ca": self.ca_pem.decode(),
                 "key": self._key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                                serialization.NoEncryption()).decode()}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Interceptor:
-        declared = tuple(Secret(name, value, hosts=tuple(hosts)) for name, value, hosts in state["secrets"])
+        declared = tuple(Secret(name, value, hosts=tuple(hosts), header=header)
+                         for name, value, hosts, header in state["secrets"])
         return cls(declared, _state=state)
 
     def env(self) -> dict[str, str]:
@@ -113,22 +114,30 @@ class Interceptor:
 
     def swap(self, head: bytes, host: str, port: int) -> bytes:
         """``head`` with the placeholder of each secret declared for ``host:port`` replaced by its
-        value, also inside Basic credentials (base64 of ``user:password``)."""
+        value in that secret's header alone (inside Basic credentials too: base64 of
+        ``user:password``). The request line and every other header keep the placeholder, so
+        a server that echoes them (a 404 quoting the path, a redirect, CORS, a request id)
+        hands the sandbox nothing."""
         for secret in self.secrets:
             if not secret.covers(host, port):
                 continue
             placeholder, value = self.placeholders[secret.name].encode(), secret.value.encode()
 
-            def decoded(match: re.Match[bytes], placeholder: bytes = placeholder, value: bytes = value) -> bytes:
-                try:
-                    credentials = base64.b64decode(match.group(2), validate=True)
-                except ValueError:
-                    return match.group(0)
-                if placeholder not in credentials:
-                    return match.group(0)
-                return match.group(1) + base64.b64encode(credentials.replace(placeholder, value))
+            def swapped(match: re.Match[bytes], placeholder: bytes = placeholder, value: bytes = value) -> bytes:
+                field = match.group(2)
+                basic = _BASIC.fullmatch(field)
+                if basic is not None:
+                    try:
+                        credentials = base64.b64decode(basic.group(2), validate=True)
+                    except ValueError:
+                        credentials = b""
+                    if placeholder in credentials:
+                        return match.group(1) + basic.group(1) + base64.b64encode(
+                            credentials.replace(placeholder, value)) + basic.group(3)
+                return match.group(1) + field.replace(placeholder, value)
 
-            head = _BASIC.sub(decoded, head.replace(placeholder, value))
+            line = re.compile(rb"(?im)^(" + re.escape(secret.header.encode()) + rb":[ \t]*)([^\r\n]*)")
+            head = line.sub(swapped, head)
         return head
 
     def _leaf(self, host: str) -> bytes:
