@@ -140,8 +140,15 @@ async def test_setups_snapshot_keeps_none_of_its_sandboxs_egress_ca() -> None:
     after = await AsyncSandbox.create(image, timeout=300)
     try:
         kept = (await after.run("sh", "-c", count)).stdout
+        env = (await after.run("env")).stdout
     finally:
         await after.terminate()
     host = Path(store).read_text().count("BEGIN CERTIFICATE")
     assert before.splitlines()[0] == str(host + 1) and "egress-ca.pem" in before
     assert kept.splitlines()[0] == str(host) and "egress-ca.pem" not in kept, kept
+    # ... nor the variables that named that CA's files and held the placeholder (a red team's find:
+    # the image kept SSL_CERT_FILE=/etc/errand/ca-bundle.pem, gone, and curl in a later sandbox
+    # without the secret failed: "error setting certificate file").
+    for name in ("API_TOKEN", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
+                 "NODE_EXTRA_CA_CERTS"):
+        assert f"{name}=" not in env, env

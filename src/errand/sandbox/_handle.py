@@ -47,6 +47,7 @@ from errand.sandbox.config import check_env, sandbox_path
 from errand.sandbox.files import AsyncFiles
 from errand.sandbox.network import Network
 from errand.sandbox.process import MAX_OUTPUT, AsyncProcess, ExecResult
+from errand.sandbox.secret import made_for_secrets
 
 __all__ = ["SandboxHandle", "SandboxInfo", "commit_writes", "new_sandbox_id", "start"]
 
@@ -289,8 +290,9 @@ class SandboxHandle:
             if not self._paused:
                 with contextlib.suppress(SandboxError):  # a sandbox gone meanwhile has nothing to thaw
                     await asyncio.to_thread(_thaw, self._record)
+        env = tuple((name, value) for name, value in self._record.env.items() if not made_for_secrets(value))
         config = replace(image, key=layer, layers=image.layers + tuple(copies) + (layer,),
-                         workdir=self._record.workdir, env=image.env + tuple(self._record.env.items()))
+                         workdir=self._record.workdir, env=image.env + env)
         store.save_image(config)
         return config
 

@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from errand.errors import ConfigError
 from errand.sandbox.network import HostPattern, Network, decide_name
 
-__all__ = ["CA_BUNDLE_PATH", "CA_PATH", "SYSTEM_BUNDLES", "Secret", "check_secrets"]
+__all__ = ["CA_BUNDLE_PATH", "CA_PATH", "PLACEHOLDER_PREFIX", "SYSTEM_BUNDLES", "Secret", "check_secrets",
+           "made_for_secrets"]
 
+PLACEHOLDER_PREFIX = "errand-placeholder-"  # then random hex, unique to the sandbox
 CA_PATH = "/etc/errand/egress-ca.pem"  # the sandbox's CA alone
 CA_BUNDLE_PATH = "/etc/errand/ca-bundle.pem"  # the image's trust store plus the sandbox's CA
 # Where images keep their trust store; the sandbox's CA is appended to the first that exists.
@@ -95,3 +97,9 @@ def check_secrets(secrets: Iterable[Secret] | None, network: Network,
                 raise ConfigError(f"secret {secret.name} is declared for {rule.pattern}:{port}, which the network "
                                   "policy does not allow", code="invalid_secret")
     return checked
+
+
+def made_for_secrets(value: str) -> bool:
+    """Whether an environment value is one a sandbox got for its secrets alone (a placeholder, or
+    a path of its CA's files): a snapshot keeps none, since the next sandbox has its own."""
+    return value.startswith(PLACEHOLDER_PREFIX) or value in (CA_PATH, CA_BUNDLE_PATH)

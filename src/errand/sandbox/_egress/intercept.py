@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from errand.sandbox.secret import CA_BUNDLE_PATH, CA_PATH, SYSTEM_BUNDLES, Secret
+from errand.sandbox.secret import CA_BUNDLE_PATH, CA_PATH, PLACEHOLDER_PREFIX, SYSTEM_BUNDLES, Secret
 
 __all__ = ["CA_BUNDLE_PATH", "CA_PATH", "SYSTEM_BUNDLES", "Interceptor", "upstream_context"]
 
@@ -49,7 +49,7 @@ class Interceptor:
             self._leaves: dict[str, bytes] = {}
             return
         # Random, so a sandbox learns nothing from one, and unique to this sandbox.
-        self.placeholders = {secret.name: f"errand-placeholder-{secrets.token_hex(20)}" for secret in declared}
+        self.placeholders = {secret.name: f"{PLACEHOLDER_PREFIX}{secrets.token_hex(20)}" for secret in declared}
         self._key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         self._name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
