@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import socket
 import ssl
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -113,6 +115,38 @@ def test_the_value_goes_into_its_header_alone_so_nothing_a_server_echoes_holds_i
     assert swapped.count(token) == head.decode().count(token) - 1
     again = Interceptor.from_state(interceptor.to_state())  # a detached sandbox's supervisor
     assert again.swap(head, "api.example.org", 443) == interceptor.swap(head, "api.example.org", 443)
+
+
+async def test_a_refusal_quoting_what_a_declared_host_sent_names_the_secret_instead_of_its_value(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A red team's find: a declared host that echoed the value into a malformed chunked trailer
+    got 40 characters of it quoted in the refusal, which the egress log and the task's events keep."""
+    from errand.sandbox._egress import proxy as proxies
+
+    answered: list[str] = []
+
+    async def reply(_writer: object, _status: int, reason: str) -> None:
+        answered.append(reason)
+
+    monkeypatch.setattr(proxies, "_reply", reply)
+    interceptor = Interceptor((Secret("API_TOKEN", "real-value-123", hosts=["api.example.org"]),))
+    proxy = proxies.EgressProxy()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "proxy.sock"))
+    log = tmp_path / "egress.log"
+    await proxy.serve("sb", listener, Network.allow("api.example.org"), log, interceptor)
+    ours, theirs = socket.socketpair()
+    try:
+        _reader, writer = await asyncio.open_connection(sock=theirs)
+        refusal = proxies.Refused("malformed header line 'real-value-123 junk'", 502)
+        await proxy._refuse("sb", proxies._Connection(writer.transport), writer, refusal)
+        writer.close()
+    finally:
+        ours.close()
+        await proxy.stop("sb")
+    assert answered == ["malformed header line '<API_TOKEN> junk'"]
+    logged = log.read_text()
+    assert "real-value-123" not in logged and "<API_TOKEN>" in logged
 
 
 @pytest.mark.parametrize("header", ["", "Bad Header", "X:Y", "A\r\nB", 7])

@@ -140,6 +140,14 @@ class Interceptor:
             head = line.sub(swapped, head)
         return head
 
+    def redact(self, text: str) -> str:
+        """``text`` with each secret's value named instead (``<GH_TOKEN>``): what the proxy logs
+        and answers may quote what a declared host sent, and a host that echoes the value back
+        must not put it into the egress log, the task's events or a reply to the sandbox."""
+        for secret in self.secrets:
+            text = text.replace(secret.value, f"<{secret.name}>")
+        return text
+
     def _leaf(self, host: str) -> bytes:
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)

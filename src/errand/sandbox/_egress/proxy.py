@@ -310,10 +310,12 @@ class EgressProxy:
         with it while no response has begun."""
         if connection.ended_by_policy:
             return  # what follows its abort is no news: the policy change was logged
+        interceptor = self._interceptors.get(sandbox_id)
+        reason = refusal.reason if interceptor is None else interceptor.redact(refusal.reason)
         self._record(sandbox_id, EgressEvent(time.time(), connection.host, connection.port, "denied",
-                                             refusal.reason, address=connection.address))
+                                             reason, address=connection.address))
         if not connection.answered:
-            await _reply(writer, refusal.status, refusal.reason)
+            await _reply(writer, refusal.status, reason)
 
     def _check_name(self, sandbox_id: str, connection: _Connection) -> Network:
         policy = self._policies.get(sandbox_id)
