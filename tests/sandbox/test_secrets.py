@@ -149,6 +149,15 @@ async def test_a_refusal_quoting_what_a_declared_host_sent_names_the_secret_inst
     assert "real-value-123" not in logged and "<API_TOKEN>" in logged
 
 
+async def test_a_secrets_value_in_the_environment_under_another_name_is_refused() -> None:
+    """A red team's find: only a clashing name was refused, so the value could sit in the sandbox
+    in clear under another name while its placeholder looked protected."""
+    with pytest.raises(ConfigError) as raised:
+        await AsyncSandbox.create(network=Network.allow("api.example.org"), env={"OTHER": "x-real-value-y"},
+                                  secrets=[Secret("API_TOKEN", "real-value", hosts=["api.example.org"])])
+    assert raised.value.code == "invalid_secret" and "real-value" not in str(raised.value)
+
+
 @pytest.mark.parametrize("header", ["", "Bad Header", "X:Y", "A\r\nB", 7])
 def test_a_secrets_header_must_be_a_header_name(header: object) -> None:
     with pytest.raises(ConfigError) as raised:

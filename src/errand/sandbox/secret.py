@@ -74,7 +74,7 @@ class Secret:
 def check_secrets(secrets: Iterable[Secret] | None, network: Network,
                   env: Sequence[tuple[str, str]] = ()) -> tuple[Secret, ...]:
     """``secrets`` checked against the sandbox's policy (each host must be reachable over TLS) and
-    its environment (a secret's name must not also be set there)."""
+    its environment (neither a secret's name nor its value may also be there)."""
     if secrets is None:
         return ()
     if isinstance(secrets, Secret):
@@ -88,6 +88,10 @@ def check_secrets(secrets: Iterable[Secret] | None, network: Network,
     clash = set(names) & {name for name, _ in env}
     if clash:
         raise ConfigError(f"{', '.join(sorted(clash))} is both a secret and an environment variable",
+                          code="invalid_secret")
+    exposed = sorted({secret.name for secret in checked for _, value in env if secret.value in value})
+    if exposed:  # the placeholder would guard nothing: the value is in the sandbox under another name
+        raise ConfigError(f"the value of secret {', '.join(exposed)} is also in the sandbox's environment",
                           code="invalid_secret")
     for secret in checked:
         for rule in secret._rules:
