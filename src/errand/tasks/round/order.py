@@ -223,15 +223,14 @@ class Bench:
 # ------------------------------------------------------------------ begin, prepare
 
 
-async def begin(bench: Bench, task: Task) -> Begun:
-    """Record the round's runs (one per attempt) for this worker. The task's model is checked
-    first, in this worker's environment: a task it cannot serve fails whole, with no run."""
+async def begin(bench: Bench, task: Task, *, claim: int | None = None) -> Begun:
+    """Record the round's runs (one per attempt) for this worker, while the task is ``preparing``
+    (under ``claim``, the one the round's start was issued for): else :class:`StaleStart`, and
+    nothing is recorded. The task's model is checked first, in this worker's environment: a task
+    it cannot serve fails whole, with no run."""
     endpoint, said = model_of(task, bench.default_model)
-    number = await asyncio.to_thread(bench.store.next_round, task.id)
-    run_ids = []
-    for _ in range(task.attempts):
-        run = await asyncio.to_thread(bench.store.start_run, task.id, bench.worker, round=number)
-        run_ids.append(run.id)
+    runs = await asyncio.to_thread(bench.store.begin_round, task.id, bench.worker, task.attempts, claim=claim)
+    number, run_ids = runs[0].round, [run.id for run in runs]
     await bench.event(task.id, None, "round_started", {"round": number, "runs": run_ids, "worker": bench.worker,
                                                        "agent": task.agent or DEFAULT_KIND})
     await bench.event(task.id, None, "model_endpoint", said)
