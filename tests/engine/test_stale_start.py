@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -22,11 +23,12 @@ from errand.tasks.engines.temporal import TemporalSettings
 from errand.tasks.engines.temporal.conductor import Conductor
 from errand.tasks.engines.temporal.outbox import Outbox
 from errand.tasks.engines.temporal.worker import TemporalWorker
-from errand.tasks.engines.temporal.workflow import CONCLUDED, START_STALE, AttemptInput, SettleInput
+from errand.tasks.engines.temporal.workflow import CONCLUDED, RUN_LOST, START_STALE, AttemptInput, SettleInput
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState, Task
 from errand.tasks.round import steps
 from errand.tasks.service import TaskService
+from errand.tasks.store import claims
 from errand.tasks.store.tasks import TaskStore
 
 from .cli import script
@@ -65,7 +67,6 @@ async def _refused(worker: TemporalWorker, task: Task, *claim: int) -> Applicati
     return refused.value
 
 
-@pytest.mark.slow
 async def test_a_start_woken_after_its_round_was_given_up_begins_nothing_while_the_task_runs_on(
         tmp_path: Path, repo: Path, store: TaskStore) -> None:
     """The red team's case: the stalled worker's start is given up, the task is claimed again and
@@ -160,8 +161,50 @@ async def test_a_round_given_up_while_its_late_start_begins_has_the_runs_it_bega
                                      model=script(tmp_path / "script.json", FIX_SCRIPT))
     claimed = Outbox(store).claim(SERVE)
     assert claimed is not None
-    [run] = store.begin_round(task.id, "a-stalled-worker", 1, claim=claimed[1].id)
+    [run] = claims.begin_round(store, task.id, "a-stalled-worker", 1, claim=claimed[1].id)
     await ActivityEnvironment().run(Conductor(store, SETTINGS).settle,
                                     SettleInput(task.id, (), "interrupted", GIVEN_UP))
     assert store.get_run(run.id).state is RunState.INTERRUPTED
     assert store.get_task(task.id).state is S.QUEUED
+
+
+async def test_a_late_start_whose_round_is_given_up_while_it_prepares_moves_nothing_and_ends_what_it_made(
+        tmp_path: Path, repo: Path, store: TaskStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start woke just before it was given up, and began its round; the workflow then gave it up
+    (its runs interrupted, the task queued) and the dispatcher claimed the task again, all while the
+    late start prepared. Its move to ``running`` took the task from under the next round's start
+    (which then found it not ``preparing``): now it moves nothing, and ends its sandbox and copy."""
+    task = TaskService(store).submit("Make test_calc.py pass", repo=repo,
+                                     model=script(tmp_path / "script.json", FIX_SCRIPT))
+    outbox = Outbox(store)
+    claimed = outbox.claim(SERVE)
+    assert claimed is not None
+    claimed_again: list[int] = []
+    start_sandbox = steps.start_sandbox
+
+    async def given_up_meanwhile(*args: Any, **kwargs: Any) -> AsyncSandbox:
+        sandbox = await start_sandbox(*args, **kwargs)
+        if (kwargs.get("labels") or {}).get("role") != "agent":  # the baseline's sandbox
+            return sandbox
+        await ActivityEnvironment().run(Conductor(store, SETTINGS).settle,
+                                        SettleInput(task.id, (), "interrupted", GIVEN_UP))
+        again = outbox.claim(SERVE)
+        assert again is not None
+        claimed_again.append(again[1].id)
+        return sandbox
+
+    monkeypatch.setattr(steps, "start_sandbox", given_up_meanwhile)
+    monkeypatch.setenv("ERRAND_CACHE_DIR", str(tmp_path / "cache"))  # its baseline runs (in a sandbox) meanwhile
+    late = _worker(store)
+    with pytest.raises(ApplicationError) as lost:
+        await ActivityEnvironment().run(late.start, task.id, claimed[1].id)
+    assert lost.value.type == RUN_LOST, repr(lost.value)
+    [run] = store.runs(task.id)
+    assert run.state is RunState.INTERRUPTED
+    assert store.get_task(task.id).state is S.PREPARING  # still the next start's to begin
+    left = [info.labels for info in await AsyncSandbox.list() if info.labels.get("task") == task.id]
+    assert left == [] and not steps.work_dir_of(run.id).exists() and late.held() == set()
+    monkeypatch.setattr(steps, "start_sandbox", start_sandbox)
+    prepared = await ActivityEnvironment().run(late.start, task.id, claimed_again[0])
+    assert prepared.round == 2 and store.get_task(task.id).state is S.RUNNING
+    await ActivityEnvironment().run(late.close, prepared.key, list(prepared.run_ids))

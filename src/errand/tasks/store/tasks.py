@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from errand.database import SqlStore, open_engine
 from errand.models.endpoint import ModelEndpoint
 from errand.repo.accept import branch_name
-from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StaleStart, StateConflict, TaskNotFound
+from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict, TaskNotFound
 from errand.tasks.lifecycle import ACTIVE, TaskState, transition
 from errand.tasks.records import Event, Recovery, Review, Run, RunState, Task, Verdict
 from errand.tasks.store.changes import notify
@@ -170,44 +170,6 @@ class TaskStore(SqlStore):
             }
             connection.execute(runs.insert().values(row))
         return _run(row)
-
-    def begin_round(self, task_id: str, worker: str, attempts: int, *, claim: int | None = None) -> list[Run]:
-        """Record the runs of the task's next round for ``worker`` (``attempts`` side by side), all or
-        none: only while the task is ``preparing`` and, with ``claim``, still under that claim (the
-        dispatcher's). Else :class:`StaleStart`, and nothing is recorded: a round's start that a
-        stalled worker held runs on waking, after its round was given up and its task moved on
-        (claimed again, finished elsewhere, cancelled)."""
-        now = time.time()
-        with self._write() as connection:
-            task = task_row(connection, task_id, lock=True)
-            if task["state"] != TaskState.PREPARING.value or (claim is not None and task["claim"] != claim):
-                raise StaleStart(
-                    f"task {task_id} is {task['state']}{_under(task['claim'])}, not preparing{_under(claim)} as "
-                    "when this round's start was issued: the round was given up and the task moved on",
-                    task_id=task_id, state=task["state"], claim=task["claim"])
-            last_attempt, last_round = connection.execute(
-                sa.select(sa.func.max(runs.c.attempt), sa.func.max(runs.c.round)).where(runs.c.task_id == task_id)
-            ).one()
-            rows = [{"id": f"{task_id}-r{attempt}", "task_id": task_id, "attempt": attempt,
-                     "round": (last_round or 0) + 1, "state": RunState.RUNNING.value, "worker": worker,
-                     "started_at": now, "ended_at": None, "result": None}
-                    for attempt in range((last_attempt or 0) + 1, (last_attempt or 0) + 1 + attempts)]
-            connection.execute(runs.insert(), rows)
-        return [_run(row) for row in rows]
-
-    def requeue_unbegun(self, task_id: str, event: tuple[str, Any]) -> bool:
-        """Queue again a ``preparing`` task none of whose runs is running (its round was lost
-        before it began one), with ``event``; False, changing nothing, if it is not so. Checked
-        under the lock :meth:`begin_round` takes: a start that began runs meanwhile keeps them,
-        and the caller settles them instead."""
-        running = sa.select(runs.c.id).where(runs.c.task_id == task_id, runs.c.state == RunState.RUNNING.value)
-        with self._write() as connection:
-            if task_row(connection, task_id, lock=True)["state"] != TaskState.PREPARING.value \
-                    or connection.execute(running.limit(1)).first() is not None:
-                return False
-            move_state(connection, task_id, TaskState.PREPARING, TaskState.QUEUED)
-            insert_event(connection, task_id, None, *event)
-            return True
 
     def next_round(self, task_id: str) -> int:
         """The number the task's next round takes (1 for a task never run)."""
@@ -559,10 +521,6 @@ def task_row(connection: sa.Connection, task_id: str, *, lock: bool = False) -> 
     if row is None:
         raise TaskNotFound(f"no task has id {task_id!r}; `errand ls` lists them", task_id=task_id)
     return row
-
-
-def _under(claim: int | None) -> str:
-    return f" under claim {claim}" if claim is not None else ""
 
 
 def _run_row(connection: sa.Connection, run_id: str) -> Mapping[Any, Any]:

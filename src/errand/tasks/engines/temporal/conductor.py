@@ -34,6 +34,7 @@ from errand.tasks.engines.temporal.workflow import SettleInput, TaskWorkflow
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.round import order as rounds
+from errand.tasks.store import claims
 from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["WORKFLOW_RUNNER", "Conductor"]
@@ -143,7 +144,7 @@ class Conductor:
                                   "rule": "a round lost before it began a run is queued again"})
         while True:
             running = self._running_runs(settled.task_id)
-            if running or self.store.requeue_unbegun(settled.task_id, requeued):
+            if running or claims.requeue_unbegun(self.store, settled.task_id, requeued):
                 return running
             if self.store.get_task(settled.task_id).state is not TaskState.PREPARING:
                 return ()  # moved on meanwhile (cancelled, say): nothing of the round to settle
