@@ -30,6 +30,7 @@ from errand.tasks.round import steps
 from errand.tasks.service import TaskService
 from errand.tasks.store import claims
 from errand.tasks.store.tasks import TaskStore
+from postgres import DATABASES, database_url
 
 from .cli import script
 from .harness import FIX_SCRIPT
@@ -41,9 +42,10 @@ SETTINGS = TemporalSettings("127.0.0.1:9", heartbeat=10.0)
 GIVEN_UP = "the worker running errand.start stopped answering (heartbeat)"
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[TaskStore]:
-    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as opened:
+@pytest.fixture(params=DATABASES)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
+    """The store on each database: the fence's checks lock the task's row on PostgreSQL."""
+    with TaskStore.open(database_url(request, tmp_path)) as opened:
         yield opened
         for info in await AsyncSandbox.list():
             if info.labels.get("task") in {task.id for task in opened.list_tasks(limit=100)}:
