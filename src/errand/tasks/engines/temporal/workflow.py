@@ -107,7 +107,8 @@ class SettleInput:
 
 
 class _RoundEnded(Exception):
-    """The round ended early (cancelled, failed by an activity, its worker lost); ``begun``, what
+    """The round ended early (cancelled, failed by an activity, its worker lost, its start found the
+    task moved on: ``stale``, nothing to settle); ``begun``, what
     the starting activity said it began, when the round ended while it started; ``silent``, which
     of its activity's timeouts ran out when its worker went silent (None: it did not)."""
 
