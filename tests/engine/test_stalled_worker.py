@@ -7,6 +7,7 @@ server takes the round up where it was."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import signal
 import socket
 import time
@@ -16,7 +17,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
@@ -189,6 +192,72 @@ def test_serve_sigkilled_mid_attempt_and_started_again_takes_the_round_up_where_
     assert "recovered" not in kinds and kinds.count("round_started") == 1, kinds
     wait_until(lambda: not worker.sandboxes(), "the round's sandbox to end")
     for machine in (worker, server):
+        machine.stop()
+    store.close()
+
+
+async def _polls_begin_queue(address: str, prefix: str, pid: int) -> bool:
+    """Whether the worker process ``pid`` has a poll of the begin queue open (the service's pollers)."""
+    client = await Client.connect(address)
+    described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+        namespace="default", task_queue=TaskQueue(name=f"{prefix}-begin"),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY))
+    return any(poller.identity.startswith(f"{pid}@") for poller in described.pollers)
+
+
+def _queue_of(machine: Machine, prefix: str) -> str:
+    """The worker queue of ``machine``'s home (as :meth:`TemporalSettings.worker_queue` names it)."""
+    host = socket.gethostname()
+    return f"{prefix}-worker-{host}-{hashlib.sha256(f'{host}:{machine.home.resolve()}'.encode()).hexdigest()[:10]}"
+
+
+def test_a_worker_stopped_with_room_begins_nothing_on_waking_from_the_start_it_held(
+        tmp_path: Path, repo: Path, postgres_url: str, team: Callable[..., Machine], temporal_server: TemporalServer,
+        temporal_queue: str) -> None:
+    """The red team's case, made certain: the stopped worker's poll of the begin queue is the only one
+    open when the task is submitted, so it takes the round's start and holds it. The workflow gives the
+    start up and the live worker runs the task to ``ready_for_review``; on waking, the stopped worker ran
+    the start it held, recorded a second round and failed the task ("… is ready_for_review, not
+    preparing; another writer changed it")."""
+    store = TaskStore.open(postgres_url)
+    server, stalled, live = (team(name, postgres_url) for name in ("server", "stalled", "live"))
+    server.start("serve", "--engine", "temporal", "--port", str(_free_port()))
+    stalled.start(*TEMPORAL_WORKER)
+    process = stalled.process
+    assert process is not None
+    wait_until(lambda: asyncio.run(_polls_begin_queue(temporal_server.address, temporal_queue, process.pid)),
+               "the worker's poll of the begin queue")
+    process.send_signal(signal.SIGSTOP)
+    try:
+        task = TaskService(store).submit("Make test_calc.py pass", repo=repo,
+                                         model=script(tmp_path / "script.json", FIX_SCRIPT))
+        live.start(*TEMPORAL_WORKER)
+        wait_until(lambda: store.get_task(task.id).state in (S.READY_FOR_REVIEW, S.FAILED), "the task to finish")
+        events = store.events(task.id, limit=100_000)
+        assert any(e.kind == "recovered" and "errand.start" in str(e.data.get("reason")) for e in events), \
+            f"the stopped worker held no start: {[(e.kind, e.data) for e in events][:8]}"
+    finally:
+        process.send_signal(signal.SIGCONT)
+    finished = store.last_event_id()
+    # On waking it runs the start it held, unless the service's cancel (the start's first heartbeat is
+    # answered "not found") reaches it first: either way it begins nothing. Which of the two comes first
+    # is a race here; before the fence, the start that came first began a round and failed the task.
+    refused = f"a start of task {task.id}'s round came too late, and begins nothing"
+
+    def start_ended() -> bool:
+        said = stalled.log.read_text()
+        return refused in said or "'activity_type': 'errand.start'" in said or len(store.runs(task.id)) > 1 \
+            or store.get_task(task.id).state is not S.READY_FOR_REVIEW
+
+    wait_until(start_ended, "the woken worker's start to end")
+    [run] = store.runs(task.id)
+    assert run.worker == _queue_of(live, temporal_queue) and run.state is RunState.SUCCEEDED
+    assert store.get_task(task.id).state is S.READY_FOR_REVIEW, store.events(task.id, finished)
+    assert store.events(task.id, finished) == []
+    assert not stalled.sandboxes() and not list((stalled.home / "work").glob("*"))
+    print("the woken worker's start", "was refused by the fence" if refused in stalled.log.read_text()
+          else "was cancelled by the service before it began")
+    for machine in (live, stalled, server):
         machine.stop()
     store.close()
 

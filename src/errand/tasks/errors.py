@@ -8,7 +8,8 @@
         ├── WrongState           the task's state does not allow the action (answer, accept, …)
         ├── NeedsConfirmation    the action is risky (a diff whose tests fail, say): confirm it to go on
         ├── RunNotFound          no run has that id
-        └── RunNotRunning        the run has already ended
+        ├── RunNotRunning        the run has already ended
+        └── StaleStart           a round's start came after its task moved on: it began nothing
     SetupFailed                  a setup command of the repository's errand.toml failed
     EngineBusy                   another worker already serves this errand home
     └── EnginesMixed             the store is served by the other engine (local or Temporal)
@@ -21,7 +22,7 @@ from __future__ import annotations
 from errand.errors import ErrandError
 
 __all__ = ["EngineBusy", "EnginesMixed", "IllegalTransition", "NeedsConfirmation", "RunNotFound", "RunNotRunning",
-           "SetupFailed", "StateConflict", "TaskError", "TaskNotFound", "WrongState"]
+           "SetupFailed", "StaleStart", "StateConflict", "TaskError", "TaskNotFound", "WrongState"]
 
 
 class TaskError(ErrandError):
@@ -92,6 +93,20 @@ class RunNotRunning(TaskError):
     """The run has already ended; it takes no more results."""
 
     code = "run_not_running"
+
+
+class StaleStart(TaskError):
+    """A round's start found its task no longer waiting for it: the task is ``state`` (not
+    ``preparing``), or ``preparing`` under another claim than the start's (``claim``). A worker
+    that stalled holding the start runs it on waking, after the round was given up and the task
+    moved on; it began nothing."""
+
+    code = "stale_start"
+
+    def __init__(self, message: str, *, task_id: str, state: str, claim: int | None) -> None:
+        super().__init__(message, task_id=task_id)
+        self.state = state
+        self.claim = claim
 
 
 class SetupFailed(ErrandError):

@@ -55,6 +55,7 @@ from errand.tasks.round.environment import Environment, project_guide
 from errand.tasks.round.memory_link import TaskMemory
 from errand.tasks.round.model_access import RunGrants
 from errand.tasks.round.prompt import task_prompt
+from errand.tasks.store import claims
 from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["Attempt", "Begun", "Bench", "Controls", "ModelFactory", "Prepared", "RoundResult", "all_ended", "attempt",
@@ -223,15 +224,14 @@ class Bench:
 # ------------------------------------------------------------------ begin, prepare
 
 
-async def begin(bench: Bench, task: Task) -> Begun:
-    """Record the round's runs (one per attempt) for this worker. The task's model is checked
-    first, in this worker's environment: a task it cannot serve fails whole, with no run."""
+async def begin(bench: Bench, task: Task, *, claim: int | None = None) -> Begun:
+    """Record the round's runs (one per attempt) for this worker, while the task is ``preparing``
+    (under ``claim``, the one the round's start was issued for): else :class:`StaleStart`, and
+    nothing is recorded. The task's model is checked first, in this worker's environment: a task
+    it cannot serve fails whole, with no run."""
     endpoint, said = model_of(task, bench.default_model)
-    number = await asyncio.to_thread(bench.store.next_round, task.id)
-    run_ids = []
-    for _ in range(task.attempts):
-        run = await asyncio.to_thread(bench.store.start_run, task.id, bench.worker, round=number)
-        run_ids.append(run.id)
+    runs = await asyncio.to_thread(claims.begin_round, bench.store, task.id, bench.worker, task.attempts, claim=claim)
+    number, run_ids = runs[0].round, [run.id for run in runs]
     await bench.event(task.id, None, "round_started", {"round": number, "runs": run_ids, "worker": bench.worker,
                                                        "agent": task.agent or DEFAULT_KIND})
     await bench.event(task.id, None, "model_endpoint", said)
@@ -267,7 +267,7 @@ async def prepare(bench: Bench, begun: Begun) -> Prepared:
                                     return_exceptions=True)
         if live.closed:
             raise next(error for error in kept if isinstance(error, BaseException))
-    await asyncio.to_thread(store.set_state, task.id, TaskState.RUNNING, expected=TaskState.PREPARING)
+    await asyncio.to_thread(claims.run_round, store, task.id, begun.run_ids)
     prompt = await asyncio.to_thread(task_prompt, store, task, begun.round, environment)
     guide = await asyncio.to_thread(project_guide, base_tree, environment)
     given = await link.given(guide.whole) if link is not None else ""
@@ -613,6 +613,7 @@ async def _close(bench: Bench, key: str, run_ids: Sequence[str]) -> None:
         live.closed = True
         if live.baseline is not None and not live.baseline.done():
             live.baseline.cancel()
+            await asyncio.wait([live.baseline])  # it ends its sandbox as it is cancelled: closed is closed
         for index in list(live.grants):
             with contextlib.suppress(ErrandError):
                 await _revoke(bench, live, index, run_ids[index])

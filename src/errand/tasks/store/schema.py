@@ -44,6 +44,10 @@ tasks = sa.Table(
     # The worker that claimed the task's current round; recovery requeues a task whose
     # claimer died before it started a run. None before 0005 and for tasks never claimed.
     sa.Column("claimed_by", sa.String(160), nullable=True),
+    # The claim of the task's current round (the Temporal engine's dispatch id, written as it claims
+    # the task): a round's start issued for another claim finds the task moved on, and begins nothing.
+    # None before 0011 and for tasks the local engine claims.
+    sa.Column("claim", sa.Integer, nullable=True),
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("updated_at", sa.Double, nullable=False),
     # Keyset pagination walks (created_at, id) downward, optionally within a state or repo.

@@ -514,8 +514,10 @@ def _interrupted_rounds(connection: sa.Connection, task_id: str, limit: int) -> 
     return count
 
 
-def task_row(connection: sa.Connection, task_id: str) -> Mapping[Any, Any]:
-    row = connection.execute(sa.select(tasks).where(tasks.c.id == task_id)).mappings().first()
+def task_row(connection: sa.Connection, task_id: str, *, lock: bool = False) -> Mapping[Any, Any]:
+    """The task's row; with ``lock``, locked until the transaction ends (PostgreSQL: SQLite's write lock is held)."""
+    query = sa.select(tasks).where(tasks.c.id == task_id)
+    row = connection.execute(query.with_for_update() if lock else query).mappings().first()
     if row is None:
         raise TaskNotFound(f"no task has id {task_id!r}; `errand ls` lists them", task_id=task_id)
     return row
@@ -538,7 +540,7 @@ def _new_task_id(connection: sa.Connection) -> str:
 
 def task_record(row: Mapping[Any, Any]) -> Task:
     endpoint = row["model_endpoint"]
-    fields = {key: value for key, value in row.items() if key != "claimed_by"}
+    fields = {key: value for key, value in row.items() if key not in ("claimed_by", "claim")}
     return Task(**{**fields, "state": TaskState(row["state"]),
                    "model_endpoint": ModelEndpoint.from_json(endpoint) if endpoint is not None else None})
 

@@ -31,10 +31,10 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from errand.tasks.engines.lease import TEMPORAL_PREFIX, lease_lives
 from errand.tasks.engines.temporal import TemporalSettings
 from errand.tasks.engines.temporal.workflow import SettleInput, TaskWorkflow
-from errand.tasks.errors import IllegalTransition, StateConflict
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.round import order as rounds
+from errand.tasks.store import claims
 from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["WORKFLOW_RUNNER", "Conductor"]
@@ -125,9 +125,7 @@ class Conductor:
         if settled.how == "cancelled":
             await asyncio.to_thread(rounds.cancel_runs, self.store, settled.task_id, settled.run_ids)
         elif settled.how == "interrupted":
-            run_ids = settled.run_ids or await asyncio.to_thread(self._running_runs, settled.task_id)
-            if not run_ids:  # lost before it began anything (a stalled worker took the start): again
-                await asyncio.to_thread(self._requeue_unbegun, settled.task_id, settled.reason)
+            run_ids = settled.run_ids or await asyncio.to_thread(self._unbegun_or_running, settled)
             for recovery in await asyncio.to_thread(self.store.interrupt_runs, run_ids):
                 await asyncio.to_thread(self.store.append_event, recovery.task_id, None, "recovered", {
                     "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
@@ -137,12 +135,19 @@ class Conductor:
             await asyncio.to_thread(rounds.fail, self.store, settled.task_id, settled.run_ids,
                                     RuntimeError(settled.reason))
 
-    def _requeue_unbegun(self, task_id: str, reason: str) -> None:
-        """Queue again a task whose round was lost before it began a run, for the next round."""
-        with contextlib.suppress(StateConflict, IllegalTransition):
-            self.store.set_state(task_id, TaskState.QUEUED, expected=TaskState.PREPARING, event=("recovered", {
-                "run_id": None, "previous": TaskState.PREPARING.value, "state": TaskState.QUEUED.value,
-                "reason": reason, "rule": "a round lost before it began a run is queued again"}))
+    def _unbegun_or_running(self, settled: SettleInput) -> tuple[str, ...]:
+        """Queue again a task whose round was lost before it began a run (a stalled worker took the
+        start); () then. If the lost start began runs meanwhile (its worker woke), those runs, to be
+        interrupted: requeued with them running, the task's next round raced the woken worker's."""
+        requeued = ("recovered", {"run_id": None, "previous": TaskState.PREPARING.value,
+                                  "state": TaskState.QUEUED.value, "reason": settled.reason,
+                                  "rule": "a round lost before it began a run is queued again"})
+        while True:
+            running = self._running_runs(settled.task_id)
+            if running or claims.requeue_unbegun(self.store, settled.task_id, requeued):
+                return running
+            if self.store.get_task(settled.task_id).state is not TaskState.PREPARING:
+                return ()  # moved on meanwhile (cancelled, say): nothing of the round to settle
 
     def _running_runs(self, task_id: str) -> tuple[str, ...]:
         """The task's runs still running: those of the round a lost ``start`` began (one round at a time)."""

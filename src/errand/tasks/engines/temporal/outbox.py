@@ -5,7 +5,8 @@ transaction; the row stays until the Temporal service has acknowledged the round
 long the service is away (a claim sent straight to Temporal during an outage was lost, and
 its task stayed ``preparing`` for good). A dispatch's id is the round's key: the workflow
 counts a round once however often its dispatch is sent (an acknowledgement lost on the way
-back sends it again).
+back sends it again), and the task's claim: the round's start carries it, and begins nothing
+if the task is no longer under it (see :meth:`~errand.tasks.store.tasks.TaskStore.begin_round`).
 """
 
 from __future__ import annotations
@@ -52,13 +53,18 @@ class Outbox:
             task_id = connection.execute(query).scalar()
             if task_id is None:
                 return None
-            move_state(connection, task_id, TaskState.QUEUED, TaskState.PREPARING, claimed_by=worker)
-            return task_record(task_row(connection, task_id)), _insert(connection, task_id)
+            dispatch = _insert(connection, task_id)
+            move_state(connection, task_id, TaskState.QUEUED, TaskState.PREPARING, claimed_by=worker,
+                       claim=dispatch.id)
+            return task_record(task_row(connection, task_id)), dispatch
 
     def add(self, task_id: str) -> Dispatch:
-        """Write a round's dispatch for a task claimed already (one whose round was lost)."""
+        """Write a round's dispatch for a task claimed already (one whose round was lost); the task
+        is under its claim from now on (a start issued for the lost round's begins nothing)."""
         with self.store._write() as connection:
-            return _insert(connection, task_id)
+            dispatch = _insert(connection, task_id)
+            connection.execute(tasks.update().where(tasks.c.id == task_id).values(claim=dispatch.id))
+            return dispatch
 
     def pending(self, limit: int = 1000) -> list[Dispatch]:
         """The dispatches not acknowledged yet, oldest first."""

@@ -41,11 +41,12 @@ from errand.tasks.engines.temporal.workflow import (
     ROUND_CANCELLED,
     ROUND_FAILED,
     RUN_LOST,
+    START_STALE,
     WORKER_STOPPED,
     AttemptInput,
 )
 from errand.tasks.engines.workers import WorkerInfo, hold
-from errand.tasks.errors import RunNotFound, RunNotRunning
+from errand.tasks.errors import RunNotFound, RunNotRunning, StaleStart
 from errand.tasks.records import RunState
 from errand.tasks.round import order as rounds
 from errand.tasks.round import steps
@@ -174,11 +175,13 @@ class TemporalWorker:
     # ------------------------------------------------------------ activities
 
     @activity.defn(name="errand.start")
-    async def start(self, task_id: str) -> rounds.Prepared:
-        """Begin a round here once there is room, and prepare it: what its attempts start from."""
+    async def start(self, task_id: str, claim: int | None = None) -> rounds.Prepared:
+        """Begin a round here once there is room, and prepare it: what its attempts start from.
+        ``claim``, the task's claim the workflow issued the start for: a start this worker held
+        while it stalled, run on waking after the task moved on, begins nothing (see :meth:`_begin`)."""
         said: list[Any] = []
         async with self._heartbeating(said):
-            begun = await self._begin(task_id)
+            begun = await self._begin(task_id, claim)
             said.append(begun)
             activity.heartbeat(begun)
             # It prepares beside the activity, as an attempt runs (see :meth:`attempt`): a restart of the
@@ -211,11 +214,18 @@ class TemporalWorker:
         async with self._heartbeating():
             return await self._guarded(begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun))
 
-    async def _begin(self, task_id: str) -> rounds.Begun:
+    async def _begin(self, task_id: str, claim: int | None = None) -> rounds.Begun:
         async with self._room:
             await self._room.wait_for(lambda: len(self._held) < self.concurrency)
             task = await asyncio.to_thread(self.store.get_task, task_id)
-            begun = await self._guarded(task_id, (), lambda: self._past_cancelling(rounds.begin(self.bench, task)))
+            try:
+                begun = await self._guarded(task_id, (), lambda: self._past_cancelling(
+                    rounds.begin(self.bench, task, claim=claim)))
+            except StaleStart as stale:
+                # The workflow gave this start up (its worker stalled holding it) and the task moved on: it
+                # is not this start's to fail. Nothing was begun here, so nothing is left to end.
+                log.warning("a start of task %s's round came too late, and begins nothing: %s", task_id, stale)
+                raise ApplicationError(str(stale), type=START_STALE, non_retryable=True) from None
             self._held.add(begun.key)
             self._changed()
             return begun
@@ -315,6 +325,8 @@ class TemporalWorker:
         details = [said] if said is not None else []
         try:
             return await work()
+        except StaleStart:
+            raise  # nothing was begun: the task is not this step's (see :meth:`_begin`)
         except asyncio.CancelledError:
             if self._stopping:  # not the workflow's cancel: this worker stops, and its rounds move on
                 raise ApplicationError("the worker stopped", *details, type=WORKER_STOPPED,

@@ -40,8 +40,8 @@ with workflow.unsafe.imports_passed_through():
     from errand.tasks.engines.temporal import WORKFLOW
     from errand.tasks.round.order import Attempt, Begun, Prepared
 
-__all__ = ["CONCLUDED", "ROUND_CANCELLED", "ROUND_FAILED", "RUN_LOST", "WORKER_STOPPED", "AttemptInput", "RoundInput",
-           "SettleInput", "TaskWorkflow"]
+__all__ = ["CONCLUDED", "ROUND_CANCELLED", "ROUND_FAILED", "RUN_LOST", "START_STALE", "WORKER_STOPPED", "AttemptInput",
+           "RoundInput", "SettleInput", "TaskWorkflow"]
 
 _ONCE = RetryPolicy(maximum_attempts=1)  # a lost worker is the round's business, not a retry's
 # Store-only activities retry for a bounded time (the round's ``store_retry``), not a count: a
@@ -72,6 +72,10 @@ REATTACH = "a-silent-attempt-of-a-live-worker-is-taken-up-again"
 START_REATTACH = "a-silent-start-of-a-live-worker-is-taken-up-again"
 WORKER_STOPPED = "WorkerStopped"  # its worker was stopped mid-activity: the round is interrupted
 RUN_LOST = "RunLost"  # its worker found the round's runs taken from it (it stalled past its lease)
+START_STALE = "StartStale"  # the round's start found its task moved on (no longer under its claim): it began nothing
+# A round's start carries the task's claim it is for (the dispatch's id): one a stalled worker held and
+# runs on waking, after the round was given up and the task moved on, begins nothing.
+START_FENCED = "a-start-carries-its-claim"
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,8 @@ class SettleInput:
 
 
 class _RoundEnded(Exception):
-    """The round ended early (cancelled, failed by an activity, its worker lost); ``begun``, what
+    """The round ended early (cancelled, failed by an activity, its worker lost, its start found the
+    task moved on: ``stale``, nothing to settle); ``begun``, what
     the starting activity said it began, when the round ended while it started; ``silent``, which
     of its activity's timeouts ran out when its worker went silent (None: it did not)."""
 
@@ -120,6 +125,7 @@ class TaskWorkflow:
     def __init__(self) -> None:
         self.wanted = 0
         self.dispatches: set[int] = set()
+        self.claims: list[int | None] = []  # each round's dispatch (its claim of the task), in order
         self.messages: list[tuple[str, int]] = []
         self.answers: list[tuple[str, int]] = []
         self.seen: set[int] = set()
@@ -141,6 +147,7 @@ class TaskWorkflow:
             if dispatch in self.dispatches:
                 return
             self.dispatches.add(dispatch)
+        self.claims.append(dispatch)
         self.wanted += 1
 
     @workflow.signal(name="message")
@@ -173,7 +180,7 @@ class TaskWorkflow:
         while True:
             while self.wanted > done:
                 done += 1
-                await self._round(given)
+                await self._round(given, self.claims[done - 1])
             if not self.leftovers:
                 return  # no await between the test above and here: a late signal is never lost
             if workflow.patched(ROUND_BEFORE_LEFTOVERS):
@@ -188,7 +195,7 @@ class TaskWorkflow:
                 with contextlib.suppress(ActivityError):
                     await leftover
 
-    async def _round(self, given: RoundInput) -> None:
+    async def _round(self, given: RoundInput, claim: int | None = None) -> None:
         self.given = given
         self.cancelled, self.stopping, self.messages, self.holder, self.key = False, False, [], None, None
         heartbeat = timedelta(seconds=given.heartbeat)
@@ -200,7 +207,7 @@ class TaskWorkflow:
             if workflow.patched(START_IN_ONE):
                 # Beginning and preparing are one activity, on whichever worker has room: each hop between
                 # activities costs a round tens of milliseconds, so a round has as few as its steps allow.
-                prepared = await self._start(given, max(heartbeat, _START_FLOOR))
+                prepared = await self._start(given, max(heartbeat, _START_FLOOR), claim)
                 begun = Begun(prepared.task_id, prepared.round, prepared.run_ids, prepared.model, prepared.holder)
             else:  # a workflow whose history began this round under errand's first shape: begin, then prepare
                 begun = await self._activity("errand.begin", given.task_id, result_type=Begun,
@@ -233,11 +240,12 @@ class TaskWorkflow:
         finally:
             await self._delivered()
 
-    async def _start(self, given: RoundInput, heartbeat: timedelta) -> Prepared:
+    async def _start(self, given: RoundInput, heartbeat: timedelta, claim: int | None) -> Prepared:
         """The round's start on whichever worker has room; one whose heartbeats ran out while its
         worker's lease lives (the service restarted, and lost track of it) is taken up again there."""
+        fenced = [claim] if claim is not None and workflow.patched(START_FENCED) else []
         try:
-            prepared: Prepared = await self._activity("errand.start", given.task_id, result_type=Prepared,
+            prepared: Prepared = await self._activity("errand.start", given.task_id, *fenced, result_type=Prepared,
                                                       task_queue=given.begin_queue, heartbeat=heartbeat)
             return prepared
         except _RoundEnded as lost:
@@ -317,13 +325,13 @@ class TaskWorkflow:
                 raise _RoundEnded("cancelled")
             answer, consumed = self.answers[consumed], consumed + 1
 
-    async def _activity(self, name: str, argument: Any, *, result_type: type[Any], task_queue: str,
+    async def _activity(self, name: str, *arguments: Any, result_type: type[Any], task_queue: str,
                         heartbeat: timedelta, cancellable: bool = True,
                         schedule_to_start: timedelta | None = None) -> Any:
         """Run one of the round's activities; a cancel (while ``cancellable``) stops it."""
         if (self.cancelled or self.stopping) and cancellable:
             raise _RoundEnded("cancelled")
-        handle = workflow.start_activity(name, argument, result_type=result_type, task_queue=task_queue,
+        handle = workflow.start_activity(name, args=list(arguments), result_type=result_type, task_queue=task_queue,
                                          start_to_close_timeout=_LONG, heartbeat_timeout=heartbeat,
                                          schedule_to_start_timeout=schedule_to_start, retry_policy=_ONCE,
                                          cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
@@ -396,6 +404,8 @@ def _ended(error: ActivityError, cancelled: bool) -> _RoundEnded:
         return _RoundEnded("interrupted", f"the worker running {error.activity_type} was stopped", begun)
     if isinstance(cause, ApplicationError) and cause.type == RUN_LOST:
         return _RoundEnded("interrupted", cause.message, begun)
+    if isinstance(cause, ApplicationError) and cause.type == START_STALE:  # nothing began, nothing to settle
+        return _RoundEnded("stale", cause.message)
     if isinstance(cause, ApplicationError) and cause.type == ROUND_FAILED:
         return _RoundEnded("failed_already", cause.message, begun)
     return _RoundEnded("failed", str(cause or error), begun)
