@@ -30,6 +30,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from errand.agent import Budgets
+from errand.database import outage
 from errand.memory import MemoryStore
 from errand.sandbox import AsyncSandbox
 from errand.tasks.engines.lease import TEMPORAL_PREFIX, temporal_lease
@@ -335,6 +336,10 @@ class TemporalWorker:
                 raise ApplicationError("cancelled", said, type=ROUND_CANCELLED, non_retryable=True) from None
             raise
         except Exception as error:
+            away = outage(error)
+            if away is not None:  # not the task's fault: the round is interrupted and the task requeued
+                raise ApplicationError(f"{away.message}, so the round was cut short", *details, type=RUN_LOST,
+                                       non_retryable=True) from error
             if isinstance(error, RunNotRunning) or await asyncio.to_thread(lost, self.store, self.queue, run_ids):
                 # Fenced: the round was taken from this worker while it did not answer (its lease passed);
                 # the task has moved on, so it is not failed here, and what the round holds here ends.
