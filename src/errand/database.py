@@ -128,9 +128,11 @@ def outage(error: BaseException) -> StoreUnreachable | None:
     else None: an error of the statement or of the data is not an outage."""
     if isinstance(error, StoreUnreachable):
         return error
-    if not isinstance(error, sa.exc.DBAPIError) or isinstance(error.orig, sqlite3.Error):
-        return None  # SQLite has no server to lose; "database is locked" is its busy answer
-    lost = error.connection_invalidated
+    if not isinstance(error, sa.exc.DBAPIError):
+        return None
+    # SQLite has no server to lose (its "database is locked" in a statement is its busy answer), but
+    # its file can be missing for a while, as a server can be down.
+    lost = error.connection_invalidated and not isinstance(error.orig, sqlite3.Error)
     unreached = error.statement is None and isinstance(error, (sa.exc.OperationalError, sa.exc.InterfaceError))
     if not (lost or unreached):
         return None
@@ -272,6 +274,11 @@ def patiently(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S,
                 except StoreUnreachable as error:
                     if not error.lost or not patience.wait(error):
                         raise
+                except sa.exc.DBAPIError as error:  # one of its transactions took a connection of its own
+                    if outage(error) is None:
+                        raise
+                    if not patience.wait(error):
+                        raise StoreUnreachable.of(store.engine, error, patience.seconds) from error
         finally:
             _trying.patience = None
 

@@ -88,7 +88,7 @@ class TemporalWorker:
         self.bench = FencedBench(
             store, self.queue, isolation=isolation or os.environ.get("ERRAND_ISOLATION") or "namespace",
             budgets=budgets or Budgets(), models=models, default_model=os.environ.get("ERRAND_MODEL") or None,
-            memory=MemoryStore(store.engine) if memory is ... else memory)  # type: ignore[arg-type]
+            memory=MemoryStore(store.engine).patient(settings.store_retry) if memory is ... else memory)  # type: ignore[arg-type]
         self._held: set[str] = set()
         self._concluding: set[str] = set()
         self._stopping = False
