@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ import postgres
 from errand.tasks.engines.choice import reconciler
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
+from errand.tasks.round import steps
 from errand.tasks.service import TaskService
 from errand.tasks.store.tasks import TaskStore
 from temporal import TemporalServer
@@ -167,6 +168,13 @@ def test_errand_serve_started_before_the_database_serves_once_it_is_up(pg: Postg
         serving.communicate(timeout=60)
 
 
+async def _until(condition: Callable[[], bool], *, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "not so within the bound"
+        await asyncio.sleep(0.1)
+
+
 # -- the Temporal engine ------------------------------------------------------------------------
 
 #: The store's retry time in this test, and an outage well past it: the agent's long command ends
@@ -185,7 +193,7 @@ async def test_postgres_away_past_the_retry_time_while_an_attempt_ends_requeues_
     store = TaskStore.open(pg.url)
     task_id = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}").id
     stop = asyncio.Event()
-    async with running_engine(store, lambda _s, _i: scripted(SLOW_COMMAND), kind="temporal"):
+    async with running_engine(store, lambda _s, _i: scripted(SLOW_COMMAND), kind="temporal") as worker:
         # errand serve's reconciler, as it runs there (a pass a second, here).
         healing = asyncio.create_task(reconciler("temporal", store, grace=1.0).serve(stop, interval=1.0))
         try:
@@ -194,6 +202,8 @@ async def test_postgres_away_past_the_retry_time_while_an_attempt_ends_requeues_
             await asyncio.sleep(AWAY)
             await asyncio.to_thread(pg.start)
             await wait_for_state(store, task_id, S.READY_FOR_REVIEW, S.FAILED, seconds=300)
+            # The worker let the cut round go: it holds no round, and no copy of a run is left.
+            await _until(lambda: not worker.held() and not steps.work_runs(), seconds=120)
         finally:
             stop.set()
             await healing

@@ -97,6 +97,7 @@ class TemporalWorker:
         # Each attempt under way, by its round's key and its index (a start's, by ``_START``): it runs
         # beside its activity (see :meth:`attempt`), and its end is kept a while after (:meth:`_attached`).
         self._attempts: dict[tuple[str, int], asyncio.Future[Any]] = {}
+        self._ending: set[asyncio.Future[None]] = set()  # rounds a database outage cut short, ending here
 
     async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None,
                     ready: Callable[[], None] | None = None) -> None:
@@ -337,7 +338,12 @@ class TemporalWorker:
             raise
         except Exception as error:
             away = outage(error)
-            if away is not None:  # not the task's fault: the round is interrupted and the task requeued
+            if away is not None:
+                # Not the task's fault: the round is interrupted (the task requeued), not failed. It ends here
+                # at once, its sandboxes and place (its copies if the store answers in time), beside the step.
+                ending = asyncio.ensure_future(self._end_round_here(task_id, run_ids))
+                self._ending.add(ending)
+                ending.add_done_callback(self._ending.discard)
                 raise ApplicationError(f"{away.message}, so the round was cut short", *details, type=RUN_LOST,
                                        non_retryable=True) from error
             if isinstance(error, RunNotRunning) or await asyncio.to_thread(lost, self.store, self.queue, run_ids):
