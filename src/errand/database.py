@@ -120,7 +120,8 @@ class StoreUnreachable(ErrandError, sa.exc.SQLAlchemyError):
         if error.connection_invalidated and error.statement is not None:
             return cls(f"the connection to the database {where} was lost ({said})", seconds=seconds, lost=True)
         tried = f" for {seconds:.0f} s" if seconds >= 1 else ""
-        return cls(f"the database {where} could not be reached{tried} ({said}); is it running?", seconds=seconds)
+        ask = "" if "running" in said else "; is it running?"  # PostgreSQL's own message asks already
+        return cls(f"the database {where} could not be reached{tried} ({said}){ask}", seconds=seconds)
 
 
 def outage(error: BaseException) -> StoreUnreachable | None:
