@@ -187,6 +187,7 @@ SLOW_COMMAND = [[READ], [("shell", {"command": "sleep 6"})], [FIX], [TEST], [FIN
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # an outage timed against a retry time, as test_outages.py's
 async def test_postgres_away_past_the_retry_time_while_an_attempt_ends_requeues_the_round(
         repo: Path, script_file: Path, pg: Postgres, temporal_server: TemporalServer, temporal_queue: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
