@@ -4,11 +4,6 @@ with their file, lines and quotes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from errand.tasks.comments import LineComment, Quoted
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Task, Verdict
@@ -17,36 +12,30 @@ from errand.tasks.round.prompt import commented_instruction, task_prompt
 from errand.tasks.store.tasks import TaskStore
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[TaskStore]:
-    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as opened:
-        yield opened
-
-
 def reviewable(store: TaskStore) -> Task:
     return store.create_reviewable(title="Fix", instruction="  Fix the failing test.\n", repo="/srv/calc",
                                    base_ref="main", base_commit="a" * 40, worker="w", result={})
 
 
-def test_the_first_round_is_the_instruction_and_the_checks_errand_runs(store: TaskStore) -> None:
-    task = reviewable(store)
-    assert task_prompt(store, task, 1, Environment()) == "Fix the failing test."
-    prompt = task_prompt(store, task, 1, Environment(test="pytest -q", lint="ruff check"))
+def test_the_first_round_is_the_instruction_and_the_checks_errand_runs(sqlite_store: TaskStore) -> None:
+    task = reviewable(sqlite_store)
+    assert task_prompt(sqlite_store, task, 1, Environment()) == "Fix the failing test."
+    prompt = task_prompt(sqlite_store, task, 1, Environment(test="pytest -q", lint="ruff check"))
     assert prompt == ("Fix the failing test.\n\nThe project's test command is `pytest -q`. Its lint command is "
                       "`ruff check`. errand runs them on your result as evidence for the reviewer.")
 
 
-def test_a_later_round_hears_what_people_said_in_order(store: TaskStore) -> None:
-    task = reviewable(store)
-    store.add_review(task.id, Verdict.REJECTED, "It deletes the fixture")
+def test_a_later_round_hears_what_people_said_in_order(sqlite_store: TaskStore) -> None:
+    task = reviewable(sqlite_store)
+    sqlite_store.add_review(task.id, Verdict.REJECTED, "It deletes the fixture")
     for state in (TaskState.QUEUED, TaskState.PREPARING, TaskState.RUNNING):
-        store.set_state(task.id, state)
-    store.append_event(task.id, None, "question", {"text": "Keep the old name?"})
-    store.append_event(task.id, None, "answer_delivered", {"text": "Yes"})
-    store.set_state(task.id, TaskState.READY_FOR_REVIEW)
-    store.add_review(task.id, Verdict.FOLLOWUP, "Also the docs.\n\n1. README.md, line 3:\n   say so")
-    prompt = task_prompt(store, task, 3, Environment())
-    assert task_prompt(store, task, 1, Environment()) == "Fix the failing test."  # the first round hears nothing
+        sqlite_store.set_state(task.id, state)
+    sqlite_store.append_event(task.id, None, "question", {"text": "Keep the old name?"})
+    sqlite_store.append_event(task.id, None, "answer_delivered", {"text": "Yes"})
+    sqlite_store.set_state(task.id, TaskState.READY_FOR_REVIEW)
+    sqlite_store.add_review(task.id, Verdict.FOLLOWUP, "Also the docs.\n\n1. README.md, line 3:\n   say so")
+    prompt = task_prompt(sqlite_store, task, 3, Environment())
+    assert task_prompt(sqlite_store, task, 1, Environment()) == "Fix the failing test."  # the first round hears nothing
     head, history = prompt.split("\n\n", 1)
     assert head == "Fix the failing test."
     assert history.startswith("This task has been worked on before")
@@ -56,8 +45,8 @@ def test_a_later_round_hears_what_people_said_in_order(store: TaskStore) -> None
                             "- You asked: Keep the old name?\n  The person answered: Yes")
 
 
-def test_a_later_round_with_nothing_said_is_the_instruction_alone(store: TaskStore) -> None:
-    assert task_prompt(store, reviewable(store), 2, Environment()) == "Fix the failing test."
+def test_a_later_round_with_nothing_said_is_the_instruction_alone(sqlite_store: TaskStore) -> None:
+    assert task_prompt(sqlite_store, reviewable(sqlite_store), 2, Environment()) == "Fix the failing test."
 
 
 def test_comments_are_anchored_and_numbered_after_the_instruction() -> None:
