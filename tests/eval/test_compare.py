@@ -4,10 +4,10 @@ with a fixed seed, and the instances each run resolved more often."""
 from __future__ import annotations
 
 import pytest
-from shapes import attempt
 
 from errand.eval.compare import compare
 from errand.eval.errors import EvalError
+from eval.shapes import attempt
 
 
 def test_compare_is_paired_over_shared_instances() -> None:

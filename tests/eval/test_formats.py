@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from shapes import SPECS, swe_record
 from typer.testing import CliRunner
 
 from errand.cli import app
+from eval.shapes import SPECS, swe_record
 
 
 def test_a_run_directory_keeps_its_model(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from shapes import SPECS, swe_record
 
 from errand.eval.dataset import Instance, load_dataset
 from errand.eval.errors import EvalError
@@ -16,6 +15,7 @@ from errand.eval.grading import Grade
 from errand.eval.predictions import load_predictions
 from errand.eval.runs import attempt_dir, save_grade, write_json
 from errand.eval.solve import RunOptions, prompt_for, run_attempts
+from eval.shapes import SPECS, swe_record
 
 
 def instances(tmp_path: Path) -> tuple[Instance, ...]:
