@@ -18,7 +18,8 @@ from errand.tasks.engines.temporal.workflow import (
 )
 from errand.tasks.round.order import Begun
 
-BEGUN = {"task_id": "t-1", "round": 2, "run_ids": ["r-1", "r-2"], "model": "openai:m", "holder": "errand-worker-a"}
+BEGUN = {"task_id": "t-1", "round": 2, "run_ids": ["r-1", "r-2"], "model": {"provider": "openai", "model": "m"},
+         "holder": "errand-worker-a"}
 
 
 def ended(cause: BaseException | None, *, cancelled: bool = False) -> tuple[str, str, Begun | None, str | None]:
@@ -68,7 +69,7 @@ def test_how_an_activity_ended_is_how_the_round_ended() -> None:
 
 
 def test_what_the_start_began_is_read_from_its_heartbeat_or_its_error() -> None:
-    begun = Begun("t-1", 2, ("r-1", "r-2"), "openai:m", "errand-worker-a")
+    begun = Begun("t-1", 2, ("r-1", "r-2"), {"provider": "openai", "model": "m"}, "errand-worker-a")
     assert ended(ActivityTimeout("silent", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[BEGUN]))[2:] == (
         begun, "start_to_close")
     assert ended(ApplicationError("cancelled", BEGUN, type=ROUND_CANCELLED))[2] == begun
