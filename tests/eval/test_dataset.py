@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from shapes import SPECS, swe_record
 
 from errand.eval.dataset import load_dataset
 from errand.eval.errors import EvalError
+from eval.shapes import SPECS, swe_record
 
 
 def test_instances_from_jsonl_with_test_lists_as_json_strings(tmp_path: Path) -> None:

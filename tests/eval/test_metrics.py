@@ -5,9 +5,9 @@ from __future__ import annotations
 from math import comb
 
 import pytest
-from shapes import attempt
 
 from errand.eval.metrics import pass_at_k, pass_hat_k, summarize
+from eval.shapes import attempt
 
 
 def test_pass_at_k_against_hand_computation() -> None:

@@ -1,11 +1,7 @@
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
-
 import pytest
 
-from errand import migrations
 from errand.memory import (
     ArchiveReason,
     InvalidMemory,
@@ -29,16 +25,6 @@ def add(store: MemoryStore, text: str, **options: object) -> int:
 
 def count(store: MemoryStore) -> int:
     return len(store.list_memories(PROJECT, limit=10_000))
-
-
-def test_migration_makes_the_tables_and_the_fts_index(store: MemoryStore, url: str) -> None:
-    path = url.removeprefix("sqlite:///")
-    with sqlite3.connect(path) as db:
-        names = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
-        assert {"memories", "memory_vectors", "memory_uses", "memory_projects", "memories_fts"} <= names
-        # Migrated to the newest revision, whatever later migrations add.
-        newest = max(path.name[:4] for path in (Path(migrations.__file__).parent / "versions").glob("0*.py"))
-        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(newest,)]
 
 
 def test_a_memory_keeps_its_provenance(store: MemoryStore) -> None:
