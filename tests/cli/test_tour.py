@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 from .test_app import errand, live_ids
 
 
 def test_tour_runs_to_completion() -> None:
     before = live_ids()
-    started = time.monotonic()
     result = errand("tour")
     assert result.returncode == 0, result.stdout + result.stderr
     for step in ("1. create", "2. exec", "3. files", "4. snapshot and fork", "5. containment", "6. teardown"):
@@ -18,5 +15,4 @@ def test_tour_runs_to_completion() -> None:
                  "no network", "memory limit → killed by signal", "not listed", "done."):
         assert fact in result.stdout
     assert "UNEXPECTED" not in result.stdout and "STILL LISTED" not in result.stdout
-    assert time.monotonic() - started < 30
     assert live_ids() == before
