@@ -32,7 +32,8 @@ tree is drawn here (a test holds the drawing to the classes)::
     │   ├── WrongState           the task's state does not allow the action
     │   ├── RunNotFound          no run has that id
     │   ├── RunNotRunning        the run has already ended
-    │   └── NeedsConfirmation    the action needs a person's confirm first (its reasons)
+    │   ├── NeedsConfirmation    the action needs a person's confirm first (its reasons)
+    │   └── StaleStart           a round's start came after its task moved on
     ├── SetupFailed              a setup command of errand.toml failed          (tasks.errors)
     ├── EngineBusy               another worker already serves this home        (tasks.errors)
     │   └── EnginesMixed         the store is served by the other engine

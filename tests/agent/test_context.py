@@ -70,9 +70,3 @@ def test_policies_refuse_nonsense() -> None:
         ContextPolicy(keep_steps=0)
     with pytest.raises(ConfigError):
         RetryPolicy(max_retries=-1)
-
-
-def test_retry_delays_double_up_to_a_cap_and_obey_retry_after() -> None:
-    policy = RetryPolicy(base_delay=1.0, max_delay=8.0)
-    assert [policy.delay(n, None) for n in range(1, 6)] == [1.0, 2.0, 4.0, 8.0, 8.0]
-    assert policy.delay(1, 30.0) == 30.0 and policy.delay(1, 10_000.0) == 600.0

@@ -13,7 +13,6 @@ from engine.cli import errand
 from engine.harness import git
 from engine.projects import python_project
 from errand.cli import app
-from errand.tasks.engines.workers import WorkerInfo, hold
 
 runner = CliRunner()
 
@@ -43,19 +42,6 @@ def test_over_broad_network_flags_name_the_flag_that_does_it(arguments: list[str
 def test_ls_refuses_a_limit_of_nothing(errand_home: Path) -> None:
     refused = errand(errand_home, "ls", "--limit", "0")
     assert refused.returncode == 2 and "--limit" in refused.stderr
-
-
-def test_a_second_worker_refuses_before_it_says_anything_else(errand_home: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ERRAND_HOME", str(errand_home))
-    monkeypatch.delenv("ERRAND_DATABASE_URL", raising=False)
-    errand_home.mkdir()
-    with hold(WorkerInfo.of_this_process("w-test", 1, {})) as lock:
-        refused = errand(errand_home, "worker")
-    lock.write_text("")  # it named this process: the fixture must not stop it as the home's worker
-    assert refused.returncode == 1
-    assert refused.stderr.startswith("error: another errand worker is running on")
-    assert "errand worker" not in refused.stderr.split("error:")[0] and "at a time" not in refused.stderr
 
 
 def test_run_says_which_uncommitted_files_the_task_leaves_out(errand_home: Path, tmp_path: Path) -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bursar import FORCE_PASS, build, git, patch_of
 from typer.testing import CliRunner
 
 from engine.harness import openai_turn
 from errand.cli import app
+from eval.bursar import FORCE_PASS, build, git, patch_of
 from models.wire import WireServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bursar import FORCE_PASS, build, git, patch_of
 from typer.testing import CliRunner
 
 from errand.cli import app
+from eval.bursar import FORCE_PASS, build, git, patch_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
 

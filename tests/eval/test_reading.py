@@ -1,5 +1,6 @@
-"""How the grader reads a run: escapes removed before any parsing, pytest's own summary line, the
-three accounts held against each other, and which paths of a patch decide how tests run."""
+"""How the grader reads a run: escapes removed before any parsing, and pytest's own summary line, in colour
+or not, read as the JUnit report and the exit status tell it (test_summary, test_agreement and test_patches
+hold the parsers' own tests)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import pytest
 from errand._text import strip_escapes
 from errand.eval.agreement import disagreement
 from errand.eval.junit import parse_junit
-from errand.eval.patches import command_paths, runner_path
 from errand.eval.summary import parse_summary
 from errand.tasks.evidence import parse_counts
 
@@ -55,55 +55,3 @@ def test_pytests_summary_line_in_colour_or_not(tmp_path: Path, options: tuple[st
     summary = parse_summary(output)
     assert summary is not None and (summary["failed"], summary["passed"], summary.bad) == (1, 1, 1)
     assert disagreement(exit_code, parse_junit(report), summary) is None
-
-
-def test_summary_lines_pytest_prints() -> None:
-    def counts(line: str) -> dict[str, int] | None:
-        found = parse_summary(f"some output\n{line}\n")
-        return None if found is None else found.counts
-
-    assert counts("=== 2 failed, 1 passed, 1 skipped, 3 warnings in 61.10s (0:01:01) ===") == {
-        "failed": 2, "passed": 1, "skipped": 1, "warnings": 3}
-    assert counts("1 passed, 2 subtests passed in 0.01s") == {"passed": 1, "subtests passed": 2}
-    assert counts("===== 1 error in 0.10s =====") == {"errors": 1}
-    assert counts("no tests ran in 0.01s") == {}
-    assert counts("the pipeline ran in 2s") is None  # not pytest's
-    assert parse_summary("FAILED tests/test_a.py::test_b\n") is None  # -qq prints no summary
-
-
-def test_the_three_accounts_must_agree() -> None:
-    one_failed = parse_summary("1 failed, 1 passed in 0.02s")
-    both_passed = parse_summary("2 passed in 0.02s")
-    failed = {("t", "a"): "passed", ("t", "b"): "failed"}
-    passed = {("t", "a"): "passed", ("t", "b"): "passed"}
-    assert disagreement(1, failed, one_failed) is None  # type: ignore[arg-type]
-    assert disagreement(0, passed, both_passed) is None  # type: ignore[arg-type]
-    silenced = disagreement(1, passed, one_failed)  # type: ignore[arg-type]
-    assert silenced is not None and "the JUnit report that none did" in silenced
-    assert disagreement(0, passed, one_failed) is not None  # type: ignore[arg-type]
-    assert disagreement(1, failed, both_passed) is not None  # type: ignore[arg-type]
-    assert disagreement(0, passed, None) is not None  # type: ignore[arg-type]
-    padded = disagreement(0, {**passed, ("t", "c"): "passed"}, both_passed)  # type: ignore[arg-type]
-    assert padded is not None and "3 passed tests" in padded
-    assert disagreement(5, {}, parse_summary("no tests ran in 0.01s")) is None
-
-
-@pytest.mark.parametrize(("path", "decides"), [
-    ("pyproject.toml", True), ("sub/pytest.toml", True), (".pytest.toml", True), ("pytest.ini", True),
-    ("tox.ini", True), ("setup.cfg", True), ("tests/unit/conftest.py", True), ("src/sitecustomize.py", True),
-    ("usercustomize.py", True), ("anything.pth", True), ("x-1.0.dist-info/entry_points.txt", True),
-    ("src/x.egg-info/entry_points.txt", True), ("__editable___x_finder.py", True), ("pytest/__main__.py", True),
-    ("pytest/__init__.py", True), ("_pytest/__init__.py", True), ("pluggy.py", True), ("json.py", True),
-    ("xml/__init__.py", True), ("../outside.py", True), ("src/pkg/__pycache__/core.cpython-311.pyc", True),
-    ("src/pkg/core.pyc", True),
-    ("src/pkg/core.py", False), ("tests/test_json.py", False), ("docs/types.txt", False), ("README.md", False),
-    ("src/pkg/json.py", False), ("test/__init__.py", False),
-])
-def test_which_paths_decide_how_tests_run(path: str, decides: bool) -> None:
-    assert runner_path(path) is decides
-
-
-def test_the_files_a_test_command_names() -> None:
-    assert command_paths(".venv/bin/python -m pytest -p no:cacheprovider -q {junit} {tests}") == {".venv/bin/python"}
-    assert command_paths("PYTHONPATH=src python ./runtests.py --parallel=1") == {"runtests.py"}
-    assert {"Makefile", "makefile", "GNUmakefile"} <= command_paths("make test")

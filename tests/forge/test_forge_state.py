@@ -139,27 +139,6 @@ def test_the_forge_reaches_the_tasks_through_the_service_and_reads_no_event_by_k
     assert reading == []
 
 
-def test_the_ci_read_back_is_the_event_it_wrote_and_an_older_one_reads_too(tmp_path: Path) -> None:
-    from errand.forge.records import CheckState
-    from errand.forge.timeline import Check, ChecksRead, last_checks, note
-
-    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
-        service = TaskService(store, memory=None)
-        task = store.create_task(title="t", instruction="i", repo="/r")
-        assert last_checks(service, task.id) is None
-        read = ChecksRead.of("c" * 40, [CheckState("tests", "failure", "http://ci.test/1"),
-                                        CheckState("lint", "pending")])
-        note(service, task.id, read)
-        assert last_checks(service, task.id) == read
-        [event] = service.events(task.id, kinds=["forge_checks"])  # what the log and the API show, as before
-        assert event.data == {"commit": "c" * 40, "checks": [
-            {"name": "tests", "state": "failure", "url": "http://ci.test/1"},
-            {"name": "lint", "state": "pending", "url": None}]}
-        store.append_event(task.id, None, "forge_checks", {"commit": "d" * 40, "checks": [{"name": "tests",
-                                                                                            "state": "success"}]})
-        assert last_checks(store, task.id) == ChecksRead("d" * 40, (Check("tests", "success", None),))
-
-
 def test_the_pull_request_body_gets_each_question_with_its_answer(tmp_path: Path) -> None:
     with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
         service = TaskService(store, memory=None)

@@ -9,7 +9,6 @@ import pytest
 from engine.harness import git
 from errand.forge import ForgeError, IssueRef
 from errand.forge.hosts.gitea import GiteaForge
-from errand.forge.hosts.kinds import parse_issue
 
 from .conftest import GITEA_TOKEN, REPO, OnForge
 
@@ -127,10 +126,3 @@ def test_statuses_are_the_checks(gitea: OnForge) -> None:
 def test_owner_permission_counts_as_admin(gitea: OnForge) -> None:
     assert gitea_forge(gitea).permission(REPO, "acme") == "admin"
     assert gitea_forge(gitea).permission(REPO, "stranger") == "read"
-
-
-def test_an_issue_url_under_the_gitea_server_names_gitea(gitea: OnForge) -> None:
-    kind, ref = parse_issue(f"{gitea.fake.url}/{REPO}/issues/3")
-    assert (kind, ref) == ("gitea", IssueRef("acme", "calc", 3))
-    assert parse_issue(f"{REPO}#4") == ("gitea", IssueRef("acme", "calc", 4))  # forge.toml lists the repository
-    assert parse_issue("other/thing#5")[0] == "github"

@@ -69,19 +69,3 @@ def test_a_pull_request_from_a_branch_the_forge_lacks_is_refused(forged: Forged)
         github(forged).open_pull(REPO, branch="errand/nope", base="main", title="t", body="b", draft=True)
     assert caught.value.code == "forge_refused" and caught.value.status == 422
     assert not forged.fake.repos[REPO].pulls
-
-
-@pytest.mark.parametrize(("text", "expected"), [
-    ("acme/calc#42", IssueRef("acme", "calc", 42)),
-    ("https://github.com/acme/calc/issues/42", IssueRef("acme", "calc", 42)),
-    ("https://ghe.corp/acme/calc/pull/7/", IssueRef("acme", "calc", 7)),
-])
-def test_issue_refs(text: str, expected: IssueRef) -> None:
-    assert IssueRef.parse(text) == expected
-
-
-@pytest.mark.parametrize("text", ["calc#42", "acme/calc", "acme/calc#x", "../x/y#1", "https://h/acme/calc/tree/1"])
-def test_bad_issue_refs(text: str) -> None:
-    with pytest.raises(ForgeError) as caught:
-        IssueRef.parse(text)
-    assert caught.value.code == "bad_issue_ref"

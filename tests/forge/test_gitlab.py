@@ -8,7 +8,6 @@ import pytest
 
 from errand.forge import ForgeError, IssueRef
 from errand.forge.hosts.gitlab import GitLabForge
-from errand.forge.hosts.kinds import parse_issue
 
 from .conftest import GITLAB_REPO, GITLAB_TOKEN, OnForge
 from .test_gitea import branch_on
@@ -129,28 +128,3 @@ def test_permission_follows_access_levels(gitlab: OnForge) -> None:
         gitlab.fake.user_id(name)
     assert [forge.permission(REPO, n) for n in ("acme", "dev", "rep", "stranger", "nobody")] == [
         "admin", "write", "triage", "none", "none"]
-
-
-def test_gitlab_urls_name_gitlab(gitlab: OnForge) -> None:
-    assert parse_issue(f"{gitlab.fake.url}/{REPO}/-/issues/3") == ("gitlab", IssueRef("acme/tools", "calc", 3))
-    assert parse_issue(f"{gitlab.fake.url}/{REPO}/-/merge_requests/4") == (
-        "gitlab", IssueRef("acme/tools", "calc", 4, pull=True))
-    assert parse_issue(f"{REPO}#5") == ("gitlab", IssueRef("acme/tools", "calc", 5))
-    assert parse_issue("https://gitlab.example/a/b/-/issues/6")[0] == "gitlab"  # not configured, yet plainly GitLab
-
-
-@pytest.mark.parametrize(("text", "expected"), [
-    ("acme/tools/calc#42", IssueRef("acme/tools", "calc", 42)),
-    ("acme/tools/calc!7", IssueRef("acme/tools", "calc", 7, pull=True)),
-    ("https://git.acme.test/acme/calc/pulls/3", IssueRef("acme", "calc", 3)),  # Gitea's pull request page
-    ("https://gl.acme.test/a/b/c/d/-/merge_requests/5/", IssueRef("a/b/c", "d", 5, pull=True)),
-])
-def test_gitlab_and_gitea_refs(text: str, expected: IssueRef) -> None:
-    assert IssueRef.parse(text) == expected
-    assert IssueRef.of(expected.repo, expected.number, pull=expected.pull) == expected
-
-
-@pytest.mark.parametrize("text", ["a/../b#1", "https://gl/a/b/-/tree/1", "a/b/-/issues#1"])
-def test_bad_nested_refs(text: str) -> None:
-    with pytest.raises(ForgeError):
-        IssueRef.parse(text)

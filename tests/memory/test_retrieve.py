@@ -7,7 +7,6 @@ import pytest
 from errand.memory import Kind, MemoryStore, Provenance, Status, Weights, retrieve
 from errand.memory.citations import TreeIndex, check, extract
 from errand.memory.retrieve import fuse
-from errand.memory.text import query_terms
 
 PROJECT = "/repo/example"
 
@@ -174,12 +173,6 @@ def test_another_projects_memories_do_not_move_this_ones_ranking(lexical_store: 
         lexical_store.add("/repo/other", f"Suite {number} runs under pytest in stage {number}.", kind="fact",
                           provenance=Provenance.person(), merge=False)
     assert ranking() == [short, longer]  # in this project pytest is as rare as it was
-
-
-def test_questions_and_tasks_lose_their_framing_words() -> None:
-    assert query_terms("Why should I run the tests?") == ["run", "test"]
-    assert query_terms("Please make sure the migrations are reversible") == ["migration", "reversibl"]
-    assert query_terms("how?") == ["how"]  # nothing else left: the framing is the query
 
 
 def test_a_memory_is_found_by_its_vector_the_moment_it_is_written(store: MemoryStore) -> None:

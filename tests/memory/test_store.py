@@ -1,11 +1,7 @@
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
-
 import pytest
 
-from errand import migrations
 from errand.memory import (
     ArchiveReason,
     InvalidMemory,
@@ -16,7 +12,6 @@ from errand.memory import (
     SecretRefused,
     Source,
     Status,
-    project_key,
 )
 
 PROJECT = "/repo/example"
@@ -30,16 +25,6 @@ def add(store: MemoryStore, text: str, **options: object) -> int:
 
 def count(store: MemoryStore) -> int:
     return len(store.list_memories(PROJECT, limit=10_000))
-
-
-def test_migration_makes_the_tables_and_the_fts_index(store: MemoryStore, url: str) -> None:
-    path = url.removeprefix("sqlite:///")
-    with sqlite3.connect(path) as db:
-        names = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
-        assert {"memories", "memory_vectors", "memory_uses", "memory_projects", "memories_fts"} <= names
-        # Migrated to the newest revision, whatever later migrations add.
-        newest = max(path.name[:4] for path in (Path(migrations.__file__).parent / "versions").glob("0*.py"))
-        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(newest,)]
 
 
 def test_a_memory_keeps_its_provenance(store: MemoryStore) -> None:
@@ -134,12 +119,6 @@ def test_bad_input_is_refused(store: MemoryStore, text: str, options: dict[str, 
     assert count(store) == 0
 
 
-def test_provenance_needs_what_its_source_names() -> None:
-    with pytest.raises(InvalidMemory):
-        Provenance(Source.FILE, path="AGENTS.md")
-    assert Provenance.file("AGENTS.md", "sha256:" + "ab" * 32).describe() == "AGENTS.md @ abababababab"
-
-
 def test_status_moves(store: MemoryStore) -> None:
     memory = add(store, "Prefer small commits.", status=Status.PROPOSED)
     assert store.approve(memory).status is Status.ACTIVE
@@ -184,17 +163,3 @@ def test_uses_are_recorded_and_counted(store: MemoryStore) -> None:
         store.record_use("t-9", [999], "given")
     with pytest.raises(InvalidMemory):
         store.record_use("t-9", [first], "liked")
-
-
-def test_project_key_scopes_paths_and_urls(tmp_path: Path) -> None:
-    assert project_key(tmp_path) == project_key(f"{tmp_path}/") == str(tmp_path.resolve())
-    assert project_key("https://example.org/team/repo.git/") == "https://example.org/team/repo"
-    assert project_key("git@example.org:team/repo.git") == "git@example.org:team/repo"
-
-
-def test_vectors_are_backfilled_for_a_new_embedder(url: str, embedder: object) -> None:
-    with MemoryStore.open(url, embedder=None) as plain:
-        plain.add(PROJECT, "Releases are cut from the main branch.", kind="fact", provenance=Provenance.person())
-    with MemoryStore.open(url, embedder=embedder) as dense:  # type: ignore[arg-type]
-        assert dense.backfill_vectors(PROJECT) == 1
-        assert dense.backfill_vectors(PROJECT) == 0

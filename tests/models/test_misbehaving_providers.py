@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from errand.models import AnthropicModel, Message, ModelError, OpenAIModel, Tool, ToolCall, Usage
-from errand.models.profiles import ModelProfile, Pricing, profile_for
+from errand.models.profiles import ModelProfile, Pricing
 from models.provider_wire import (
     Protocol,
     Turn,
@@ -161,12 +161,3 @@ async def test_anthropic_requests_mark_the_system_prompt_and_the_messages_the_ca
         {"type": "tool_result", "tool_use_id": "t1", "content": "wrote", "cache_control": {"type": "ephemeral"}},
         {"type": "text", "text": "go on"}]
     assert "cache" not in str(plain) and plain["system"] == "You write files."
-
-
-def test_the_profile_table_knows_dated_names_and_not_unknown_models() -> None:
-    assert profile_for("claude-sonnet-4-5-20250929").context_window == 200_000
-    assert profile_for("gpt-4.1-mini-2025-04-14") == profile_for("gpt-4.1-mini") != profile_for("gpt-4.1")
-    assert profile_for("openai/gpt-4o").pricing == profile_for("gpt-4o").pricing
-    assert profile_for("qwen2.5-coder:7b") == ModelProfile()
-    sonnet = profile_for("claude-sonnet-4-5").pricing
-    assert sonnet is not None and (sonnet.cache_read, sonnet.cache_write) == (pytest.approx(0.3), 3.75)

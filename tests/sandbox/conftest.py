@@ -8,6 +8,7 @@ backend to the same contract.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -39,3 +40,15 @@ async def async_sandbox(backend: str) -> AsyncIterator[AsyncSandbox]:
         yield sb
     finally:
         await sb.terminate()
+
+
+@pytest.fixture
+def pip_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A pip configuration file of the test's own, read instead of the host's (and forgotten after)."""
+    from errand.sandbox._images.pipconfig import host_pip_settings
+
+    path = tmp_path / "pip.conf"
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(path))
+    host_pip_settings.cache_clear()
+    yield path
+    host_pip_settings.cache_clear()

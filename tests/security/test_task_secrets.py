@@ -124,6 +124,24 @@ def test_the_secrets_table_is_checked_and_never_takes_a_value(config: Path) -> N
     assert [s.name for s in decision.given] == ["API_TOKEN"] and decision.withheld == ()
 
 
+def test_a_declared_secret_may_name_the_header_it_goes_in(config: Path) -> None:
+    config.write_text('[secrets]\nGITLAB_TOKEN = { hosts = ["gitlab.example.org"], header = "PRIVATE-TOKEN" }\n'
+                      'API_TOKEN = ["example.org"]\n')
+    decision = task_secrets.decide(Network.allow("example.org", "gitlab.example.org"),
+                                   {"GITLAB_TOKEN": "glpat-1", "API_TOKEN": "v"})
+    assert {(s.name, s.hosts, s.header) for s in decision.given} == {
+        ("GITLAB_TOKEN", ("gitlab.example.org",), "PRIVATE-TOKEN"),
+        ("API_TOKEN", ("example.org",), "Authorization")}
+    for table, says in (('{ hosts = ["example.org"], header = "Bad Header" }', "header must be a header name"),
+                        ('{ hosts = ["example.org"], heder = "X-Token" }', "or a table such as"),
+                        ('{ header = "X-Token" }', "or a table such as"),
+                        ('{ hosts = ["example.org"], header = 7 }', "or a table such as")):
+        config.write_text(f"[secrets]\nGITLAB_TOKEN = {table}\n")
+        with pytest.raises(ConfigError, match=says) as raised:
+            task_secrets.declared()
+        assert str(config) in raised.value.message
+
+
 async def test_setups_snapshot_keeps_none_of_its_sandboxs_egress_ca() -> None:
     """A setup sandbox whose trust store is its own (not bound from the host): the CA made for
     its secrets is trusted there, and the image its snapshot makes trusts only what the base did."""

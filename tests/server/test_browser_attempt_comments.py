@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -23,6 +22,7 @@ from engine.harness import FINISH, FIX, TEST, make_repo
 from .agents import Agents
 from .browsing import Person
 from .conftest import Served, wait_state
+from .settling import unchanged
 
 pytestmark = [pytest.mark.slow, needs("chromium")]
 playwright = pytest.importorskip("playwright.sync_api")
@@ -57,12 +57,6 @@ def cli(served: Served, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ERRAND_SERVER": served.url}
     return subprocess.run([sys.executable, "-m", "errand", *args], capture_output=True, text=True, timeout=120,
                           env=env)
-
-
-def unchanged(client: httpx.Client, task_id: str) -> tuple[Any, ...]:
-    task = client.get(f"/api/tasks/{task_id}").json()
-    events = client.get(f"/api/tasks/{task_id}/events", params={"limit": 1000}).json()
-    return task["state"], len(task["reviews"]), len(events)
 
 
 def test_a_comment_on_the_second_attempt_is_anchored_to_its_lines(served: Served, agents: Agents, tmp_path: Path,

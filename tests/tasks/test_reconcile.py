@@ -151,19 +151,6 @@ def test_the_local_rule_refuses_a_store_the_temporal_engine_serves(store: TaskSt
     assert store.running_runs()  # nothing was changed
 
 
-def test_a_bad_reconcile_setting_is_refused_before_anything_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    from errand.errors import ConfigError
-    from errand.tasks.engines import choice as engines
-
-    for variable, value in (("ERRAND_RECONCILE_INTERVAL", "0"), ("ERRAND_RECONCILE_GRACE", "soon")):
-        monkeypatch.setenv(variable, value)
-        with pytest.raises(ConfigError) as refused:
-            engines.check("local")
-        assert refused.value.code == "bad_reconcile_setting" and variable in refused.value.message
-        monkeypatch.delenv(variable)
-    engines.check("local")
-
-
 def test_errand_recover_refuses_an_unknown_engine_and_changes_nothing(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -135,6 +135,9 @@ class Gateway:
             self._server.force_exit = True  # do not wait for kept-alive connections
             await self._server.shutdown(sockets=[self._socket] if self._socket else None)
             self._server = None
+        if self._socket is not None:  # a stopped gateway has no address (closing a closed socket does nothing)
+            self._socket.close()
+            self._socket = None
         if self._client is not None:
             await self._client.aclose()
             self._client = None

@@ -62,7 +62,7 @@ def http_failure(model_name: str, provider: str, status: int, message: str, head
 def unreachable(model_name: str, provider: str, error: BaseException, *, what: str = "could not be reached"
                 ) -> ModelError:
     """A connection refused or dropped, a timeout, a stream cut short: worth another try."""
-    return ModelError(f"{model_name} {what}: {error or type(error).__name__}", provider=provider, retryable=True,
+    return ModelError(f"{model_name} {what}: {str(error) or type(error).__name__}", provider=provider, retryable=True,
                       code="model_unreachable")
 
 

@@ -6,7 +6,7 @@ long the service is away (a claim sent straight to Temporal during an outage was
 its task stayed ``preparing`` for good). A dispatch's id is the round's key: the workflow
 counts a round once however often its dispatch is sent (an acknowledgement lost on the way
 back sends it again), and the task's claim: the round's start carries it, and begins nothing
-if the task is no longer under it (see :meth:`~errand.tasks.store.tasks.TaskStore.begin_round`).
+if the task is no longer under it (see :func:`~errand.tasks.store.claims.begin_round`).
 """
 
 from __future__ import annotations

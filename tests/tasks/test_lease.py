@@ -1,6 +1,7 @@
 """One store, one engine at a time: a local engine refuses a store the Temporal engine serves
 (it would take the runs Temporal's workers hold for abandoned and requeue them), and the
-Temporal dispatcher refuses a store a local engine serves; either serves once the other left."""
+Temporal dispatcher refuses a store a local engine serves; either serves once the other left. A
+worker lives by its lease, and a renewal after the lease passed says so."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli import errand
-from errand.tasks.engines.lease import TEMPORAL_PREFIX, lease_lives, temporal_lease
+from errand.tasks.engines.lease import TEMPORAL_PREFIX, _renew_unexpired, lease_lives, temporal_lease
 from errand.tasks.engines.local import LocalEngine
 from errand.tasks.engines.temporal import TemporalSettings
 from errand.tasks.engines.temporal.dispatch import Dispatcher
@@ -82,3 +83,10 @@ async def test_a_worker_lives_by_its_lease_renewed_and_is_gone_once_it_passed_or
     store.register_worker(f"{TEMPORAL_PREFIX}silent", home="temporal", lease=lease)  # never renewed
     assert not await asyncio.to_thread(lease_lives, store, f"{TEMPORAL_PREFIX}silent", lease)
     assert not await asyncio.to_thread(lease_lives, store, f"{TEMPORAL_PREFIX}alive", lease)  # released
+
+
+def test_a_lease_renewed_after_it_passed_says_so(store: TaskStore) -> None:
+    store.register_worker("temporal:w", home="temporal", lease=30)
+    assert _renew_unexpired(store, "temporal:w", 30)
+    store.register_worker("temporal:w", home="temporal", lease=-1)  # as a worker stalled past its lease
+    assert not _renew_unexpired(store, "temporal:w", 30)

@@ -1,4 +1,5 @@
-"""The command line, in-process through Typer's CliRunner and as a real ``errand`` process."""
+"""The command line of ``errand sandbox`` and ``errand --version``, in-process through Typer's CliRunner and as a
+real ``errand`` process."""
 
 from __future__ import annotations
 
@@ -226,36 +227,3 @@ def test_gc_reaps_an_orphan() -> None:
         assert not (Path(os.environ["ERRAND_RUNTIME_DIR"]) / sandbox_id).exists()
     finally:
         terminate(sandbox_id)
-
-
-def test_tour_runs_to_completion() -> None:
-    before = live_ids()
-    started = time.monotonic()
-    result = errand("tour")
-    assert result.returncode == 0, result.stdout + result.stderr
-    for step in ("1. create", "2. exec", "3. files", "4. snapshot and fork", "5. containment", "6. teardown"):
-        assert step in result.stdout
-    for fact in ("tick 5", "hello from the sandbox", "remember: tests live in tests/", "uid=0(root)",
-                 "no network", "memory limit → killed by signal", "not listed", "done."):
-        assert fact in result.stdout
-    assert "UNEXPECTED" not in result.stdout and "STILL LISTED" not in result.stdout
-    assert time.monotonic() - started < 30
-    assert live_ids() == before
-
-
-def test_demo_runs_a_real_task_to_its_accept_with_the_scripted_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ERRAND_MODEL", raising=False)
-    before = live_ids()
-    result = errand("demo")
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = " ".join(result.stdout.split())  # rich wraps lines at the terminal width
-    assert "No model is configured" in out and "scripted demo model" in out
-    for fact in ("1. submitted", "→ edit_file", "ready for review", "tests on base: fail (exit 1) — 1 passed, 1 failed",
-                 "tests after: pass — 2 passed", "+ return round(subtotal * (1 - discount_percent / 100), 2)",
-                 "5. accepted", "untouched: still on main", "done."):
-        assert fact in out, fact
-    sample = Path(re.search(r"at (\S+/demo/pricing-\S+): pricing.py", out).group(1))  # type: ignore[union-attr]
-    branches = subprocess.run(["git", "branch", "--list", "errand/*"], cwd=sample, capture_output=True,
-                              text=True, check=True).stdout
-    assert branches.strip().startswith("errand/t-")
-    assert live_ids() == before
