@@ -340,7 +340,7 @@ class TemporalWorker:
             away = outage(error)
             if away is not None:
                 # Not the task's fault: the round is interrupted (the task requeued), not failed. It ends here
-                # at once, its sandboxes and place (its copies if the store answers in time), beside the step.
+                # at once, beside the step: its sandboxes, copies and place (closing needs no store).
                 ending = asyncio.ensure_future(self._end_round_here(task_id, run_ids))
                 self._ending.add(ending)
                 ending.add_done_callback(self._ending.discard)
