@@ -11,23 +11,28 @@ state in the database, so each can open it without reaching up to another.
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import logging
 import os
 import sqlite3
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
 from errand import _settings
+from errand.errors import ConfigError, ErrandError
 
-__all__ = ["BUSY_TIMEOUT_MS", "DEFAULT_STORE_RETRY", "NAMING_CONVENTION", "WRITE", "SqlStore", "connect",
-           "default_url", "migrate", "open_engine", "store_retry_from_environment"]
+__all__ = ["BUSY_TIMEOUT_MS", "DEFAULT_STORE_RETRY", "NAMING_CONVENTION", "WRITE", "SqlStore", "StoreUnreachable",
+           "connect", "default_url", "migrate", "open_engine", "outage", "patiently",
+           "store_retry_from_environment"]
 
 log = logging.getLogger("errand.database")
 
@@ -40,6 +45,9 @@ MIGRATION_LOCK = 0x6572_7261_6E64  # "errand"
 #: (``ERRAND_STORE_RETRY_SECONDS``): minutes, so a restart or a failover strands nothing.
 DEFAULT_STORE_RETRY = 300.0
 _RETRY_CEILING = 5.0  # the longest pause between two tries to reach the database, seconds
+T = TypeVar("T")
+P = ParamSpec("P")
+S = TypeVar("S", bound="SqlStore")
 #: Execution option marking a connection that will write (``BEGIN IMMEDIATE`` on SQLite).
 WRITE = "errand_write"
 #: Every schema's constraint names, fixed so later migrations (and SQLite batch mode) can name them.
@@ -74,8 +82,6 @@ def store_retry_from_environment() -> float:
     except ValueError:
         seconds = -1.0
     if not seconds >= 0:
-        from errand.errors import ConfigError
-
         raise ConfigError(f"ERRAND_STORE_RETRY_SECONDS must be a number of seconds (0 or more), not {text!r}",
                           code="bad_store_retry")
     return seconds
@@ -91,21 +97,88 @@ def connect(url: str) -> sa.Engine:
     return engine
 
 
-def open_engine(url: str | None = None) -> sa.Engine:
-    """An engine on ``url`` (default: :func:`default_url`), migrated to the newest schema."""
+class StoreUnreachable(ErrandError, sa.exc.SQLAlchemyError):
+    """The database could not be reached (for ``seconds``, a patient store's retry time), or the
+    connection to it was lost in a transaction (``lost``: nothing of that transaction was kept,
+    unless the connection went during its commit). Still an :class:`sqlalchemy.exc.SQLAlchemyError`,
+    so whatever waits out the database's errors waits this one out too."""
+
+    code = "store_unreachable"
+
+    def __init__(self, message: str, *, seconds: float = 0.0, lost: bool = False) -> None:
+        super().__init__(message)
+        self.seconds = seconds
+        self.lost = lost
+
+    def __str__(self) -> str:
+        return self.message
+
+    @classmethod
+    def of(cls, engine: sa.Engine, error: sa.exc.DBAPIError, seconds: float = 0.0) -> StoreUnreachable:
+        where = engine.url.render_as_string(hide_password=True)
+        said = " ".join(str(error.orig).split()) or type(error.orig).__name__
+        if error.connection_invalidated and error.statement is not None:
+            return cls(f"the connection to the database {where} was lost ({said})", seconds=seconds, lost=True)
+        tried = f" for {seconds:.0f} s" if seconds >= 1 else ""
+        ask = "" if "running" in said else "; is it running?"  # PostgreSQL's own message asks already
+        return cls(f"the database {where} could not be reached{tried} ({said}){ask}", seconds=seconds)
+
+
+def outage(error: BaseException) -> StoreUnreachable | None:
+    """``error`` as the database being away (unreachable, or its connection lost in a transaction),
+    else None: an error of the statement or of the data is not an outage."""
+    if isinstance(error, StoreUnreachable):
+        return error
+    if not isinstance(error, sa.exc.DBAPIError):
+        return None
+    # SQLite has no server to lose (its "database is locked" in a statement is its busy answer), but
+    # its file can be missing for a while, as a server can be down.
+    lost = error.connection_invalidated and not isinstance(error.orig, sqlite3.Error)
+    unreached = error.statement is None and isinstance(error, (sa.exc.OperationalError, sa.exc.InterfaceError))
+    if not (lost or unreached):
+        return None
+    return StoreUnreachable(f"the database was unreachable ({' '.join(str(error.orig).split())})", lost=lost)
+
+
+def open_engine(url: str | None = None, *, patience: float = 0.0) -> sa.Engine:
+    """An engine on ``url`` (default: :func:`default_url`), migrated to the newest schema. It waits
+    up to ``patience`` seconds for a database that cannot be reached, then raises
+    :class:`StoreUnreachable` (at once with none)."""
     engine = connect(url or default_url())
-    migrate(engine)
-    return engine
+    tries = _Patience(patience)
+    while True:
+        try:
+            migrate(engine)
+            return engine
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
+            away = outage(error)
+            if away is None:
+                raise
+            if not tries.wait(error):
+                engine.dispose()
+                raise StoreUnreachable.of(engine, error, patience) from None
 
 
 class SqlStore:
     """The part every store on this database shares: its engine, one-transaction helpers
-    (writers take SQLite's write lock up front), and closing."""
+    (writers take SQLite's write lock up front), and closing.
+
+    A patient store (:meth:`patient`) waits out a database that is away: each of its public
+    methods (a subclass's) is tried again, whole, while the database cannot be reached or the
+    connection is lost in its transaction, until the store's patience runs out; then
+    :class:`StoreUnreachable` says so."""
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
         self._writer = engine.execution_options(**{WRITE: True})
         self.patience = 0.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, member in list(vars(cls).items()):
+            if not name.startswith("_") and inspect.isfunction(member) \
+                    and not (inspect.iscoroutinefunction(member) or inspect.isgeneratorfunction(member)):
+                setattr(cls, name, patiently(member))
 
     def patient(self, seconds: float | None = None) -> Self:
         """This store on the same engine, each of its transactions waiting up to ``seconds``
@@ -127,29 +200,90 @@ class SqlStore:
 
     @contextmanager
     def _write(self) -> Iterator[sa.Connection]:
-        with self._connection(self._writer) as connection, connection.begin():
+        with self._transaction(self._writer) as connection:
             yield connection
 
     @contextmanager
     def _read(self) -> Iterator[sa.Connection]:
-        with self._connection(self.engine) as connection, connection.begin():
+        with self._transaction(self.engine) as connection:
             yield connection
+
+    @contextmanager
+    def _transaction(self, engine: sa.Engine) -> Iterator[sa.Connection]:
+        with self._connection(engine) as connection:
+            try:
+                with connection.begin():
+                    yield connection
+            except sa.exc.DBAPIError as error:
+                if outage(error) is None or not error.connection_invalidated:
+                    raise
+                # The database went away in the transaction (stopped, restarted, failed over).
+                raise StoreUnreachable.of(self.engine, error) from error
 
     def _connection(self, engine: sa.Engine) -> sa.Connection:
         """A connection from the pool; a patient store tries until the database answers or its
-        patience runs out. Only reaching the database is tried again, never a transaction's work."""
-        deadline = time.monotonic() + self.patience
-        pause = 0.1
+        patience runs out (that of the method being tried, if one is)."""
+        patience = getattr(_trying, "patience", None) or _Patience(self.patience)
         while True:
             try:
                 return engine.connect()
             except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
-                left = deadline - time.monotonic()
-                if left <= 0:
+                if outage(error) is None:
                     raise
-                log.warning("cannot reach the database (%s); trying again for %.0f s more", error.orig, left)
-                time.sleep(min(pause, left))
-                pause = min(pause * 2, _RETRY_CEILING)
+                if not patience.wait(error):
+                    raise StoreUnreachable.of(self.engine, error, patience.seconds) from None
+
+
+class _Patience:
+    """How long to go on trying to reach the database, and the pause before the next try."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.pause = 0.1
+
+    def wait(self, error: BaseException) -> bool:
+        """Pause before the next try (False: no time is left for one)."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return False
+        said = error.orig if isinstance(error, sa.exc.DBAPIError) else error
+        log.warning("cannot reach the database (%s); trying again for %.0f s more", " ".join(str(said).split()),
+                    left)
+        time.sleep(min(self.pause, left))
+        self.pause = min(self.pause * 2, _RETRY_CEILING)
+        return True
+
+
+_trying = threading.local()  # the patience of the patient store's method being tried on this thread
+
+
+def patiently(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S, P], T]:
+    """``method`` (a store's, or a function whose first argument is the store) tried again, whole,
+    while a patient store's database is away; every public method of a store is so. Its transactions
+    were rolled back, so trying again does it once; but one whose connection went during its
+    commit may have been kept (an event written twice, a compare-and-set that finds its own change)."""
+    @functools.wraps(method)
+    def tried(store: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if not store.patience or getattr(_trying, "patience", None) is not None:
+            return method(store, *args, **kwargs)  # impatient, or called by a method being tried
+        _trying.patience = patience = _Patience(store.patience)
+        try:
+            while True:
+                try:
+                    return method(store, *args, **kwargs)
+                except StoreUnreachable as error:
+                    if not error.lost or not patience.wait(error):
+                        raise
+                except sa.exc.DBAPIError as error:  # one of its transactions took a connection of its own
+                    if outage(error) is None:
+                        raise
+                    if not patience.wait(error):
+                        raise StoreUnreachable.of(store.engine, error, patience.seconds) from error
+        finally:
+            _trying.patience = None
+
+    return tried
 
 
 def migrate(engine: sa.Engine) -> None:

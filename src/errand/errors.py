@@ -11,6 +11,7 @@ tree is drawn here (a test holds the drawing to the classes)::
     │   │                        nothing was created
     │   └── EvalError            an evaluation's dataset or options are wrong   (eval.errors)
     ├── BackendUnavailable       an isolation backend cannot run on this machine
+    ├── StoreUnreachable         the database could not be reached, or was lost mid-transaction (database)
     ├── ImageBuildError          an image build step failed (carries the step and its log)
     ├── SandboxError             something went wrong with a particular sandbox
     │   ├── SandboxNotFound      no live sandbox has that id

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from errand.database import StoreUnreachable
 from errand.errors import ConfigError
 from errand.tasks.store.tasks import TaskStore
 
@@ -17,8 +18,9 @@ def test_a_patient_store_waits_for_a_database_that_comes_back(tmp_path: Path) ->
     directory = tmp_path / "later"
     url = f"sqlite:///{directory / 'errand.db'}"  # its directory is missing: SQLite cannot open it yet
     store = TaskStore(sa.create_engine(url))
-    with pytest.raises(sa.exc.OperationalError):
+    with pytest.raises(StoreUnreachable) as away:  # an impatient store says so at once
         store.last_event_id()
+    assert "could not be reached" in away.value.message and isinstance(away.value, sa.exc.SQLAlchemyError)
 
     async def later() -> None:  # the database appears whole, at once
         await asyncio.sleep(0.5)

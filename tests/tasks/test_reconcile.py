@@ -163,3 +163,18 @@ def test_errand_recover_refuses_an_unknown_engine_and_changes_nothing(tmp_path: 
     assert ran.returncode != 0 and "unknown engine 'nope'" in ran.stderr
     with TaskStore.open(env["ERRAND_DATABASE_URL"]) as store:
         assert store.get_task(task_id).state is S.RUNNING and store.running_runs()
+
+
+def test_a_settled_tasks_left_running_run_is_ended_and_the_task_stays_as_it_is(store: TaskStore) -> None:
+    """A task failed already, its run left ``running`` by a worker that is gone: the run ends, and
+    nothing says the task went ``failed → failed`` or was failed again for a second interruption."""
+    task_id, run_id = _running(store, "host:1")
+    store.set_state(task_id, S.FAILED, event=("failed", {"reason": "the tests did not pass", "code": "x"}))
+    [healed] = asyncio.run(Reconciler(store, grace=0).once())
+    assert healed.action is Action.END_RUNS and healed.state is healed.previous is S.FAILED
+    assert healed.change() == f"stays failed; run {run_id} ended"
+    assert store.get_run(run_id).state is RunState.INTERRUPTED
+    assert [e.data["reason"] for e in store.events(task_id, kinds=["failed"])] == ["the tests did not pass"]
+    [recovered] = store.events(task_id, kinds=["recovered"])
+    assert recovered.data["reason"].startswith("the task is failed already and its worker host:1 holds no live lease")
+    assert asyncio.run(Reconciler(store, grace=0).once()) == []

@@ -584,10 +584,21 @@ def serve(
                               run_engine=not no_engine, engine=engine, temporal=temporal,
                               repo_roots=tuple(repo_root or ()), allow_scripted_models=allow_scripted_models,
                               eval_runs=eval_runs)
+        _wait_for_the_store()
         serve_forever(config, log_level=log_level)
     except ErrandError as error:
         _report(error)
         raise typer.Exit(_exit_code(error)) from None
+
+
+def _wait_for_the_store() -> None:
+    """The store answers (and has errand's schema) before the server starts: a database started
+    after errand, or restarting, is waited for up to ``ERRAND_STORE_RETRY_SECONDS``, each try said
+    on stderr; then :class:`~errand.database.StoreUnreachable` says what is wrong in a line."""
+    from errand.database import store_retry_from_environment
+    from errand.tasks.store.tasks import TaskStore
+
+    TaskStore.open(patience=store_retry_from_environment()).close()
 
 
 @app.command("tour")

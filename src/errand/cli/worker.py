@@ -168,8 +168,8 @@ def recover(engine_kind: EngineKind = "local", temporal: Temporal = None,
     if not healed:
         out.print("nothing to heal: every active task has something moving it on", style="dim")
     for done in healed:
-        runs = f" (runs {', '.join(done.run_ids)})" if done.run_ids else ""
-        out.print(f"{done.task_id}: {done.previous.value} → {done.state.value}{runs}: {shown(done.reason)}",
+        runs = f" (runs {', '.join(done.run_ids)})" if done.run_ids and done.state is not done.previous else ""
+        out.print(f"{done.task_id}: {done.change()}{runs}: {shown(done.reason)}",
                   highlight=False, soft_wrap=True)
 
 

@@ -76,6 +76,7 @@ class Action(enum.StrEnum):
     INTERRUPT = "interrupt"  # end the runs as interrupted; an active task requeued (failed after a second time)
     CANCEL_RUNS = "cancel_runs"  # a person cancelled the task: its runs end as cancelled
     REQUEUE = "requeue"  # an active task with no run and nothing driving it: queued again
+    END_RUNS = "end_runs"  # a task already settled (failed, say) left a run running: it ends, the task stays
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,14 @@ class Healed:
     reason: str
     run_ids: tuple[str, ...] = ()
 
+    def change(self) -> str:
+        """What became of the task, in words: ``running → queued``, or ``stays failed`` for a task
+        whose state was not changed (only its runs ended)."""
+        if self.state is self.previous:
+            ended = f"; run {', '.join(self.run_ids)} ended" if self.run_ids else ""
+            return f"stays {self.state.value}{ended}"
+        return f"{self.previous.value} → {self.state.value}"
+
     def to_json(self) -> dict[str, object]:
         return {"task_id": self.task_id, "action": self.action.value, "previous": self.previous.value,
                 "state": self.state.value, "reason": self.reason, "run_ids": list(self.run_ids)}
@@ -151,6 +160,9 @@ def decide(seen: Seen, *, grace: float = DEFAULT_GRACE) -> Heal | None:
     if orphaned:
         if task.state is TaskState.CANCELLED:
             return Heal(task.id, Action.CANCEL_RUNS, task.state, f"the task was cancelled and {why}", run_ids, reap)
+        if task.state not in ACTIVE:  # it settled already: nothing to requeue or fail, only the runs to end
+            return Heal(task.id, Action.END_RUNS, task.state, f"the task is {task.state.value} already and {why}",
+                        run_ids, reap)
         return Heal(task.id, Action.INTERRUPT, task.state, why, run_ids, reap)
     if task.state not in ACTIVE or seen.running:
         return None
@@ -187,12 +199,13 @@ def _interrupt(store: TaskStore, heal: Heal) -> Healed | None:
     recoveries = store.interrupt_runs(heal.run_ids)
     if not recoveries:
         return None  # their worker or workflow ended them since they were seen
+    rule = RULE if heal.action is Action.INTERRUPT else "a run its settled task left running ends as interrupted"
     for recovery in recoveries:
         store.append_event(heal.task_id, None, "recovered", {
             "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
-            "reason": heal.reason, "rule": RULE})
+            "reason": heal.reason, "rule": rule})
     state = recoveries[-1].state
-    if state is TaskState.FAILED:
+    if state is TaskState.FAILED and recoveries[-1].previous is not TaskState.FAILED:  # this heal failed it
         store.append_event(heal.task_id, None, "failed", {
             "reason": f"{heal.reason}; its round was interrupted a second time in a row, so errand gave up "
                       f"(`errand retry {heal.task_id}` runs it again)", "code": "orphaned"})
@@ -298,8 +311,7 @@ class Reconciler:
                 continue
             done = await asyncio.to_thread(act, self.store, heal)
             if done is not None:
-                log.warning("reconciler: task %s %s → %s: %s", done.task_id, done.previous.value, done.state.value,
-                            done.reason)
+                log.warning("reconciler: task %s %s: %s", done.task_id, done.change(), done.reason)
                 healed.append(done)
         return healed
 

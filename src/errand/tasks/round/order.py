@@ -623,9 +623,8 @@ async def _close(bench: Bench, key: str, run_ids: Sequence[str]) -> None:
                     if sandbox.paused:
                         await sandbox.resume()
                 await end_sandbox(sandbox, journal, "agent")
-    for run_id in run_ids:
-        with contextlib.suppress(ErrandError):
-            await asyncio.to_thread(steps.remove_work, await asyncio.to_thread(bench.store.get_run, run_id))
+    for run_id in run_ids:  # by id: a round whose store is away (its step cut short by that) still goes
+        await asyncio.to_thread(steps.remove_work_of, run_id)
 
 
 def fail(store: TaskStore, task_id: str, run_ids: Sequence[str], error: BaseException) -> None:

@@ -46,7 +46,7 @@ from errand.tasks.testreport import MAX_REPORT_BYTES, Flips, Report, flips, read
 
 __all__ = [
     "RANKING_RULE", "WORKSPACE", "Journal", "SetUp", "SetupFailed", "base_checkout", "cached_set_up", "check",
-    "collect_evidence", "finalize", "prepare_copy", "rank", "rank_key", "remove_work", "set_up",
+    "collect_evidence", "finalize", "prepare_copy", "rank", "rank_key", "remove_work", "remove_work_of", "set_up",
     "start_sandbox", "tests_on_base",
 ]
 
@@ -150,7 +150,12 @@ def prepare_copy(task: Task, run: Run, patch: str | None = None, *, setup: SetUp
 
 def remove_work(run: Run) -> None:
     """Remove a run's working copies (unmounting their overlays) and everything else it kept."""
-    root = work_dir(run)
+    remove_work_of(run.id)
+
+
+def remove_work_of(run_id: str) -> None:
+    """:func:`remove_work` by the run's id alone (a round's closing needs no store for it)."""
+    root = work_dir_of(run_id)
     for name in _COPIES:
         checkouts.unmount(root / name)
     shutil.rmtree(root, ignore_errors=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from errand.database import patiently
 from errand.tasks.errors import RunNotRunning, StaleStart, StateConflict
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run, RunState
@@ -28,6 +29,7 @@ from errand.tasks.store.tasks import TaskStore, insert_event, move_state, task_r
 __all__ = ["begin_round", "requeue_unbegun", "run_round"]
 
 
+@patiently
 def begin_round(store: TaskStore, task_id: str, worker: str, attempts: int, *, claim: int | None = None) -> list[Run]:
     """Record the runs of the task's next round for ``worker`` (``attempts`` side by side), all or
     none: only while the task is ``preparing`` and, with ``claim``, still under that claim. Else
@@ -49,6 +51,7 @@ def begin_round(store: TaskStore, task_id: str, worker: str, attempts: int, *, c
     return begun
 
 
+@patiently
 def requeue_unbegun(store: TaskStore, task_id: str, event: tuple[str, Any]) -> bool:
     """Queue again a ``preparing`` task none of whose runs is running (its round was lost before
     it began one), with ``event``; False, changing nothing, if it is not so: a start that began
@@ -63,6 +66,7 @@ def requeue_unbegun(store: TaskStore, task_id: str, event: tuple[str, Any]) -> b
         return True
 
 
+@patiently
 def run_round(store: TaskStore, task_id: str, run_ids: Sequence[str]) -> None:
     """Move the prepared round's task from ``preparing`` to ``running`` while every one of its
     runs is running: a round whose runs were taken meanwhile (settled elsewhere, the task queued

@@ -39,12 +39,14 @@ class TaskStore(SqlStore):
     """Tasks, runs, events and reviews in one SQL database."""
 
     @classmethod
-    def open(cls, url: str | None = None) -> Self:
-        """Open (creating and migrating to the newest schema) the store at ``url``.
+    def open(cls, url: str | None = None, *, patience: float = 0.0) -> Self:
+        """Open (creating and migrating to the newest schema) the store at ``url``, waiting up to
+        ``patience`` seconds for a database that cannot be reached (then, or at once without it,
+        :class:`~errand.database.StoreUnreachable`).
 
         Without ``url``, ``errand.db`` in errand's home directory (``ERRAND_HOME``).
         """
-        return cls(open_engine(url))
+        return cls(open_engine(url, patience=patience))
 
     # -- tasks -------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from errand.database import patiently
 from errand.tasks.errors import RunNotRunning
 from errand.tasks.records import RunState
 from errand.tasks.round.order import Bench
@@ -32,6 +33,7 @@ __all__ = ["FencedBench", "append_if_held", "lost"]
 TAKEN = frozenset({RunState.INTERRUPTED.value, RunState.CANCELLED.value})
 
 
+@patiently
 def append_if_held(store: TaskStore, worker: str, task_id: str, run_id: str, kind: str, data: Any) -> int:
     """Append the run's event if the run is still ``worker``'s and was not taken from it (see
     :data:`TAKEN`); else :class:`RunNotRunning`."""
@@ -46,6 +48,7 @@ def append_if_held(store: TaskStore, worker: str, task_id: str, run_id: str, kin
         return insert_event(connection, task_id, run_id, kind, data)
 
 
+@patiently
 def lost(store: TaskStore, worker: str, run_ids: Sequence[str]) -> bool:
     """Whether none of ``run_ids`` is running as ``worker``'s any more (the round was taken away)."""
     query = sa.select(sa.func.count()).select_from(runs).where(

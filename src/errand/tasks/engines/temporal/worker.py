@@ -30,6 +30,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from errand.agent import Budgets
+from errand.database import outage
 from errand.memory import MemoryStore
 from errand.sandbox import AsyncSandbox
 from errand.tasks.engines.lease import TEMPORAL_PREFIX, temporal_lease
@@ -87,7 +88,7 @@ class TemporalWorker:
         self.bench = FencedBench(
             store, self.queue, isolation=isolation or os.environ.get("ERRAND_ISOLATION") or "namespace",
             budgets=budgets or Budgets(), models=models, default_model=os.environ.get("ERRAND_MODEL") or None,
-            memory=MemoryStore(store.engine) if memory is ... else memory)  # type: ignore[arg-type]
+            memory=MemoryStore(store.engine).patient(settings.store_retry) if memory is ... else memory)  # type: ignore[arg-type]
         self._held: set[str] = set()
         self._concluding: set[str] = set()
         self._stopping = False
@@ -96,6 +97,7 @@ class TemporalWorker:
         # Each attempt under way, by its round's key and its index (a start's, by ``_START``): it runs
         # beside its activity (see :meth:`attempt`), and its end is kept a while after (:meth:`_attached`).
         self._attempts: dict[tuple[str, int], asyncio.Future[Any]] = {}
+        self._ending: set[asyncio.Future[None]] = set()  # rounds a database outage cut short, ending here
 
     async def serve(self, *, stop: asyncio.Event | None = None, exit_when_idle: float | None = None,
                     ready: Callable[[], None] | None = None) -> None:
@@ -335,6 +337,15 @@ class TemporalWorker:
                 raise ApplicationError("cancelled", said, type=ROUND_CANCELLED, non_retryable=True) from None
             raise
         except Exception as error:
+            away = outage(error)
+            if away is not None:
+                # Not the task's fault: the round is interrupted (the task requeued), not failed. It ends here
+                # at once, beside the step: its sandboxes, copies and place (closing needs no store).
+                ending = asyncio.ensure_future(self._end_round_here(task_id, run_ids))
+                self._ending.add(ending)
+                ending.add_done_callback(self._ending.discard)
+                raise ApplicationError(f"{away.message}, so the round was cut short", *details, type=RUN_LOST,
+                                       non_retryable=True) from error
             if isinstance(error, RunNotRunning) or await asyncio.to_thread(lost, self.store, self.queue, run_ids):
                 # Fenced: the round was taken from this worker while it did not answer (its lease passed);
                 # the task has moved on, so it is not failed here, and what the round holds here ends.

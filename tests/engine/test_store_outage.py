@@ -1,0 +1,220 @@
+"""PostgreSQL away (``pg_ctl stop -m immediate``) for longer than the store's retry time: no
+task fails with the driver's message, what was cut short is requeued and runs again once the
+database is back, and a person's command says what is wrong in a line, not a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+import postgres
+from errand.tasks.engines.choice import reconciler
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.records import RunState
+from errand.tasks.round import steps
+from errand.tasks.service import TaskService
+from errand.tasks.store.tasks import TaskStore
+from temporal import TemporalServer
+
+from .harness import FINISH, FIX, READ, TEST, running_engine, scripted, wait_for_event, wait_for_state
+
+pytestmark = [pytest.mark.faults]
+S = TaskState
+
+
+class Postgres:
+    """A PostgreSQL cluster of this test's own, stopped at once (``-m immediate``) and started again."""
+
+    def __init__(self) -> None:
+        self.cluster = postgres.start()
+        self.data = self.cluster.directory / "data"
+        self.url = self.cluster.url(self.cluster.create_database())
+
+    def _ctl(self, *args: str) -> None:
+        subprocess.run(postgres._as_owner([str(postgres.BIN / "pg_ctl"), "-D", str(self.data), *args]),
+                       check=True, capture_output=True)
+
+    def stop(self) -> None:
+        self._ctl("-m", "immediate", "-w", "stop")
+
+    def start(self) -> None:
+        options = f"-c listen_addresses='' -k {self.cluster.directory} -c fsync=off -c max_connections=200"
+        self._ctl("-o", options, "-l", str(self.cluster.directory / "log"), "-w", "start")
+
+
+@pytest.fixture
+def pg() -> Iterator[Postgres]:
+    reason = postgres.missing()
+    if reason is not None:
+        pytest.skip(reason)
+    cluster = Postgres()
+    try:
+        yield cluster
+    finally:
+        postgres.stop(cluster.cluster)
+
+
+def _errand(pg: Postgres, tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "ERRAND_HOME": str(tmp_path / "home"), "ERRAND_DATABASE_URL": pg.url, **extra}
+
+
+# -- the store ------------------------------------------------------------------------------------
+
+
+def test_a_patient_store_tries_a_transaction_again_whose_connection_was_lost(pg: Postgres) -> None:
+    """The database lost the connection in the middle of a write (its backend ended, as a stop
+    or a failover ends it): the patient store writes it again once, instead of failing the step."""
+    store = TaskStore.open(pg.url)
+    task_id = store.create_task(title="t", instruction="i", repo="/r").id
+    patient = store.patient(30)
+    cut: list[int] = []
+
+    @sa.event.listens_for(store.engine, "before_cursor_execute")
+    def cut_once(connection: sa.Connection, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.startswith("INSERT INTO events") and not cut:
+            cut.append(connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+            pg.cluster.sql(f"SELECT pg_terminate_backend({cut[0]})")
+
+    patient.append_event(task_id, None, "note", {"text": "written once"})
+    assert cut, "the write's connection was not cut"
+    assert [e.data for e in store.events(task_id, kinds=["note"])] == [{"text": "written once"}]
+    sa.event.remove(store.engine, "before_cursor_execute", cut_once)
+    store.close()
+
+
+def test_a_store_that_cannot_reach_the_database_says_so_in_words(pg: Postgres) -> None:
+    from errand.database import StoreUnreachable
+
+    store = TaskStore.open(pg.url)
+    task_id = store.create_task(title="t", instruction="i", repo="/r").id
+    pg.stop()
+    with pytest.raises(StoreUnreachable) as away:
+        store.patient(1).get_task(task_id)
+    assert away.value.code == "store_unreachable" and "could not be reached for 1 s" in away.value.message
+    assert "running" in away.value.message and "Traceback" not in str(away.value)
+    pg.start()
+    assert store.patient(1).get_task(task_id).id == task_id  # back: the same store answers again
+    store.close()
+
+
+# -- a person's commands ------------------------------------------------------------------------
+
+
+def test_errand_recover_with_the_database_down_says_what_is_wrong_in_a_line(pg: Postgres, tmp_path: Path) -> None:
+    TaskStore.open(pg.url).close()
+    pg.stop()
+    ran = subprocess.run([sys.executable, "-m", "errand", "recover"], env=_errand(pg, tmp_path),
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 1, ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) <= 2 and "Traceback" not in ran.stderr, ran.stderr
+    assert lines[-1].startswith("error: the database postgresql+psycopg://errand@/"), lines
+    assert "could not be reached (" in lines[-1] and "running" in lines[-1], lines
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_errand_serve_with_the_database_down_waits_its_retry_time_then_says_why(pg: Postgres,
+                                                                                tmp_path: Path) -> None:
+    TaskStore.open(pg.url).close()
+    pg.stop()
+    ran = subprocess.run([sys.executable, "-m", "errand", "serve", "--no-engine", "--port", str(_free_port())],
+                         env=_errand(pg, tmp_path, ERRAND_STORE_RETRY_SECONDS="2"), capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    assert any(line.startswith("cannot reach the database") and "trying again" in line for line in lines), lines
+    assert lines[-1].startswith("error: the database ") and "could not be reached for 2 s" in lines[-1], lines
+
+
+@pytest.mark.slow
+def test_errand_serve_started_before_the_database_serves_once_it_is_up(pg: Postgres, tmp_path: Path) -> None:
+    TaskStore.open(pg.url).close()
+    pg.stop()
+    port = _free_port()
+    serving = subprocess.Popen([sys.executable, "-m", "errand", "serve", "--no-engine", "--port", str(port)],
+                               env=_errand(pg, tmp_path, ERRAND_STORE_RETRY_SECONDS="300"),
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert serving.stderr is not None
+        waiting = serving.stderr.readline()
+        assert waiting.startswith("cannot reach the database"), waiting
+        pg.start()
+        deadline = time.monotonic() + 120
+        while True:
+            assert serving.poll() is None, serving.stderr.read()
+            with contextlib.suppress(OSError), \
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
+                if answer.status == 200:
+                    break
+            assert time.monotonic() < deadline, "serve did not answer once the database was up"
+            time.sleep(0.2)
+    finally:
+        serving.terminate()
+        serving.communicate(timeout=60)
+
+
+async def _until(condition: Callable[[], object], *, seconds: float) -> None:
+    """Wait until ``condition()`` says nothing is left (what it returns is shown if something stays)."""
+    deadline = time.monotonic() + seconds
+    while left := condition():
+        assert time.monotonic() < deadline, f"still there after {seconds} s: {left}"
+        await asyncio.sleep(0.1)
+
+
+# -- the Temporal engine ------------------------------------------------------------------------
+
+#: The store's retry time in this test, and an outage well past it: the agent's long command ends
+#: (and the attempt with it) while the database is away.
+RETRY = 3.0
+AWAY = 20.0
+SLOW_COMMAND = [[READ], [("shell", {"command": "sleep 6"})], [FIX], [TEST], [FINISH]]
+
+
+@pytest.mark.slow
+@pytest.mark.serial  # an outage timed against a retry time, as test_outages.py's
+async def test_postgres_away_past_the_retry_time_while_an_attempt_ends_requeues_the_round(
+        repo: Path, script_file: Path, pg: Postgres, temporal_server: TemporalServer, temporal_queue: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERRAND_TEMPORAL", temporal_server.address)
+    monkeypatch.setenv("ERRAND_STORE_RETRY_SECONDS", str(RETRY))
+    store = TaskStore.open(pg.url)
+    task_id = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}").id
+    stop = asyncio.Event()
+    async with running_engine(store, lambda _s, _i: scripted(SLOW_COMMAND), kind="temporal") as worker:
+        # errand serve's reconciler, as it runs there (a pass a second, here).
+        healing = asyncio.create_task(reconciler("temporal", store, grace=1.0).serve(stop, interval=1.0))
+        try:
+            await wait_for_event(store, task_id, lambda e: e.kind == "tool_call" and e.data.get("name") == "shell")
+            await asyncio.to_thread(pg.stop)
+            await asyncio.sleep(AWAY)
+            await asyncio.to_thread(pg.start)
+            await wait_for_state(store, task_id, S.READY_FOR_REVIEW, S.FAILED, seconds=300)
+            # The worker let the cut round go: it holds no round, and no copy of a run is left.
+            await _until(lambda: (*worker.held(), *steps.work_runs()), seconds=120)
+        finally:
+            stop.set()
+            await healing
+    events = store.events(task_id)
+    said = [str(event.data) for event in events]
+    assert not [text for text in said if "OperationalError" in text], said
+    assert store.get_task(task_id).state is S.READY_FOR_REVIEW, said[-4:]
+    assert [run.state for run in store.runs(task_id)] == [RunState.INTERRUPTED, RunState.SUCCEEDED]
+    reasons = [event.data["reason"] for event in events if event.kind == "recovered"]
+    assert reasons and all("database" in reason for reason in reasons), reasons
+    store.close()
