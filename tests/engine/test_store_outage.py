@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -167,6 +169,49 @@ def test_errand_serve_started_before_the_database_serves_once_it_is_up(pg: Postg
     finally:
         serving.terminate()
         serving.communicate(timeout=60)
+
+
+def test_the_api_with_the_database_down_says_so_and_answers_again_once_it_is_back(
+        pg: Postgres, tmp_path: Path) -> None:
+    """A person's commands against a server whose database went away: 503 and a sentence that
+    names the database (not "the server failed unexpectedly"), no traceback in the server's log;
+    the same commands work once it is back."""
+    TaskStore.open(pg.url).close()
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as output:
+        serving = subprocess.Popen([sys.executable, "-m", "errand", "serve", "--no-engine", "--port", str(port)],
+                                   env=_errand(pg, tmp_path, ERRAND_STORE_RETRY_SECONDS="1"), stdout=output,
+                                   stderr=output)
+    person = {**os.environ, "ERRAND_HOME": str(tmp_path / "person"), "ERRAND_SERVER": f"http://127.0.0.1:{port}"}
+
+    def errand(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "errand", *args], env=person, capture_output=True, text=True,
+                              timeout=120)
+
+    try:
+        deadline = time.monotonic() + 120
+        while (listed := errand("ls")).returncode != 0:
+            assert serving.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        pg.stop()
+        for args in (("ls",), ("show", "t-00000000")):
+            away = errand(*args)
+            assert away.returncode != 0, away.stdout
+            assert "cannot reach its database" in away.stderr and "unexpectedly" not in away.stderr, away.stderr
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/tasks", timeout=60)
+        problem = json.loads(refused.value.read())
+        assert (refused.value.code, problem["code"]) == (503, "store_unreachable"), problem
+        assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+        pg.start()
+        deadline = time.monotonic() + 120
+        while (listed := errand("ls")).returncode != 0:
+            assert time.monotonic() < deadline, listed.stderr
+            time.sleep(0.2)
+    finally:
+        serving.terminate()
+        serving.wait(timeout=60)
 
 
 async def _until(condition: Callable[[], object], *, seconds: float) -> None:

@@ -13,6 +13,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from errand.database import StoreUnreachable
 from errand.errors import BackendUnavailable, ConfigError, ErrandError, SandboxNotFound, SandboxTerminated
 from errand.memory.errors import InvalidMemory, MemoryNotFound, SecretRefused
 from errand.server.errors import ServerError
@@ -46,6 +47,7 @@ ERRORS: tuple[tuple[type[ErrandError], int], ...] = (
     (SecretRefused, 422),
     (ConfigError, 422),
     (BackendUnavailable, 503),
+    (StoreUnreachable, 503),
 )
 # Errors known by code alone (raised as a base class with their own code).
 CODE_STATUS: Mapping[str, int] = {"no_result": 409, "engine_busy": 503, "patch_failed": 409,

@@ -3,8 +3,10 @@
 A problem carries ``status``, ``title`` (the status's phrase), ``detail`` (the
 error's message, written for people) and ``code`` (errand's stable code, for
 programs to branch on), plus the error's structured fields (``task_id``,
-``state``, ...). Anything unexpected is a 500 with no internals in the body;
-the exception goes to the server's log.
+``state``, ...). The database away is a 503 that says so (``store_unreachable``), with
+no traceback in the log: it is the database's outage, not the server's fault. Anything
+else unexpected is a 500 with no internals in the body; the exception goes to the
+server's log.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
+from errand.database import StoreUnreachable, outage
 from errand.errors import ErrandError
 from errand.server.codes import fields_of, status_of
 
@@ -53,7 +56,15 @@ def install(app: FastAPI, *, html: HtmlPage | None = None) -> None:
 
     async def errand_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, ErrandError)
+        if isinstance(error, StoreUnreachable):
+            return store_away(request, error)
         return answer(request, from_error(error), error.message)
+
+    def store_away(request: Request, away: StoreUnreachable) -> Response:
+        # The database's address and the driver's words are the operator's (the log, /readyz), not the caller's.
+        log.warning("%s %s: %s", request.method, request.url.path, away.message)
+        detail = "the server cannot reach its database now; try again once it is back (its log says why)"
+        return answer(request, problem(503, detail, away.code), detail)
 
     async def validation_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, RequestValidationError)
@@ -72,6 +83,9 @@ def install(app: FastAPI, *, html: HtmlPage | None = None) -> None:
         return answer(request, problem(400, detail, "invalid_text"), detail)
 
     async def unexpected(request: Request, error: Exception) -> Response:
+        away = outage(error)
+        if away is not None:
+            return store_away(request, away)
         log.error("%s %s failed", request.method, request.url.path, exc_info=error)
         detail = "the server failed unexpectedly; its log has the details"
         return answer(request, problem(500, detail, "internal_error"), detail)
