@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -115,3 +119,27 @@ async def test_ask_user_and_finish_end_the_run(sandbox: AsyncSandbox) -> None:
     with pytest.raises(Finished) as finished:
         await call(sandbox, "finish", summary="done", assumptions=["a"])
     assert (finished.value.summary, finished.value.assumptions) == ("done", ["a"])
+
+
+async def test_an_output_handler_that_refuses_leaves_the_commands_result_and_says_so_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The handler that records a command's output refused (its run was taken from this worker):
+    the command's result stands, and the refusal is logged, not left as an error nobody reads
+    ("Task exception was never retrieved" at the next garbage collection)."""
+    from .host_workspace import HostDirectory
+
+    async def refuse(_text: str) -> None:
+        raise RuntimeError("the run took no more events")
+
+    loop = asyncio.get_running_loop()
+    unread: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: unread.append(context))
+    call = ToolCall("c-1", "shell", {"command": "echo one; echo two"})
+    with caplog.at_level(logging.WARNING, logger="errand.agent"):
+        result = await run_tool(HostDirectory(tmp_path), str(tmp_path), call, on_output=refuse)
+    gc.collect()
+    await asyncio.sleep(0)
+    assert result.ok and result.content == "exit code 0\none\ntwo\n"
+    assert [r.getMessage() for r in caplog.records] == [
+        "the output of 'echo one; echo two' was not all passed on: the run took no more events"]
+    assert unread == []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import logging
 import posixpath
 from typing import Any
 
@@ -33,6 +34,8 @@ from errand.errors import ExecTimeout
 from errand.models import Tool, ToolCall
 
 __all__ = ["TOOLS", "OutputHandler", "ToolResult", "register_core_tools", "run_tool"]
+
+log = logging.getLogger("errand.agent")
 
 MAX_SHELL_OUTPUT = 16_000  # characters of a command's output the model sees (the tail)
 MAX_READ_LINES = 400  # lines read_file returns when no range is asked for
@@ -147,6 +150,8 @@ class _Place:
         finally:
             await asyncio.wait([reader], timeout=_DRAIN)
             reader.cancel()
+        if tail.refused is not None:
+            log.warning("the output of %r was not all passed on: %s", command[:80], tail.refused)
         status = f"timed out after {timeout:g}s and was killed" if exit_code is None else f"exit code {exit_code}"
         return ToolResult(f"{status}\n{tail.text()}", ok=exit_code == 0, exit_code=exit_code)
 
@@ -220,25 +225,31 @@ class _Place:
 class _Tail:
     """Keeps the last ``limit`` bytes of a stream: the end of a log is where the error is.
 
-    Every chunk is also handed, decoded, to ``on_output`` as it arrives.
+    Every chunk is also handed, decoded, to ``on_output`` as it arrives. A handler that
+    refuses (its run was taken from this worker, say) is handed no more, and its error is
+    kept in ``refused``: the command's output is still collected for its result.
     """
 
     def __init__(self, limit: int, on_output: OutputHandler | None = None) -> None:
         self.limit = limit
         self.buffer = bytearray()
         self.dropped = 0
+        self.refused: Exception | None = None
         self._on_output = on_output
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     async def collect(self, chunks: Any) -> None:
         async for chunk in chunks:
-            if self._on_output is not None and (text := self._decoder.decode(chunk)):
-                await self._on_output(text)
             self.buffer += chunk
             excess = len(self.buffer) - self.limit
             if excess > 0:
                 del self.buffer[:excess]
                 self.dropped += excess
+            if self._on_output is not None and (text := self._decoder.decode(chunk)):
+                try:
+                    await self._on_output(text)
+                except Exception as error:  # noqa: BLE001 - whatever the handler's store raised, the result stands
+                    self.refused, self._on_output = error, None
 
     def text(self) -> str:
         text = bytes(self.buffer).decode(errors="replace")
