@@ -28,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from errand.database import outage
 from errand.sandbox import AsyncSandbox
 from errand.tasks.store import census
 from errand.tasks.store.tasks import TaskStore
@@ -90,7 +91,7 @@ async def _check_store(store: TaskStore) -> Check:
         with store.engine.connect() as connection:
             connection.exec_driver_sql("SELECT 1")
 
-    return await _bounded("store", asyncio.to_thread(ping), "answers")
+    return await _bounded("store", asyncio.to_thread(ping), "answers", down=_store_down)
 
 
 async def _check_engine(state: Any) -> Check:
@@ -115,17 +116,33 @@ async def _check_temporal(state: Any) -> Check:
             state.temporal_probe = client
         await client.service_client.check_health()
 
-    return await _bounded("temporal", health(), "answers")
+    return await _bounded("temporal", health(), "answers", down=_temporal_down)
 
 
-async def _bounded(name: str, probe: Any, ok_detail: str) -> Check:
+async def _bounded(name: str, probe: Any, ok_detail: str, *,
+                   down: Callable[[Exception], str | None] = lambda _error: None) -> Check:
     try:
         await asyncio.wait_for(probe, PROBE_TIMEOUT)
     except TimeoutError:
         return Check(name, False, f"no answer within {PROBE_TIMEOUT:g} s")
     except Exception as error:  # noqa: BLE001 - any failure is the answer: the dependency is down
-        return Check(name, False, _first_line(error))
+        return Check(name, False, down(error) or _first_line(error))
     return Check(name, True, ok_detail)
+
+
+def _store_down(error: Exception) -> str | None:
+    """The database away, said without its address or the driver's words (the probe is open)."""
+    return "the database does not answer; the server's log says why" if outage(error) is not None else None
+
+
+def _temporal_down(error: Exception) -> str | None:
+    """The SDK's connect error (``RuntimeError: Failed client connect: … tonic::transport::Error(…)``)
+    as a sentence."""
+    text = str(error)
+    if "Failed client connect" not in text:
+        return None
+    reason = "connection refused" if "ConnectionRefused" in text or "Connection refused" in text else "no connection"
+    return f"the Temporal service does not answer ({reason})"
 
 
 def _first_line(error: BaseException) -> str:
