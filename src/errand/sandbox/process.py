@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal as signals
 from collections.abc import AsyncIterator
@@ -127,28 +128,41 @@ class AsyncWriter:
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._waiting: asyncio.Future[None] | None = None  # a write waiting for room in the pipe
 
     async def write(self, data: str | bytes) -> None:
+        """Write it all; BrokenPipeError once stdin is closed (by :meth:`close`, or by
+        ``wait()`` when the command ends), also for a write waiting for room meanwhile."""
         payload = data.encode() if isinstance(data, str) else data
         loop = asyncio.get_running_loop()
         view = memoryview(payload)
         while view:
+            if self._fd < 0:
+                raise BrokenPipeError(errno.EPIPE, "the command's stdin is closed")
             try:
                 written = os.write(self._fd, view)
             except BlockingIOError:
-                ready = loop.create_future()
-                loop.add_writer(self._fd, ready.set_result, None)
+                fd = self._fd
+                self._waiting = ready = loop.create_future()
+                loop.add_writer(fd, ready.set_result, None)
                 try:
                     await ready
                 finally:
-                    loop.remove_writer(self._fd)
+                    self._waiting = None
+                    if self._fd == fd:  # else close() has let go of the number, which may be another's now
+                        loop.remove_writer(fd)
                 continue
             view = view[written:]
 
     async def close(self) -> None:
+        """Close stdin (the command reads its end). The loop stops watching the descriptor
+        first: closed while watched, its number, given to another file, would stay watched."""
         if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            fd, self._fd = self._fd, -1
+            asyncio.get_running_loop().remove_writer(fd)
+            if self._waiting is not None and not self._waiting.done():
+                self._waiting.set_result(None)  # it wakes to find stdin closed
+            os.close(fd)
 
 
 class AsyncProcess:
