@@ -21,6 +21,7 @@ import pytest
 
 import components
 from engine.harness import Turn, make_repo, openai_turn
+from errand.tasks.lifecycle import FINAL
 from models.wire import WireServer
 from mounts import unmount_under
 
@@ -75,6 +76,7 @@ def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None, host:
     with open(log, "wb") as output:
         process = subprocess.Popen(command, env=environment, stdout=output, stderr=output, cwd=tmp)
     served = Served(f"http://127.0.0.1:{port}", process, log, database, tmp)
+    _logs[served.url] = log
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -154,13 +156,28 @@ def queue_turns(wire: WireServer, script: list[Turn]) -> None:
         wire.answer(openai_turn(turn, n))
 
 
+_logs: dict[str, Path] = {}  # each started server's log, by its URL: wait_state quotes it
+
+
 def wait_state(client: httpx.Client, task_id: str, *states: str, seconds: float = 120) -> dict[str, object]:
+    """Wait for the task to reach one of ``states``. A task that ends elsewhere (failed, say) or
+    stays put fails the test with its last events and the tail of the server's log, where a
+    failure's traceback is: CI keeps the assertion's message, not the test's directory."""
     deadline = time.monotonic() + seconds
     while True:
         task: dict[str, object] = client.get(f"/api/tasks/{task_id}").json()
         if task["state"] in states:
             return task
-        if time.monotonic() > deadline:
+        if task["state"] in FINAL or time.monotonic() > deadline:
             events = client.get(f"/api/tasks/{task_id}/events").json()[-6:]
-            raise AssertionError(f"task is {task['state']}, not {states}: {json.dumps(events)[:2000]}")
+            raise AssertionError(f"task is {task['state']}, not {states}: {json.dumps(events)[:2000]}"
+                                 f"{_log_tail(client)}")
         time.sleep(0.05)
+
+
+def _log_tail(client: httpx.Client, lines: int = 60) -> str:
+    log = _logs.get(str(client.base_url).rstrip("/"))
+    if log is None or not log.exists():
+        return ""
+    tail = log.read_text(errors="replace").splitlines()[-lines:]
+    return f"\n--- the last {len(tail)} lines of {log.name} ---\n" + "\n".join(tail)

@@ -46,7 +46,7 @@ from errand.sandbox.backend import Backend, get_backend
 from errand.sandbox.config import check_env, sandbox_path
 from errand.sandbox.files import AsyncFiles
 from errand.sandbox.network import Network
-from errand.sandbox.process import MAX_OUTPUT, AsyncProcess, ExecResult
+from errand.sandbox.process import MAX_OUTPUT, AsyncProcess, ExecResult, read_pipe
 from errand.sandbox.secret import made_for_secrets
 
 __all__ = ["SandboxHandle", "SandboxInfo", "commit_writes", "new_sandbox_id", "start"]
@@ -644,7 +644,5 @@ def _copy_layers(spec: SandboxSpec) -> list[Path]:
 
 
 async def _reader(loop: asyncio.AbstractEventLoop, fd: int) -> asyncio.StreamReader:
-    reader = asyncio.StreamReader(limit=1 << 24)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0))
-    return reader
+    return read_pipe(loop, fd, 1 << 24)
 

@@ -24,6 +24,7 @@ from typing import Literal
 
 from errand.errors import ConfigError, FilesError, SandboxError
 from errand.sandbox._backends.channel import AgentChannel, AgentReply
+from errand.sandbox.process import AsyncWriter
 
 __all__ = ["MAX_READ", "AsyncFiles", "FileInfo"]
 
@@ -146,13 +147,21 @@ class AsyncFiles:
             finally:
                 os.close(theirs)
             self._check(await channel.receive(), path)
+            # The content moves on the loop, not on a thread: a thread still writing or reading
+            # when the call is cancelled would go on at the number after it was closed here, and
+            # the number may be another file's by then.
             data = b""
             if payload is not None:
-                await asyncio.to_thread(_write_all, ours, payload)
-                os.close(ours)  # the end of the content
-                ours = -1
+                os.set_blocking(ours, False)
+                stdin, ours = AsyncWriter(ours), -1
+                try:
+                    await stdin.write(payload)
+                except BrokenPipeError:
+                    pass  # the agent stopped reading (a full disk, say): its verdict says why
+                finally:
+                    await stdin.close()  # the end of the content
             else:
-                data = await asyncio.to_thread(_read_all, ours, limit + 1)
+                data = await _read_all(ours, limit + 1)
             self._check(await channel.receive(), path)
             return data
         finally:
@@ -190,17 +199,22 @@ def _info(fields: builtins.list[str], name: str, path: str) -> FileInfo:
     return FileInfo(name, path, _KINDS.get(kind, "other"), int(size), int(mode, 8), float(mtime))
 
 
-def _write_all(fd: int, payload: bytes) -> None:
-    view = memoryview(payload)
-    try:
-        while view:
-            view = view[os.write(fd, view):]
-    except BrokenPipeError:
-        pass  # the agent stopped reading (a full disk, say): its verdict says why
-
-
-def _read_all(fd: int, limit: int) -> bytes:
+async def _read_all(fd: int, limit: int) -> bytes:
+    loop = asyncio.get_running_loop()
+    os.set_blocking(fd, False)
     data = bytearray()
-    while len(data) < limit and (chunk := os.read(fd, min(1 << 20, limit - len(data)))):
+    while len(data) < limit:
+        try:
+            chunk = os.read(fd, min(1 << 20, limit - len(data)))
+        except BlockingIOError:
+            readable: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(fd, readable.set_result, None)
+            try:
+                await readable
+            finally:
+                loop.remove_reader(fd)
+            continue
+        if not chunk:
+            break
         data += chunk
     return bytes(data)

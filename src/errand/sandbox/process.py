@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal as signals
 from collections.abc import AsyncIterator
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from errand.errors import ExecTimeout
 from errand.sandbox._backends.channel import AgentChannel
 
-__all__ = ["MAX_OUTPUT", "AsyncProcess", "AsyncStream", "ExecResult"]
+__all__ = ["MAX_OUTPUT", "AsyncProcess", "AsyncStream", "ExecResult", "read_pipe"]
 
 MAX_OUTPUT = 64 * 1024 * 1024  # bytes per stream result() keeps unless asked for more
 
@@ -56,33 +57,112 @@ class AsyncStream:
             yield chunk
 
 
+def read_pipe(loop: asyncio.AbstractEventLoop, fd: int, limit: int) -> asyncio.StreamReader:
+    """A stream of what arrives on ``fd``, the read end of a command's output pipe, which it
+    takes over: the descriptor is closed once, on the loop's thread, when the output ends."""
+    reader = asyncio.StreamReader(limit=limit, loop=loop)
+    _OutputPipe(loop, fd, reader)
+    return reader
+
+
+class _OutputPipe:
+    """The one owner of an output pipe's read end, feeding a StreamReader (and paused by it
+    when its buffer fills).
+
+    Not ``loop.connect_read_pipe``: on uvloop (what ``errand serve`` runs on) the transport
+    hands the number to libuv and keeps the file object it was given, and both close it
+    (uvloop#763); and a transport left half-open at the end of the output, as uvloop leaves
+    one, is closed by whichever thread's garbage collection finds it. Between the two closes
+    another thread can be given that number, and the second close takes it from that thread:
+    a round's conclusion failed with EBADF so."""
+
+    _CHUNK = 256 * 1024  # bytes read at most per wakeup, as asyncio's pipe transport does
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, reader: asyncio.StreamReader) -> None:
+        self._loop = loop
+        self._fd = fd
+        self._reader = reader
+        self._paused = False
+        os.set_blocking(fd, False)
+        reader.set_transport(self)  # type: ignore[arg-type]  # it calls only pause_reading and resume_reading
+        loop.add_reader(fd, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(self._fd, self._CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""  # what arrived stands; the command's status says the rest
+        if data:
+            self._reader.feed_data(data)
+            return
+        self._close()
+        self._reader.feed_eof()
+
+    def pause_reading(self) -> None:
+        if not self._paused and self._fd >= 0:
+            self._paused = True
+            self._loop.remove_reader(self._fd)
+
+    def resume_reading(self) -> None:
+        if self._paused and self._fd >= 0:
+            self._paused = False
+            self._loop.add_reader(self._fd, self._readable)
+
+    def _close(self) -> None:
+        if self._fd >= 0:
+            self._loop.remove_reader(self._fd)
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    def __del__(self) -> None:
+        # Only a paused pipe nobody reads any more is garbage (the loop holds one it watches),
+        # so nothing watches this descriptor: closing it here is its one close.
+        if self._fd >= 0:
+            os.close(self._fd)
+
+
 class AsyncWriter:
     """A command's stdin."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._waiting: asyncio.Future[None] | None = None  # a write waiting for room in the pipe
 
     async def write(self, data: str | bytes) -> None:
+        """Write it all; BrokenPipeError once stdin is closed (by :meth:`close`, or by
+        ``wait()`` when the command ends), also for a write waiting for room meanwhile."""
         payload = data.encode() if isinstance(data, str) else data
         loop = asyncio.get_running_loop()
         view = memoryview(payload)
         while view:
+            if self._fd < 0:
+                raise BrokenPipeError(errno.EPIPE, "the command's stdin is closed")
             try:
                 written = os.write(self._fd, view)
             except BlockingIOError:
-                ready = loop.create_future()
-                loop.add_writer(self._fd, ready.set_result, None)
+                fd = self._fd
+                self._waiting = ready = loop.create_future()
+                loop.add_writer(fd, ready.set_result, None)
                 try:
                     await ready
                 finally:
-                    loop.remove_writer(self._fd)
+                    self._waiting = None
+                    if self._fd == fd:  # else close() has let go of the number, which may be another's now
+                        loop.remove_writer(fd)
                 continue
             view = view[written:]
 
     async def close(self) -> None:
+        """Close stdin (the command reads its end). The loop stops watching the descriptor
+        first: closed while watched, its number, given to another file, would stay watched."""
         if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            fd, self._fd = self._fd, -1
+            asyncio.get_running_loop().remove_writer(fd)
+            if self._waiting is not None and not self._waiting.done():
+                self._waiting.set_result(None)  # it wakes to find stdin closed
+            os.close(fd)
 
 
 class AsyncProcess:
