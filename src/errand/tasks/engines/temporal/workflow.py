@@ -295,6 +295,7 @@ class TaskWorkflow:
         await self._settle(given, settled)
         if closing is not None:
             closing.cancel()  # not waited for an hour on a queue no worker may poll again
+            closing.add_done_callback(_closed)  # how it ended is let be
         self.leftovers.append(self._close_handle(begun, max(heartbeat * 2, timedelta(seconds=30))))
 
     async def _close(self, begun: Begun, within: timedelta) -> None:
