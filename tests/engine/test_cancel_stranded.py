@@ -10,6 +10,7 @@ the runs: a dead worker's run stayed ``running``, a woken one ran its attempt on
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -62,18 +63,23 @@ def _round_running(store: TaskStore, task_id: str, model: Path,
     return server, worker
 
 
-def _cancel(server: Machine, task_id: str) -> None:
+def _cancel(server: Machine, task_id: str) -> float:
+    """Cancel the task as a person does; when."""
+    at = time.time()
     cancelled = server.errand("cancel", "--yes", task_id)
     assert cancelled.returncode == 0, cancelled.stderr
+    return at
 
 
-def _run_ended(store: TaskStore, run_id: str, *machines: Machine) -> None:
+def _run_ended(store: TaskStore, run_id: str, cancelled_at: float, *machines: Machine) -> None:
     try:
         wait_until(lambda: store.get_run(run_id).state is not RunState.RUNNING, "the cancelled run to end",
                    SETTLED_WITHIN)
     except AssertionError as error:
         said = "\n".join(f"{m.log.name}: {m.log.read_text()[-1500:]}" for m in machines if m.log.exists())
         raise AssertionError(f"{error} (lease {LEASE:g} s)\n{said}") from None
+    ended_at = store.get_run(run_id).ended_at or 0.0
+    print(f"the run ended {ended_at - cancelled_at:.1f} s after the cancel (lease {LEASE:g} s)")
 
 
 def test_a_task_cancelled_while_its_worker_is_dead_ends_its_run_and_can_be_retried(
@@ -85,9 +91,9 @@ def test_a_task_cancelled_while_its_worker_is_dead_ends_its_run_and_can_be_retri
     server, dead = _round_running(store, task.id, model, team)
     [run] = store.runs(task.id)
     dead.kill()
-    _cancel(server, task.id)  # at once: its lease still lives, so the cancel leaves the run to the round
+    cancelled_at = _cancel(server, task.id)  # at once: its lease still lives, so the round's to end the run
 
-    _run_ended(store, run.id, server, dead)
+    _run_ended(store, run.id, cancelled_at, server, dead)
     assert store.get_run(run.id).state is RunState.CANCELLED
     assert store.get_task(task.id).state is TaskState.CANCELLED
     retried = server.errand("retry", task.id)
@@ -122,8 +128,7 @@ def test_a_task_cancelled_while_its_worker_is_stalled_is_not_succeeded_when_the_
     assert stalled.process is not None
     stalled.process.send_signal(signal.SIGSTOP)
     try:
-        _cancel(server, task.id)
-        _run_ended(store, run.id, server, stalled)
+        _run_ended(store, run.id, _cancel(server, task.id), server, stalled)
         assert store.get_run(run.id).state is RunState.CANCELLED
         settled = max(e.id for e in store.events(task.id, limit=100_000))
         (copy / GO).touch()  # its command is done: on waking its agent goes on
