@@ -76,6 +76,10 @@ START_STALE = "StartStale"  # the round's start found its task moved on (no long
 # A round's start carries the task's claim it is for (the dispatch's id): one a stalled worker held and
 # runs on waking, after the round was given up and the task moved on, begins nothing.
 START_FENCED = "a-start-carries-its-claim"
+# A cancelled round whose worker's lease passed (dead, stalled) has its runs marked at once, its closing
+# left to the worker; a live worker's closing is waited for a lease at a time. (It was waited for up to an
+# hour on a dead worker's queue, its runs left running; a stalled one woke and recorded its run succeeded.)
+CANCEL_SETTLES_LOST = "a-cancelled-round-of-a-lost-worker-is-settled-at-once"
 
 
 @dataclass(frozen=True)
@@ -233,6 +237,9 @@ class TaskWorkflow:
                 # and copies now. If gone, it removes them when it comes back.
                 self.leftovers.append(self._close_handle(begun, max(heartbeat * 2, timedelta(seconds=30))))
                 return
+            if ended.how == "cancelled" and workflow.patched(CANCEL_SETTLES_LOST):
+                await self._cancelled(given, begun, settled)
+                return
             # Its sandboxes end before its runs are marked: a follow-up or retry waits for the marks.
             with contextlib.suppress(ActivityError):  # a worker gone meanwhile tidies up when it is back
                 await self._close(begun, max(timedelta(hours=1), timedelta(seconds=given.store_retry)))
@@ -267,6 +274,29 @@ class TaskWorkflow:
                 again.begun = begun
                 if again.silent is None or workflow.now() - since > patience or not await self._lives(begun.holder):
                     raise
+
+    async def _cancelled(self, given: RoundInput, begun: Begun, settled: SettleInput) -> None:
+        """Settle a cancelled round: while its worker lives it closes the round's sandboxes before the
+        runs are marked (a retry or follow-up waits for the marks), looked at every lease; once its lease
+        has passed (dead, stalled) the runs are marked at once, which fences out whatever it writes on
+        waking, and the closing is left to it (a leftover, and its sweep of rounds that ended elsewhere)."""
+        heartbeat = timedelta(seconds=given.heartbeat)
+        patience = max(heartbeat * 20, timedelta(minutes=10))  # a live worker that never closes is let be
+        since = workflow.now()
+        closing: Any = None
+        while workflow.now() - since <= patience and await self._lives(begun.holder):
+            if closing is None:
+                closing = self._close_handle(begun, max(timedelta(hours=1), timedelta(seconds=given.store_retry)))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await workflow.wait_condition(closing.done, timeout=heartbeat)
+            if _closed(closing):  # closed, or failed to: a worker gone meanwhile tidies up when it is back
+                await self._settle(given, settled)
+                return
+        await self._settle(given, settled)
+        if closing is not None:
+            closing.cancel()  # not waited for an hour on a queue no worker may poll again
+            closing.add_done_callback(_closed)  # how it ended is let be
+        self.leftovers.append(self._close_handle(begun, max(heartbeat * 2, timedelta(seconds=30))))
 
     async def _close(self, begun: Begun, within: timedelta) -> None:
         await self._close_handle(begun, within)
