@@ -73,6 +73,27 @@ async def test_a_task_submitted_while_temporal_is_down_runs_when_it_is_back(
     store.close()
 
 
+async def test_an_engine_started_while_temporal_is_down_begins_rounds_when_it_is_back(
+        tmp_path: Path, repo: Path, script_file: Path, own_temporal: TemporalServer) -> None:
+    """The round worker's and the workflows' temporalio workers fail their first check of the service
+    while it is away; each is started again, so the round begins once it is back. (The final run of a
+    session saw the round worker die with "Worker validation failed", which nothing restarted: the
+    task stayed preparing.)"""
+    store = TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}")
+    service = TaskService(store)
+    model = scripted(FIX_SCRIPT)
+    own_temporal.kill()
+    async with running_engine(store, lambda _s, _i: model, kind="temporal"):
+        task = service.submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
+        await asyncio.sleep(PAST_THE_CLIENTS_RETRIES)
+        await asyncio.to_thread(own_temporal.start)  # the same state file and port
+        finished = await wait_for_state(store, task.id, S.READY_FOR_REVIEW, S.FAILED, seconds=300)
+    assert finished.state is S.READY_FOR_REVIEW, store.events(task.id)[-4:]
+    [run] = store.runs(task.id)
+    assert run.state is RunState.SUCCEEDED
+    store.close()
+
+
 #: Past the outage and the server's start again: the agent's command still runs when the service is back.
 OUTLASTING_THE_OUTAGE = [[READ], [("shell", {"command": f"sleep {PAST_THE_CLIENTS_RETRIES + 20:g}"})], [FIX], [TEST],
                          [FINISH]]
