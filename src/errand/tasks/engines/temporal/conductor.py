@@ -17,7 +17,6 @@ the workflows' next steps wait in Temporal for it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -64,22 +63,19 @@ class Conductor:
     def activities(self) -> list[Any]:
         return [self.settle, self.lives, self.begun]
 
-    async def serve(self, client: Client, stop: asyncio.Event) -> None:
+    async def serve(self, stop: asyncio.Event) -> None:
         """Run the workflows until ``stop`` is set; a worker that failed (the service away when it
-        started) starts again."""
-        try:
-            await self._serve(client, stop)
-        finally:
-            self._asking.shutdown(wait=False, cancel_futures=True)
-
-    async def _serve(self, client: Client, stop: asyncio.Event) -> None:
-        async def make() -> Worker:
+        started) starts again, on a connection of its own (see :mod:`.restarting`)."""
+        def make(client: Client) -> Worker:
             # A sticky queue whose serve died is given up after a lease (not the default 10 s).
             return Worker(client, task_queue=self.settings.tasks_queue, workflows=[TaskWorkflow],
                           activities=self.activities(), workflow_runner=WORKFLOW_RUNNER,
                           sticky_queue_schedule_to_start_timeout=timedelta(seconds=min(self.settings.heartbeat, 10.0)))
 
-        await serve_restarting(make, stop, "the workflows' worker")
+        try:
+            await serve_restarting(self.settings, make, stop, "the workflows' worker")
+        finally:
+            self._asking.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------ activities
 

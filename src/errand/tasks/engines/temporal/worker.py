@@ -54,15 +54,11 @@ from errand.tasks.round import order as rounds
 from errand.tasks.round import steps
 from errand.tasks.store.tasks import TaskStore
 
-__all__ = ["TemporalWorker", "connect"]
+__all__ = ["TemporalWorker"]
 
 log = logging.getLogger("errand.engine")
 T = TypeVar("T")
 _START = -1  # a round's start, where its attempts have their index (see TemporalWorker._attempts)
-
-
-async def connect(settings: TemporalSettings) -> Client:
-    return await Client.connect(settings.address, namespace=settings.namespace)
 
 
 class _Immediately:
@@ -112,33 +108,26 @@ class TemporalWorker:
     async def _serve(self, stop: asyncio.Event, exit_when_idle: float | None,
                      ready: Callable[[], None] | None) -> None:
         await asyncio.to_thread(self._remove_stale_work)
-        client: Client | None = None
-
-        async def connected() -> Client:  # the service may be away as this worker starts
-            nonlocal client
-            if client is None:
-                client = await connect(self.settings)
-            return client
-
         settings = self.settings
         # What ``start`` says in a heartbeat reaches the service within a second (not throttled
         # for most of a minute): a workflow that loses the worker still learns the runs it began.
         served = self.activities()
         # It polls for a new round only while it has room for one (see :mod:`.room`).
         room = self._room_slots = Room(self.concurrency, lambda: len(self._held))
-        async def beginning() -> Worker:
-            return Worker(await connected(), task_queue=settings.begin_queue, activities=served[settings.begin_queue],
+
+        def beginning(client: Client) -> Worker:
+            return Worker(client, task_queue=settings.begin_queue, activities=served[settings.begin_queue],
                           tuner=room.tuner(), max_heartbeat_throttle_interval=timedelta(seconds=1))
 
-        async def own() -> Worker:
-            return Worker(await connected(), task_queue=self.queue, activities=served[self.queue],
+        def own(client: Client) -> Worker:
+            return Worker(client, task_queue=self.queue, activities=served[self.queue],
                           max_concurrent_activities=max(100, 4 * self.concurrency))
 
         # Each is started again when it fails (the service away as it starts, or for longer than its
         # polls retry): a worker whose queues nobody polls would hold its lease and begin nothing.
         serving = asyncio.Event()
-        running = [asyncio.ensure_future(serve_restarting(beginning, serving, "the begin queue's worker")),
-                   asyncio.ensure_future(serve_restarting(own, serving, "this worker's own queue's worker"))]
+        running = [asyncio.ensure_future(serve_restarting(settings, beginning, serving, "the begin queue's worker")),
+                   asyncio.ensure_future(serve_restarting(settings, own, serving, "this worker's own queue's worker"))]
         if ready is not None:
             ready()
         idle = asyncio.ensure_future(self._idle(exit_when_idle)) if exit_when_idle is not None else None
