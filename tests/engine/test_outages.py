@@ -54,6 +54,44 @@ def own_temporal(monkeypatch: pytest.MonkeyPatch, temporal_queue: str) -> Iterat
         server.remove()
 
 
+async def _why_stranded(store: TaskStore, task_id: str, server: TemporalServer) -> str:
+    """What a task left stranded shows: its last events, the outbox, its workflow's history as the
+    service tells it, and the end of the server's log (the engine's own log is pytest's captured log)."""
+    from temporalio.client import Client
+    from temporalio.service import RPCError
+
+    from errand.tasks.engines.temporal import TemporalSettings
+    from errand.tasks.engines.temporal.outbox import Outbox
+
+    said = [f"task {task_id}: {store.get_task(task_id).state}",
+            f"last events: {[(e.kind, e.data) for e in store.events(task_id)][-8:]}",
+            f"outbox: {Outbox(store).pending()}"]
+    settings = TemporalSettings.from_environment()
+    try:
+        client = await asyncio.wait_for(Client.connect(settings.address, namespace=settings.namespace), 30)
+        handle = client.get_workflow_handle(settings.workflow_id(task_id))
+        described = await asyncio.wait_for(handle.describe(), 30)
+        said.append(f"workflow {handle.id}: {described.status}, pending activities: "
+                    f"{described.raw_description.pending_activities}")
+        history = await asyncio.wait_for(handle.fetch_history(), 30)
+        said += [f"  {event.event_id} {event.event_time.ToDatetime():%H:%M:%S.%f} "
+                 f"{event.WhichOneof('attributes')}: {str(getattr(event, event.WhichOneof('attributes') or ''))[:600]}"
+                 for event in history.events]
+    except (RuntimeError, RPCError, TimeoutError) as error:  # what the service could not say is part of the story
+        said.append(f"the service said nothing of the workflow: {error!r}")
+    log = (server.directory / "server.log").read_text(errors="replace").splitlines()
+    said += ["the server's log, its end:", *log[-40:]]
+    return "\n".join(said)
+
+
+async def _finished(store: TaskStore, task_id: str, server: TemporalServer) -> TaskState:
+    """The task's state once it finished (the story of what stranded it, if it did not)."""
+    try:
+        return (await wait_for_state(store, task_id, S.READY_FOR_REVIEW, S.FAILED, seconds=300)).state
+    except AssertionError as stranded:
+        raise AssertionError(f"{stranded}\n{await _why_stranded(store, task_id, server)}") from None
+
+
 async def test_a_task_submitted_while_temporal_is_down_runs_when_it_is_back(
         tmp_path: Path, repo: Path, script_file: Path, own_temporal: TemporalServer) -> None:
     store = TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}")
@@ -66,10 +104,66 @@ async def test_a_task_submitted_while_temporal_is_down_runs_when_it_is_back(
         await asyncio.sleep(PAST_THE_CLIENTS_RETRIES)
         assert store.get_task(task.id).state is S.PREPARING
         await asyncio.to_thread(own_temporal.start)  # the same state file and port
-        finished = await wait_for_state(store, task.id, S.READY_FOR_REVIEW, S.FAILED, seconds=300)
-    assert finished.state is S.READY_FOR_REVIEW, store.events(task.id)[-4:]
+        finished = await _finished(store, task.id, own_temporal)
+    assert finished is S.READY_FOR_REVIEW, store.events(task.id)[-4:]
     [run] = store.runs(task.id)  # one round, though its dispatch was tried again and again
     assert run.state is RunState.SUCCEEDED
+    store.close()
+
+
+async def test_an_engine_started_while_temporal_is_down_begins_rounds_when_it_is_back(
+        tmp_path: Path, repo: Path, script_file: Path, own_temporal: TemporalServer) -> None:
+    """The round worker's and the workflows' temporalio workers fail their first check of the service
+    while it is away; each is started again, so the round begins once it is back. (The final run of a
+    session saw the round worker die with "Worker validation failed", which nothing restarted: the
+    task stayed preparing.)"""
+    store = TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}")
+    service = TaskService(store)
+    model = scripted(FIX_SCRIPT)
+    own_temporal.kill()
+    async with running_engine(store, lambda _s, _i: model, kind="temporal"):
+        task = service.submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
+        await asyncio.sleep(PAST_THE_CLIENTS_RETRIES)
+        await asyncio.to_thread(own_temporal.start)  # the same state file and port
+        finished = await _finished(store, task.id, own_temporal)
+    assert finished is S.READY_FOR_REVIEW, store.events(task.id)[-4:]
+    [run] = store.runs(task.id)
+    assert run.state is RunState.SUCCEEDED
+    store.close()
+
+
+async def test_an_engine_started_before_its_namespace_exists_begins_rounds_once_it_does(
+        tmp_path: Path, repo: Path, script_file: Path, temporal_server: TemporalServer, temporal_queue: str,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Each of the engine's temporalio workers connects, then fails its first check of the service
+    (its namespace is not there yet, as after a restart that lost it, or a deploy that starts the
+    workers first), and is started again. A worker that fails that check stays registered with its
+    client: made again on the same client, it was refused ("Registration of multiple workers") at
+    every try, and the task stayed preparing for good once the namespace was there."""
+    from datetime import timedelta
+
+    from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
+    from temporalio.client import Client
+
+    namespace = f"{temporal_queue}-later"
+    monkeypatch.setenv("ERRAND_TEMPORAL", temporal_server.address)
+    monkeypatch.setenv("ERRAND_TEMPORAL_NAMESPACE", namespace)
+    store = TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}")
+    model = scripted(FIX_SCRIPT)
+    failed = ("the begin queue's worker ended", "this worker's own queue's worker ended", "the workflows' worker ended")
+    async with running_engine(store, lambda _s, _i: model, kind="temporal"):
+        task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
+        for _ in range(1200):  # each of the three failed its check at least once
+            said = [record.getMessage() for record in caplog.records]
+            if all(any(line.startswith(which) for line in said) for which in failed):
+                break
+            await asyncio.sleep(0.1)
+        client = await Client.connect(temporal_server.address)
+        await client.workflow_service.register_namespace(RegisterNamespaceRequest(
+            namespace=namespace, workflow_execution_retention_period=timedelta(days=1)))
+        finished = await _finished(store, task.id, temporal_server)
+    assert all(any(r.getMessage().startswith(which) for r in caplog.records) for which in failed), failed
+    assert finished is S.READY_FOR_REVIEW, store.events(task.id)[-4:]
     store.close()
 
 

@@ -17,7 +17,6 @@ the workflows' next steps wait in Temporal for it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -30,6 +29,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from errand.tasks.engines.lease import TEMPORAL_PREFIX, lease_lives
 from errand.tasks.engines.temporal import TemporalSettings
+from errand.tasks.engines.temporal.restarting import serve_restarting
 from errand.tasks.engines.temporal.workflow import SettleInput, TaskWorkflow
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
@@ -46,8 +46,6 @@ log = logging.getLogger("errand.engine")
 # workflow's module itself is still imported into the sandbox and held to its rules.
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(
     "errand.errors", "errand.sandbox", "errand._settings"))
-#: The longest wait before the workflows' worker starts again after it failed (the service away), seconds.
-_BACKOFF_CEILING = 5.0
 
 
 class Conductor:
@@ -65,39 +63,19 @@ class Conductor:
     def activities(self) -> list[Any]:
         return [self.settle, self.lives, self.begun]
 
-    async def serve(self, client: Client, stop: asyncio.Event) -> None:
+    async def serve(self, stop: asyncio.Event) -> None:
         """Run the workflows until ``stop`` is set; a worker that failed (the service away when it
-        started) starts again."""
+        started) starts again, on a connection of its own (see :mod:`.restarting`)."""
+        def make(client: Client) -> Worker:
+            # A sticky queue whose serve died is given up after a lease (not the default 10 s).
+            return Worker(client, task_queue=self.settings.tasks_queue, workflows=[TaskWorkflow],
+                          activities=self.activities(), workflow_runner=WORKFLOW_RUNNER,
+                          sticky_queue_schedule_to_start_timeout=timedelta(seconds=min(self.settings.heartbeat, 10.0)))
+
         try:
-            await self._serve(client, stop)
+            await serve_restarting(self.settings, make, stop, "the workflows' worker")
         finally:
             self._asking.shutdown(wait=False, cancel_futures=True)
-
-    async def _serve(self, client: Client, stop: asyncio.Event) -> None:
-        backoff = 0.0
-        while not stop.is_set():
-            # A sticky queue whose serve died is given up after a lease (not the default 10 s).
-            worker = Worker(client, task_queue=self.settings.tasks_queue, workflows=[TaskWorkflow],
-                            activities=self.activities(), workflow_runner=WORKFLOW_RUNNER,
-                            sticky_queue_schedule_to_start_timeout=timedelta(
-                                seconds=min(self.settings.heartbeat, 10.0)))
-            running = asyncio.ensure_future(worker.run())
-            stopping = asyncio.ensure_future(stop.wait())
-            try:
-                await asyncio.wait([running, stopping], return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stopping.cancel()
-                if not running.done():
-                    await worker.shutdown()
-                    with contextlib.suppress(Exception):
-                        await running
-            if stop.is_set() or running.cancelled():
-                return
-            backoff = min(max(backoff * 2, 0.5), _BACKOFF_CEILING)
-            error = running.exception()
-            log.warning("the workflows' worker ended (%s); starting it again in %g s", error, backoff)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), backoff)
 
     # ------------------------------------------------------------ activities
 

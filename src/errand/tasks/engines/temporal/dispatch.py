@@ -114,7 +114,7 @@ class Dispatcher:
             log.warning("cannot reach the Temporal service at %s (%s); rounds wait in the store's outbox",
                         self.settings.address, error)
             return False
-        self._conducting = asyncio.create_task(self.conductor.serve(self._client, self._ended))
+        self._conducting = asyncio.create_task(self.conductor.serve(self._ended))
         return True
 
     async def _claim(self) -> None:

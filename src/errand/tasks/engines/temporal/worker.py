@@ -36,6 +36,7 @@ from errand.sandbox import AsyncSandbox
 from errand.tasks.engines.lease import TEMPORAL_PREFIX, temporal_lease
 from errand.tasks.engines.temporal import TemporalSettings
 from errand.tasks.engines.temporal.fence import FencedBench, lost
+from errand.tasks.engines.temporal.restarting import serve_restarting
 from errand.tasks.engines.temporal.room import Room
 from errand.tasks.engines.temporal.workflow import (
     CONCLUDED,
@@ -53,15 +54,11 @@ from errand.tasks.round import order as rounds
 from errand.tasks.round import steps
 from errand.tasks.store.tasks import TaskStore
 
-__all__ = ["TemporalWorker", "connect"]
+__all__ = ["TemporalWorker"]
 
 log = logging.getLogger("errand.engine")
 T = TypeVar("T")
 _START = -1  # a round's start, where its attempts have their index (see TemporalWorker._attempts)
-
-
-async def connect(settings: TemporalSettings) -> Client:
-    return await Client.connect(settings.address, namespace=settings.namespace)
 
 
 class _Immediately:
@@ -111,19 +108,26 @@ class TemporalWorker:
     async def _serve(self, stop: asyncio.Event, exit_when_idle: float | None,
                      ready: Callable[[], None] | None) -> None:
         await asyncio.to_thread(self._remove_stale_work)
-        client = await connect(self.settings)
         settings = self.settings
         # What ``start`` says in a heartbeat reaches the service within a second (not throttled
         # for most of a minute): a workflow that loses the worker still learns the runs it began.
         served = self.activities()
         # It polls for a new round only while it has room for one (see :mod:`.room`).
-        self._room_slots = Room(self.concurrency, lambda: len(self._held))
-        beginning = Worker(client, task_queue=settings.begin_queue, activities=served[settings.begin_queue],
-                           tuner=self._room_slots.tuner(), max_heartbeat_throttle_interval=timedelta(seconds=1))
-        own = Worker(client, task_queue=self.queue, max_concurrent_activities=max(100, 4 * self.concurrency),
-                     activities=served[self.queue])
-        workers = [beginning, own]
-        running = [asyncio.create_task(w.run()) for w in workers]
+        room = self._room_slots = Room(self.concurrency, lambda: len(self._held))
+
+        def beginning(client: Client) -> Worker:
+            return Worker(client, task_queue=settings.begin_queue, activities=served[settings.begin_queue],
+                          tuner=room.tuner(), max_heartbeat_throttle_interval=timedelta(seconds=1))
+
+        def own(client: Client) -> Worker:
+            return Worker(client, task_queue=self.queue, activities=served[self.queue],
+                          max_concurrent_activities=max(100, 4 * self.concurrency))
+
+        # Each is started again when it fails (the service away as it starts, or for longer than its
+        # polls retry): a worker whose queues nobody polls would hold its lease and begin nothing.
+        serving = asyncio.Event()
+        running = [asyncio.ensure_future(serve_restarting(settings, beginning, serving, "the begin queue's worker")),
+                   asyncio.ensure_future(serve_restarting(settings, own, serving, "this worker's own queue's worker"))]
         if ready is not None:
             ready()
         idle = asyncio.ensure_future(self._idle(exit_when_idle)) if exit_when_idle is not None else None
@@ -134,7 +138,8 @@ class TemporalWorker:
             self._stopping = True
             # Stopping cleanly, its rounds are left to the workflow: a worker that does not
             # come back is found by its heartbeats, and the round begins again elsewhere.
-            await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+            serving.set()
+            await asyncio.gather(*running, return_exceptions=True)
             for key in {place[0] for place in self._attempts}:  # those the service had lost track of
                 self._forget(key, taken=True)
             await self._end_sandboxes()
