@@ -23,3 +23,9 @@ def test_what_is_no_filter_stays_a_word_to_match() -> None:
     # An unknown qualifier, an empty label and an unknown state are words, not silently dropped filters.
     assert IssueQuery.parse("author:me label: is:merged  crash") == IssueQuery(
         "open", (), "author:me label: is:merged crash")
+
+
+def test_a_quoted_label_keeps_its_blanks() -> None:
+    assert IssueQuery.parse('label:"good first issue" is:open crash "exact words"') == IssueQuery(
+        "open", ("good first issue",), 'crash "exact words"')
+    assert IssueQuery.parse('label:"unclosed quote') == IssueQuery("open", ("unclosed quote",), "")
