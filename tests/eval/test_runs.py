@@ -17,7 +17,7 @@ from errand.eval.runs import attempt_dir, grade_jobs, load_attempts, read_json, 
 def test_an_instance_id_never_leads_out_of_the_run(tmp_path: Path) -> None:
     assert attempt_dir(tmp_path, "django__django-11099", "attempt-1") == (
         tmp_path / "instances" / "django__django-11099" / "attempt-1")
-    for hostile in ("../../etc", "/abs/path", "a b\nc", "x/../.."):
+    for hostile in ("../../etc", "/abs/path", "a b\nc", "x/../..", ".", "..", "", "..."):
         where = attempt_dir(tmp_path, hostile, "attempt-1")
         assert where.parent.parent == tmp_path / "instances" and "/" not in where.parent.name
     assert attempt_dir(tmp_path, "../x", "gold-1").parent.name == ".._x"

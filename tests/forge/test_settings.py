@@ -70,7 +70,7 @@ def test_a_repository_not_set_up_says_how_to_set_it_up(tmp_path: Path) -> None:
     ('[github]\ntoken_env = "not a name"\n', "invalid_config", "token_env"),
     ('[github]\nci_fix_attempts = 6\n', "invalid_config", "ci_fix_attempts"),
     ('[github]\nci_fix_attempts = true\n', "invalid_config", "ci_fix_attempts"),
-    ('[github]\npr = "always"\n', "invalid_config", "pr must be"),
+    ('[github]\npr = "always"\n', "invalid_config", "[github] pr must be"),
     ('[github]\nrepos = "acme/calc"\n', "invalid_config", "[github.repos]"),
     ('[github.repos."acme/calc"]\nmodel = "gpt"\n', "invalid_config", '"acme/calc"'),
     ('[github.repos."acme/calc"]\npath = "/x"\nbranch = "main"\n', "invalid_config", '"acme/calc"'),
@@ -83,3 +83,10 @@ def test_a_bad_file_is_refused_naming_the_file_and_the_key(tmp_path: Path, text:
         ForgeSettings.load(path, {})
     assert caught.value.code == code
     assert str(path) in str(caught.value) and named in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", ["gitlab", "gitea"])
+def test_a_bad_setting_of_another_forge_names_its_table(tmp_path: Path, kind: str) -> None:
+    path = written(tmp_path, f'[{kind}]\npr = "always"\n')
+    with pytest.raises(ConfigError, match=rf"\[{kind}\] pr must be"):
+        ForgeSettings.load(path, {}, kind=kind)

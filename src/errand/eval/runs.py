@@ -45,6 +45,8 @@ class GradeJob:
 
 def attempt_dir(run: Path, instance_id: str, label: str) -> Path:
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", instance_id)
+    if not safe.strip("."):  # "", "." and ".." would name the instances directory or the run's own
+        safe = "_" * max(1, len(safe))
     return run / "instances" / safe / label
 
 

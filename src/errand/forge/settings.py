@@ -150,7 +150,7 @@ def _checked(table: dict[str, Any], path: Path, kind: str = "github") -> dict[st
         raise ConfigError(f"{path}: [{kind}] ci_fix_attempts must be a whole number from 0 to {MAX_CI_FIXES}",
                           code="invalid_config")
     if table.get("pr", "on-accept") not in PR_POLICIES:
-        raise ConfigError(f"{path}: [github] pr must be one of {', '.join(repr(p) for p in PR_POLICIES)}",
+        raise ConfigError(f"{path}: [{kind}] pr must be one of {', '.join(repr(p) for p in PR_POLICIES)}",
                           code="invalid_config")
     values = {k: v for k, v in table.items() if k != "repos"}
     repos = table.get("repos", {})
