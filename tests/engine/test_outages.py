@@ -213,6 +213,42 @@ async def test_a_temporal_restart_does_not_interrupt_an_attempt_whose_worker_liv
     store.close()
 
 
+#: A command that ends while the service is away: the agent's next step comes after the cancel.
+ENDING_WHILE_AWAY = [[READ], [("shell", {"command": "sleep 3"})], [FIX], [TEST], [FINISH]]
+
+
+async def test_a_task_cancelled_while_temporal_is_down_is_worked_on_no_further(
+        tmp_path: Path, repo: Path, script_file: Path, own_temporal: TemporalServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A person cancels while the service is away, so the cancel cannot reach the worker: the
+    agent's next step is refused (its run takes no more events), the worker ends the round, and
+    once the service is back the run ends as taken, never ``succeeded`` (a stranger's find: the
+    agent edited, tested and finished, and the run was recorded succeeded under the cancelled task)."""
+    monkeypatch.setenv("ERRAND_WORKER_LEASE", "5")
+    store = TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}")
+    service = TaskService(store)
+    task = service.submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
+    async with running_engine(store, lambda _s, _i: scripted(ENDING_WHILE_AWAY), kind="temporal") as worker:
+        await wait_for_event(store, task.id, lambda e: e.kind == "tool_call" and e.data.get("name") == "shell")
+        own_temporal.kill()
+        service.cancel(task.id)
+        [cancel] = [e for e in store.events(task.id, limit=100_000) if e.kind == "cancelled"]
+        await asyncio.sleep(PAST_THE_CLIENTS_RETRIES)
+        await asyncio.to_thread(own_temporal.start)  # the same state file and port
+        for _ in range(3000):
+            if not any(run.state is RunState.RUNNING for run in store.runs(task.id)) and not worker.held() \
+                    and not steps.work_runs():
+                break
+            await asyncio.sleep(0.1)
+    [run] = store.runs(task.id)
+    events = store.events(task.id, limit=100_000)
+    assert store.get_task(task.id).state is S.CANCELLED
+    assert run.state in (RunState.CANCELLED, RunState.INTERRUPTED), [(e.kind, e.data) for e in events][-6:]
+    after = [(e.kind, e.data) for e in events if e.id > cancel.id and e.run_id == run.id]
+    assert after == [], after  # the agent took no step in the cancelled task's name
+    store.close()
+
+
 async def test_a_temporal_restart_during_a_rounds_start_does_not_begin_the_round_again(
         tmp_path: Path, script_file: Path, own_temporal: TemporalServer, monkeypatch: pytest.MonkeyPatch) -> None:
     # The round's start (its setup command) outlasts the outage: its heartbeats time out while the

@@ -7,6 +7,7 @@ import pytest
 
 from errand.tasks.engines.temporal.fence import append_if_held, lost
 from errand.tasks.errors import RunNotRunning
+from errand.tasks.lifecycle import TaskState
 from errand.tasks.store.tasks import TaskStore
 
 
@@ -26,3 +27,15 @@ def test_a_stalled_worker_writes_nothing_into_a_run_it_lost(store: TaskStore) ->
     with pytest.raises(RunNotRunning):
         append_if_held(store, "worker-a", task_id, run.id, "output", {"text": "late"})
     assert [e.data.get("text") for e in store.events(task_id, run_id=run.id)] == ["mine"]
+
+
+def test_a_run_of_a_cancelled_task_takes_no_more_events(store: TaskStore) -> None:
+    """A person cancelled the task while the cancel could not reach the worker (Temporal away):
+    the agent must not go on working in the task's name, so its next event is refused."""
+    task_id = _task(store)
+    run = store.start_run(task_id, "worker-a")
+    append_if_held(store, "worker-a", task_id, run.id, "output", {"text": "before"})
+    store.set_state(task_id, TaskState.CANCELLED, event=("cancelled", {}))
+    with pytest.raises(RunNotRunning, match="was cancelled"):
+        append_if_held(store, "worker-a", task_id, run.id, "output", {"text": "after"})
+    assert [e.data.get("text") for e in store.events(task_id, run_id=run.id)] == ["before"]

@@ -8,6 +8,8 @@ write into a run that is settled. The fence refuses that write: a worker's event
 a run only while the run is ``running`` and the worker's own, checked in the transaction
 that writes it; a refused write raises :class:`~errand.tasks.errors.RunNotRunning`, and the
 worker then ends the round's sandboxes and copies instead of failing a task that has moved on.
+A run of a task a person cancelled takes no more events either: the cancel may not reach the
+worker at once (Temporal away, say), and the agent must not go on working in its name.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import sqlalchemy as sa
 
 from errand.database import patiently
 from errand.tasks.errors import RunNotRunning
+from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.round.order import Bench
-from errand.tasks.store.schema import runs
+from errand.tasks.store.schema import runs, tasks
 from errand.tasks.store.tasks import TaskStore, insert_event
 
 __all__ = ["FencedBench", "append_if_held", "lost"]
@@ -37,7 +40,8 @@ TAKEN = frozenset({RunState.INTERRUPTED.value, RunState.CANCELLED.value})
 def append_if_held(store: TaskStore, worker: str, task_id: str, run_id: str, kind: str, data: Any) -> int:
     """Append the run's event if the run is still ``worker``'s and was not taken from it (see
     :data:`TAKEN`); else :class:`RunNotRunning`."""
-    query = sa.select(runs.c.state, runs.c.worker).where(runs.c.id == run_id).with_for_update()
+    query = (sa.select(runs.c.state, runs.c.worker, tasks.c.state.label("task_state"))
+             .join(tasks, tasks.c.id == runs.c.task_id).where(runs.c.id == run_id).with_for_update(of=runs))
     with store._write() as connection:
         row = connection.execute(query).first()
         # A run this worker ended itself (succeeded, failed) still takes its round's closing events (the
@@ -45,6 +49,9 @@ def append_if_held(store: TaskStore, worker: str, task_id: str, run_id: str, kin
         if row is not None and (row.state in TAKEN or row.worker != worker):
             raise RunNotRunning(f"run {run_id} is {row.state} and no longer {worker}'s: the worker lost it while it "
                                 "was not answering, and writes nothing more into it", task_id=task_id, run_id=run_id)
+        if row is not None and row.state == RunState.RUNNING.value and row.task_state == TaskState.CANCELLED.value:
+            raise RunNotRunning(f"task {task_id} was cancelled: its run {run_id} takes no more events, and its "
+                                "worker ends it", task_id=task_id, run_id=run_id)
         return insert_event(connection, task_id, run_id, kind, data)
 
 

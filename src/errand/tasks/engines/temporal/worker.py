@@ -31,6 +31,7 @@ from temporalio.worker import Worker
 
 from errand.agent import Budgets
 from errand.database import outage
+from errand.errors import ErrandError
 from errand.memory import MemoryStore
 from errand.sandbox import AsyncSandbox
 from errand.tasks.engines.lease import TEMPORAL_PREFIX, temporal_lease
@@ -49,6 +50,7 @@ from errand.tasks.engines.temporal.workflow import (
 )
 from errand.tasks.engines.workers import WorkerInfo, hold
 from errand.tasks.errors import RunNotFound, RunNotRunning, StaleStart
+from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.round import order as rounds
 from errand.tasks.round import steps
@@ -352,13 +354,22 @@ class TemporalWorker:
                 raise ApplicationError(f"{away.message}, so the round was cut short", *details, type=RUN_LOST,
                                        non_retryable=True) from error
             if isinstance(error, RunNotRunning) or await asyncio.to_thread(lost, self.store, self.queue, run_ids):
-                # Fenced: the round was taken from this worker while it did not answer (its lease passed);
-                # the task has moved on, so it is not failed here, and what the round holds here ends.
+                # Fenced: the round was taken from this worker while it did not answer (its lease passed), or
+                # its task was cancelled before the cancel reached the step; the task has moved on, so it is
+                # not failed here, and what the round holds here ends.
                 await self._end_round_here(task_id, run_ids)
+                if await asyncio.to_thread(self._cancelled, task_id):
+                    raise ApplicationError(f"cancelled: {error}", *details, type=ROUND_CANCELLED,
+                                           non_retryable=True) from error
                 raise ApplicationError(f"the round's runs are no longer this worker's: {error}", *details,
                                        type=RUN_LOST, non_retryable=True) from error
             await asyncio.to_thread(rounds.fail, self.store, task_id, run_ids, error)
             raise ApplicationError(str(error), *details, type=ROUND_FAILED, non_retryable=True) from error
+
+    def _cancelled(self, task_id: str) -> bool:
+        with contextlib.suppress(ErrandError):
+            return self.store.get_task(task_id).state is TaskState.CANCELLED
+        return False
 
     async def _past_cancelling(self, work: Awaitable[T]) -> T:
         """``work`` to its end although the workflow cancels (a round that concludes is past a
