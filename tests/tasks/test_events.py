@@ -138,3 +138,19 @@ def test_egress_refusals_count_the_listed_and_the_counted() -> None:
     assert seen.refusals == 7
     assert EgressSeen.from_data({"refused": "a", "more_refused": -2}).refusals == 0
     assert {f.name for f in fields(EgressSeen)} <= KINDS["egress"].fields
+
+
+def test_why_a_task_failed_is_read_from_the_recovery_that_failed_it_too() -> None:
+    """A task failed by recovery (its round cut short again in a row) has no ``failed`` event: its
+    reason is the ``recovered`` event's, and a later recovery that left it failed does not hide it."""
+    first = Event(1, "t-1", None, None, 0.0, "failed", {"reason": "tests failed", "code": "checks"})
+    gave_up = Event(2, "t-1", None, None, 0.0, "recovered",
+                    {"previous": "running", "state": "failed", "reason": "the database could not be reached"})
+    stayed = Event(3, "t-1", None, None, 0.0, "recovered",
+                   {"previous": "failed", "state": "failed", "reason": "run t-1-r2 ended"})
+    requeued = Event(4, "t-1", None, None, 0.0, "recovered", {"previous": "running", "state": "queued", "reason": "x"})
+    said = Failed.last([first, gave_up, stayed, requeued])
+    assert said is not None and said.reason.startswith("the database could not be reached; its round was cut short")
+    assert said.code == "interrupted_again"
+    assert Failed.last([first, requeued]) == Failed("tests failed", "checks")
+    assert Failed.last([requeued]) is None

@@ -394,8 +394,8 @@ def _print_next_steps(out: Console, service: TaskApi, task: Task) -> None:
         out.print(f"[dim]`errand followup {task.id} \"...\"` asks for more, or for the change itself[/]")
     elif task.state in (TaskState.FAILED, TaskState.CANCELLED):
         if task.state is TaskState.FAILED:
-            failed = service.events(task.id, kinds=["failed"], limit=1_000_000)
-            reason = Failed.of(failed[-1]).reason if failed else None
+            failed = Failed.last(service.events(task.id, kinds=["failed", "recovered"], limit=1_000_000))
+            reason = failed.reason if failed is not None else None
             out.print(f"\n[bold red]failed:[/] {shown(reason or 'no reason was recorded')}")
         out.print(f"[dim]`errand retry {task.id}` runs it again from where it started; `errand followup "
                   f"{task.id} \"...\"` does that with more instructions[/]")

@@ -127,10 +127,11 @@ class Cause:
 
 def cause(log: LogReads, task: Task) -> Cause | None:
     """Of a failed task: the reason, and the last command of its last round that failed."""
-    failed = log.last_event(task.id, ["failed"]) if task.state is TaskState.FAILED else None
+    failed = (Failed.last(log.events(task.id, 0, 1_000_000, kinds=["failed", "recovered"]))
+              if task.state is TaskState.FAILED else None)
     if failed is None:
         return None
-    reason = Failed.of(failed).reason or "the task failed"
+    reason = failed.reason or "the task failed"
     round_started = log.last_event(task.id, ["round_started"])
     calls: dict[str, str] = {}
     last: tuple[ToolReturned, str] | None = None

@@ -221,7 +221,21 @@ class Failed:
     @classmethod
     def of(cls, event: Event) -> Failed:
         data = data_of(event)
+        if event.kind == "recovered":  # recovery failed the task: its rounds were cut short again and again
+            return cls(f"{_text(data.get('reason'))}; its round was cut short again in a row, so the task was "
+                       "failed rather than queued again (`errand retry` runs it again)", "interrupted_again")
         return cls(_text(data.get("reason")), _optional(data.get("code")))
+
+    @classmethod
+    def last(cls, events: Sequence[Event]) -> Failed | None:
+        """Why the task failed, from its ``failed`` and ``recovered`` events: the last that failed it
+        (a recovery that moved it from an active state to ``failed``; not one that left it failed)."""
+        for event in reversed(events):
+            data = data_of(event)
+            if event.kind == "failed" or (event.kind == "recovered" and data.get("state") == "failed"
+                                          and data.get("previous") not in ("failed", None)):
+                return cls.of(event)
+        return None
 
 
 @dataclass(frozen=True)
