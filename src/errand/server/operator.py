@@ -136,10 +136,10 @@ def _store_down(error: Exception) -> str | None:
 
 
 def _temporal_down(error: Exception) -> str | None:
-    """The SDK's connect error (``RuntimeError: Failed client connect: … tonic::transport::Error(…)``)
-    as a sentence."""
+    """The SDK's connect errors (``RuntimeError: Failed client connect: … tonic::transport::Error(…)``
+    on the first probe, ``RPCError: tcp connect error`` on a client that had connected) as a sentence."""
     text = str(error)
-    if "Failed client connect" not in text:
+    if "Failed client connect" not in text and "tcp connect error" not in text:
         return None
     reason = "connection refused" if "ConnectionRefused" in text or "Connection refused" in text else "no connection"
     return f"the Temporal service does not answer ({reason})"
