@@ -577,6 +577,7 @@ def serve(
 ) -> None:
     """The HTTP API, live task events and the web review UI; runs queued tasks too."""
     from errand.server.config import ServerConfig
+    from errand.server.serve import bind
     from errand.server.serve import serve as serve_forever
 
     try:
@@ -584,8 +585,9 @@ def serve(
                               run_engine=not no_engine, engine=engine, temporal=temporal,
                               repo_roots=tuple(repo_root or ()), allow_scripted_models=allow_scripted_models,
                               eval_runs=eval_runs)
+        listening = bind(config.host, config.port)  # a taken port is said before anything is touched
         _wait_for_the_store()
-        serve_forever(config, log_level=log_level)
+        serve_forever(config, log_level=log_level, listening=listening)
     except ErrandError as error:
         _report(error)
         raise typer.Exit(_exit_code(error)) from None

@@ -16,15 +16,17 @@ from errand.server.config import ServerConfig
 __all__ = ["serve"]
 
 
-def serve(config: ServerConfig, *, database_url: str | None = None, log_level: str = "info") -> None:
+def serve(config: ServerConfig, *, database_url: str | None = None, log_level: str = "info",
+          listening: socket.socket | None = None) -> None:
     """Serve until SIGINT or SIGTERM; then the engine stops cleanly and its runs are requeued.
 
-    The listening socket is bound before anything else starts, so a taken port is one clear
-    error (``port_taken``) and no engine or store is touched. What the engine does is said
-    when it has started (or been refused), not promised before."""
+    The listening socket is bound before anything else starts (or given, bound by :func:`bind`
+    before the caller waited for its store), so a taken port is one clear error (``port_taken``)
+    and no engine or store is touched. What the engine does is said when it has started (or been
+    refused), not promised before."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s",
                         stream=sys.stderr)
-    listening = bind(config.host, config.port)
+    listening = listening if listening is not None else bind(config.host, config.port)
     app = create_app(config, database_url=database_url)
     host = f"[{config.host}]" if ":" in config.host else config.host
     guard = "" if config.token is None else " (token required)"
