@@ -21,7 +21,7 @@ def test_durations(seconds: float, shown: str) -> None:
 
 @pytest.mark.parametrize(("count", "shown"), [
     (0, "0"), (999, "999"), (999.7, "999"), (1000, "1.0k"), (12_345, "12.3k"),
-    (1_000_000, "1.00M"), (2_345_678, "2.35M"),
+    (999_949, "999.9k"), (999_950, "1.00M"), (999_999, "1.00M"), (1_000_000, "1.00M"), (2_345_678, "2.35M"),
 ])
 def test_token_counts(count: float, shown: str) -> None:
     assert tokens(count) == shown

@@ -21,7 +21,8 @@ def tokens(count: int | float | None) -> str:
         return "—"
     if count < 1000:
         return str(int(count))
-    return f"{count / 1000:.1f}k" if count < 1_000_000 else f"{count / 1_000_000:.2f}M"
+    # the unit by the figure as shown: 999,999 is "1.00M", not "1000.0k"
+    return f"{count / 1000:.1f}k" if count < 999_950 else f"{count / 1_000_000:.2f}M"
 
 
 def money(dollars: float | None) -> str:
