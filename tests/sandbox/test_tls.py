@@ -43,8 +43,17 @@ def test_what_is_not_a_tls_handshake_has_no_length(header: bytes) -> None:
 def test_a_truncated_or_garbled_record_has_no_name() -> None:
     record = client_hello("example.test")
     name_list = record.index(b"example.test") - 5  # the server_name extension's list header
-    for cut in (6, 44, name_list + 2):
+    for cut in (6, 44, name_list + 2, name_list + 5 + len("example")):
         assert server_name(record[:cut]) is None
     assert server_name(b"GET / HTTP/1.1\r\nHost: example.test\r\n\r\n") is None
     not_a_hello = record[:5] + b"\x02" + record[6:]  # a ServerHello's type
     assert server_name(not_a_hello) is None
+
+
+def test_a_name_whose_length_runs_past_its_extension_is_refused() -> None:
+    """A crafted hello: what the proxy would read as the name is not what a server parsing the same
+    bytes would take for it."""
+    record = bytearray(client_hello("example.test.elsewhere.example"))
+    name = record.index(b"example.test.elsewhere.example")
+    record[name - 2:name] = (len("example.test.elsewhere.example") + 40).to_bytes(2, "big")
+    assert server_name(bytes(record)) is None

@@ -39,10 +39,14 @@ def _parse(data: memoryview) -> str | None:
         length = int.from_bytes(data[position + 2:position + 4], "big")
         body = data[position + 4:position + 4 + length]
         if kind == _SERVER_NAME:
-            # server_name_list: u16 length, then (u8 type, u16 length, name)
-            if body[2] != 0:
+            # server_name_list: u16 length, then (u8 type, u16 length, name). A name its own length
+            # says is longer than the bytes there is cut, not a shorter name: slicing would read a
+            # prefix of it ("allowed.test" of "allowed.test.elsewhere.example").
+            if len(body) != length or body[2] != 0:
                 return None
             size = int.from_bytes(body[3:5], "big")
+            if 5 + size > length:
+                return None
             return bytes(body[5:5 + size]).decode("ascii").lower().rstrip(".")
         position += 4 + length
     return None
