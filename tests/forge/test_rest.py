@@ -92,6 +92,17 @@ def test_the_token_goes_in_its_header_only_and_pages_are_followed(forge: Scripte
     rest.close()
 
 
+def test_a_page_by_number_after_a_page_by_link_keeps_the_first_requests_query(forge: Scripted) -> None:
+    """A proxy or a forge version that sends a Link on one page and only X-Next-Page on the next: the
+    numbered page is of the query asked for (the state filter, the page size), not of none."""
+    forge.answers = [(200, {"Link": f'<{forge.url}/issues?page=2&per_page=1&state=opened>; rel="next"'}, [1]),
+                     (200, {"X-Next-Page": "3"}, [2]), (200, {}, [3])]
+    rest = client(forge, [])
+    assert list(rest.pages("reading issues", "/issues", {"per_page": 1, "state": "opened"})) == [1, 2, 3]
+    assert [path for _, path, _ in forge.seen][-1] == "/api/v4/issues?per_page=1&state=opened&page=3"
+    rest.close()
+
+
 def test_a_short_rate_limit_is_waited_out_and_a_long_one_is_refused_by_its_wait(forge: Scripted) -> None:
     waits: list[float] = []
     forge.answers = [(429, {"Retry-After": "2"}, {}), (403, {"RateLimit-Remaining": "0", "Retry-After": "1"}, {}),

@@ -108,7 +108,7 @@ class RestClient:
                 return
             response = self.request(what, "GET", url, params=query)
             yield from response.json() or []
-            url, query = _next(response, path, query)
+            url, query = _next(response, path, dict(params or {}))
 
     # ------------------------------------------------------------ errors
 
@@ -154,13 +154,15 @@ def _wait(response: httpx.Response) -> float:
 
 
 def _next(response: httpx.Response, path: str,
-          query: dict[str, Any] | None) -> tuple[str | None, dict[str, Any] | None]:
+          params: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
+    """The next page's URL and query: a next link carries its own query; ``X-Next-Page`` is a page of
+    the first request's query (``params``), even after pages that came by links."""
     link = response.links.get("next", {}).get("url")
     if link:
-        return link, None  # the next link carries its own query
+        return link, None
     page = response.headers.get("x-next-page", "").strip()
     if page.isdigit():
-        return path, {**(query or {}), "page": int(page)}
+        return path, {**params, "page": int(page)}
     return None, None
 
 
