@@ -54,3 +54,16 @@ def test_connecting_without_a_token_says_which_variable_to_set(home: Path) -> No
     said = refused(CliRunner().invoke(app, ["forge", "connect", "github", "--repo", "acme/widgets"]), 1)
     assert "no GitHub token: set ERRAND_GITHUB_TOKEN or GITHUB_TOKEN" in said
     assert not (home / "forge.toml").exists()
+
+
+def test_a_base_url_whose_token_check_fails_is_not_written(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first connect with a mistyped address or no token: nothing is kept, so the next try, with the
+    right address, is not refused for the wrong one in the file."""
+    said = refused(CliRunner().invoke(app, ["forge", "connect", "gitea", "--repo", "acme/widgets",
+                                            "--base-url", "https://git.acme.test"]), 1)
+    assert "no Gitea token" in said
+    monkeypatch.setenv("GITEA_TOKEN", "gitea-token-of-a-test")
+    said = refused(CliRunner().invoke(app, ["forge", "connect", "gitea", "--repo", "acme/widgets",
+                                            "--base-url", "http://127.0.0.1:9"]), 1)
+    assert "could not be reached" in said
+    assert not (home / "forge.toml").exists()

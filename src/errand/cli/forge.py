@@ -7,6 +7,7 @@ read from a forge issue goes back to the forge as a pull request once accepted.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -170,11 +171,13 @@ def connect(
     """Check the token's access to the repository, say what is missing, and print the webhook to add."""
     try:
         kind = kind_of(provider)
-        settings = _with_base_url(kind, base_url)
+        settings, new_base_url = _with_base_url(kind, base_url)
         forge, settings, _token = open_forge(kind, settings)
         scopes = forge.access(repo)
     except ErrandError as error:
         raise _fail(error) from None
+    if new_base_url:  # only an address the token was checked against is kept
+        _write_base_url(kind, settings.base_url)
     _say(f"token of @{scopes.login} on {settings.base_url}")
     missing = []
     wanted = _WRITE_SCOPES.get(kind)
@@ -195,25 +198,30 @@ def connect(
     raise typer.Exit(1 if missing else 0)
 
 
-def _with_base_url(kind: str, base_url: str | None) -> ForgeSettings:
-    """The kind's settings; a ``--base-url`` the file lacks is written to it (``[gitea] base_url``)."""
+def _with_base_url(kind: str, base_url: str | None) -> tuple[ForgeSettings, bool]:
+    """The kind's settings with ``--base-url`` in them, and whether the file lacks it (written once the
+    token is checked against it); a file that sets another one refuses it."""
     from errand.forge.hosts.kinds import api_root
 
     settings = ForgeSettings.load(kind=kind)
     if base_url is None:
-        return settings
+        return settings, False
     wanted = api_root(kind, base_url)
     if wanted == settings.base_url:
-        return settings
+        return settings, False
     file = settings_path()
     if _has_table(file, kind):
         raise ConfigError(f"{file} sets [{kind}] base_url = {settings.base_url!r}: edit it there to use {wanted}",
                           code="invalid_input")
+    return dataclasses.replace(settings, base_url=wanted), True
+
+
+def _write_base_url(kind: str, base_url: str) -> None:
+    file = settings_path()
     file.parent.mkdir(parents=True, exist_ok=True)
     with file.open("a", encoding="utf-8") as handle:
-        handle.write(f'\n[{kind}]\nbase_url = "{wanted}"\n')
-    _say(f"[{kind}] base_url = {wanted} (written to {file})")
-    return ForgeSettings.load(kind=kind)
+        handle.write(f'\n[{kind}]\nbase_url = "{base_url}"\n')
+    _say(f"[{kind}] base_url = {base_url} (written to {file})")
 
 
 def _has_table(file: Path, kind: str) -> bool:
