@@ -131,11 +131,15 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_errand_serve_with_the_database_down_waits_its_retry_time_then_says_why(pg: Postgres,
-                                                                                tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["serve", "worker"])
+def test_errand_serve_or_worker_with_the_database_down_waits_its_retry_time_then_says_why(
+        command: str, pg: Postgres, tmp_path: Path) -> None:
+    """A long-running process started while its database restarts does not exit at the first try (the
+    worker did)."""
     TaskStore.open(pg.url).close()
     pg.stop()
-    ran = subprocess.run([sys.executable, "-m", "errand", "serve", "--no-engine", "--port", str(_free_port())],
+    arguments = ["serve", "--no-engine", "--port", str(_free_port())] if command == "serve" else ["worker"]
+    ran = subprocess.run([sys.executable, "-m", "errand", *arguments],
                          env=_errand(pg, tmp_path, ERRAND_STORE_RETRY_SECONDS="2"), capture_output=True, text=True,
                          timeout=120)
     assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
@@ -144,19 +148,43 @@ def test_errand_serve_with_the_database_down_waits_its_retry_time_then_says_why(
     assert lines[-1].startswith("error: the database ") and "could not be reached for 2 s" in lines[-1], lines
 
 
-@pytest.mark.slow
-def test_errand_serve_started_before_the_database_serves_once_it_is_up(pg: Postgres, tmp_path: Path) -> None:
+def _started_while_the_database_is_down(pg: Postgres, tmp_path: Path, *arguments: str) -> subprocess.Popen[str]:
+    """``errand ARGUMENTS`` started with the database stopped: its first line says it waits; then the
+    database is started again."""
     TaskStore.open(pg.url).close()
     pg.stop()
-    port = _free_port()
-    serving = subprocess.Popen([sys.executable, "-m", "errand", "serve", "--no-engine", "--port", str(port)],
+    started = subprocess.Popen([sys.executable, "-m", "errand", *arguments],
                                env=_errand(pg, tmp_path, ERRAND_STORE_RETRY_SECONDS="300"),
                                stderr=subprocess.PIPE, text=True)
+    assert started.stderr is not None
+    waiting = started.stderr.readline()
+    assert waiting.startswith("cannot reach the database"), waiting
+    pg.start()
+    return started
+
+
+@pytest.mark.slow
+def test_errand_worker_started_before_the_database_starts_once_it_is_up(pg: Postgres, tmp_path: Path) -> None:
+    working = _started_while_the_database_is_down(pg, tmp_path, "worker")
+    try:
+        assert working.stderr is not None
+        while True:  # the test's own timeout bounds the wait
+            line = working.stderr.readline()
+            assert line, f"the worker ended: {working.wait()}"
+            if line.startswith("errand worker "):  # its banner: the home and the store are its
+                break
+        assert working.poll() is None
+    finally:
+        working.terminate()
+        working.communicate(timeout=60)
+
+
+@pytest.mark.slow
+def test_errand_serve_started_before_the_database_serves_once_it_is_up(pg: Postgres, tmp_path: Path) -> None:
+    port = _free_port()
+    serving = _started_while_the_database_is_down(pg, tmp_path, "serve", "--no-engine", "--port", str(port))
     try:
         assert serving.stderr is not None
-        waiting = serving.stderr.readline()
-        assert waiting.startswith("cannot reach the database"), waiting
-        pg.start()
         deadline = time.monotonic() + 120
         while True:
             assert serving.poll() is None, serving.stderr.read()

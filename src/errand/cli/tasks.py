@@ -36,6 +36,7 @@ from errand._figures import money, tokens
 from errand._text import printable
 from errand.cli.confirm import Yes, confirm
 from errand.cli.events import LogPrinter, print_event, shown
+from errand.database import store_retry_from_environment
 from errand.errors import ConfigError, ErrandError
 from errand.forge.refs import looks_like_issue_ref
 from errand.models import ModelEndpoint
@@ -80,9 +81,11 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON (the HTTP API's
 
 
 @contextmanager
-def task_service(server: str | None = None, token: str | None = None) -> Iterator[TaskApi]:
+def task_service(server: str | None = None, token: str | None = None, *, patient: bool = False) -> Iterator[TaskApi]:
     """The local store, or the server at ``server``, with errand's errors turned into one red
-    line and an exit code."""
+    line and an exit code. ``patient``: a store that does not answer yet is tried again for
+    ``ERRAND_STORE_RETRY_SECONDS``, each try said on stderr (a long-running process started while
+    its database restarts)."""
     try:
         if server:
             from errand.server.client import ErrandClient  # httpx only when a server is named
@@ -90,7 +93,7 @@ def task_service(server: str | None = None, token: str | None = None) -> Iterato
             with ErrandClient(server, token=token) as client:
                 yield client
         else:
-            with TaskStore.open() as store:
+            with TaskStore.open(patience=store_retry_from_environment() if patient else 0.0) as store:
                 yield TaskService(store)
     except ErrandError as error:
         Console(stderr=True).print(f"error: {printable(error.message)}", style="red", markup=False,

@@ -46,7 +46,9 @@ def worker(
     """Run queued tasks in this process until interrupted (one worker per errand home)."""
     if context.invoked_subcommand is not None:
         return
-    with task_service() as service:
+    # As errand serve does: a worker started while its database restarts (a machine booting, a
+    # deploy) waits up to ERRAND_STORE_RETRY_SECONDS for it, saying so, rather than exiting at once.
+    with task_service(patient=True) as service:
         assert isinstance(service, TaskService)  # a worker runs on this machine's store
         engine = worker_engine(engine_kind, service.store, concurrency=concurrency, temporal=temporal)
 
