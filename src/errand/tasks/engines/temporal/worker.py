@@ -197,7 +197,7 @@ class TemporalWorker:
             # service that catches it does not begin the round again; the workflow takes it up (``started``).
             place = (begun.key, _START)
             running = self._attempts[place] = asyncio.ensure_future(self._guarded(
-                begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun), said=begun))
+                begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun), key=begun.key, said=begun))
             return await self._attached(place, running)
 
     @activity.defn(name="errand.started")
@@ -221,7 +221,8 @@ class TemporalWorker:
     async def prepare(self, begun: rounds.Begun) -> rounds.Prepared:
         """A round's preparing alone, for workflows begun under the first shape of the round."""
         async with self._heartbeating():
-            return await self._guarded(begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun))
+            return await self._guarded(begun.task_id, begun.run_ids, lambda: rounds.prepare(self.bench, begun),
+                                       key=begun.key)
 
     async def _begin(self, task_id: str, claim: int | None = None) -> rounds.Begun:
         async with self._room:
@@ -287,7 +288,7 @@ class TemporalWorker:
         ended = await self._guarded(prepared.task_id, prepared.run_ids, lambda: rounds.attempt(
             self.bench, prepared, given.index, _Immediately(),
             messages=[(text, ref) for text, ref in given.messages],
-            answer=(given.answer[0], given.answer[1]) if given.answer is not None else None))
+            answer=(given.answer[0], given.answer[1]) if given.answer is not None else None), key=prepared.key)
         if ended.status != "ended" or prepared.key in self._concluding \
                 or not rounds.all_ended(self.bench, prepared.key):
             return ended
@@ -310,7 +311,8 @@ class TemporalWorker:
 
     async def _conclude(self, prepared: rounds.Prepared) -> str:
         """Conclude the round and close it here (one step less to wait for between rounds)."""
-        result = await self._guarded(prepared.task_id, prepared.run_ids, lambda: rounds.conclude(self.bench, prepared))
+        result = await self._guarded(prepared.task_id, prepared.run_ids, lambda: rounds.conclude(self.bench, prepared),
+                                     key=prepared.key)
         await self.close(prepared.key, list(prepared.run_ids))
         return result.state.value
 
@@ -328,9 +330,10 @@ class TemporalWorker:
     # ------------------------------------------------------------ helpers
 
     async def _guarded(self, task_id: str, run_ids: tuple[str, ...], work: Callable[[], Awaitable[T]], *,
-                       said: rounds.Begun | None = None) -> T:
-        """Run a step; if it fails, fail the round here and tell the workflow (no retry). With
-        ``said``, every way it ends tells the workflow what began (its details)."""
+                       key: str | None = None, said: rounds.Begun | None = None) -> T:
+        """Run a step of the round ``key`` (None: none begun yet); if it fails, fail the round here and
+        tell the workflow (no retry). With ``said``, every way it ends tells the workflow what began
+        (its details)."""
         details = [said] if said is not None else []
         try:
             return await work()
@@ -348,7 +351,7 @@ class TemporalWorker:
             if away is not None:
                 # Not the task's fault: the round is interrupted (the task requeued), not failed. It ends here
                 # at once, beside the step: its sandboxes, copies and place (closing needs no store).
-                ending = asyncio.ensure_future(self._end_round_here(task_id, run_ids))
+                ending = asyncio.ensure_future(self._end_round_here(key, run_ids))
                 self._ending.add(ending)
                 ending.add_done_callback(self._ending.discard)
                 raise ApplicationError(f"{away.message}, so the round was cut short", *details, type=RUN_LOST,
@@ -357,7 +360,7 @@ class TemporalWorker:
                 # Fenced: the round was taken from this worker while it did not answer (its lease passed), or
                 # its task was cancelled before the cancel reached the step; the task has moved on, so it is
                 # not failed here, and what the round holds here ends.
-                await self._end_round_here(task_id, run_ids)
+                await self._end_round_here(key, run_ids)
                 if await asyncio.to_thread(self._cancelled, task_id):
                     raise ApplicationError(f"cancelled: {error}", *details, type=ROUND_CANCELLED,
                                            non_retryable=True) from error
@@ -410,20 +413,23 @@ class TemporalWorker:
             if run.state is not RunState.RUNNING:
                 steps.remove_work(run)
 
-    async def _end_round_here(self, task_id: str, run_ids: tuple[str, ...]) -> None:
-        """End the sandboxes and remove the working copies of a round this worker lost, and free its
-        place (a round held here but not on the bench, closed already or not prepared yet, too)."""
-        keys = sorted({key for key in (*self.bench.rounds, *self._held) if key.split("/")[0] == task_id})
-        for key in keys or [""]:  # none held in memory: its copies on the disk still go
-            self._forget(key, taken=True)
-            try:
-                await rounds.close(self.bench, key, run_ids)
-            except Exception:  # what is left goes when this worker next starts
-                log.exception("ending the lost round %s here failed", key or task_id)
-            async with self._room:
-                self._held.discard(key)
-                self._room.notify_all()
-            self._changed()
+    async def _end_round_here(self, key: str | None, run_ids: tuple[str, ...]) -> None:
+        """End the sandboxes and remove the working copies of the round ``key`` this worker lost (its
+        runs ``run_ids``), and free its place (held here but not on the bench, closed already or not
+        prepared yet, too). That round alone: the task's next round, begun here since (the task was
+        requeued while this worker stalled, and it woke to take the start), runs on. ``None``: a start
+        that began no round here; nothing of it is held."""
+        if key is None:
+            return
+        self._forget(key, taken=True)
+        try:
+            await rounds.close(self.bench, key, run_ids)
+        except Exception:  # what is left goes when this worker next starts
+            log.exception("ending the lost round %s here failed", key)
+        async with self._room:
+            self._held.discard(key)
+            self._room.notify_all()
+        self._changed()
 
     async def _end_lost_rounds(self) -> None:
         """This worker's lease passed (it stalled): end every round it holds whose runs were taken
@@ -434,7 +440,7 @@ class TemporalWorker:
                             if run.worker == self.queue)
             if await asyncio.to_thread(lost, self.store, self.queue, run_ids):
                 log.warning("round %s was taken from this worker while it did not answer; ending it here", key)
-                await self._end_round_here(task_id, run_ids)
+                await self._end_round_here(key, run_ids)
         await asyncio.to_thread(self._remove_stale_work)
 
     def _forget(self, key: str, *, taken: bool) -> None:
