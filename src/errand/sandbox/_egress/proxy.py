@@ -54,7 +54,7 @@ from errand.sandbox._egress.http import Refused, RequestHead, parse_request, spl
 from errand.sandbox._egress.intercept import Interceptor, upstream_context
 from errand.sandbox._egress.ledger import EgressEvent, EgressLedger, read_ledger
 from errand.sandbox._egress.plainhttp import Upstream, absolute_target, exchange, next_head, origin_head, read_head
-from errand.sandbox._egress.tls import TLS_RECORD_HEADER, client_hello_length, server_name
+from errand.sandbox._egress.tls import TLS_RECORD_HEADER, UnreadableHello, client_hello_length, server_name
 from errand.sandbox.network import (
     Address,
     Decision,
@@ -345,7 +345,10 @@ class EgressProxy:
         connecting = asyncio.ensure_future(_connect(connection, usable, done, counts, self.timeouts.connect))
         try:
             hello = await _client_hello(reader, self.timeouts.head)
-            sni = server_name(hello)
+            try:
+                sni = server_name(hello)
+            except UnreadableHello as unreadable:
+                raise Refused(f"a TLS ClientHello the proxy cannot read whole: {unreadable}") from None
             if sni is None and parse_address(host) is None:
                 raise Refused("TLS ClientHello without a server name")
             if sni is not None and sni != host.rstrip(".").lower():
