@@ -103,6 +103,32 @@ def test_a_page_by_number_after_a_page_by_link_keeps_the_first_requests_query(fo
     rest.close()
 
 
+def test_a_next_page_on_another_server_is_not_asked_with_the_token(forge: Scripted) -> None:
+    """The token goes with every request the client makes: a Link to another server (or another
+    scheme or port of this one) ends the listing with an error instead (a red team's find: it was
+    followed, and the other server got the token)."""
+    elsewhere = Scripted()
+    try:
+        for link in (f"{elsewhere.url}/steal?page=2", forge.url.replace("http://", "https://") + "/items?page=2"):
+            forge.answers = [(200, {"Link": f'<{link}>; rel="next"'}, [1])]
+            with pytest.raises(ForgeError) as refused:
+                list(client(forge, []).pages("reading items", "/items"))
+            assert refused.value.code == "forge_refused" and "on another server" in str(refused.value)
+            assert "does not send the token there" in str(refused.value)
+        assert elsewhere.seen == []
+    finally:
+        elsewhere.stop()
+
+
+def test_pages_that_lead_back_end_the_listing_with_an_error(forge: Scripted) -> None:
+    forge.answers = [(200, {"X-Next-Page": "2"}, [1]), (200, {"X-Next-Page": "2"}, [2])]
+    with pytest.raises(ForgeError) as looped:
+        list(client(forge, []).pages("reading notes", "/notes"))
+    assert "lead back to one already read" in str(looped.value) and len(forge.seen) == 2
+    forge.answers = [(200, {"X-Next-Page": "²"}, [1])]  # a digit to str.isdigit, not a page number
+    assert list(client(forge, []).pages("reading notes", "/notes")) == [1]
+
+
 def test_a_short_rate_limit_is_waited_out_and_a_long_one_is_refused_by_its_wait(forge: Scripted) -> None:
     waits: list[float] = []
     forge.answers = [(429, {"Retry-After": "2"}, {}), (403, {"RateLimit-Remaining": "0", "Retry-After": "1"}, {}),

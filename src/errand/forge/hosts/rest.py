@@ -103,12 +103,25 @@ class RestClient:
         else GitLab's ``X-Next-Page``."""
         url: str | None = path
         query: dict[str, Any] | None = dict(params or {})
+        read: set[str] = set()
         for _ in range(MAX_PAGES):
             if url is None:
                 return
             response = self.request(what, "GET", url, params=query)
+            read.add(str(response.request.url))
             yield from response.json() or []
             url, query = _next(response, path, dict(params or {}))
+            if url is not None and url.startswith(("http://", "https://")) and not self._ours(url):
+                # The client sends its token with every request: a next page elsewhere is not followed.
+                raise ForgeError(f"{self.display} gave a next page of {what} on another server ({_origin(url)}, "
+                                 f"not {_origin(self.base_url)}); errand does not send the token there",
+                                 code="forge_refused")
+            if url is not None and str(self._client.build_request("GET", url, params=query).url) in read:
+                raise ForgeError(f"{self.display}'s pages of {what} lead back to one already read",
+                                 code="forge_refused")
+
+    def _ours(self, url: str) -> bool:
+        return _origin(url) == _origin(self.base_url)
 
     # ------------------------------------------------------------ errors
 
@@ -161,9 +174,15 @@ def _next(response: httpx.Response, path: str,
     if link:
         return link, None
     page = response.headers.get("x-next-page", "").strip()
-    if page.isdigit():
+    if page.isascii() and page.isdigit():
         return path, {**params, "page": int(page)}
     return None, None
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """Scheme, host and port: where a request goes, and what the token may be sent to."""
+    parsed = httpx.URL(url)
+    return parsed.scheme, parsed.host, parsed.port
 
 
 def _message(response: httpx.Response) -> str:
