@@ -119,9 +119,26 @@ class StoreUnreachable(ErrandError, sa.exc.SQLAlchemyError):
         said = " ".join(str(error.orig).split()) or type(error.orig).__name__
         if error.connection_invalidated and error.statement is not None:
             return cls(f"the connection to the database {where} was lost ({said})", seconds=seconds, lost=True)
+        if refused_by_the_server(error):
+            return cls(f"the database {where} refused errand ({said}): check ERRAND_DATABASE_URL")
         tried = f" for {seconds:.0f} s" if seconds >= 1 else ""
-        ask = "" if "running" in said else "; is it running?"  # PostgreSQL's own message asks already
+        if engine.dialect.name == "sqlite":
+            ask = "; does its directory exist, and may errand write there?"
+        else:
+            ask = "" if "running" in said else "; is it running?"  # PostgreSQL's own message asks already
         return cls(f"the database {where} could not be reached{tried} ({said}){ask}", seconds=seconds)
+
+
+# What a running server answers a connection whose URL is wrong (PostgreSQL's messages: the driver
+# gives no SQLSTATE for them): waiting does not make the database or the role appear.
+_REFUSALS = ("does not exist", "password authentication failed", "no pg_hba.conf entry")
+
+
+def refused_by_the_server(error: sa.exc.DBAPIError) -> bool:
+    """Whether a running server refused the connection for what the URL says (a database or a role
+    that does not exist, a wrong password): not an outage to wait out."""
+    said = str(error.orig)
+    return error.statement is None and "FATAL:" in said and any(refusal in said for refusal in _REFUSALS)
 
 
 def outage(error: BaseException) -> StoreUnreachable | None:
@@ -154,7 +171,7 @@ def open_engine(url: str | None = None, *, patience: float = 0.0) -> sa.Engine:
             away = outage(error)
             if away is None:
                 raise
-            if not tries.wait(error):
+            if refused_by_the_server(error) or not tries.wait(error):
                 engine.dispose()
                 raise StoreUnreachable.of(engine, error, patience) from None
 

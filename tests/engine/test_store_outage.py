@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -146,6 +147,25 @@ def test_errand_serve_or_worker_with_the_database_down_waits_its_retry_time_then
     lines = ran.stderr.strip().splitlines()
     assert any(line.startswith("cannot reach the database") and "trying again" in line for line in lines), lines
     assert lines[-1].startswith("error: the database ") and "could not be reached for 2 s" in lines[-1], lines
+
+
+@pytest.mark.parametrize("command", [["worker"], ["ls"]])
+def test_a_database_url_the_server_refuses_is_said_at_once_not_waited_for(command: list[str], pg: Postgres,
+                                                                            tmp_path: Path) -> None:
+    """A database or role that does not exist is the URL's fault: a worker does not wait its retry time
+    (300 s here) for it (a red team's find), and a command says what to check."""
+    TaskStore.open(pg.url).close()
+    for wrong in (re.sub(r"@/[^?]+\?", "@/nope?", pg.url), pg.url.replace("errand@", "ghost@")):
+        assert wrong != pg.url
+        ran = subprocess.run([sys.executable, "-m", "errand", *command],
+                             env={**_errand(pg, tmp_path, ERRAND_STORE_RETRY_SECONDS="300"),
+                                  "ERRAND_DATABASE_URL": wrong},
+                             capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
+        lines = ran.stderr.strip().splitlines()
+        assert not any(line.startswith("cannot reach the database") for line in lines), lines
+        assert lines[-1].startswith("error: the database ") and "refused errand" in lines[-1], lines
+        assert "does not exist" in lines[-1] and "check ERRAND_DATABASE_URL" in lines[-1], lines
 
 
 def _started_while_the_database_is_down(pg: Postgres, tmp_path: Path, *arguments: str) -> subprocess.Popen[str]:
