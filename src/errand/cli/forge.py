@@ -8,7 +8,11 @@ read from a forge issue goes back to the forge as a pull request once accepted.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
+import json
+import os
 import secrets
+import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -171,13 +175,15 @@ def connect(
     """Check the token's access to the repository, say what is missing, and print the webhook to add."""
     try:
         kind = kind_of(provider)
+        clone = _clone(path) if path is not None else None  # bad input is said before anything is written
         settings, new_base_url = _with_base_url(kind, base_url)
         forge, settings, _token = open_forge(kind, settings)
         scopes = forge.access(repo)
+        # Only an address the token was checked against is kept, with the clone, in one write.
+        _write_settings(kind, base_url=settings.base_url if new_base_url else None,
+                        repo=(repo, clone) if clone is not None and repo not in settings.repos else None)
     except ErrandError as error:
         raise _fail(error) from None
-    if new_base_url:  # only an address the token was checked against is kept
-        _write_base_url(kind, settings.base_url)
     _say(f"token of @{scopes.login} on {settings.base_url}")
     missing = []
     wanted = _WRITE_SCOPES.get(kind)
@@ -187,9 +193,9 @@ def connect(
         missing.append(f"write access to {repo}")
     for what in missing:
         _say(f"missing: {what}", style="yellow")
-    if path is not None:
-        _remember(settings, repo, path)
-    elif repo not in settings.repos:
+    if clone is not None and repo in settings.repos:
+        _say(f"{repo} is set up already in {settings_path()}")
+    elif clone is None and repo not in settings.repos:
         _say(f"missing: a local clone; run again with --path CLONE (it goes into {settings_path()})", style="yellow")
     secret = settings.webhook_secret() or secrets.token_urlsafe(24)
     _say(f"webhook: payload URL {url.rstrip('/')}/api/forge/{kind}/webhook, {_EVENTS[kind]}")
@@ -210,39 +216,65 @@ def _with_base_url(kind: str, base_url: str | None) -> tuple[ForgeSettings, bool
     if wanted == settings.base_url:
         return settings, False
     file = settings_path()
-    if _has_table(file, kind):
-        raise ConfigError(f"{file} sets [{kind}] base_url = {settings.base_url!r}: edit it there to use {wanted}",
+    written = _written_base_url(file, kind)
+    if written is not None:
+        raise ConfigError(f"{file} sets [{kind}] base_url = {written!r}: edit it there to use {wanted}",
                           code="invalid_input")
     return dataclasses.replace(settings, base_url=wanted), True
 
 
-def _write_base_url(kind: str, base_url: str) -> None:
+def _write_settings(kind: str, *, base_url: str | None, repo: tuple[str, Path] | None) -> None:
+    """Add ``[kind] base_url`` and the repository's clone to forge.toml: under a lock on its directory,
+    so two connects at once do not both add the table; values quoted as TOML strings; and the whole
+    file read back before it replaces the old one, which stays as it was if anything is wrong."""
+    if base_url is None and repo is None:
+        return
     file = settings_path()
     file.parent.mkdir(parents=True, exist_ok=True)
-    with file.open("a", encoding="utf-8") as handle:
-        handle.write(f'\n[{kind}]\nbase_url = "{base_url}"\n')
-    _say(f"[{kind}] base_url = {base_url} (written to {file})")
+    directory = os.open(file.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(directory, fcntl.LOCK_EX)
+        before = file.read_text(encoding="utf-8") if file.exists() else ""
+        table = tomllib.loads(before).get(kind, {}) if before.strip() else {}
+        if base_url is not None and "base_url" in table and table["base_url"] != base_url:
+            raise ConfigError(f"{file} sets [{kind}] base_url = {table['base_url']!r} (written meanwhile): edit it "
+                              f"there to use {base_url}", code="invalid_input")
+        added = ""
+        if base_url is not None and "base_url" not in table:
+            added += f"\n[{kind}]\nbase_url = {_toml_string(base_url)}\n"
+        if repo is not None and repo[0] not in table.get("repos", {}):
+            added += f"\n[{kind}.repos.{_toml_string(repo[0])}]\npath = {_toml_string(str(repo[1]))}\n"
+        after = before + added
+        tomllib.loads(after)  # what is written reads back
+        staged = file.with_name(f".{file.name}.{os.getpid()}")
+        staged.write_text(after, encoding="utf-8")
+        os.replace(staged, file)
+    finally:
+        os.close(directory)
+    if base_url is not None:
+        _say(f"[{kind}] base_url = {base_url} (written to {file})")
+    if repo is not None:
+        _say(f"{repo[0]} → {repo[1]} (written to {file})")
 
 
-def _has_table(file: Path, kind: str) -> bool:
-    import tomllib
+def _toml_string(value: str) -> str:
+    """``value`` as a TOML basic string: JSON's escapes are TOML's, but for DEL, which TOML escapes too."""
+    return json.dumps(value).replace("\x7f", "\\u007f")
 
-    return file.exists() and kind in tomllib.loads(file.read_text(encoding="utf-8"))
 
-
-def _remember(settings: ForgeSettings, repo: str, path: Path) -> None:
+def _clone(path: Path) -> Path:
     clone = path.expanduser().resolve()
     if not (clone / ".git").exists():
-        raise _fail(ConfigError(f"{clone} is not a git clone", code="not_a_git_repo"))
-    file = settings_path()
-    if repo in settings.repos:
-        _say(f"{repo} is set up already in {file}")
-        return
-    file.parent.mkdir(parents=True, exist_ok=True)
-    with file.open("a", encoding="utf-8") as handle:
-        header = "" if file.stat().st_size else f"[{settings.kind}]\n"
-        handle.write(f'{header}\n[{settings.kind}.repos."{repo}"]\npath = "{clone}"\n')
-    _say(f"{repo} → {clone} (written to {file})")
+        raise ConfigError(f"{clone} is not a git clone", code="not_a_git_repo")
+    return clone
+
+
+def _written_base_url(file: Path, kind: str) -> str | None:
+    """The ``[kind] base_url`` the file sets (an environment variable may set another for the run)."""
+    if not file.exists():
+        return None
+    written = tomllib.loads(file.read_text(encoding="utf-8")).get(kind, {}).get("base_url")
+    return str(written) if written is not None else None
 
 
 def run_batch(service: TaskApi, query: str, *, clone: str, limit: int, base: str,
