@@ -22,6 +22,8 @@ def test_durations(seconds: float, shown: str) -> None:
 @pytest.mark.parametrize(("count", "shown"), [
     (0, "0"), (999, "999"), (999.7, "999"), (1000, "1.0k"), (12_345, "12.3k"),
     (999_949, "999.9k"), (999_950, "1.00M"), (999_999, "1.00M"), (1_000_000, "1.00M"), (2_345_678, "2.35M"),
+    (999_994_999, "999.99M"), (999_995_000, "1.00B"), (1_234_567_890_123, "1,234.57B"), (-12_345, "-12.3k"),
+    (float("nan"), "—"), (float("inf"), "—"),
 ])
 def test_token_counts(count: float, shown: str) -> None:
     assert tokens(count) == shown

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 __all__ = ["duration", "money", "size", "tokens"]
 
 
@@ -17,12 +19,18 @@ def duration(seconds: float | None) -> str:
 
 
 def tokens(count: int | float | None) -> str:
-    if count is None:
+    if count is None or not math.isfinite(count):
         return "—"
+    if count < 0:
+        return "-" + tokens(-count)
     if count < 1000:
         return str(int(count))
-    # the unit by the figure as shown: 999,999 is "1.00M", not "1000.0k"
-    return f"{count / 1000:.1f}k" if count < 999_950 else f"{count / 1_000_000:.2f}M"
+    # The unit by the figure as shown: 999,999 is "1.00M", not "1000.0k".
+    if count < 999_950:
+        return f"{count / 1000:.1f}k"
+    if count < 999_995_000:
+        return f"{count / 1_000_000:.2f}M"
+    return f"{count / 1_000_000_000:,.2f}B"
 
 
 def money(dollars: float | None) -> str:
