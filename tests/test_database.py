@@ -96,3 +96,20 @@ def test_a_patient_store_is_a_twin_on_the_same_engine(tmp_path: Path, monkeypatc
         patient, explicit = store.patient(), store.patient(3.5)
         assert (store.patience, patient.patience, explicit.patience) == (0.0, 42.0, 3.5)
         assert patient.engine is store.engine is explicit.engine
+
+
+@pytest.mark.parametrize("url", ["notadb://errand:hunter2@db.internal/errand", "garbage"])
+def test_a_database_url_errand_cannot_use_is_one_clear_error_without_its_password(url: str) -> None:
+    """It was a traceback through SQLAlchemy's plugin loader (a red team's find)."""
+    with pytest.raises(ConfigError) as refused:
+        connect(url)
+    assert refused.value.code == "invalid_config" and "hunter2" not in refused.value.message
+    assert "errand takes sqlite:///PATH or postgresql://" in refused.value.message
+
+
+def test_a_home_that_cannot_be_made_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ERRAND_DATABASE_URL", raising=False)
+    monkeypatch.setenv("ERRAND_HOME", "/proc/errand-cannot-be-here")
+    with pytest.raises(ConfigError) as refused:
+        default_url()
+    assert "set ERRAND_HOME" in refused.value.message and "/proc/errand-cannot-be-here" in refused.value.message

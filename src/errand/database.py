@@ -67,7 +67,11 @@ def default_url() -> str:
     if configured:
         return configured
     home = _settings.home()
-    home.mkdir(parents=True, exist_ok=True)
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"errand's home {home} cannot be made ({error.strerror}): set ERRAND_HOME to a directory "
+                          "errand may write", code="invalid_config") from None
     return f"sqlite:///{home / 'errand.db'}"
 
 
@@ -91,7 +95,12 @@ def connect(url: str) -> sa.Engine:
     # A server's pooled connection is checked before use: after a database restart the pool holds
     # only dead ones, and a check turns that into a fresh connection (or an error before any work).
     # SQLite has no server to lose, and its checkouts stay free.
-    engine = sa.create_engine(url, pool_pre_ping=not url.startswith("sqlite"), **_sqlite_arguments(url))
+    try:
+        engine = sa.create_engine(url, pool_pre_ping=not url.startswith("sqlite"), **_sqlite_arguments(url))
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as error:
+        shown = sa.engine.make_url(url).render_as_string(hide_password=True) if "://" in url else url
+        raise ConfigError(f"the database URL {shown!r} is not one errand can use ({error}): errand takes "
+                          "sqlite:///PATH or postgresql://USER@HOST/DATABASE", code="invalid_config") from None
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine)
     return engine
