@@ -129,6 +129,17 @@ def test_pages_that_lead_back_end_the_listing_with_an_error(forge: Scripted) -> 
     assert list(client(forge, []).pages("reading notes", "/notes")) == [1]
 
 
+def test_a_page_that_is_not_a_json_list_is_an_error_not_items(forge: Scripted) -> None:
+    """A proxy's HTML page raised a bare JSONDecodeError; an object was read as its keys (a red team's finds)."""
+    for headers, body in (({"Content-Type": "text/html"}, b"<html>sign in</html>"), ({}, {"message": "moved"})):
+        forge.answers = [(200, headers, body)]
+        with pytest.raises(ForgeError) as refused:
+            list(client(forge, []).pages("reading notes", "/notes"))
+        assert refused.value.code == "forge_refused" and "something other than a list" in str(refused.value)
+    forge.answers = [(200, {}, None)]
+    assert list(client(forge, []).pages("reading notes", "/notes")) == []
+
+
 def test_a_short_rate_limit_is_waited_out_and_a_long_one_is_refused_by_its_wait(forge: Scripted) -> None:
     waits: list[float] = []
     forge.answers = [(429, {"Retry-After": "2"}, {}), (403, {"RateLimit-Remaining": "0", "Retry-After": "1"}, {}),

@@ -109,7 +109,7 @@ class RestClient:
                 return
             response = self.request(what, "GET", url, params=query)
             read.add(str(response.request.url))
-            yield from response.json() or []
+            yield from self._listed(what, response)
             url, query = _next(response, path, dict(params or {}))
             if url is not None and url.startswith(("http://", "https://")) and not self._ours(url):
                 # The client sends its token with every request: a next page elsewhere is not followed.
@@ -119,6 +119,21 @@ class RestClient:
             if url is not None and str(self._client.build_request("GET", url, params=query).url) in read:
                 raise ForgeError(f"{self.display}'s pages of {what} lead back to one already read",
                                  code="forge_refused")
+
+    def _listed(self, what: str, response: httpx.Response) -> list[Any]:
+        """A page's items: a JSON list (or nothing); anything else (a proxy's HTML page, an object) is
+        an error, not items."""
+        try:
+            items = response.json() if response.content.strip() else None
+        except ValueError:
+            items = ...
+        if items is None:  # no body, or null: no items
+            return []
+        if not isinstance(items, list):
+            raise ForgeError(f"{self.display} answered {what} with something other than a list "
+                             f"({response.headers.get('content-type') or 'no content type'}: "
+                             f"{_message(response)[:80]!r})", code="forge_refused")
+        return items
 
     def _ours(self, url: str) -> bool:
         return _origin(url) == _origin(self.base_url)
