@@ -111,32 +111,35 @@ class RestClient:
             read.add(str(response.request.url))
             yield from self._listed(what, response)
             url, query = _next(response, path, dict(params or {}))
-            if url is not None and url.startswith(("http://", "https://")) and not self._ours(url):
-                # The client sends its token with every request: a next page elsewhere is not followed.
-                raise ForgeError(f"{self.display} gave a next page of {what} on another server ({_origin(url)}, "
-                                 f"not {_origin(self.base_url)}); errand does not send the token there",
-                                 code="forge_refused")
-            if url is not None and str(self._client.build_request("GET", url, params=query).url) in read:
+            if url is None:
+                return
+            # Where the next page really goes, resolved as the request will be: the client sends its
+            # token with every request.
+            target = self._client.build_request("GET", url, params=query).url
+            if _origin(target) != _origin(httpx.URL(self.base_url)):
+                raise ForgeError(f"{self.display} gave a next page of {what} on another server "
+                                 f"({_origin(target)}, not {_origin(httpx.URL(self.base_url))}); errand does not "
+                                 "send the token there", code="forge_refused")
+            if str(target) in read:
                 raise ForgeError(f"{self.display}'s pages of {what} lead back to one already read",
                                  code="forge_refused")
 
     def _listed(self, what: str, response: httpx.Response) -> list[Any]:
-        """A page's items: a JSON list (or nothing); anything else (a proxy's HTML page, an object) is
-        an error, not items."""
+        """A page's items: a JSON list (no body or null: none); anything else (a proxy's HTML page, an
+        object) is an error, not items."""
+        if not response.content.strip():
+            return []
         try:
-            items = response.json() if response.content.strip() else None
+            items = response.json()
         except ValueError:
-            items = ...
-        if items is None:  # no body, or null: no items
+            items = response.text
+        if items is None:
             return []
         if not isinstance(items, list):
             raise ForgeError(f"{self.display} answered {what} with something other than a list "
                              f"({response.headers.get('content-type') or 'no content type'}: "
                              f"{_message(response)[:80]!r})", code="forge_refused")
         return items
-
-    def _ours(self, url: str) -> bool:
-        return _origin(url) == _origin(self.base_url)
 
     # ------------------------------------------------------------ errors
 
@@ -194,10 +197,9 @@ def _next(response: httpx.Response, path: str,
     return None, None
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     """Scheme, host and port: where a request goes, and what the token may be sent to."""
-    parsed = httpx.URL(url)
-    return parsed.scheme, parsed.host, parsed.port
+    return url.scheme, url.host, url.port
 
 
 def _message(response: httpx.Response) -> str:
