@@ -63,6 +63,8 @@
     source = null;
     watched = log;
     latestState = null;
+    again = false;  // the last page's refreshes are not this one's
+    if (timer) { clearTimeout(timer); timer = null; }
     if (!log) return;
     source = new EventSource(log.dataset.live + "?after=" + encodeURIComponent(log.dataset.after || "0"));
     source.addEventListener("log", function (event) {
@@ -87,6 +89,12 @@
   document.addEventListener("DOMContentLoaded", connect);
   document.addEventListener("htmx:load", connect);
   document.addEventListener("htmx:afterSettle", connect);
+  // A response that comes back after its page was left (a panel refresh in flight when the person
+  // followed a link) is dropped: swapped, its header and memories found no place on the new page.
+  // (Not on htmx:beforeSwap: that is fired on the target, and a target off the page tells no one.)
+  document.addEventListener("htmx:beforeOnLoad", function (event) {
+    if (event.detail.target && !event.detail.target.isConnected) event.preventDefault();
+  });
   document.addEventListener("htmx:afterRequest", function (event) {
     const form = event.detail.elt;
     if (event.detail.successful && form instanceof HTMLFormElement && form.hasAttribute("data-reset")) form.reset();
