@@ -458,3 +458,38 @@ def test_the_disk_medium_is_read_and_checked(tmp_path: Path) -> None:
     write(tmp_path, "[resources]\ndisk_medium = 1\n")
     with pytest.raises(ConfigError, match=r"\[resources\] disk_medium: expected one of auto, memory, disk"):
         Environment.load(tmp_path)
+
+
+def test_files_setup_names_key_the_environment_with_what_they_include(tmp_path: Path) -> None:
+    # Found only by their name in setup: no pattern knows requirements-dev.lock or a bootstrap script.
+    write(tmp_path, "[setup]\ncommands = ['python -m pip install -r requirements-dev.lock --constraint=ci/pins.in',"
+                    " 'sh ./scripts/bootstrap.sh', 'pip install -e .']\n")
+    (tmp_path / "requirements-dev.lock").write_text("-r requirements/base.in\npytest==8.0\n")
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "base.in").write_text("--constraint ../ci/pins.in\nrequests\n")
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "pins.in").write_text("requests==2.31\n-r /etc/passwd\n-r ../../outside.txt\n")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "bootstrap.sh").write_text("echo set up\n")
+    (tmp_path.parent / "outside.txt").write_text("not the repository's\n")
+    assert keyed_on(tmp_path, Environment.load(tmp_path)) == [
+        "ci/pins.in", "requirements-dev.lock", "requirements/base.in", "scripts/bootstrap.sh"]
+    keys = {cache_key(tmp_path)}
+    for name, text in [("requirements-dev.lock", "-r requirements/base.in\npytest==8.1\n"),
+                       ("requirements/base.in", "--constraint ../ci/pins.in\nrequests\nidna\n"),
+                       ("ci/pins.in", "requests==2.32\n"), ("scripts/bootstrap.sh", "echo set up again\n")]:
+        (tmp_path / name).write_text(text)
+        keys.add(cache_key(tmp_path))
+    assert len(keys) == 5, "a change to a file setup reads kept the old environment"
+    (tmp_path.parent / "outside.txt").write_text("changed\n")
+    (tmp_path / "notes.md").write_text("a source change\n")
+    assert cache_key(tmp_path) in keys
+
+
+def test_a_setup_that_names_no_file_or_an_odd_one_keys_on_the_patterns_alone(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("-r requirements.txt\n-r\n--requirement=\n")  # includes itself
+    os.mkfifo(tmp_path / "fifo.txt")
+    (tmp_path / "link.txt").symlink_to("/etc/hostname")
+    write(tmp_path, "[setup]\ncommands = ['pip install -r requirements.txt -r fifo.txt -r link.txt', "
+                    "'cat \"unclosed', 'cp $HOME/x . && ls *.txt', 'npm ci']\n")
+    assert keyed_on(tmp_path, Environment.load(tmp_path)) == ["requirements.txt"]

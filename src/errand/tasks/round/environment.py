@@ -36,7 +36,7 @@ from errand.sandbox.registries import RegistryAccess, host_registries
 from errand.tasks.round import errand_toml
 from errand.tasks.round.detect import detect
 from errand.tasks.round.errand_toml import DEFAULT_INSTRUCTIONS, WHOLE_TREE
-from errand.tasks.round.reuse import DEPENDENCY_TABLES, KEY_PATTERNS, key_files, key_material
+from errand.tasks.round.reuse import DEPENDENCY_TABLES, KEY_PATTERNS, key_files, key_material, named_files
 
 __all__ = [
     "CONFIG_FILE",
@@ -221,7 +221,8 @@ def cache_key(repo_dir: Path, environment: Environment | None = None, *, source:
     content), the setup and refresh commands, the egress policy setup runs under,
     the host's registry settings setup is given (``registries``), and what of the
     tree setup depends on (:func:`keyed_on`): by default the lockfiles and the
-    manifests' dependency tables found at the root, so every commit with the same
+    manifests' dependency tables found at the root and the files setup's commands
+    name, with what they include, so every commit with the same
     dependencies shares one environment (each gets a refresh over it); with
     ``[setup] key``, the bytes of the files its globs match; with ``[setup] key =
     "tree"``, ``tree``, the base commit's git tree id. The test and lint commands,
@@ -243,7 +244,7 @@ def cache_key(repo_dir: Path, environment: Environment | None = None, *, source:
     }
     digest.update(json.dumps(config, sort_keys=True).encode())
     if not env.setup_whole_tree or tree is None:
-        for name in key_files(repo, env.setup_key or KEY_PATTERNS):
+        for name in _keyed_files(repo, env):
             data = key_material(repo, name, whole=env.setup_key is not None)
             if data is None:  # not a regular file inside the repository: only its presence counts
                 digest.update(f"\0lock\0{name}\0unreadable\0".encode())
@@ -259,9 +260,16 @@ def keyed_on(repo_dir: Path, environment: Environment) -> list[str]:
     if environment.setup_whole_tree:
         return ["the whole tree"]
     repo = Path(repo_dir).resolve()
-    patterns = environment.setup_key or KEY_PATTERNS
     return [f"{name}'s dependency tables" if environment.setup_key is None and name in DEPENDENCY_TABLES else name
-            for name in key_files(repo, patterns)]
+            for name in _keyed_files(repo, environment)]
+
+
+def _keyed_files(repo: Path, environment: Environment) -> list[str]:
+    """``[setup] key``'s files; by default the lockfiles and manifests found at the root and the
+    files setup's commands name (``pip install -r requirements-dev.lock``), with their includes."""
+    if environment.setup_key is not None:
+        return key_files(repo, environment.setup_key)
+    return sorted({*key_files(repo, KEY_PATTERNS), *named_files(repo, environment.setup)})
 
 
 def egress_summary(policy: object) -> str:

@@ -37,7 +37,7 @@ from typing import Any
 from errand._files import read_inside
 
 __all__ = ["BUILD_DEPS", "DEPENDENCY_TABLES", "KEY_PATTERNS", "TSC_BUILD_INFO", "Refresh", "key_files", "key_material",
-           "prime", "refresh"]
+           "named_files", "prime", "refresh"]
 
 # Looked for at the repository root (globs, matched by Path.glob): what an install reads.
 KEY_PATTERNS: tuple[str, ...] = (
@@ -62,6 +62,9 @@ DEPENDENCY_TABLES: dict[str, tuple[str, ...]] = {
         "dependencies", "dev-dependencies", "build-dependencies", "target", "workspace", "patch", "replace",
     ),
 }
+_REQUIREMENTS = re.compile(r"[\w.-]*(?:requirements|constraints)[\w.-]*\.(?:txt|in|lock)|[\w.-]+\.(?:txt|in)")
+_MAX_NAMED = 64  # files named by setup, includes followed: enough for any real setup, bounded for a crafted one
+_MAX_REQUIREMENTS = 1 << 20  # a requirements file read for its includes, at most
 BUILD_DEPS = "/opt/errand-build"  # where prime puts the build backend's requirements
 # Where an incremental tsc keeps what it built: outside the tree, so in the environment's image.
 TSC_BUILD_INFO = f"{BUILD_DEPS}/tsc.tsbuildinfo"
@@ -89,6 +92,68 @@ def key_files(repo: Path, patterns: Sequence[str] = KEY_PATTERNS) -> list[str]:
     root = Path(repo)
     return sorted({path.relative_to(root).as_posix() for pattern in patterns for path in root.glob(pattern)
                    if ".git" not in path.relative_to(root).parts})
+
+
+def named_files(repo: Path, commands: Iterable[str]) -> list[str]:
+    """The files (relative, sorted) of ``repo`` that setup's ``commands`` name — ``pip install -r
+    requirements-dev.lock``, ``sh scripts/bootstrap.sh`` — and the files those requirement files
+    include (``-r``, ``-c``), however they are named: what setup reads, as the patterns cannot know."""
+    root = Path(repo).resolve()
+    found: set[str] = set()
+    pending = [(word, root) for command in commands for word in _words(command)]
+    while pending and len(found) < _MAX_NAMED:
+        word, here = pending.pop()
+        name = _inside(root, here, word)
+        if name is None or name in found:
+            continue
+        found.add(name)
+        read = read_inside(root, name, _MAX_REQUIREMENTS)
+        if read is not None and _REQUIREMENTS.fullmatch(Path(name).name):
+            lines = read[0].decode(errors="replace").splitlines()
+            pending += [(included, (root / name).parent) for line in lines for included in _included(line)]
+    return sorted(found)
+
+
+def _words(command: str) -> list[str]:
+    """The words of a shell command that may name a file: arguments, and ``--opt=value``'s value."""
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:  # an unclosed quote: the shell refuses it too
+        return []
+    named = []
+    for word in words:
+        if word.startswith("--") and "=" in word:
+            word = word.split("=", 1)[1]
+        elif word[:2] in ("-r", "-c") and len(word) > 2:  # pip's -rrequirements.txt
+            word = word[2:]
+        if word and not word.startswith("-") and not set(word) & set("$*?[`~<>|"):
+            named.append(word)
+    return named
+
+
+def _included(line: str) -> list[str]:
+    """What a requirements file's line includes: ``-r x``, ``--requirement x``, ``-c x``, ``--constraint=x``."""
+    words = line.split("#", 1)[0].split()
+    if not words:
+        return []
+    if words[0] in ("-r", "-c", "--requirement", "--constraint") and len(words) > 1:
+        return [words[1]]
+    flag, _, value = words[0].partition("=")
+    if flag in ("--requirement", "--constraint") and value:
+        return [value]
+    return [words[0][2:]] if words[0][:2] in ("-r", "-c") and len(words[0]) > 2 else []
+
+
+def _inside(root: Path, here: Path, word: str) -> str | None:
+    """``word`` as a regular file inside ``root`` (read from ``here``), relative; else None."""
+    try:
+        path = (here / word).resolve()
+        name = path.relative_to(root).as_posix()
+    except (OSError, ValueError, RuntimeError):  # outside the repository, a loop, a name too long
+        return None
+    if ".git" in Path(name).parts or not path.is_file():
+        return None
+    return name
 
 
 def key_material(repo: Path, name: str, *, whole: bool = False) -> bytes | None:
