@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 
 from errand import _settings
 from errand.errors import ConfigError, ErrandError
@@ -313,7 +311,16 @@ def patiently(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S,
 
 
 def migrate(engine: sa.Engine) -> None:
-    """Upgrade the database to the newest revision; a no-op when it is there already."""
+    """Upgrade the database to the newest revision; a no-op when it is there already.
+
+    A database at :func:`head` is found so with one query: Alembic's check of an up-to-date
+    database cost each process that opened a store 0.26–0.33 s of CPU (importing it, reading
+    every migration script), a quarter of what a CLI command costs."""
+    if _revision(engine) == head():
+        return
+    from alembic import command
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     # One write transaction around the whole upgrade, under a lock: processes opening a fresh
@@ -326,6 +333,21 @@ def migrate(engine: sa.Engine) -> None:
             connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+
+
+@functools.cache
+def head() -> str:
+    """The newest revision: the highest of the migration scripts' numbers (each script's file
+    begins with its revision, ``0011_round_claims.py``; a test holds Alembic to the same)."""
+    return max(path.name.split("_", 1)[0] for path in (MIGRATIONS / "versions").glob("[0-9]*_*.py"))
+
+
+def _revision(engine: sa.Engine) -> str | None:
+    """The database's revision, or None where it has none yet (a new database)."""
+    with engine.connect() as connection:
+        if not sa.inspect(connection).has_table("alembic_version"):
+            return None
+        return connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
 
 
 def _sqlite_arguments(url: str) -> dict[str, Any]:

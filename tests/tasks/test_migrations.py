@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,6 +47,25 @@ def test_reopening_runs_no_migration_and_keeps_data(tmp_path: Path, caplog: pyte
     with caplog.at_level(logging.INFO, logger="alembic"), TaskStore.open(url) as store:
         assert store.get_task(task.id) == task
     assert "Running upgrade" not in caplog.text
+
+
+def test_the_head_errand_checks_a_database_against_is_alembics(tmp_path: Path) -> None:
+    from errand.database import head
+
+    assert head() == _head()
+
+
+def test_a_process_opening_an_up_to_date_store_does_not_load_alembic(tmp_path: Path) -> None:
+    # Alembic's own check of an up-to-date database cost every process that opened a store ~0.3 s of CPU.
+    url = f"sqlite:///{tmp_path / 'errand.db'}"
+    store_at_revision(url, "0010")
+    probe = ("import sys\nfrom errand.tasks.store.tasks import TaskStore\n"
+             f"TaskStore.open({url!r}).close()\nprint('alembic' in sys.modules)\n")
+    opened = [subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+              for _ in range(2)]
+    assert opened == ["True\n", "False\n"]  # the first brought it from 0010 to the head; the second found it there
+    with sqlite3.connect(tmp_path / "errand.db") as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(_head(),)]
 
 
 def test_default_location_is_errand_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
