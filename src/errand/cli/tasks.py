@@ -26,7 +26,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
@@ -527,6 +526,8 @@ def diff(
 def print_patch(out: Console, patch: str) -> None:
     """A patch for a person to read: coloured, every control character in it shown, and long lines
     wrapped rather than cut at the terminal's edge (code past the edge would be hidden from review)."""
+    from rich.syntax import Syntax  # Pygments' lexers only for a diff on a terminal
+
     out.print(Syntax(printable(patch), "diff", theme="ansi_dark", background_color="default", word_wrap=True))
 
 

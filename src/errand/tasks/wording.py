@@ -17,9 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from errand.tasks.round.environment import egress_summary
-
-__all__ = ["SENTENCES", "Sentence", "Tone", "Value", "sentence"]
+__all__ = ["SENTENCES", "Sentence", "Tone", "Value", "egress_summary", "sentence"]
 
 Tone = Literal["plain", "heading", "quiet", "step", "note", "warn", "good", "bad", "ask"]
 
@@ -72,6 +70,16 @@ def _text(label: str, field: str, lead: str, tone: Tone = "note") -> Say:
 
 def _policy(policy: object) -> Value:
     return Value(egress_summary(policy))
+
+
+def egress_summary(policy: object) -> str:
+    """A policy as events carry it (``Network.to_dict()``), in a few words: ``none``, ``open``,
+    or ``only`` and what it allows. Plain text: each face escapes it its own way."""
+    if not isinstance(policy, Mapping):
+        return "none"
+    if policy.get("mode") != "allow":
+        return str(policy.get("mode") or "none")
+    return "only " + ", ".join(map(str, [*policy.get("domains", []), *policy.get("cidrs", [])]))
 
 
 def _count(number: int, noun: str) -> str:

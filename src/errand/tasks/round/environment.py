@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import tomllib
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,6 @@ __all__ = [
     "Environment",
     "Guide",
     "cache_key",
-    "egress_summary",
     "instructions",
     "keyed_on",
     "project_guide",
@@ -271,15 +269,6 @@ def _keyed_files(repo: Path, environment: Environment) -> list[str]:
         return key_files(repo, environment.setup_key)
     return sorted({*key_files(repo, KEY_PATTERNS), *named_files(repo, environment.setup)})
 
-
-def egress_summary(policy: object) -> str:
-    """A policy as events carry it (``Network.to_dict()``), in a few words: ``none``, ``open``,
-    or ``only`` and what it allows. Plain text: each face escapes it its own way."""
-    if not isinstance(policy, Mapping):
-        return "none"
-    if policy.get("mode") != "allow":
-        return str(policy.get("mode") or "none")
-    return "only " + ", ".join(map(str, [*policy.get("domains", []), *policy.get("cidrs", [])]))
 
 
 # ----------------------------------------------------------------- helpers
