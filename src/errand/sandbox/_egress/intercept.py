@@ -19,11 +19,6 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
 from errand.sandbox.secret import CA_BUNDLE_PATH, CA_PATH, PLACEHOLDER_PREFIX, SYSTEM_BUNDLES, Secret
 
 __all__ = ["CA_BUNDLE_PATH", "CA_PATH", "SYSTEM_BUNDLES", "Interceptor", "upstream_context"]
@@ -37,6 +32,12 @@ class Interceptor:
     """One sandbox's declared secrets, their placeholders, and the CA its swaps are made under."""
 
     def __init__(self, declared: tuple[Secret, ...], *, _state: dict[str, Any] | None = None) -> None:
+        # cryptography only where a sandbox declares secrets: every errand process imports this module.
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
         self.secrets = declared
         if _state is not None:  # the same interceptor, in a supervisor process: see to_state
             self.placeholders = dict(_state["placeholders"])
@@ -70,6 +71,8 @@ class Interceptor:
     def to_state(self) -> dict[str, Any]:
         """All of it, values and the CA's key included, for :meth:`from_state` in the supervisor
         that serves a detached sandbox's proxy (handed over a pipe: never argv, never a file)."""
+        from cryptography.hazmat.primitives import serialization
+
         return {"secrets": [[s.name, s.value, list(s.hosts), s.header] for s in self.secrets],
                 "placeholders": self.placeholders, "ca": self.ca_pem.decode(),
                 "key": self._key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -149,6 +152,11 @@ class Interceptor:
         return text
 
     def _leaf(self, host: str) -> bytes:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         certificate = (
