@@ -4,6 +4,8 @@ is what it names in public (``errand.sandbox``'s ``EgressEvent``, ``collect_garb
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,3 +121,14 @@ def test_no_layer_imports_a_layer_above_it() -> None:
                     if name != "errand.__main__" and name != "errand"
                     and LAYERS.index(_layer(target)) > LAYERS.index(_layer(name)))
     assert upward == []
+
+
+def test_the_command_line_loads_what_its_commands_need_at_once_and_no_more() -> None:
+    # Every errand command starts with `import errand.cli`; these cost it ~0.2 s of CPU, and each has
+    # one user that loads it itself (a search of memories, a sandbox with secrets, a diff on a
+    # terminal, a database to upgrade).
+    probe = "import sys, errand.cli\nprint(' '.join(sorted({name.split('.')[0] for name in sys.modules})))"
+    loaded = set(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert "typer" in loaded and "sqlalchemy" in loaded  # the probe sees what is loaded
+    assert not loaded & {"numpy", "cryptography", "alembic", "mako", "pygments"}

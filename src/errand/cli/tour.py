@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.syntax import Syntax
 from rich.text import Text
 
 from errand.sandbox import AsyncSandbox, Image, Mount, Network, Resources
@@ -167,6 +166,8 @@ def _step(console: Console, number: int, title: str) -> None:
 
 
 def _code(console: Console, code: str) -> None:
+    from rich.syntax import Syntax  # Pygments only for the tour, not for every command
+
     highlighted = Syntax(code, "python", theme="ansi_dark").highlight(code)
     highlighted.rstrip()
     for line in highlighted.split("\n"):

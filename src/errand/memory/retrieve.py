@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from errand.memory.citations import TreeIndex, check
-from errand.memory.lexical import ProjectIndex
 from errand.memory.records import Kind, Memory, Recalled, Status
 from errand.memory.schema import memories
 from errand.memory.store import DUPLICATE_LIKENESS, MemoryStore, memory_from_row
@@ -45,6 +44,8 @@ from errand.memory.text import jaccard, terms, without_lone_surrogates
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
+
+    from errand.memory.lexical import ProjectIndex
 
 __all__ = ["DEFAULT_WEIGHTS", "WORD_WEIGHTS", "Weights", "fuse", "fuse_scores", "retrieve"]
 

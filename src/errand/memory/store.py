@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -22,11 +22,13 @@ from errand.memory import citations as citing
 from errand.memory.conflicts import conflict
 from errand.memory.embedders import Embedder, default_embedder
 from errand.memory.errors import InvalidMemory, MemoryNotFound
-from errand.memory.lexical import ProjectIndex, fts5_available, fts5_search
 from errand.memory.records import ArchiveReason, Kind, Memory, Provenance, Source, Status
 from errand.memory.schema import memories, memory_projects, memory_uses
 from errand.memory.secretscan import check_no_secret
 from errand.memory.text import MAX_TEXT_CHARS, fingerprint, has_lone_surrogate, likeness
+
+if TYPE_CHECKING:  # the lexical index (NumPy) is imported when it is first searched
+    from errand.memory.lexical import ProjectIndex
 
 __all__ = ["DUPLICATE_LIKENESS", "MemoryStore", "memory_from_row"]
 
@@ -297,6 +299,8 @@ class MemoryStore(SqlStore):
     def lexical_index(self, connection: sa.Connection, project: str, generation: int | None = None) -> ProjectIndex:
         """The project's BM25 index, rebuilt (reusing unchanged memories' terms) when its generation
         (read here unless the caller has it) moved."""
+        from errand.memory.lexical import ProjectIndex
+
         generation = self.generation(connection, project) if generation is None else generation
         index = self._bm25.get(project)
         if index is None or index.generation != generation:
@@ -307,6 +311,8 @@ class MemoryStore(SqlStore):
                     limit: int) -> list[tuple[int, float]]:
         """A few memories sharing words with ``text``: FTS5 on SQLite (no index rebuild on each add),
         the project's index elsewhere."""
+        from errand.memory.lexical import fts5_available, fts5_search
+
         if self._fts5 is None:
             self._fts5 = fts5_available(connection)
         if self._fts5:
