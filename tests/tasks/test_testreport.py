@@ -119,6 +119,24 @@ def test_flips_each_way_and_only_where_a_run_says_so() -> None:
     assert flips(before, Report(None, None)) == Flips((), ())
 
 
+def test_a_failing_test_whose_file_the_diff_moved_is_followed_to_its_new_name() -> None:
+    # A fix that also renamed the test file read "1 gone (was failing)", and its confidence low.
+    renames = {"tests/test_old.py": "tests/test_calc.py", "lib/x.py": "lib/y.py"}
+    before = Report(1, 2, ("tests/test_old.py::test_add", "tests/test_old.py::test_sub"),
+                    ("tests/test_old.py::test_mul",), "junit")
+    after = Report(2, 1, ("tests/test_calc.py::test_sub",), ("tests/test_calc.py::test_add",
+                                                              "tests/test_calc.py::test_mul"), "junit")
+    assert flips(before, after) == Flips((), (), gone=before.failing)  # without the renames
+    assert flips(before, after, renames) == Flips(("tests/test_calc.py::test_add",), ())
+    # unittest's and pytest's module form, and a name that only looks like the old one
+    module = Report(0, 2, ("tests.test_old.TestCalc.test_add", "tests.test_older.test_x"), (), "unittest")
+    moved = Report(1, 1, ("tests.test_older.test_x",), ("tests.test_calc.TestCalc.test_add",), "unittest")
+    assert flips(module, moved, renames) == Flips(("tests.test_calc.TestCalc.test_add",), ())
+    # Moved and deleted: gone all the same.
+    assert flips(before, Report(1, 0, (), ("tests/test_calc.py::test_mul",), "junit"), renames).gone == (
+        "tests/test_calc.py::test_add", "tests/test_calc.py::test_sub")
+
+
 def test_a_failing_test_deleted_or_skipped_is_not_fixed() -> None:
     # Printed summaries name only failures: the failing test went and no more tests pass.
     assert flips(Report(3, 1, ("t.test_x",), source="unittest"), Report(3, 0, source="unittest")) == \

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
 from errand._terminal import decode_line
 from errand._text import strip_escapes
 
-__all__ = ["MAX_REPORT_BYTES", "Case", "Flips", "Report", "flips", "junit_cases", "plain", "read_junit",
-           "read_output", "report_request"]
+__all__ = ["MAX_REPORT_BYTES", "Case", "Flips", "Report", "flips", "junit_cases", "plain", "read_junit", "read_output",
+           "renamed_test", "report_request"]
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 #: A report larger than this is not read (the output's summary is used instead).
@@ -349,15 +349,35 @@ def _module_runs(name: str, after: Report) -> bool:
         f.startswith(inside) for f in after.failing)
 
 
-def flips(before: Report, after: Report) -> Flips:
+def renamed_test(name: str, renames: Mapping[str, str]) -> str:
+    """``name`` as it is called after its file moved (``renames``: old path to new, as the diff
+    gives them): ``tests/a.py::test_x`` or pytest's module form ``tests.a.TestX``; else as it is."""
+    file, sep, rest = name.partition("::")
+    if sep and file in renames:
+        return renames[file] + sep + rest
+    for old, new in renames.items():
+        if old.endswith(".py") and new.endswith(".py"):
+            module, moved = old.removesuffix(".py").replace("/", "."), new.removesuffix(".py").replace("/", ".")
+            if name == module or name.startswith(module + "."):
+                return moved + name[len(module):]
+    return name
+
+
+def flips(before: Report, after: Report, renames: Mapping[str, str] | None = None) -> Flips:
     """The tests that flipped each way (:class:`Flips`). A test that failed before is fixed only
-    when it is seen passing after: by name where the run lists its passing tests, else (a runner
-    that prints only failures) when the passing count rose by at least as many as stopped being
-    named. One that is neither failing, passing nor skipped after is gone. Where a run did not
-    list its passing tests, a test it did not name as failing is read as having passed before
-    (so a new test failing after reads as broken)."""
+    when it is seen passing after: by name where the run lists its passing tests (its new name
+    where the diff moved its file: ``renames``), else (a runner that prints only failures) when
+    the passing count rose by at least as many as stopped being named. One that is neither
+    failing, passing nor skipped after is gone. Where a run did not list its passing tests, a
+    test it did not name as failing is read as having passed before (so a new test failing
+    after reads as broken)."""
     if after.passed is None and not after.failing:
         return Flips((), ())  # a run that reported no test at all says nothing of any
+    if renames:
+        before = replace(before, failing=tuple(renamed_test(name, renames) for name in before.failing),
+                         passing=None if before.passing is None else
+                         tuple(renamed_test(name, renames) for name in before.passing),
+                         skipped=tuple(renamed_test(name, renames) for name in before.skipped))
     unnamed = [name for name in before.failing if name not in after.failing and name not in after.skipped]
     if after.passing is not None:
         fixed = tuple(name for name in unnamed if name in after.passing or _module_runs(name, after))

@@ -655,7 +655,9 @@ async def collect_evidence(
     files = [{"path": f.path, "status": f.status, "additions": f.additions, "deletions": f.deletions}
              for f in diff.files]
     diff_unchanged = tests_after is not None and tests_after.cached
-    flipped = flips(tests_before.report(), tests_after.report()) if tests_before and tests_after else Flips((), ())
+    renames = {f.old_path: f.path for f in diff.files if f.old_path is not None}
+    flipped = (flips(tests_before.report(), tests_after.report(), renames) if tests_before and tests_after
+               else Flips((), ()))
     evidence = Evidence(
         exit_status=result.status, exit_detail=result.detail, tests_before=tests_before and tests_before.stored(),
         tests_after=tests_after and tests_after.stored(), lint_after=lint_after and lint_after.stored(), files=files,
