@@ -49,3 +49,17 @@ def test_a_hostile_value_is_shown_never_obeyed_in_either_face() -> None:
         assert "\x1b" not in terminal and "<script>" not in page, kind
         if any(isinstance(part, Value) and part.value == HOSTILE for part in said.parts):
             assert "[bold red]x[/]" in terminal, kind  # Rich did not read it as markup
+
+
+def test_a_refusal_repeated_is_one_line_with_its_count_and_span() -> None:
+    # An installer retrying a host it may not reach printed 48 lines that said the same thing.
+    retried = [{"time": 3600 + n, "host": "files.example", "port": 443, "reason": "domain not in the allowlist"}
+               for n in range(48)]
+    other = {"time": 3630, "host": "10.0.0.1", "port": 80, "reason": "address not in the allowlist"}
+    event = Event(id=1, seq=1, task_id="t", run_id=None, kind="egress", time=0.0,
+                  data={"role": "setup", "hosts": [], "refused": [*retried[:40], other, *retried[40:]]})
+    text = _terminal(event)
+    assert "49 refusals" in text
+    assert "refused 01:00:00–01:00:47 ×48 files.example:443: domain not in the allowlist" in text
+    assert "refused 01:00:30 10.0.0.1:80: address not in the allowlist" in text
+    assert text.count("refused ") == 2

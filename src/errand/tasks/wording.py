@@ -139,10 +139,10 @@ def _egress(d: Mapping[str, Any]) -> Sentence:
                         f"{_size(h.get('bytes_out'))} out, {_size(h.get('bytes_in'))} in" for h in hosts)
     last = [r for r in d.get("last_refused") or [] if isinstance(r, Mapping)] \
         if isinstance(d.get("last_refused"), list) else []
-    lines = [_refused_line(r) for r in refused]
+    lines = _refused_lines(refused)
     if more_refused:
         lines.append(f"… and {more_refused} more refused" + (f", the last {len(last)} of them:" if last else ""))
-        lines += [_refused_line(r) for r in last]
+        lines += _refused_lines(last)
     parts: list[Part] = ["egress of the ", Value(d.get("role")), " sandbox: ",
                          _count(sum(_number(h.get("connections")) for h in hosts), "connection"), " to ",
                          _count(len(hosts) + more_hosts, "host"), *((" (", Value(reached), ")") if reached else ()),
@@ -164,9 +164,19 @@ def _secrets(d: Mapping[str, Any]) -> Sentence:
                  tone="warn" if lines else "quiet")
 
 
-def _refused_line(refusal: Mapping[str, Any]) -> str:
-    return (f"refused {time.strftime('%H:%M:%S', time.gmtime(_number(refusal.get('time'))))} "
-            f"{refusal.get('host')}:{refusal.get('port')}: {refusal.get('reason')}")
+def _refused_lines(refusals: list[Mapping[str, Any]]) -> list[str]:
+    """A line per refusal; the same host, port and reason again and again (an installer retrying)
+    one line, with how many times and from when to when."""
+    same: dict[tuple[str, str, str], list[int]] = {}
+    for refusal in refusals:
+        same.setdefault((str(refusal.get("host")), str(refusal.get("port")), str(refusal.get("reason"))),
+                        []).append(_number(refusal.get("time")))
+    lines = []
+    for (host, port, reason), times in same.items():
+        first, last = (time.strftime("%H:%M:%S", time.gmtime(t)) for t in (min(times), max(times)))
+        when = first if len(times) == 1 else f"{first}–{last} ×{len(times)}"
+        lines.append(f"refused {when} {host}:{port}: {reason}")
+    return lines
 
 
 def _number(value: object) -> int:
