@@ -92,5 +92,28 @@ async def test_a_setup_that_failed_on_a_refusal_says_so(tmp_path: Path, egress_h
         [logged] = store.events(task.id, kinds=["egress"])
     assert done.state is TaskState.FAILED
     assert "the egress proxy refused 1 connection of it" in failed.data["reason"], failed.data
+    assert "registry" not in failed.data["reason"]  # not-listed.test is none of the host's registries
     assert [r["reason"] for r in logged.data["refused"]] == ["domain not in the allowlist"]
     assert logged.id < failed.id  # the log is there to read when the failure is reported
+
+
+@pytest.mark.faults
+async def test_a_setup_refused_a_host_of_the_hosts_registries_is_told_how_to_reach_it(
+        tmp_path: Path, egress_hosts: nethosts.EgressHosts, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The host's pip configuration names the index setup was refused (the test host stands in for it).
+    from errand.sandbox.registries import RegistryAccess
+    from errand.tasks.round import egress_log
+
+    monkeypatch.setattr(egress_log, "host_registries", lambda kinds: RegistryAccess(
+        domains=("not-listed.test",) if list(kinds) == ["pip"] else ()))
+    toml = ('[setup]\ncommands = ["python3 fetch.py http://not-listed.test/ | grep reached"]\n'
+            f'network = {{ domains = ["{nethosts.ALLOWED}"], registries = ["apt"] }}\n')
+    repo = make_repo(tmp_path / "project", toml=toml, files={"fetch.py": FETCH})
+    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
+        task = TaskService(store).submit("try", repo=repo, model="scripted:/dev/null")
+        async with running_engine(store, lambda _s, _i: scripted([])):
+            done = await wait_for_state(store, task.id, TaskState.READY_FOR_REVIEW, TaskState.FAILED)
+        [failed] = store.events(task.id, kinds=["failed"])
+    assert done.state is TaskState.FAILED
+    assert ('pip registry hosts among them: setup reaches them with `network = { registries = ["apt", "pip"] }` '
+            "under [setup] in errand.toml") in failed.data["reason"], failed.data

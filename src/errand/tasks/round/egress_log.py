@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+import subprocess
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from errand.errors import ErrandError
 from errand.sandbox import AsyncSandbox, EgressEvent, EgressLedger
+from errand.sandbox.network import HostPattern
+from errand.sandbox.registries import REGISTRY_KINDS, host_registries
 
 __all__ = ["MAX_HOSTS", "MAX_REFUSALS", "egress_record", "end_sandbox", "refusals_note"]
 
@@ -76,12 +79,36 @@ async def end_sandbox(sandbox: AsyncSandbox, journal: Callable[[str, dict[str, A
         await sandbox.terminate()
 
 
-async def refusals_note(sandbox: AsyncSandbox) -> str:
+async def refusals_note(sandbox: AsyncSandbox, registries: Collection[str] | None = None) -> str:
     """For a failure's message: how many connections the sandbox's proxy refused so far, if any
-    (a failed install is often a refused one), and where to read why."""
+    (a failed install is often a refused one), and where to read why. Given the ``registries``
+    setup may reach, a refused host of another of the host's registries says how to allow it."""
     with contextlib.suppress(ErrandError, OSError, ValueError, TypeError):
-        refused = (await sandbox.egress_ledger()).refusals
-        if refused:
-            return (f"; the egress proxy refused {refused} connection{'' if refused == 1 else 's'} of it "
-                    "(`errand logs` says which and why)")
+        ledger = await sandbox.egress_ledger()
+        if ledger.refusals:
+            note = (f"; the egress proxy refused {ledger.refusals} connection{'' if ledger.refusals == 1 else 's'} "
+                    "of it (`errand logs` says which and why)")
+            wanted = _registries_refused(ledger, registries) if registries is not None else []
+            if wanted:
+                listed = ", ".join(f'"{kind}"' for kind in [*(registries or ()), *wanted])
+                note += (f"; {' and '.join(wanted)} registry hosts among them: setup reaches them with "
+                         f"`network = {{ registries = [{listed}] }}` under [setup] in errand.toml")
+            return note
     return ""
+
+
+def _registries_refused(ledger: EgressLedger, given: Collection[str]) -> list[str]:
+    """The kinds of the host's registries (pip, npm, apt), not ``given``, that a refused host is one of."""
+    refused = [(host, port) for (host, port), tally in ledger.hosts.items() if tally.refused]
+    wanted = []
+    for kind in REGISTRY_KINDS:
+        if kind in given:
+            continue
+        try:
+            patterns = [HostPattern.parse(domain) for domain in host_registries([kind]).domains]
+        except (ErrandError, OSError, subprocess.SubprocessError):  # a tool that cannot say: no advice
+            continue
+        if any(pattern.covers(host, port, "https" if port == 443 else "http")
+               for pattern in patterns for host, port in refused):
+            wanted.append(kind)
+    return wanted

@@ -430,7 +430,7 @@ async def _run_setup(environment: Environment, image: Image, copy: WorkingCopy, 
             result = await run(command)
             if not result.ok:
                 raise SetupFailed(f"setup command `{command}` {_ended(result)}; its output is in the task's log"
-                                  f"{await refusals_note(sandbox)}",
+                                  f"{await refusals_note(sandbox, environment.setup_registries)}",
                                   command=command, exit_code=result.exit_code, log=result.output)
         primed = bool(commands.prime)
         for command in commands.prime:
