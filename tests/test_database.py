@@ -44,7 +44,7 @@ def test_a_store_s_patience_from_the_environment(monkeypatch: pytest.MonkeyPatch
     assert store_retry_from_environment() == seconds
 
 
-@pytest.mark.parametrize("value", ["soon", "-1", "nan", "5 minutes"])
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "5 minutes", "inf", "86401"])
 def test_a_patience_that_is_not_seconds_is_refused(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("ERRAND_STORE_RETRY_SECONDS", value)
     with pytest.raises(ConfigError) as caught:

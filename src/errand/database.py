@@ -73,6 +73,9 @@ def default_url() -> str:
     return f"sqlite:///{home / 'errand.db'}"
 
 
+MAX_STORE_RETRY = 86_400.0
+
+
 def store_retry_from_environment() -> float:
     """``ERRAND_STORE_RETRY_SECONDS`` (default :data:`DEFAULT_STORE_RETRY`); a clear error if it is not a
     number of seconds (0: no retry)."""
@@ -83,9 +86,11 @@ def store_retry_from_environment() -> float:
         seconds = float(text)
     except ValueError:
         seconds = -1.0
-    if not seconds >= 0:
-        raise ConfigError(f"ERRAND_STORE_RETRY_SECONDS must be a number of seconds (0 or more), not {text!r}",
-                          code="bad_store_retry")
+    # Bounded: a database away for longer is an outage a person must see (a task waiting on it
+    # forever is stranded), and the engine's timers cannot hold infinity.
+    if not 0 <= seconds <= MAX_STORE_RETRY:
+        raise ConfigError(f"ERRAND_STORE_RETRY_SECONDS must be a number of seconds from 0 to {MAX_STORE_RETRY:.0f} "
+                          f"(a day), not {text!r}", code="bad_store_retry")
     return seconds
 
 
