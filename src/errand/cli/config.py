@@ -12,7 +12,6 @@ from rich.console import Console
 from errand._text import printable
 from errand.errors import ErrandError
 from errand.tasks.round.environment import CONFIG_FILE, Environment
-from errand.tasks.round.errand_toml import schema_text
 
 __all__ = ["config_app"]
 
@@ -26,6 +25,8 @@ def schema() -> None:
 
     JSON Schema draft 4, as taplo and Even Better TOML read it; docs/errand.schema.json holds the same.
     """
+    from errand.tasks.round.errand_toml import schema_text
+
     sys.stdout.write(schema_text())
 
 

@@ -22,7 +22,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from errand._files import read_inside
 from errand.agent.budgets import Budgets
@@ -32,10 +32,12 @@ from errand.sandbox.config import Resources
 from errand.sandbox.image import Image
 from errand.sandbox.network import Network
 from errand.sandbox.registries import RegistryAccess, host_registries
-from errand.tasks.round import errand_toml
+from errand.tasks.round.defaults import DEFAULT_INSTRUCTIONS, WHOLE_TREE
 from errand.tasks.round.detect import detect
-from errand.tasks.round.errand_toml import DEFAULT_INSTRUCTIONS, WHOLE_TREE
 from errand.tasks.round.reuse import DEPENDENCY_TABLES, KEY_PATTERNS, key_files, key_material, named_files
+
+if TYPE_CHECKING:
+    from errand.tasks.round import errand_toml
 
 __all__ = [
     "CONFIG_FILE",
@@ -127,6 +129,8 @@ class Environment:
 def _parse(document: dict[str, Any], repo: Path, path: Path) -> Environment:
     """The Environment a valid errand.toml describes; the value objects check what the model
     leaves to them (a domain's breadth, a size's unit, an image step's packages)."""
+    from errand.tasks.round import errand_toml  # the model is built when a file is read
+
     config = errand_toml.read(document, path)
     given = config.model_fields_set
     values: dict[str, Any] = {"source": path}

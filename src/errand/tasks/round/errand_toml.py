@@ -34,6 +34,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from errand.errors import ConfigError
 from errand.sandbox.config import DiskMedium, Resources
+from errand.tasks.round.defaults import DEFAULT_INSTRUCTIONS, WHOLE_TREE
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
@@ -54,8 +55,6 @@ __all__ = [
     "schema_text",
 ]
 
-WHOLE_TREE = "tree"
-DEFAULT_INSTRUCTIONS: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md", ".cursorrules", ".github/copilot-instructions.md")
 #: The agents and registry kinds a file may name (pinned to errand.agent.seam.AGENT_KINDS and
 #: errand.sandbox.registries.REGISTRY_KINDS by a test: the model cannot import the agent layer's list).
 AgentKind = Literal["errand", "claude-code", "codex", "gemini-cli", "opencode", "mini-swe-agent", "aider"]
