@@ -13,6 +13,7 @@ from errand.errors import ConfigError
 from errand.sandbox.config import Resources
 from errand.sandbox.image import Image, Step
 from errand.sandbox.network import Network
+from errand.tasks.round import reuse
 from errand.tasks.round.environment import Environment, cache_key, instructions, keyed_on, project_guide
 
 FULL = """
@@ -493,3 +494,18 @@ def test_a_setup_that_names_no_file_or_an_odd_one_keys_on_the_patterns_alone(tmp
     write(tmp_path, "[setup]\ncommands = ['pip install -r requirements.txt -r fifo.txt -r link.txt', "
                     "'cat \"unclosed', 'cp $HOME/x . && ls *.txt', 'npm ci']\n")
     assert keyed_on(tmp_path, Environment.load(tmp_path)) == ["requirements.txt"]
+
+
+def test_requirement_files_that_name_many_files_are_followed_a_bounded_way(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each of 100 included files names 2,000 more: unbounded, 128,000 lookups before 64 were found.
+    (tmp_path / "requirements.txt").write_text("".join(f"-r r{n}.txt\n" for n in range(100)))
+    for n in range(100):
+        (tmp_path / f"r{n}.txt").write_text("".join(f"-c r{n}-{m}.txt\n" for m in range(2_000)))
+    write(tmp_path, "[setup]\ncommands = ['pip install -r requirements.txt']\n")
+    looked: list[str] = []
+    inside = reuse._inside
+    monkeypatch.setattr(reuse, "_inside", lambda root, here, word: looked.append(word) or inside(root, here, word))
+    named = keyed_on(tmp_path, Environment.load(tmp_path))
+    assert "requirements.txt" in named and "r99.txt" in named
+    assert len(looked) <= 10_000

@@ -65,6 +65,7 @@ DEPENDENCY_TABLES: dict[str, tuple[str, ...]] = {
 _REQUIREMENTS = re.compile(r"[\w.-]*(?:requirements|constraints)[\w.-]*\.(?:txt|in|lock)|[\w.-]+\.(?:txt|in)")
 _MAX_NAMED = 64  # files named by setup, includes followed: enough for any real setup, bounded for a crafted one
 _MAX_REQUIREMENTS = 1 << 20  # a requirements file read for its includes, at most
+_MAX_CHECKED = 10_000  # words looked up as files, at most (a crafted file can name a million)
 BUILD_DEPS = "/opt/errand-build"  # where prime puts the build backend's requirements
 # Where an incremental tsc keeps what it built: outside the tree, so in the environment's image.
 TSC_BUILD_INFO = f"{BUILD_DEPS}/tsc.tsbuildinfo"
@@ -101,8 +102,10 @@ def named_files(repo: Path, commands: Iterable[str]) -> list[str]:
     root = Path(repo).resolve()
     found: set[str] = set()
     pending = [(word, root) for command in commands for word in _words(command)]
-    while pending and len(found) < _MAX_NAMED:
+    checked = 0
+    while pending and len(found) < _MAX_NAMED and checked < _MAX_CHECKED:
         word, here = pending.pop()
+        checked += 1
         name = _inside(root, here, word)
         if name is None or name in found:
             continue
