@@ -611,9 +611,14 @@ async def _close(bench: Bench, key: str, run_ids: Sequence[str]) -> None:
     live = bench.rounds.pop(key, None)
     if live is not None:
         live.closed = True
-        if live.baseline is not None and not live.baseline.done():
-            live.baseline.cancel()
-            await asyncio.wait([live.baseline])  # it ends its sandbox as it is cancelled: closed is closed
+        if live.baseline is not None:
+            if not live.baseline.done():
+                live.baseline.cancel()
+                await asyncio.wait([live.baseline])  # it ends its sandbox as it is cancelled: closed is closed
+            if not live.baseline.cancelled() and (error := live.baseline.exception()) is not None:
+                # Nothing awaits it now (the round ended before its checks): said here, once, not by
+                # asyncio's "Task exception was never retrieved" with a traceback when it is collected.
+                log.info("round %s: the base's tests ended with: %s", key, error)
         for index in list(live.grants):
             with contextlib.suppress(ErrandError):
                 await _revoke(bench, live, index, run_ids[index])
