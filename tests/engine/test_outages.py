@@ -328,6 +328,10 @@ async def test_postgres_stopped_during_rounds_and_started_again_the_rounds_settl
         temporal_queue: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ERRAND_TEMPORAL", temporal_server.address)
     monkeypatch.setenv("ERRAND_STORE_RETRY_SECONDS", "180")
+    # An outage within the workers' lease is what this drills: 20 s away, then PostgreSQL's start and
+    # a retry's pause of up to 5 s on a machine running other drills, passed the default 30 s lease
+    # once in CI (the worker's lease lapsed, its run was requeued and succeeded as a second run).
+    monkeypatch.setenv("ERRAND_WORKER_LEASE", "90")
     store = TaskStore.open(own_postgres.url())
     service = TaskService(store)
     tasks = [service.submit(f"Make test_calc.py pass ({n})", repo=repo, model=f"scripted:{script_file}").id
