@@ -509,3 +509,29 @@ def test_requirement_files_that_name_many_files_are_followed_a_bounded_way(tmp_p
     named = keyed_on(tmp_path, Environment.load(tmp_path))
     assert "requirements.txt" in named and "r99.txt" in named
     assert len(looked) <= 10_000
+
+
+def test_setup_words_that_are_no_files_name_none_and_break_nothing(tmp_path: Path) -> None:
+    # A red team's finds: a one-liner's word past a file name's length (ENAMETOOLONG) failed every task.
+    code = "print('" + "setting up the project environment, " * 8 + "')"
+    write(tmp_path, f'[setup]\ncommands = ["python3 -c \\"{code}\\"", '
+                    '"pip install -r https://example.test/c.txt?token=1"]\n')
+    assert len(cache_key(tmp_path)) == 64 and keyed_on(tmp_path, Environment.load(tmp_path)) == []
+
+
+def test_named_files_are_read_from_where_the_command_cds_and_through_any_pip_file(tmp_path: Path) -> None:
+    (tmp_path / "server" / "deps").mkdir(parents=True)
+    (tmp_path / "server" / "dev.lock").write_text("-r deps/base.lock\n")
+    (tmp_path / "server" / "deps" / "base.lock").write_text("requests==2.31\n")
+    (tmp_path / "x.lock").write_text("idna\n")
+    write(tmp_path, "[setup]\ncommands = ['cd server && pip install -r dev.lock', 'pip install -r x.lock;true']\n")
+    assert keyed_on(tmp_path, Environment.load(tmp_path)) == ["server/deps/base.lock", "server/dev.lock", "x.lock"]
+
+
+def test_one_include_named_a_million_times_is_looked_up_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "r.txt").write_text("-rn\n" * 100_000)
+    looked: list[str] = []
+    inside = reuse._inside
+    monkeypatch.setattr(reuse, "_inside", lambda root, here, word: looked.append(word) or inside(root, here, word))
+    assert reuse.named_files(tmp_path, ["pip install -r r.txt"]) == ["r.txt"]
+    assert looked.count("n") == 1

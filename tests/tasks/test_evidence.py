@@ -7,7 +7,17 @@ from typing import Any
 
 import pytest
 
-from errand.tasks.evidence import Evidence, TestRun, assess, is_test_file, parse_counts
+from errand.repo.diff import FileChange
+from errand.tasks.evidence import (
+    Evidence,
+    TestRun,
+    assess,
+    changed_test_files,
+    is_test_file,
+    moved_tests,
+    parse_counts,
+)
+from errand.tasks.testreport import Report, flips
 
 
 def check(exit_code: int | None, passed: int | None = None, failed: int | None = None) -> TestRun:
@@ -93,3 +103,26 @@ def test_parse_counts(output: str, counts: tuple[int | None, int | None]) -> Non
 ])
 def test_is_test_file(path: str, expected: bool) -> None:
     assert is_test_file(path) is expected
+
+
+def test_a_failing_test_file_moved_out_of_the_test_paths_and_weakened_is_not_followed_nor_high() -> None:
+    # A red team's cheat: tests/test_calc.py renamed src/calc_check.py (git sees a rename), its failing
+    # assertion weakened, pytest told to collect *_check.py; calc.py, the bug, untouched. Read "high".
+    moved = [FileChange("pyproject.toml", "modified", 1, 0),
+             FileChange("src/calc_check.py", "renamed", 1, 1, old_path="tests/test_calc.py")]
+    before = Report(8, 1, ("tests/test_calc.py::test_add",), tuple(f"tests/test_calc.py::t{n}" for n in range(8)))
+    after = Report(9, 0, (), ("src/calc_check.py::test_add", *(f"src/calc_check.py::t{n}" for n in range(8))))
+    flipped = flips(before, after, moved_tests(moved))
+    assert moved_tests(moved) == {} and flipped.gone == ("tests/test_calc.py::test_add",)
+    assert changed_test_files(moved) == ["src/calc_check.py"]
+    confidence = assess(evidence(
+        files=[{"path": f.path, "status": f.status, "additions": 1, "deletions": 1} for f in moved],
+        test_files=changed_test_files(moved), gone_tests=list(flipped.gone), fixed_tests=list(flipped.fixed)))
+    assert confidence.level == "low", confidence
+
+
+def test_a_test_file_renamed_within_the_test_paths_is_followed() -> None:
+    renamed = [FileChange("tests/test_calc.py", "renamed", 2, 2, old_path="tests/test_old.py"),
+               FileChange("calc.py", "modified", 1, 1), FileChange("lib/new.py", "renamed", 0, 0, old_path="lib/x.py")]
+    assert moved_tests(renamed) == {"tests/test_old.py": "tests/test_calc.py"}
+    assert changed_test_files(renamed) == ["tests/test_calc.py"]

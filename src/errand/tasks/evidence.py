@@ -24,12 +24,24 @@ The rules, the weakest finding deciding the level:
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from errand.tasks.testreport import Report, plain, read_output
 
-__all__ = ["Confidence", "Evidence", "TestRun", "assess", "failed_checks", "is_test_file", "parse_counts"]
+__all__ = [
+    "Changed",
+    "Confidence",
+    "Evidence",
+    "TestRun",
+    "assess",
+    "changed_test_files",
+    "failed_checks",
+    "is_test_file",
+    "moved_tests",
+    "parse_counts",
+]
 
 Level = Literal["high", "medium", "low"]
 _ORDER: dict[Level, int] = {"low": 0, "medium": 1, "high": 2}
@@ -152,6 +164,30 @@ def is_test_file(path: str) -> bool:
     name = parts[-1]
     return any(fnmatch.fnmatch(name, pattern) for pattern in _TEST_PATTERNS) or any(
         part in _TEST_DIRS for part in parts[:-1])
+
+
+class Changed(Protocol):
+    """A file of a diff, as :class:`errand.repo.diff.FileChange` gives it."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def old_path(self) -> str | None: ...
+
+
+def changed_test_files(files: Iterable[Changed]) -> list[str]:
+    """The diff's test files: one moved counts wherever it went (out of the test paths too)."""
+    return [f.path for f in files
+            if f.status != "deleted" and (is_test_file(f.path) or is_test_file(f.old_path or ""))]
+
+
+def moved_tests(files: Iterable[Changed]) -> dict[str, str]:
+    """The test files the diff moved to a test file's name (old path to new), whose tests are
+    followed there; one moved out of the test paths is not: its failing tests are gone."""
+    return {f.old_path: f.path for f in files
+            if f.old_path is not None and is_test_file(f.old_path) and is_test_file(f.path)}
 
 
 def parse_counts(output: str) -> tuple[int | None, int | None]:

@@ -62,7 +62,7 @@ DEPENDENCY_TABLES: dict[str, tuple[str, ...]] = {
         "dependencies", "dev-dependencies", "build-dependencies", "target", "workspace", "patch", "replace",
     ),
 }
-_REQUIREMENTS = re.compile(r"[\w.-]*(?:requirements|constraints)[\w.-]*\.(?:txt|in|lock)|[\w.-]+\.(?:txt|in)")
+_REQUIREMENTS = re.compile(r"[\w.-]+\.(?:txt|in|lock)")  # read for -r and -c: pip's files, however named
 _MAX_NAMED = 64  # files named by setup, includes followed: enough for any real setup, bounded for a crafted one
 _MAX_REQUIREMENTS = 1 << 20  # a requirements file read for its includes, at most
 _MAX_CHECKED = 10_000  # words looked up as files, at most (a crafted file can name a million)
@@ -101,11 +101,13 @@ def named_files(repo: Path, commands: Iterable[str]) -> list[str]:
     include (``-r``, ``-c``), however they are named: what setup reads, as the patterns cannot know."""
     root = Path(repo).resolve()
     found: set[str] = set()
-    pending = [(word, root) for command in commands for word in _words(command)]
-    checked = 0
-    while pending and len(found) < _MAX_NAMED and checked < _MAX_CHECKED:
+    pending = [(word, root / folder) for command in commands for word, folder in _words(command)]
+    tried: set[tuple[str, Path]] = set()
+    while pending and len(found) < _MAX_NAMED and len(tried) < _MAX_CHECKED:
         word, here = pending.pop()
-        checked += 1
+        if (word, here) in tried:
+            continue
+        tried.add((word, here))
         name = _inside(root, here, word)
         if name is None or name in found:
             continue
@@ -113,25 +115,37 @@ def named_files(repo: Path, commands: Iterable[str]) -> list[str]:
         read = read_inside(root, name, _MAX_REQUIREMENTS)
         if read is not None and _REQUIREMENTS.fullmatch(Path(name).name):
             lines = read[0].decode(errors="replace").splitlines()
-            pending += [(included, (root / name).parent) for line in lines for included in _included(line)]
+            pending += [(included, (root / name).parent) for line in lines for included in _included_paths(line)]
     return sorted(found)
 
 
-def _words(command: str) -> list[str]:
-    """The words of a shell command that may name a file: arguments, and ``--opt=value``'s value."""
+def _words(command: str) -> list[tuple[str, str]]:
+    """The words of a shell command that may name a file (arguments, ``--opt=value``'s value), each
+    with the directory it is read from: ``cd server && pip install -r dev.lock`` reads server/dev.lock."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
     try:
-        words = shlex.split(command, comments=True)
+        words = list(lexer)
     except ValueError:  # an unclosed quote: the shell refuses it too
         return []
-    named = []
-    for word in words:
+    named: list[tuple[str, str]] = []
+    folder = ""
+    for before, word in zip(["", *words], words, strict=False):
+        if before == "cd":
+            folder = word if _plain_path(word) else folder
+            continue
         if word.startswith("--") and "=" in word:
             word = word.split("=", 1)[1]
         elif word[:2] in ("-r", "-c") and len(word) > 2:  # pip's -rrequirements.txt
             word = word[2:]
-        if word and not word.startswith("-") and not set(word) & set("$*?[`~<>|"):
-            named.append(word)
+        if _plain_path(word):
+            named.append((word, folder))
     return named
+
+
+def _plain_path(word: str) -> bool:
+    """Whether ``word`` can be a file's path as it is: no option, variable, glob, URL or operator."""
+    return bool(word) and not word.startswith("-") and "://" not in word and not set(word) & set("$*?[`~<>|;&()")
 
 
 def _included(line: str) -> list[str]:
@@ -147,14 +161,18 @@ def _included(line: str) -> list[str]:
     return [words[0][2:]] if words[0][:2] in ("-r", "-c") and len(words[0]) > 2 else []
 
 
+def _included_paths(line: str) -> list[str]:
+    return [word for word in _included(line) if _plain_path(word)]
+
+
 def _inside(root: Path, here: Path, word: str) -> str | None:
     """``word`` as a regular file inside ``root`` (read from ``here``), relative; else None."""
     try:
         path = (here / word).resolve()
         name = path.relative_to(root).as_posix()
+        if ".git" in Path(name).parts or not path.is_file():
+            return None
     except (OSError, ValueError, RuntimeError):  # outside the repository, a loop, a name too long
-        return None
-    if ".git" in Path(name).parts or not path.is_file():
         return None
     return name
 

@@ -35,7 +35,7 @@ from errand.sandbox.cache import find_image, find_layer, keep_image, keep_layer
 from errand.sandbox.registries import RegistryAccess, host_registries
 from errand.sandbox.secret import CA_BUNDLE_PATH, CA_PATH, SYSTEM_BUNDLES
 from errand.tasks.errors import SetupFailed
-from errand.tasks.evidence import Evidence, TestRun, assess, failed_checks, is_test_file
+from errand.tasks.evidence import Evidence, TestRun, assess, changed_test_files, failed_checks, moved_tests
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run, RunResult, RunState, Task
 from errand.tasks.round import reuse, task_secrets
@@ -213,7 +213,9 @@ async def set_up(environment: Environment, task: Task, run: Run, base_tree: Path
             await journal("secrets", decision.describe(role))
     registries = host_registries(_SETUP_REGISTRY_SETTINGS)
     tree = await asyncio.to_thread(WorkingCopy.tree_id, base_tree)
-    digest = cache_key(base_tree, environment, source=source or task.repo, tree=tree, registries=registries)
+    # Off the event loop: it reads the files setup names (and what they include) as well as the lockfiles.
+    digest = await asyncio.to_thread(cache_key, base_tree, environment, source=source or task.repo, tree=tree,
+                                     registries=registries)
     key = f"env-{digest}"
     keyed = tuple(await asyncio.to_thread(keyed_on, base_tree, environment))
     if not environment.setup:
@@ -655,13 +657,12 @@ async def collect_evidence(
     files = [{"path": f.path, "status": f.status, "additions": f.additions, "deletions": f.deletions}
              for f in diff.files]
     diff_unchanged = tests_after is not None and tests_after.cached
-    renames = {f.old_path: f.path for f in diff.files if f.old_path is not None}
-    flipped = (flips(tests_before.report(), tests_after.report(), renames) if tests_before and tests_after
-               else Flips((), ()))
+    flipped = (flips(tests_before.report(), tests_after.report(), moved_tests(diff.files))
+               if tests_before and tests_after else Flips((), ()))
     evidence = Evidence(
         exit_status=result.status, exit_detail=result.detail, tests_before=tests_before and tests_before.stored(),
         tests_after=tests_after and tests_after.stored(), lint_after=lint_after and lint_after.stored(), files=files,
-        test_files=[f.path for f in diff.files if f.status != "deleted" and is_test_file(f.path)],
+        test_files=changed_test_files(diff.files),
         additions=diff.stats.additions, deletions=diff.stats.deletions, commands_run=len(journal.commands),
         failed_commands=[{"command": c["command"], "exit_code": c["exit_code"]}
                          for c in journal.commands if not c["ok"]]
