@@ -4,15 +4,33 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-__all__ = ["read_inside"]
+__all__ = ["feed_inside", "read_inside"]
+
+_CHUNK = 1 << 20
 
 
 def read_inside(repo: Path, name: str, limit: int | None) -> tuple[bytes, bool] | None:
     """Up to ``limit`` bytes of ``repo/name`` and whether it was cut; None if it is missing,
     not a regular file (a FIFO, a device: never opened for long), named with ``..`` or as
     an absolute path, or resolves (through symlinks) outside the repository."""
+    chunks: list[bytes] = []
+    size = feed_inside(repo, name, chunks.append, limit=None if limit is None else limit + 1)
+    if size is None:
+        return None
+    data = b"".join(chunks)
+    if limit is None:
+        return data, False
+    return data[:limit], len(data) > limit
+
+
+def feed_inside(repo: Path, name: str, feed: Callable[[bytes], object], *, limit: int | None = None,
+                header: Callable[[int], object] | None = None) -> int | None:
+    """Pass ``repo/name``'s bytes (up to ``limit``) to ``feed`` a mebibyte at a time, after its size
+    to ``header``; its size, or None where :func:`read_inside` would find nothing. A file of
+    gigabytes is hashed so without holding it in memory."""
     pure = PurePosixPath(name)
     if pure.is_absolute() or ".." in pure.parts:
         return None
@@ -27,14 +45,21 @@ def read_inside(repo: Path, name: str, limit: int | None) -> tuple[bytes, bool] 
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
             return None
+        if header is not None:
+            header(status.st_size)
+        left = limit
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read() if limit is None else handle.read(limit + 1)
+            while left is None or left > 0:
+                chunk = handle.read(_CHUNK if left is None else min(_CHUNK, left))
+                if not chunk:
+                    break
+                feed(chunk)
+                left = None if left is None else left - len(chunk)
     except OSError:
         return None
     finally:
         os.close(fd)
-    if limit is None:
-        return data, False
-    return data[:limit], len(data) > limit
+    return status.st_size

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -535,3 +536,22 @@ def test_one_include_named_a_million_times_is_looked_up_once(tmp_path: Path, mon
     monkeypatch.setattr(reuse, "_inside", lambda root, here, word: looked.append(word) or inside(root, here, word))
     assert reuse.named_files(tmp_path, ["pip install -r r.txt"]) == ["r.txt"]
     assert looked.count("n") == 1
+
+
+def test_a_large_file_setup_names_is_keyed_without_holding_it_in_memory(tmp_path: Path) -> None:
+    # A red team's find: `tar xf vendor.tar` of a gigabyte held the gigabyte to key it.
+    with open(tmp_path / "vendor.tar", "wb") as archive:
+        archive.truncate(64 << 20)
+    write(tmp_path, "[setup]\ncommands = ['tar xf vendor.tar']\n")
+    first = cache_key(tmp_path)
+    tracemalloc.start()
+    try:
+        assert cache_key(tmp_path) == first
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"{peak} bytes held to key a 64 MiB file"
+    with open(tmp_path / "vendor.tar", "r+b") as archive:
+        archive.seek(40 << 20)
+        archive.write(b"changed")
+    assert cache_key(tmp_path) != first

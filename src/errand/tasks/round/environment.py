@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from errand._files import read_inside
+from errand._files import feed_inside, read_inside
 from errand.agent.budgets import Budgets
 from errand.errors import ConfigError
 from errand.memory.rules import parse_rule, rule_files
@@ -247,13 +247,26 @@ def cache_key(repo_dir: Path, environment: Environment | None = None, *, source:
     digest.update(json.dumps(config, sort_keys=True).encode())
     if not env.setup_whole_tree or tree is None:
         for name in _keyed_files(repo, env):
-            data = key_material(repo, name, whole=env.setup_key is not None)
-            if data is None:  # not a regular file inside the repository: only its presence counts
+            if not _key_on(digest, repo, name, tables=env.setup_key is None and name in DEPENDENCY_TABLES):
+                # not a regular file inside the repository: only its presence counts
                 digest.update(f"\0lock\0{name}\0unreadable\0".encode())
-                continue
-            digest.update(f"\0lock\0{name}\0{len(data)}\0".encode())
-            digest.update(data)
     return digest.hexdigest()
+
+
+def _key_on(digest: Any, repo: Path, name: str, *, tables: bool) -> bool:
+    """Add ``name`` to ``digest``: a manifest's dependency tables (``tables``), else the file whole,
+    a mebibyte at a time (setup may name a vendored archive of gigabytes). False if unreadable."""
+    def header(size: int) -> None:
+        digest.update(f"\0lock\0{name}\0{size}\0".encode())
+
+    if not tables:
+        return feed_inside(repo, name, digest.update, header=header) is not None
+    data = key_material(repo, name)
+    if data is None:
+        return False
+    header(len(data))
+    digest.update(data)
+    return True
 
 
 def keyed_on(repo_dir: Path, environment: Environment) -> list[str]:
