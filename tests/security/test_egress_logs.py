@@ -115,5 +115,5 @@ async def test_a_setup_refused_a_host_of_the_hosts_registries_is_told_how_to_rea
             done = await wait_for_state(store, task.id, TaskState.READY_FOR_REVIEW, TaskState.FAILED)
         [failed] = store.events(task.id, kinds=["failed"])
     assert done.state is TaskState.FAILED
-    assert ('pip registry hosts among them: setup reaches them with `network = { registries = ["apt", "pip"] }` '
-            "under [setup] in errand.toml") in failed.data["reason"], failed.data
+    assert ('pip registry hosts among them: setup reaches them with `registries = ["apt", "pip"]` in '
+            "errand.toml's [setup] network table") in failed.data["reason"], failed.data

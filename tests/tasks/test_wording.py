@@ -63,3 +63,15 @@ def test_a_refusal_repeated_is_one_line_with_its_count_and_span() -> None:
     assert "refused 01:00:00–01:00:47 ×48 files.example:443: domain not in the allowlist" in text
     assert "refused 01:00:30 10.0.0.1:80: address not in the allowlist" in text
     assert text.count("refused ") == 2
+
+
+def test_a_refusal_at_a_time_no_clock_shows_is_shown_not_a_crash() -> None:
+    refused = [{"time": when, "host": "h.test", "port": 443, "reason": "no"} for when in
+               (float("inf"), float("nan"), 10**30, -10**30, "soon", 5.5, 5.9)]
+    event = Event(id=1, seq=1, task_id="t", run_id=None, kind="egress", time=0.0,
+                  data={"role": "agent", "hosts": [], "refused": refused})
+    text = _terminal(event)
+    assert "refused --:--:-- ×7 h.test:443: no" in text, text
+    assert "00:00:05 ×2" in _terminal(Event(id=1, seq=1, task_id="t", run_id=None, kind="egress", time=0.0,
+                                            data={"role": "agent", "hosts": [], "refused": refused[-2:]}))
+    assert "egress" in str(render_event(event))

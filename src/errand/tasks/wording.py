@@ -12,6 +12,7 @@ block); they carry no sentence here.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -173,14 +174,24 @@ def _refused_lines(refusals: list[Mapping[str, Any]]) -> list[str]:
                         []).append(_number(refusal.get("time")))
     lines = []
     for (host, port, reason), times in same.items():
-        first, last = (time.strftime("%H:%M:%S", time.gmtime(t)) for t in (min(times), max(times)))
-        when = first if len(times) == 1 else f"{first}–{last} ×{len(times)}"
+        first, last = _clock(min(times)), _clock(max(times))
+        when = first if len(times) == 1 else f"{first}{'' if first == last else '–' + last} ×{len(times)}"
         lines.append(f"refused {when} {host}:{port}: {reason}")
     return lines
 
 
+def _clock(seconds: int) -> str:
+    """``HH:MM:SS`` (UTC) of a time in seconds; ``--:--:--`` for one no clock shows (forged data)."""
+    try:
+        return time.strftime("%H:%M:%S", time.gmtime(seconds))
+    except (OverflowError, OSError, ValueError):
+        return "--:--:--"
+
+
 def _number(value: object) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return int(value) if math.isfinite(value) else 0
 
 
 def _size(value: object) -> str:

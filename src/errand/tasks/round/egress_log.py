@@ -92,7 +92,7 @@ async def refusals_note(sandbox: AsyncSandbox, registries: Collection[str] | Non
             if wanted:
                 listed = ", ".join(f'"{kind}"' for kind in [*(registries or ()), *wanted])
                 note += (f"; {' and '.join(wanted)} registry hosts among them: setup reaches them with "
-                         f"`network = {{ registries = [{listed}] }}` under [setup] in errand.toml")
+                         f"`registries = [{listed}]` in errand.toml's [setup] network table")
             return note
     return ""
 
