@@ -348,11 +348,13 @@ def head() -> str:
 
 
 def _revision(engine: sa.Engine) -> str | None:
-    """The database's revision, or None where it has none yet (a new database)."""
+    """The database's revision, or None where it has none yet (a new database) or not one (two
+    rows: Alembic says what is wrong)."""
     with engine.connect() as connection:
         if not sa.inspect(connection).has_table("alembic_version"):
             return None
-        return connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+        revisions = connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalars().all()
+    return revisions[0] if len(revisions) == 1 else None
 
 
 def _sqlite_arguments(url: str) -> dict[str, Any]:

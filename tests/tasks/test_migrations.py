@@ -162,3 +162,12 @@ def test_the_word_vector_table_migrates_up_and_down_keeping_the_memories(url: st
         assert connection.exec_driver_sql("SELECT text FROM memories").scalars().all() == ["Deploys run on Fridays."]
         assert connection.exec_driver_sql("SELECT count(*) FROM memory_words").scalar() == 0
     engine.dispose()
+
+
+def test_a_database_with_two_revisions_is_refused_as_alembic_refuses_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'errand.db'}"
+    TaskStore.open(url).close()
+    with sqlite3.connect(tmp_path / "errand.db") as db:
+        db.execute("INSERT INTO alembic_version VALUES ('0010')")  # the head's row first, another after
+    with pytest.raises(Exception, match="0010|overlap"):
+        TaskStore.open(url).close()
