@@ -169,5 +169,5 @@ def test_a_database_with_two_revisions_is_refused_as_alembic_refuses_it(tmp_path
     TaskStore.open(url).close()
     with sqlite3.connect(tmp_path / "errand.db") as db:
         db.execute("INSERT INTO alembic_version VALUES ('0010')")  # the head's row first, another after
-    with pytest.raises(Exception, match="0010|overlap"):
+    with pytest.raises(Exception, match=r"0010|overlap"):
         TaskStore.open(url).close()
