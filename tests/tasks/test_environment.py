@@ -555,3 +555,12 @@ def test_a_large_file_setup_names_is_keyed_without_holding_it_in_memory(tmp_path
         archive.seek(40 << 20)
         archive.write(b"changed")
     assert cache_key(tmp_path) != first
+
+
+def test_a_keyed_file_whose_name_is_not_utf8_keys_and_is_shown(tmp_path: Path) -> None:
+    (tmp_path / os.fsdecode(b"requirements\xff.txt")).write_text("pytest\n")
+    write(tmp_path, "[setup]\ncommands = ['pip install pytest']\n")
+    first = cache_key(tmp_path)
+    assert keyed_on(tmp_path, Environment.load(tmp_path)) == ["requirements\\xff.txt"]
+    (tmp_path / os.fsdecode(b"requirements\xff.txt")).write_text("pytest==8\n")
+    assert cache_key(tmp_path) != first

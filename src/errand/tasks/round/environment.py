@@ -249,7 +249,7 @@ def cache_key(repo_dir: Path, environment: Environment | None = None, *, source:
         for name in _keyed_files(repo, env):
             if not _key_on(digest, repo, name, tables=env.setup_key is None and name in DEPENDENCY_TABLES):
                 # not a regular file inside the repository: only its presence counts
-                digest.update(f"\0lock\0{name}\0unreadable\0".encode())
+                digest.update(os.fsencode(f"\0lock\0{name}\0unreadable\0"))
     return digest.hexdigest()
 
 
@@ -257,7 +257,7 @@ def _key_on(digest: Any, repo: Path, name: str, *, tables: bool) -> bool:
     """Add ``name`` to ``digest``: a manifest's dependency tables (``tables``), else the file whole,
     a mebibyte at a time (setup may name a vendored archive of gigabytes). False if unreadable."""
     def header(size: int) -> None:
-        digest.update(f"\0lock\0{name}\0{size}\0".encode())
+        digest.update(os.fsencode(f"\0lock\0{name}\0{size}\0"))  # a name need not be UTF-8
 
     if not tables:
         return feed_inside(repo, name, digest.update, header=header) is not None
@@ -275,8 +275,8 @@ def keyed_on(repo_dir: Path, environment: Environment) -> list[str]:
     if environment.setup_whole_tree:
         return ["the whole tree"]
     repo = Path(repo_dir).resolve()
-    return [f"{name}'s dependency tables" if environment.setup_key is None and name in DEPENDENCY_TABLES else name
-            for name in _keyed_files(repo, environment)]
+    return [f"{name}'s dependency tables" if environment.setup_key is None and name in DEPENDENCY_TABLES
+            else os.fsencode(name).decode(errors="backslashreplace") for name in _keyed_files(repo, environment)]
 
 
 def _keyed_files(repo: Path, environment: Environment) -> list[str]:
