@@ -183,9 +183,10 @@ async def test_retries_are_bounded(wire: WireServer, sandbox: AsyncSandbox) -> N
 async def test_a_request_that_times_out_is_retried(wire: WireServer, sandbox: AsyncSandbox, protocol: Protocol) -> None:
     wire.queue(Hang())
     wire.respond(Provider(protocol, script()))
-    # The SDK's own timeout (real time, so short): the loopback provider never answers the first request.
-    model = (OpenAIModel("m", base_url=f"{wire.url}/v1", api_key="k", timeout=0.3) if protocol == "openai"
-             else AnthropicModel("m", base_url=wire.url, api_key="k", timeout=0.3))
+    # The SDK's own timeout, real time: the loopback provider never answers the first request, and
+    # answers the second at once, which on a saturated machine took longer than 0.3 s (a third try).
+    model = (OpenAIModel("m", base_url=f"{wire.url}/v1", api_key="k", timeout=5) if protocol == "openai"
+             else AnthropicModel("m", base_url=wire.url, api_key="k", timeout=5))
     agent, events, clock = agent_for(model, sandbox)
     result = await agent.run("finish at once")
     assert result.status == "finished" and len(wire.requests) == 2 and clock.slept == [1.0]
