@@ -527,6 +527,9 @@ def test_named_files_are_read_from_where_the_command_cds_and_through_any_pip_fil
     (tmp_path / "x.lock").write_text("idna\n")
     write(tmp_path, "[setup]\ncommands = ['cd server && pip install -r dev.lock', 'pip install -r x.lock;true']\n")
     assert keyed_on(tmp_path, Environment.load(tmp_path)) == ["server/deps/base.lock", "server/dev.lock", "x.lock"]
+    write(tmp_path, "[setup]\ncommands = ['cd server/deps && cd .. && pip install -r dev.lock; cd .. && "
+                    "pip install -r x.lock']\n")
+    assert keyed_on(tmp_path, Environment.load(tmp_path)) == ["server/deps/base.lock", "server/dev.lock", "x.lock"]
 
 
 def test_one_include_named_a_million_times_is_looked_up_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,6 +26,7 @@ declarations again). The output is what a full build writes.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import shlex
 import tomllib
@@ -132,7 +133,7 @@ def _words(command: str) -> list[tuple[str, str]]:
     folder = ""
     for before, word in zip(["", *words], words, strict=False):
         if before == "cd":
-            folder = word if _plain_path(word) else folder
+            folder = posixpath.normpath(posixpath.join(folder, word)) if _plain_path(word) else folder
             continue
         if word.startswith("--") and "=" in word:
             word = word.split("=", 1)[1]
