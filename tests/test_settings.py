@@ -80,3 +80,14 @@ def test_nothing_is_made_on_disk_by_asking(bare: pytest.MonkeyPatch, tmp_path: P
     for where in (_settings.home, _settings.runtime_dir, _settings.cache_dir, _settings.eval_runs_dir):
         where()
     assert not (tmp_path / "never").exists()
+
+
+def test_the_resolved_home_follows_the_working_directory_of_a_relative_home(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.setenv("ERRAND_HOME", "home")
+    monkeypatch.chdir(tmp_path / "a")
+    assert _settings.resolved_home() == str(tmp_path / "a" / "home")
+    monkeypatch.chdir(tmp_path / "b")
+    assert _settings.resolved_home() == str(tmp_path / "b" / "home")

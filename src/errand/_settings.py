@@ -28,14 +28,16 @@ def home_tag() -> str:
 
 
 def resolved_home() -> str:
-    """This errand home's path, symlinks resolved."""
-    return _resolved(str(home()))
+    """This errand home's path, symlinks resolved (once per home and working directory: a
+    home's symlink pointed elsewhere while errand runs is not seen until it restarts)."""
+    path = home()
+    return _resolved(str(path), "" if path.is_absolute() else os.getcwd())
 
 
 @functools.lru_cache(maxsize=16)
-def _resolved(home: str) -> str:
-    # Kept per home: resolving it took a sixth of a warm pool's claim (four times a claim).
-    return str(Path(home).resolve())
+def _resolved(home: str, cwd: str) -> str:
+    # Kept: resolving it took a sixth of a warm pool's claim (four times a claim).
+    return str(Path(cwd, home).resolve())
 
 
 def config_path() -> Path:

@@ -567,3 +567,21 @@ def test_a_keyed_file_whose_name_is_not_utf8_keys_and_is_shown(tmp_path: Path) -
     assert keyed_on(tmp_path, Environment.load(tmp_path)) == ["requirements\\xff.txt"]
     (tmp_path / os.fsdecode(b"requirements\xff.txt")).write_text("pytest==8\n")
     assert cache_key(tmp_path) != first
+
+
+@pytest.mark.parametrize("command", [
+    "cd web && npm ci && cd .. && pip install -r dev.lock",  # back to the root
+    "(cd web && npm ci); pip install -r dev.lock",  # a subshell's cd ends with it
+    "cd web; cd -; pip install -r dev.lock",  # back where it was: not followed, found from the root
+])
+def test_a_file_named_after_the_command_cds_back_is_still_keyed(tmp_path: Path, command: str) -> None:
+    # A reviewer's find: after a cd the words were read from there alone, and these were missed.
+    (tmp_path / "web").mkdir()
+    (tmp_path / "dev.lock").write_text("requests==2.31\n")
+    assert reuse.named_files(tmp_path, [command]) == ["dev.lock"]
+
+
+def test_nested_cds_read_from_the_nested_directory(tmp_path: Path) -> None:
+    (tmp_path / "server" / "api").mkdir(parents=True)
+    (tmp_path / "server" / "api" / "req.txt").write_text("idna\n")
+    assert reuse.named_files(tmp_path, ["cd server && cd api && pip install -r req.txt"]) == ["server/api/req.txt"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from errand.cli.events import print_event
@@ -75,3 +76,13 @@ def test_a_refusal_at_a_time_no_clock_shows_is_shown_not_a_crash() -> None:
     assert "00:00:05 ×2" in _terminal(Event(id=1, seq=1, task_id="t", run_id=None, kind="egress", time=0.0,
                                             data={"role": "agent", "hosts": [], "refused": refused[-2:]}))
     assert "egress" in str(render_event(event))
+
+
+@pytest.mark.parametrize("key", ["more_hosts", "more_refused"])
+def test_an_egress_count_past_a_float_is_shown_not_a_crash(key: str) -> None:
+    # A reviewer's find: JSON reads 400 digits as an int, and math.isfinite overflowed on it.
+    data = {"role": "setup", "hosts": [{"host": "a", "port": 1, "connections": 10**400}], key: 10**400,
+            "refused": [{"host": "h", "port": 1, "reason": "r", "time": float("inf")}]}
+    event = Event(id=1, seq=1, task_id="t", run_id=None, kind="egress", time=0.0, data=data)
+    assert "egress" in str(render_event(event))
+    assert "refused --:--:-- h:1: r" in _terminal(event)  # not the epoch's 00:00:00

@@ -168,19 +168,31 @@ def _secrets(d: Mapping[str, Any]) -> Sentence:
 def _refused_lines(refusals: list[Mapping[str, Any]]) -> list[str]:
     """A line per refusal; the same host, port and reason again and again (an installer retrying)
     one line, with how many times and from when to when."""
-    same: dict[tuple[str, str, str], list[int]] = {}
+    same: dict[tuple[str, str, str], list[float | None]] = {}
     for refusal in refusals:
         same.setdefault((str(refusal.get("host")), str(refusal.get("port")), str(refusal.get("reason"))),
-                        []).append(_number(refusal.get("time")))
+                        []).append(_seconds(refusal.get("time")))
     lines = []
     for (host, port, reason), times in same.items():
-        first, last = _clock(min(times)), _clock(max(times))
+        known = [t for t in times if t is not None]
+        first, last = (_clock(min(known)), _clock(max(known))) if known else ("--:--:--", "--:--:--")
         when = first if len(times) == 1 else f"{first}{'' if first == last else '–' + last} ×{len(times)}"
         lines.append(f"refused {when} {host}:{port}: {reason}")
     return lines
 
 
-def _clock(seconds: int) -> str:
+def _seconds(value: object) -> float | None:
+    """A time in seconds as events carry it; None for what is none (inf, NaN, text: forged data)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int of 400 digits
+        return None
+    return seconds if math.isfinite(seconds) else None
+
+
+def _clock(seconds: float) -> str:
     """``HH:MM:SS`` (UTC) of a time in seconds; ``--:--:--`` for one no clock shows (forged data)."""
     try:
         return time.strftime("%H:%M:%S", time.gmtime(seconds))
@@ -191,7 +203,9 @@ def _clock(seconds: int) -> str:
 def _number(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
-    return int(value) if math.isfinite(value) else 0
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else 0
+    return value if abs(value) < 1 << 63 else 0  # JSON reads 400 digits as an int: no count is that
 
 
 def _size(value: object) -> str:

@@ -113,8 +113,8 @@ def named_files(repo: Path, commands: Iterable[str]) -> list[str]:
         if name is None or name in found:
             continue
         found.add(name)
-        read = read_inside(root, name, _MAX_REQUIREMENTS)
-        if read is not None and _REQUIREMENTS.fullmatch(Path(name).name):
+        read = read_inside(root, name, _MAX_REQUIREMENTS) if _REQUIREMENTS.fullmatch(Path(name).name) else None
+        if read is not None:
             lines = read[0].decode(errors="replace").splitlines()
             pending += [(included, (root / name).parent) for line in lines for included in _included_paths(line)]
     return sorted(found)
@@ -132,15 +132,19 @@ def _words(command: str) -> list[tuple[str, str]]:
     named: list[tuple[str, str]] = []
     folder = ""
     for before, word in zip(["", *words], words, strict=False):
-        if before == "cd":
-            folder = posixpath.normpath(posixpath.join(folder, word)) if _plain_path(word) else folder
+        if before == "cd":  # where later words are read from, as far as it can be told; else the root
+            moved = posixpath.normpath(posixpath.join(folder, word)) if _plain_path(word) else ".."
+            folder = "" if moved == "." or moved.startswith("..") else moved
             continue
+        if word in ("(", ")"):  # a subshell's cd ends with it: the root again
+            folder = ""
         if word.startswith("--") and "=" in word:
             word = word.split("=", 1)[1]
         elif word[:2] in ("-r", "-c") and len(word) > 2:  # pip's -rrequirements.txt
             word = word[2:]
         if _plain_path(word):
-            named.append((word, folder))
+            # From the root as well: where the cd cannot be followed, a file is still found there.
+            named += [(word, folder), (word, "")] if folder else [(word, "")]
     return named
 
 
