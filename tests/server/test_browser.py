@@ -42,7 +42,7 @@ def test_create_watch_answer_review_accept(serve: Callable[..., Served], wire: W
     form.get_by_label("Attempts").fill("1")
     form.get_by_role("button", name="Start task").click()
 
-    expect(page.get_by_role("heading", name="Make test_calc.py pass")).to_be_visible()
+    expect(page.get_by_role("heading", name="Make test_calc.py pass")).to_be_visible(timeout=60_000)  # a loaded server
     log = page.get_by_role("list", name="Agent steps and commands")
     expect(log).to_contain_text("read_file", timeout=60_000)  # arrived live, after the page loaded
     expect(page.get_by_text("The agent asks: Should add() accept strings too?")).to_be_visible(timeout=60_000)

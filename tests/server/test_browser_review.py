@@ -105,7 +105,7 @@ def test_best_of_three_with_a_message_compared_rejected_followed_up_and_accepted
     agents.add(*([[FIX_DOUBLE], [FINISH]] for _ in range(3)))
     page.get_by_label("Follow-up instruction").fill("Fix double() as well.")
     page.get_by_role("button", name="Send follow-up").click()
-    expect(page.get_by_role("heading", name="Make test_calc.py pass")).to_be_visible()
+    expect(page.get_by_role("heading", name="Make test_calc.py pass")).to_be_visible(timeout=60_000)  # a loaded server
     expect(log.locator(".ev-round_started").nth(1)).to_contain_text("round 2 started", timeout=60_000)
     expect(review).to_be_visible(timeout=120_000)
     review.click()
