@@ -116,7 +116,7 @@ def named_files(repo: Path, commands: Iterable[str]) -> list[str]:
         read = read_inside(root, name, _MAX_REQUIREMENTS) if _REQUIREMENTS.fullmatch(Path(name).name) else None
         if read is not None:
             lines = read[0].decode(errors="replace").splitlines()
-            pending += [(included, (root / name).parent) for line in lines for included in _included_paths(line)]
+            pending += [(included, (root / name).parent) for line in lines if (included := _included(line))]
     return sorted(found)
 
 
@@ -153,21 +153,18 @@ def _plain_path(word: str) -> bool:
     return bool(word) and not word.startswith("-") and "://" not in word and not set(word) & set("$*?[`~<>|;&()")
 
 
-def _included(line: str) -> list[str]:
-    """What a requirements file's line includes: ``-r x``, ``--requirement x``, ``-c x``, ``--constraint=x``."""
+def _included(line: str) -> str | None:
+    """The file a requirements file's line includes (``-r x``, ``--requirement x``, ``-c x``,
+    ``--constraint=x``), if it is a plain path; else None."""
     words = line.split("#", 1)[0].split()
     if not words:
-        return []
-    if words[0] in ("-r", "-c", "--requirement", "--constraint") and len(words) > 1:
-        return [words[1]]
+        return None
     flag, _, value = words[0].partition("=")
-    if flag in ("--requirement", "--constraint") and value:
-        return [value]
-    return [words[0][2:]] if words[0][:2] in ("-r", "-c") and len(words[0]) > 2 else []
-
-
-def _included_paths(line: str) -> list[str]:
-    return [word for word in _included(line) if _plain_path(word)]
+    if words[0] in ("-r", "-c", "--requirement", "--constraint") and len(words) > 1:
+        value = words[1]
+    elif flag not in ("--requirement", "--constraint"):
+        value = words[0][2:] if words[0][:2] in ("-r", "-c") else ""
+    return value if _plain_path(value) else None
 
 
 def _inside(root: Path, here: Path, word: str) -> str | None:
