@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 
 ROOT = Path(__file__).resolve().parents[1]
 README_LIMIT = 10 * 1024
@@ -132,7 +133,7 @@ def _fault(group: Any, words: list[str]) -> str | None:
     """What is wrong with a command line's words (after ``errand``): a command or an option it lacks."""
     found = group
     while hasattr(found, "commands") and words and not words[0].startswith("-"):
-        found, words = found.commands.get(words[0]), words[1:]
+        found, words = found.get_command(typer.Context(found), words[0]), words[1:]  # a lazy group loads
         if found is None:
             return "no such command"
     options = {option for param in found.params for option in (*param.opts, *param.secondary_opts)}

@@ -132,3 +132,31 @@ def test_the_command_line_loads_what_its_commands_need_at_once_and_no_more() -> 
                                 check=True).stdout.split())
     assert "typer" in loaded and "sqlalchemy" in loaded  # the probe sees what is loaded
     assert not loaded & {"numpy", "cryptography", "alembic", "mako", "pygments", "pydantic"}
+
+
+def test_a_command_line_that_lists_tasks_loads_no_sandbox_round_memory_store_or_other_command_group() -> None:
+    # The package faces (errand, errand.sandbox, errand.memory, errand.agent, errand.tasks) import a
+    # name when first asked for, and the command groups load when one of their commands runs: before,
+    # `import errand.tasks.records` loaded the service, and every command the sandbox's backends.
+    probe = ("import sys, errand.cli\nfrom errand.tasks.records import Task\n"
+             "from errand.sandbox.config import Resources\nprint(' '.join(sorted(sys.modules)))")
+    loaded = set(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert {"errand.cli.tasks", "errand.tasks.service", "errand.sandbox.config"} <= loaded  # the probe sees
+    assert not loaded & {"errand.sandbox.sandbox", "errand.sandbox._backends.gc", "errand.sandbox.image",
+                         "errand.memory.store", "errand.tasks.round.steps", "errand.tasks.round.environment",
+                         "errand.agent.loop", "errand.agent.seam", "errand.cli.memory", "errand.cli.forge",
+                         "errand.cli.eval", "errand.cli.config", "errand.cli.tour"}
+
+
+def test_a_lazy_face_keeps_what_it_loaded_and_names_what_it_lacks() -> None:
+    probe = ("import sys, errand.sandbox as s\nassert 'errand.sandbox.sandbox' not in sys.modules\n"
+             "first = s.Sandbox\nassert 'Sandbox' in vars(s) and s.Sandbox is first\n"
+             "from errand.sandbox import collect_garbage\nfrom errand.sandbox._backends.gc import collect\n"
+             "assert collect_garbage is collect\n"
+             # a submodule loaded after the face keeps the face's name for what it holds
+             "import errand.memory.retrieve\nfrom errand.memory.distill import DistillResult\n"
+             "from errand.memory import distill, retrieve\nassert callable(distill) and callable(retrieve)\n"
+             "try:\n    s.Nope\nexcept AttributeError as error:\n    print(error)")
+    said = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert said.strip() == "module 'errand.sandbox' has no attribute 'Nope'"

@@ -1,5 +1,12 @@
-"""errand: background coding agents in secure sandboxes, with project memory."""
+"""errand: background coding agents in secure sandboxes, with project memory.
 
+The sandbox's names here are imported when first asked for (errand._lazy): every
+``errand`` command imports this package, and most never start a sandbox.
+"""
+
+from typing import TYPE_CHECKING
+
+from errand._lazy import face
 from errand.errors import (
     BackendUnavailable,
     ConfigError,
@@ -11,19 +18,21 @@ from errand.errors import (
     SandboxNotFound,
     SandboxTerminated,
 )
-from errand.sandbox import (
-    AsyncProcess,
-    AsyncSandbox,
-    ExecResult,
-    FileInfo,
-    Image,
-    Mount,
-    Network,
-    Process,
-    Resources,
-    Sandbox,
-    Secret,
-)
+
+if TYPE_CHECKING:
+    from errand.sandbox import (
+        AsyncProcess,
+        AsyncSandbox,
+        ExecResult,
+        FileInfo,
+        Image,
+        Mount,
+        Network,
+        Process,
+        Resources,
+        Sandbox,
+        Secret,
+    )
 
 __version__ = "0.1.0"
 
@@ -50,3 +59,7 @@ __all__ = [
     "Secret",
     "__version__",
 ]
+
+_SANDBOX = ("AsyncProcess", "AsyncSandbox", "ExecResult", "FileInfo", "Image", "Mount", "Network", "Process",
+            "Resources", "Sandbox", "Secret")
+__getattr__ = face(__name__, {name: "sandbox" for name in _SANDBOX})

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import importlib
 import json
 import os
 import signal
@@ -20,40 +21,34 @@ import threading
 import time
 from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Annotated, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+import typer.main
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from errand import __version__
 from errand._text import printable
 from errand.cli import doctor as cli_doctor
 from errand.cli import init as cli_init
 from errand.cli import tasks as cli_tasks
-from errand.cli import tour
-from errand.cli.config import config_app
 from errand.cli.confirm import Yes, confirm
-from errand.cli.eval import eval_app
-from errand.cli.forge import forge_app
-from errand.cli.memory import memory_app
 from errand.cli.worker import recover, worker_app
 from errand.errors import ConfigError, ErrandError, ExecTimeout
 from errand.eval import strip as eval_strip
 from errand.repo import checkouts
-from errand.sandbox import (
-    AsyncProcess,
-    AsyncSandbox,
-    AsyncStream,
-    GcReport,
-    Image,
-    Mount,
-    Network,
-    Resources,
-    SandboxInfo,
-    Secret,
-)
-from errand.sandbox import collect_garbage as collect_sandbox_garbage
+from errand.sandbox.config import Mount, Resources
+from errand.sandbox.network import Network
+from errand.sandbox.secret import Secret
+
+if TYPE_CHECKING:
+    from errand.sandbox import AsyncProcess, AsyncSandbox, AsyncStream, GcReport, Image, SandboxInfo
+
+# The sandbox itself (its backends, images and egress) loads in the commands that start or
+# find one, as do the command groups below (their modules are imported when one of their
+# commands runs, or --help lists them): `errand ls` needs none of them.
 
 __all__ = ["app", "main"]
 
@@ -70,17 +65,33 @@ _DRAIN = 0.5
 # Plain help, as git and pip print it (rich_markup_mode=None): Typer's panels put a type
 # after every flag (`--json <bool>`), cut long option names at 80 columns, and read help
 # text as markup, so `[models.NAME]` vanished from it.
-app = typer.Typer(name="errand", no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
-                  rich_markup_mode=None)
+# Command groups whose module is imported when one of their commands runs, or --help lists them.
+_LAZY_GROUPS = {"memory": ("errand.cli.memory", "memory_app"), "eval": ("errand.cli.eval", "eval_app"),
+                "forge": ("errand.cli.forge", "forge_app"), "config": ("errand.cli.config", "config_app")}
+
+
+class _Commands(TyperGroup):
+    """errand's commands, the groups of ``_LAZY_GROUPS`` among them, listed after the rest."""
+
+    def list_commands(self, ctx: Any) -> list[str]:  # ctx: the vendored click Context typer names privately
+        return [*super().list_commands(ctx), *(name for name in _LAZY_GROUPS if name not in self.commands)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in _LAZY_GROUPS and cmd_name not in self.commands:
+            module, attribute = _LAZY_GROUPS[cmd_name]
+            group = typer.main.get_group(getattr(importlib.import_module(module), attribute))
+            group.name = cmd_name
+            self.add_command(group)
+        return super().get_command(ctx, cmd_name)
+
+
+app = typer.Typer(name="errand", cls=_Commands, no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_show_locals=False, rich_markup_mode=None)
 sandbox_app = typer.Typer(no_args_is_help=True, help="Create, use and remove sandboxes.", rich_markup_mode=None)
 app.add_typer(sandbox_app, name="sandbox")
 cli_tasks.register(app)
 app.add_typer(worker_app, name="worker")
 app.command("recover")(recover)
-app.add_typer(memory_app, name="memory")
-app.add_typer(eval_app, name="eval")
-app.add_typer(forge_app, name="forge")
-app.add_typer(config_app, name="config")
 app.command("doctor")(cli_doctor.doctor)
 app.command("init")(cli_init.init)
 
@@ -143,6 +154,8 @@ def _root(
 
 
 def _image(name: str) -> Image:
+    from errand.sandbox import Image
+
     if name == "base":
         return Image.base()
     if name == "debian" or name.startswith("debian:"):
@@ -237,6 +250,8 @@ def create(
     """
 
     async def start() -> AsyncSandbox:
+        from errand.sandbox import AsyncSandbox
+
         return await AsyncSandbox.create(
             _image(image), mounts=_mounts(copy or (), bind or ()), resources=_resources(cpus, memory, pids, disk),
             network=_network(allow or (), allow_cidr or (), open_network),
@@ -311,6 +326,8 @@ def exec_(
     Output streams live; stdin is forwarded unless it is a terminal; errand exits with
     the command's exit code (128+N when signal N ended it, 124 when --timeout did).
     """
+    from errand.sandbox import AsyncSandbox
+
     async def run() -> int:
         sandbox = await AsyncSandbox.from_id(sandbox_id)
         process = await sandbox.exec(*command, cwd=cwd, env=_env(env or ()), user=_user(user), timeout=timeout,
@@ -420,6 +437,8 @@ def _forward_signals(process: AsyncProcess) -> Iterator[None]:
 @sandbox_app.command("ls")
 def ls(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
     """List this errand home's live sandboxes."""
+    from errand.sandbox import AsyncSandbox
+
     sandboxes = _run(AsyncSandbox.list())
     if as_json:
         print(json.dumps([dataclasses.asdict(info) for info in sandboxes], indent=2))
@@ -451,6 +470,8 @@ def rm(sandbox_ids: Annotated[list[str], typer.Argument(metavar="ID", help="Sand
        yes: Yes = False) -> None:
     """End sandboxes: kill every process, remove what they left on the host. Asks first (--yes does not);
     a task whose sandbox this ends is told a person ended it."""
+    from errand.sandbox import AsyncSandbox
+
     async def remove_all() -> int:
         failures, found = 0, []
         for sandbox_id in sandbox_ids:
@@ -522,7 +543,9 @@ def _reap_work() -> list[str]:
 
 def _collect_sandboxes() -> list[tuple[str, str]]:
     async def collect() -> GcReport:
-        return await asyncio.to_thread(collect_sandbox_garbage)
+        from errand.sandbox import collect_garbage
+
+        return await asyncio.to_thread(collect_garbage)
 
     report = _run(collect())
     return [(what, name) for what, names in (("sandbox", report.sandboxes), ("cgroup", report.cgroups),
@@ -606,5 +629,7 @@ def _wait_for_the_store() -> None:
 @app.command("tour")
 def tour_() -> None:
     """A narrated tour of errand's sandbox API, run for real (a few seconds)."""
+    from errand.cli import tour
+
     _run(tour.run(_stdout()))
 

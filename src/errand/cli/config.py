@@ -11,7 +11,7 @@ from rich.console import Console
 
 from errand._text import printable
 from errand.errors import ErrandError
-from errand.tasks.round.environment import CONFIG_FILE, Environment
+from errand.tasks.round.defaults import CONFIG_FILE
 
 __all__ = ["config_app"]
 
@@ -38,6 +38,8 @@ def check(
 
     It reads the file on disk; a task reads the one committed at its base.
     """
+    from errand.tasks.round.environment import Environment
+
     try:
         environment = Environment.load(repo)
     except ErrandError as error:

@@ -40,7 +40,8 @@ __all__ = ["eval_app"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
-eval_app = typer.Typer(no_args_is_help=True, help="Evaluate models and configurations on a team's own tasks.")
+eval_app = typer.Typer(no_args_is_help=True, help="Evaluate models and configurations on a team's own tasks.",
+                       rich_markup_mode=None)
 
 DatasetArg = Annotated[str, typer.Argument(help="A SWE-bench-format JSON/JSONL file, or 'sample'.")]
 SpecsOpt = Annotated[Path | None, typer.Option("--specs", help="Setup and test commands per repository (TOML).")]

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["forge_app", "publish_if_linked", "submit_forge_issue"]
 
 forge_app = typer.Typer(help="errand on GitHub, Gitea and GitLab: issues in, pull requests out.",
-                        no_args_is_help=True)
+                        no_args_is_help=True, rich_markup_mode=None)
 #: The token scopes of which one is needed to push and open pull requests (None: the forge does not say).
 _WRITE_SCOPES = {"github": ("repo", "public_repo"), "gitlab": ("api",)}
 _SCOPE_HINT = {"github": "the `repo` scope (or `public_repo`)", "gitlab": "the `api` scope"}

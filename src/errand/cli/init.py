@@ -11,8 +11,8 @@ from rich.console import Console
 
 from errand._text import printable
 from errand.cli.tasks import EXIT_USAGE
+from errand.tasks.round.defaults import CONFIG_FILE
 from errand.tasks.round.detect import detect
-from errand.tasks.round.environment import CONFIG_FILE
 
 __all__ = ["init"]
 

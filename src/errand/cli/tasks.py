@@ -49,7 +49,7 @@ from errand.tasks.events import Answered, Failed, FollowupSaid, MemoriesGiven, t
 from errand.tasks.evidence import Evidence, TestRun
 from errand.tasks.lifecycle import FINAL, TaskState
 from errand.tasks.records import Event, Run, Task
-from errand.tasks.round.environment import CONFIG_FILE
+from errand.tasks.round.defaults import CONFIG_FILE
 from errand.tasks.service import TaskService, issue_instruction
 from errand.tasks.store.tasks import TaskStore
 

@@ -35,19 +35,38 @@ How the task engine uses it (every call is synchronous; one store per process)::
 
 People see and change memories with ``errand memory ls|show|add|edit|rm|approve|reject``
 (:data:`errand.cli.memory.memory_app`). Errors are :class:`MemoryStoreError` and its children.
+
+The names above are imported when first asked for (errand._lazy): ``errand.memory.records``
+does not load the store, its embedder or distillation.
 """
 
 from __future__ import annotations
 
-from errand.memory.distill import DistillResult, distill
-from errand.memory.embedders import E5Embedder, Embedder, default_embedder
-from errand.memory.errors import InvalidMemory, MemoryNotFound, MemoryStoreError, SecretRefused
-from errand.memory.ingest import SyncReport, sync_instructions
-from errand.memory.observe import observe_command, observe_fix, observe_followup, observe_review
-from errand.memory.records import ArchiveReason, Kind, Memory, Provenance, Recalled, Source, Status, project_key
-from errand.memory.retrieve import Weights, retrieve
-from errand.memory.secretscan import check_no_secret
-from errand.memory.store import MemoryStore
+from typing import TYPE_CHECKING
+
+from errand._lazy import face
+
+if TYPE_CHECKING:
+    from errand.memory.distill import DistillResult, distill
+    from errand.memory.embedders import E5Embedder, Embedder, default_embedder
+    from errand.memory.errors import InvalidMemory, MemoryNotFound, MemoryStoreError, SecretRefused
+    from errand.memory.ingest import SyncReport, sync_instructions
+    from errand.memory.observe import observe_command, observe_fix, observe_followup, observe_review
+    from errand.memory.records import ArchiveReason, Kind, Memory, Provenance, Recalled, Source, Status, project_key
+    from errand.memory.retrieve import Weights, retrieve
+    from errand.memory.secretscan import check_no_secret
+    from errand.memory.store import MemoryStore
+
+_HOMES = {
+    "DistillResult": "distill", "distill": "distill", "E5Embedder": "embedders", "Embedder": "embedders",
+    "default_embedder": "embedders", "InvalidMemory": "errors", "MemoryNotFound": "errors",
+    "MemoryStoreError": "errors", "SecretRefused": "errors", "SyncReport": "ingest", "sync_instructions": "ingest",
+    "observe_command": "observe", "observe_fix": "observe", "observe_followup": "observe",
+    "observe_review": "observe", "ArchiveReason": "records", "Kind": "records", "Memory": "records",
+    "Provenance": "records", "Recalled": "records", "Source": "records", "Status": "records",
+    "project_key": "records", "Weights": "retrieve", "retrieve": "retrieve", "check_no_secret": "secretscan",
+    "MemoryStore": "store",
+}
 
 __all__ = [
     "ArchiveReason",
@@ -78,3 +97,5 @@ __all__ = [
     "retrieve",
     "sync_instructions",
 ]
+
+__getattr__ = face(__name__, _HOMES)

@@ -1,31 +1,38 @@
-"""errand.sandbox: isolated environments with an image, mounts, limits and an egress policy."""
+"""errand.sandbox: isolated environments with an image, mounts, limits and an egress policy.
+
+The names below are the package's face; each is imported when first asked for
+(errand._lazy), so ``from errand.sandbox.config import Resources`` does not load
+the backends.
+"""
 
 from typing import TYPE_CHECKING
 
-from errand._sync import synchronize
-from errand.sandbox._backends.gc import GcReport
-from errand.sandbox._backends.gc import collect as collect_garbage
-from errand.sandbox._egress.gateway import GATEWAY_URL
-from errand.sandbox._egress.ledger import EgressLedger
-from errand.sandbox._egress.proxy import EgressEvent
-from errand.sandbox.backend import SandboxUsage
-from errand.sandbox.config import Mount, Resources
-from errand.sandbox.files import AsyncFiles, FileInfo
-from errand.sandbox.image import Image
-from errand.sandbox.network import Network
-from errand.sandbox.process import AsyncProcess, AsyncStream, AsyncWriter, ExecResult
-from errand.sandbox.sandbox import AsyncSandbox, SandboxInfo
-from errand.sandbox.secret import Secret
+from errand._lazy import face
 
 if TYPE_CHECKING:
-    from errand.sandbox._blocking_types import Files, Process, Sandbox, Stream, Writer
-else:
-    # The blocking API, derived from the async one (see errand._sync).
-    Sandbox = synchronize(AsyncSandbox, "Sandbox")
-    Process = synchronize(AsyncProcess, "Process")
-    Stream = synchronize(AsyncStream, "Stream")
-    Writer = synchronize(AsyncWriter, "Writer")
-    Files = synchronize(AsyncFiles, "Files")
+    from errand.sandbox._backends.gc import GcReport
+    from errand.sandbox._backends.gc import collect as collect_garbage
+    from errand.sandbox._egress.gateway import GATEWAY_URL
+    from errand.sandbox._egress.ledger import EgressLedger
+    from errand.sandbox._egress.proxy import EgressEvent
+    from errand.sandbox.backend import SandboxUsage
+    from errand.sandbox.blocking import Files, Process, Sandbox, Stream, Writer
+    from errand.sandbox.config import Mount, Resources
+    from errand.sandbox.files import AsyncFiles, FileInfo
+    from errand.sandbox.image import Image
+    from errand.sandbox.network import Network
+    from errand.sandbox.process import AsyncProcess, AsyncStream, AsyncWriter, ExecResult
+    from errand.sandbox.sandbox import AsyncSandbox, SandboxInfo
+    from errand.sandbox.secret import Secret
+
+_HOMES = {
+    "GcReport": "_backends.gc", "collect_garbage": "_backends.gc:collect", "GATEWAY_URL": "_egress.gateway",
+    "EgressLedger": "_egress.ledger", "EgressEvent": "_egress.proxy", "SandboxUsage": "backend",
+    "Files": "blocking", "Process": "blocking", "Sandbox": "blocking", "Stream": "blocking", "Writer": "blocking",
+    "Mount": "config", "Resources": "config", "AsyncFiles": "files", "FileInfo": "files", "Image": "image",
+    "Network": "network", "AsyncProcess": "process", "AsyncStream": "process", "AsyncWriter": "process",
+    "ExecResult": "process", "AsyncSandbox": "sandbox", "SandboxInfo": "sandbox", "Secret": "secret",
+}
 
 __all__ = [
     "GATEWAY_URL",
@@ -53,3 +60,5 @@ __all__ = [
     "Writer",
     "collect_garbage",
 ]
+
+__getattr__ = face(__name__, _HOMES)

@@ -11,8 +11,9 @@ for, so ``import errand.tasks.records`` does not pay for the service and the sto
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from errand._lazy import face
 
 if TYPE_CHECKING:
     from errand.tasks.api import TaskApi
@@ -40,8 +41,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+__getattr__ = face(__name__, _HOMES)

@@ -15,14 +15,12 @@ import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from errand import _settings
-from errand.agent.seam import DEFAULT_KIND, agent_kind
 from errand.errors import ConfigError
-from errand.memory import MemoryStore
 from errand.models import Catalog, ModelEndpoint, ModelError, open_model
 from errand.models.endpoint import CLI_ONLY_PROVIDERS
 from errand.repo.accept import Signing, branch_at, write_commit
@@ -30,7 +28,6 @@ from errand.repo.errors import RepoError
 from errand.repo.git import run_git
 from errand.repo.workcopy import is_url, resolve_base, source_name
 from errand.tasks.comments import LineComment, anchor, check_count
-from errand.tasks.engines.reconcile import end_abandoned_runs
 from errand.tasks.engines.workers import check_serves, running_worker
 from errand.tasks.errors import NeedsConfirmation, TaskError, WrongState
 from errand.tasks.events import Committed, Credited, followup_data, text_of
@@ -39,11 +36,16 @@ from errand.tasks.lifecycle import ACTIVE, FINAL, TaskState
 from errand.tasks.progress import Progress, progress
 from errand.tasks.records import Event, Review, Run, RunState, Task, Verdict
 from errand.tasks.refusals import landed, refused
-from errand.tasks.round.environment import CONFIG_FILE, Environment
-from errand.tasks.round.memory_link import observe_verdict
-from errand.tasks.round.prompt import commented_instruction
+from errand.tasks.round.defaults import CONFIG_FILE
 from errand.tasks.store.reading import StoreReads
 from errand.tasks.store.tasks import TaskStore
+
+if TYPE_CHECKING:
+    from errand.memory import MemoryStore
+    from errand.tasks.round.environment import Environment
+
+# The round's modules, memory's store and the agents' seam load where a method uses them: every
+# errand command builds this service, and listing or showing tasks needs none of them.
 
 __all__ = ["MAX_ATTEMPTS", "Accepted", "TaskService", "issue_instruction", "resolve_model"]
 
@@ -86,8 +88,15 @@ class TaskService(StoreReads[TaskStore]):
     @property
     def memory(self) -> MemoryStore | None:
         if self._memory is _OWN:
+            from errand.memory import MemoryStore
+
             self._memory = MemoryStore(self.store.engine)
         return self._memory  # type: ignore[return-value]
+
+    def _observe(self, task: Task, verdict: str, note: str | None) -> None:
+        from errand.tasks.round.memory_link import observe_verdict
+
+        observe_verdict(self.memory, task, verdict, note)
 
     def follow(self, task_id: str, *, settled: Collection[TaskState], after: int = 0) -> Iterator[Event]:
         """The task's events after ``after``, as they are written, until it is in a ``settled``
@@ -121,6 +130,8 @@ class TaskService(StoreReads[TaskStore]):
                               code="invalid_attempts")
         source = source_name(repo)
         spec, endpoint = resolve_model(model)
+        from errand.agent.seam import DEFAULT_KIND, agent_kind
+
         kind = agent_kind(agent, where="--agent") if agent is not None else None
         commit = resolve_base(source, base)
         environment = _check_config(Path(source), commit) if not is_url(source) else None
@@ -159,6 +170,8 @@ class TaskService(StoreReads[TaskStore]):
         if task.state in FINAL:
             raise refused(task, "cancel", commit=self._accepted_commit(task))
         cancelled = self.store.set_state(task_id, TaskState.CANCELLED, event=("cancelled", {}))
+        from errand.tasks.engines.reconcile import end_abandoned_runs
+
         end_abandoned_runs(self.store, task_id)
         return cancelled
 
@@ -192,13 +205,15 @@ class TaskService(StoreReads[TaskStore]):
         if task.state is not TaskState.ACCEPTED:
             self._settled(task_id, "followup", _FOLLOWABLE)
         anchored, on, continued = self._anchored(task, comments, attempt) if comments else ([], None, None)
+        from errand.tasks.round.prompt import commented_instruction
+
         instruction = _text(commented_instruction(note, anchored, attempt=on, continued=continued),
                             "a follow-up instruction")
         if task.state is TaskState.ACCEPTED:
             return self._follow_accepted(task, instruction, note, anchored)
         review = self.store.add_review(task_id, Verdict.FOLLOWUP, instruction)
         self.store.append_event(task_id, None, "followup", followup_data(instruction, note, anchored, on))
-        observe_verdict(self.memory, self.store.get_task(task_id), "followup", note or None)
+        self._observe( self.store.get_task(task_id), "followup", note or None)
         return review
 
     def _anchored(self, task: Task, comments: Sequence[LineComment],
@@ -240,7 +255,7 @@ class TaskService(StoreReads[TaskStore]):
                           title=f"Follow-up to {task.id}: {about}", parent_id=task.id, agent=task.agent)
         self.store.append_event(task.id, None, "followed_up", {"task_id": new.id, **followup_data(text, note,
                                                                                                     comments)})
-        observe_verdict(self.memory, task, "followup", note or None)
+        self._observe( task, "followup", note or None)
         return new
 
     def reject(self, task_id: str, reason: str) -> Review:
@@ -248,7 +263,7 @@ class TaskService(StoreReads[TaskStore]):
         self._settled(task_id, "reject", _REVIEWABLE)
         review = self.store.add_review(task_id, Verdict.REJECTED, reason)
         self.store.append_event(task_id, None, "rejected", {"reason": review.reason})
-        observe_verdict(self.memory, self.store.get_task(task_id), "rejected", review.reason)
+        self._observe( self.store.get_task(task_id), "rejected", review.reason)
         return review
 
     def accept(self, task_id: str, *, attempt: int | None = None, into: str | Path | None = None,
@@ -273,7 +288,7 @@ class TaskService(StoreReads[TaskStore]):
         branch_at(repo, task.branch, commit)
         self.store.add_review(task_id, Verdict.ACCEPTED, None)
         self.store.append_event(task_id, None, "accepted", Committed(run.id, task.branch, commit).to_data())
-        observe_verdict(self.memory, task, "accepted", None)
+        self._observe( task, "accepted", None)
         return Accepted(task_id, run.id, task.branch, commit)
 
     def prepare(self, task_id: str) -> Accepted:
@@ -472,12 +487,16 @@ def resolve_model(model: str | None) -> tuple[str, ModelEndpoint]:
 
 def _default_agent() -> str:
     """The agent of errand's settings file (``agent = "claude-code"``), else errand's own."""
+    from errand.agent.seam import DEFAULT_KIND, agent_kind
+
     written = Catalog.load().agent
     return agent_kind(written, where=f"{_settings.config_path()}: agent") if written else DEFAULT_KIND
 
 
 def _check_config(repo: Path, commit: str) -> Environment | None:
     """Parse the repository's errand.toml as the base commit has it (None: it has none)."""
+    from errand.tasks.round.environment import Environment
+
     listing = run_git(["ls-tree", "--name-only", commit, "--", CONFIG_FILE], repo).strip()
     if not listing:
         return None

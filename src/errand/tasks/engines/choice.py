@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from errand.errors import ConfigError
-from errand.memory import MemoryStore
 from errand.tasks.engines.reconcile import Reconciler, grace_from_environment, interval_from_environment
 from errand.tasks.store.tasks import TaskStore
+
+if TYPE_CHECKING:
+    from errand.memory import MemoryStore
 
 __all__ = ["ENGINES", "Served", "check", "reconciler", "server_engine", "worker_engine"]
 

@@ -39,7 +39,6 @@ from errand.tasks.engines.lease import TEMPORAL_PREFIX
 from errand.tasks.errors import EnginesMixed
 from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.records import Run, RunState, Task
-from errand.tasks.round import steps
 from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_INTERVAL", "Action", "Heal", "Healed", "Reconciler", "Seen", "WorkflowState",
@@ -236,6 +235,8 @@ def cancel_runs(store: TaskStore, task_id: str, run_ids: Sequence[str], reason: 
 def _reap(store: TaskStore, run_ids: Sequence[str]) -> None:
     """Remove the working copies (unmounting their overlays) of ended runs no live worker holds,
     where they are on this machine's disk."""
+    from errand.tasks.round import steps  # the round's machinery, only where there is a copy to remove
+
     for run_id in run_ids:
         if not steps.work_dir_of(run_id).exists():
             continue
@@ -262,6 +263,7 @@ def reap_work(store: TaskStore) -> list[str]:
     the home (it removes its own), and nothing of a run still marked running (end it first:
     ``errand recover``; a Temporal round waiting for an answer keeps its copy for its worker)."""
     from errand.tasks.engines.workers import worker_running
+    from errand.tasks.round import steps
 
     if worker_running():
         return []

@@ -32,7 +32,7 @@ from errand.sandbox.config import Resources
 from errand.sandbox.image import Image
 from errand.sandbox.network import Network
 from errand.sandbox.registries import RegistryAccess, host_registries
-from errand.tasks.round.defaults import DEFAULT_INSTRUCTIONS, WHOLE_TREE
+from errand.tasks.round.defaults import CONFIG_FILE, DEFAULT_INSTRUCTIONS, WHOLE_TREE
 from errand.tasks.round.detect import detect
 from errand.tasks.round.reuse import DEPENDENCY_TABLES, KEY_PATTERNS, key_files, key_material, named_files
 
@@ -52,7 +52,6 @@ __all__ = [
     "project_guide",
 ]
 
-CONFIG_FILE = "errand.toml"
 MAX_CONFIG_BYTES = 1024**2
 MAX_INSTRUCTION_FILE_BYTES = 32 * 1024
 MAX_INSTRUCTIONS_BYTES = 64 * 1024

@@ -41,12 +41,13 @@ __all__ = ["WORKFLOW_RUNNER", "Conductor"]
 
 log = logging.getLogger("errand.engine")
 # Each workflow runs in a sandbox that imports its module afresh, with the packages above it: the
-# ``errand`` package imports the whole sandbox layer (~50 ms of CPU a task, a third of what the engine
-# cost a task here), and ``errand.tasks.engines.temporal`` the store's settings, with SQLAlchemy and
-# Alembic (~300 ms). What those packages import comes from the process's own modules instead; the
-# workflow's module itself is still imported into the sandbox and held to its rules.
+# ``errand`` package imported the whole sandbox layer (~50 ms of CPU a task, a third of what the engine
+# cost a task here; its face is lazy now, errand._lazy), and ``errand.tasks.engines.temporal`` the
+# store's settings, with SQLAlchemy and Alembic (~300 ms). What those packages import comes from the
+# process's own modules instead; the workflow's module itself is still imported into the sandbox and
+# held to its rules.
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(
-    "errand.errors", "errand.sandbox", "errand._settings", "errand.database"))
+    "errand.errors", "errand._lazy", "errand.sandbox", "errand._settings", "errand.database"))
 
 
 class Conductor:
