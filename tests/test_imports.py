@@ -4,6 +4,7 @@ is what it names in public (``errand.sandbox``'s ``EgressEvent``, ``collect_garb
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -151,6 +152,7 @@ def test_a_command_line_that_lists_tasks_loads_no_sandbox_round_memory_store_or_
 
 def test_a_lazy_face_keeps_what_it_loaded_and_names_what_it_lacks() -> None:
     probe = ("import sys, errand.sandbox as s\nassert 'errand.sandbox.sandbox' not in sys.modules\n"
+             "assert {'Sandbox', 'collect_garbage'} <= set(dir(s))\n"  # listed before they are asked for
              "first = s.Sandbox\nassert 'Sandbox' in vars(s) and s.Sandbox is first\n"
              "from errand.sandbox import collect_garbage\nfrom errand.sandbox._backends.gc import collect\n"
              "assert collect_garbage is collect\n"
@@ -160,3 +162,24 @@ def test_a_lazy_face_keeps_what_it_loaded_and_names_what_it_lacks() -> None:
              "try:\n    s.Nope\nexcept AttributeError as error:\n    print(error)")
     said = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert said.strip() == "module 'errand.sandbox' has no attribute 'Nope'"
+
+
+FACES = ("errand", "errand.sandbox", "errand.memory", "errand.agent", "errand.tasks")
+
+
+def test_a_type_checker_sees_each_lazy_name_and_no_catch_all() -> None:
+    """Each name a face imports lazily is imported in its ``TYPE_CHECKING`` block, and its
+    ``__getattr__`` is defined only outside it: with one, mypy takes any name as there."""
+    for face in FACES:
+        path = SOURCE / face.replace(".", "/") / "__init__.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        checked = [node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"]
+        hidden = [node for node in tree.body if isinstance(node, ast.If)
+                  and ast.unparse(node.test) == "not TYPE_CHECKING"]
+        seen = {alias.asname or alias.name for node in checked for inner in ast.walk(node)
+                if isinstance(inner, ast.ImportFrom) for alias in inner.names}
+        module = importlib.import_module(face)
+        lazy = set(module.__dict__["_face_homes"])
+        assert lazy <= seen, f"{face}: {sorted(lazy - seen)} not imported for type checkers"
+        assert not any(isinstance(node, ast.Assign) and "__getattr__" in ast.unparse(node) for node in tree.body), face
+        assert any("__getattr__" in ast.unparse(node) for node in hidden), face

@@ -62,4 +62,5 @@ __all__ = [
 
 _SANDBOX = ("AsyncProcess", "AsyncSandbox", "ExecResult", "FileInfo", "Image", "Mount", "Network", "Process",
             "Resources", "Sandbox", "Secret")
-__getattr__ = face(__name__, {name: "sandbox" for name in _SANDBOX})
+if not TYPE_CHECKING:  # a type checker sees the names above, and no catch-all
+    __getattr__ = face(__name__, {name: "sandbox" for name in _SANDBOX})

@@ -36,7 +36,12 @@ def face(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
         return value
 
     face_module = sys.modules[package]
+
+    def __dir__() -> list[str]:  # dir(), help() and completion list the names not asked for yet too
+        return sorted({*face_module.__dict__, *homes})
+
     face_module.__dict__["_face_homes"] = homes
+    face_module.__dict__["__dir__"] = __dir__
     face_module.__class__ = _Face
     return __getattr__
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner, Result
 
 from errand import __version__
@@ -74,6 +75,25 @@ def test_version() -> None:
     result = cli("--version")
     assert result.exit_code == 0
     assert result.stdout.strip() == f"errand {__version__}"
+
+
+def test_a_mistyped_command_group_is_suggested_though_it_is_not_loaded_yet() -> None:
+    # memory, eval, forge and config load when one of their commands runs (errand.cli.app):
+    # a name close to one still gets it suggested, as every other command's does.
+    for typed, suggested in (("memry", "'memory', 'retry'"), ("confg", "'config'"), ("forg", "'forge'")):
+        said = errand(typed)
+        assert said.returncode == 2
+        assert f"No such command '{typed}'. Did you mean {suggested}?" in said.stderr
+
+
+def test_the_command_groups_are_listed_in_one_order_whichever_loaded_first() -> None:
+    from typer.main import get_command
+
+    root = get_command(app)
+    before = root.list_commands(typer.Context(root))
+    root.get_command(typer.Context(root), "config")
+    assert root.list_commands(typer.Context(root)) == before
+    assert before[-5:] == ["worker", "memory", "eval", "forge", "config"]
 
 
 def test_lifecycle_in_real_processes(made: list[str]) -> None:

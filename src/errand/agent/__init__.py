@@ -41,4 +41,5 @@ _HOMES = {
 __all__ = ["TOOLS", "Agent", "AgentConfig", "AgentHooks", "AgentResult", "Budgets", "EventHandler", "ExitStatus",
            "Spent", "ToolRegistry", "ToolResult", "Workspace", "run_tool"]
 
-__getattr__ = face(__name__, _HOMES)
+if not TYPE_CHECKING:  # a type checker sees the names above, and no catch-all
+    __getattr__ = face(__name__, _HOMES)

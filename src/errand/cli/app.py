@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import difflib
 import functools
 import importlib
 import json
@@ -74,7 +75,14 @@ class _Commands(TyperGroup):
     """errand's commands, the groups of ``_LAZY_GROUPS`` among them, listed after the rest."""
 
     def list_commands(self, ctx: Any) -> list[str]:  # ctx: the vendored click Context typer names privately
-        return [*super().list_commands(ctx), *(name for name in _LAZY_GROUPS if name not in self.commands)]
+        return [*(name for name in super().list_commands(ctx) if name not in _LAZY_GROUPS), *_LAZY_GROUPS]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        # Typer suggests from the commands it holds: load a lazy group a mistyped name is close to.
+        if args and args[0] not in self.commands:
+            for name in difflib.get_close_matches(args[0], _LAZY_GROUPS):
+                self.get_command(ctx, name)
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name in _LAZY_GROUPS and cmd_name not in self.commands:

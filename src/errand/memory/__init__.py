@@ -98,4 +98,5 @@ __all__ = [
     "sync_instructions",
 ]
 
-__getattr__ = face(__name__, _HOMES)
+if not TYPE_CHECKING:  # a type checker sees the names above, and no catch-all
+    __getattr__ = face(__name__, _HOMES)
