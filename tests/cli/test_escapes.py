@@ -37,6 +37,7 @@ from engine.harness import make_repo
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Task
 from errand.tasks.store.tasks import TaskStore
+from polling import until
 
 pytestmark = pytest.mark.slow
 
@@ -155,11 +156,11 @@ def submit(home: Path, repo: Path, script: list[dict[str, object]], instruction:
 
 def wait_for(home: Path, task_id: str, *states: TaskState) -> Task:
     with TaskStore.open(f"sqlite:///{home / 'errand.db'}") as store:
-        deadline = time.monotonic() + 180
-        while (task := store.get_task(task_id)).state not in states:
-            assert time.monotonic() < deadline, f"{task_id} is {task.state}, not {states}"
-            time.sleep(0.1)
-    return task
+        def reached() -> Task | None:
+            task = store.get_task(task_id)
+            return task if task.state in states else None
+
+        return until(reached, f"{task_id} to be one of {states}", 180)
 
 
 @pytest.fixture(scope="module")

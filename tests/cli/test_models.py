@@ -18,6 +18,7 @@ import pytest
 from engine.harness import FIX_SCRIPT, make_repo, openai_turn
 from errand.tasks.store.tasks import TaskStore
 from models.wire import WireServer
+from polling import until
 
 pytestmark = pytest.mark.slow
 
@@ -50,11 +51,7 @@ def unwrapped(text: str) -> str:
 
 
 def wait_until(condition: Callable[[], bool], what: str, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+    until(condition, what, seconds)
 
 
 @pytest.fixture

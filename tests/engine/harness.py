@@ -21,6 +21,7 @@ from errand.tasks.engines.local import LocalEngine, ModelFactory
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Task
 from errand.tasks.store.tasks import TaskStore
+from polling import pauses
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef double(x):\n    return x + x + 1\n"
 TEST_CALC = ("from calc import add\n\nassert add(2, 3) == 5, f'add(2, 3) gave {add(2, 3)}'\n"
@@ -170,23 +171,25 @@ async def _temporal_engine(store: TaskStore, models: ModelFactory | None, *, con
 
 async def wait_for_state(store: TaskStore, task_id: str, *states: TaskState, seconds: float = 120) -> Task:
     deadline = time.monotonic() + seconds
-    while True:
+    for pause in pauses():
         task = await asyncio.to_thread(store.get_task, task_id)
         if task.state in states:
             return task
         if time.monotonic() > deadline:
             kinds = [(e.kind, e.data) for e in store.events(task_id)][-8:]
             raise AssertionError(f"task {task_id} is {task.state}, not {states}; last events: {kinds}")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(pause)
+    raise AssertionError("unreachable")  # pauses() never ends
 
 
 async def wait_for_event(store: TaskStore, task_id: str, predicate: Callable[[Event], bool],
                          seconds: float = 120) -> Event:
     deadline = time.monotonic() + seconds
-    while True:
+    for pause in pauses():
         for event in await asyncio.to_thread(store.events, task_id, 0, 100_000):
             if predicate(event):
                 return event
         if time.monotonic() > deadline:
             raise AssertionError(f"no such event for task {task_id}")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(pause)
+    raise AssertionError("unreachable")  # pauses() never ends

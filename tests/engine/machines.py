@@ -10,11 +10,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from errand.repo import checkouts
+from polling import until
 
 WORKER = ("worker", "--concurrency", "1")
 
@@ -72,8 +72,4 @@ class Machine:
 
 
 def wait_until(condition: Callable[[], object], what: str, seconds: float = 180) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    until(condition, what, seconds)

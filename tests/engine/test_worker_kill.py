@@ -7,8 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
 from errand.tasks.store.tasks import TaskStore
 from models.wire import WireServer
+from polling import until
 
 from .harness import FIX_SCRIPT, READ, openai_turn
 
@@ -39,12 +39,8 @@ def start_worker(database: str, wire: WireServer, log: Path) -> subprocess.Popen
         return subprocess.Popen([sys.executable, "-m", "errand", "worker"], env=env, stdout=output, stderr=output)
 
 
-def wait_until(condition: object, what: str, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+def wait_until(condition: Callable[[], object], what: str, seconds: float = 120) -> None:
+    until(condition, what, seconds)
 
 
 def test_sigkill_mid_run_then_restart_loses_nothing(tmp_path: Path, repo: Path, wire: WireServer,

@@ -3,7 +3,6 @@ HTTP), an errand home whose forge.toml points at it, and the token in the enviro
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 
 from engine.cli import script, stop_worker
 from engine.harness import make_repo
+from polling import until
 from server.conftest import Served, artifacts, browser, start_server  # noqa: F401 - fixtures of the batch page's browser check
 
 from .fakegithub import FakeGitHub
@@ -109,14 +109,7 @@ def served_asking(forged: Forged, tmp_path: Path) -> Iterator[Served]:
 
 
 def eventually(what: str, probe: Callable[[], T | None], seconds: float = 120) -> T:
-    deadline = time.monotonic() + seconds
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never: {what}")
-        time.sleep(0.1)
+    return until(probe, what, seconds)
 
 
 def state(served: Served, task_id: str) -> str:

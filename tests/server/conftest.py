@@ -24,6 +24,7 @@ from engine.harness import Turn, make_repo, openai_turn
 from errand.tasks.lifecycle import FINAL
 from models.wire import WireServer
 from mounts import unmount_under
+from polling import pauses
 
 from .agents import Agents
 from .browsing import CHROMIUM
@@ -164,7 +165,7 @@ def wait_state(client: httpx.Client, task_id: str, *states: str, seconds: float 
     stays put fails the test with its last events and the tail of the server's log, where a
     failure's traceback is: CI keeps the assertion's message, not the test's directory."""
     deadline = time.monotonic() + seconds
-    while True:
+    for pause in pauses():
         task: dict[str, object] = client.get(f"/api/tasks/{task_id}").json()
         if task["state"] in states:
             return task
@@ -172,7 +173,8 @@ def wait_state(client: httpx.Client, task_id: str, *states: str, seconds: float 
             events = client.get(f"/api/tasks/{task_id}/events").json()[-6:]
             raise AssertionError(f"task is {task['state']}, not {states}: {json.dumps(events)[:2000]}"
                                  f"{_log_tail(client)}")
-        time.sleep(0.05)
+        time.sleep(pause)
+    raise AssertionError("unreachable")  # pauses() never ends
 
 
 def _log_tail(client: httpx.Client, lines: int = 60) -> str:

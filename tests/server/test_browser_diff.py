@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 
 from components import needs
 from engine.harness import FINISH, FIX, TEST, make_repo
+from polling import settled
 
 from .agents import Agents
 from .browsing import NARROW, WIDE, Person
@@ -277,12 +277,7 @@ def takes_comments(served: Served) -> bool:
 
 
 def wait_for(condition: Callable[[], bool], seconds: float = 120) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
+    return bool(settled(condition, seconds))
 
 
 def client_attempts(served: Served, task_id: str) -> dict[int, tuple[int, bool]]:
