@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import itertools
+import sqlite3
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -212,6 +214,42 @@ def test_claim_next_takes_the_oldest_queued_task_once(store: TaskStore) -> None:
     again = store.claim_next("w2")
     assert again is not None and again.id == newer.id
     assert store.claim_next("w3") is None
+
+
+def test_an_idle_claim_does_not_wait_for_the_write_lock(tmp_path: Path) -> None:
+    """A worker asks for work several times a second: with nothing queued it only reads, so a
+    long write elsewhere (here, SQLite's write lock held by another process's transaction) does
+    not hold it up, nor it the writer."""
+    url = f"sqlite:///{tmp_path / 'errand.db'}"
+    with TaskStore.open(url) as store:
+        writer = sqlite3.connect(tmp_path / "errand.db", isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")
+        try:
+            assert store.claim_next("w1") is None
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+        queued = store.create_task(title="a", instruction="i", repo="/r")
+        claimed = store.claim_next("w1")
+        assert claimed is not None and claimed.id == queued.id
+
+
+def test_controls_are_each_held_tasks_state_and_what_people_sent_it_since_its_own_mark(store: TaskStore) -> None:
+    one = store.create_task(title="a", instruction="i", repo="/r")
+    two = store.create_task(title="b", instruction="i", repo="/r")
+    first = store.append_event(one.id, None, "message_sent", {"text": "first"})
+    store.append_event(two.id, None, "message_sent", {"text": "to two, before its mark"})
+    mark = store.append_event(two.id, None, "model", {})
+    store.append_event(one.id, None, "model", {})  # not a control
+    second = store.append_event(one.id, None, "answer_sent", {"text": "second"})
+    later = store.append_event(two.id, None, "message_sent", {"text": "to two"})
+    store.set_state(two.id, S.CANCELLED)
+    polled = store.controls({one.id: 0, two.id: mark, "t-gone00000": 0}, ["message_sent", "answer_sent"])
+    assert set(polled) == {one.id, two.id}  # a task no longer in the store is left out
+    assert polled[one.id][0] is S.QUEUED and [e.id for e in polled[one.id][1]] == [first, second]
+    assert polled[two.id][0] is S.CANCELLED and [e.id for e in polled[two.id][1]] == [later]
+    assert store.controls({one.id: second}, ["message_sent", "answer_sent"]) == {one.id: (S.QUEUED, [])}
+    assert store.controls({}, ["message_sent"]) == {}
 
 
 def test_events_filter_by_kind_and_run(store: TaskStore) -> None:

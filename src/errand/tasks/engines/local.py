@@ -45,7 +45,7 @@ from errand.tasks.engines.workers import EngineBusy, WorkerInfo, hold, worker_ru
 from errand.tasks.errors import RunNotFound
 from errand.tasks.events import CONTROL_KINDS, text_of
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.records import RunState, Task
+from errand.tasks.records import Event, RunState, Task
 from errand.tasks.round import order as rounds
 from errand.tasks.round import steps
 from errand.tasks.store.tasks import TaskStore
@@ -260,22 +260,26 @@ class LocalEngine:
     # ------------------------------------------------------------ control
 
     async def _poll_controls(self) -> None:
-        for held in list(self._rounds.values()):
+        """What people did to the rounds held here since the last look, read for all of them at once."""
+        held = dict(self._rounds)
+        if not held:
+            return
+        polled = await asyncio.to_thread(self.store.controls, {task_id: r.control_after for task_id, r in held.items()},
+                                         CONTROL_KINDS)
+        for task_id, (state, controls) in polled.items():
             try:
-                await self._poll_round(held)
+                self._take_controls(held[task_id], state, controls)
             except Exception:  # one task's trouble must not stop the engine
-                log.exception("reading controls of task %s failed", held.task.id)
+                log.exception("taking controls of task %s failed", task_id)
 
-    async def _poll_round(self, held: _Round) -> None:
-        task = await asyncio.to_thread(self.store.get_task, held.task.id)
-        if task.state is TaskState.CANCELLED:
+    def _take_controls(self, held: _Round, state: TaskState, controls: list[Event]) -> None:
+        if state is TaskState.CANCELLED:
             if held.handle is not None and not held.handle.done() and not held.settling:
                 held.settling = True
                 held.handle.cancel()  # a person cancelled it
             return
-        if task.state not in (TaskState.PREPARING, TaskState.RUNNING, TaskState.NEEDS_INPUT):
+        if state not in (TaskState.PREPARING, TaskState.RUNNING, TaskState.NEEDS_INPUT):
             return  # the round is ending it
-        controls = await asyncio.to_thread(self.store.events, task.id, held.control_after, kinds=CONTROL_KINDS)
         for event in controls:
             held.control_after = event.id
             text = text_of(event)

@@ -26,7 +26,7 @@ from errand.tasks.records import Event, Recovery, Review, Run, RunState, Task, V
 from errand.tasks.store.changes import notify
 from errand.tasks.store.schema import events, reviews, runs, tasks, workers
 
-__all__ = ["TaskStore", "insert_event", "move_state", "task_record", "task_row"]
+__all__ = ["TaskStore", "insert_event", "move_state", "next_queued", "task_record", "task_row"]
 
 _VERDICT_STATE = {
     Verdict.ACCEPTED: TaskState.ACCEPTED,
@@ -185,16 +185,23 @@ class TaskStore(SqlStore):
         Of workers racing for one task exactly one gets it. On PostgreSQL the candidate
         row is locked as it is read (``FOR UPDATE SKIP LOCKED``), so racing workers take
         different tasks at once instead of retrying on the same one; SQLite's write lock,
-        taken up front, makes claims take turns.
+        taken up front, makes claims take turns; so :meth:`any_queued` is asked first.
         """
-        query = (sa.select(tasks.c.id).where(tasks.c.state == TaskState.QUEUED.value)
-                 .order_by(tasks.c.updated_at, tasks.c.id).limit(1).with_for_update(skip_locked=True))
+        if not self.any_queued():
+            return None
         with self._write() as connection:
-            task_id = connection.execute(query).scalar()
+            task_id = connection.execute(next_queued()).scalar()
             if task_id is None:
                 return None
             move_state(connection, task_id, TaskState.QUEUED, TaskState.PREPARING, claimed_by=worker)
             return task_record(task_row(connection, task_id))
+
+    def any_queued(self) -> bool:
+        """Whether a task waits to be claimed: a read, without the write lock a claim takes. A worker
+        asks several times a second; with nothing queued, a long write elsewhere does not hold it
+        up, nor it the writer."""
+        with self._read() as connection:
+            return connection.execute(sa.select(tasks.c.id).where(_QUEUED).limit(1)).first() is not None
 
     def finish_run(self, run_id: str, state: RunState | str, result: Any = None) -> Run:
         """End a running run as succeeded, failed or cancelled, with a JSON-able ``result``."""
@@ -253,6 +260,24 @@ class TaskStore(SqlStore):
                  .order_by(events.c.id).limit(limit))
         with self._read() as connection:
             return [Event(**row) for row in connection.execute(query).mappings()]
+
+    def controls(self, after: Mapping[str, int], kinds: Sequence[str]) -> dict[str, tuple[TaskState, list[Event]]]:
+        """For each task of ``after``: its state, and its events of ``kinds`` with an id greater than
+        the one given for it, oldest first. One read for every round an engine holds, which it
+        polls several times a second; a task no longer in the store is left out."""
+        if not after:
+            return {}
+        ids = list(after)
+        query = (sa.select(events).where(events.c.task_id.in_(ids), events.c.id > min(after.values()),
+                                         events.c.kind.in_(list(kinds))).order_by(events.c.id))
+        with self._read() as connection:
+            found: dict[str, tuple[TaskState, list[Event]]] = {
+                row.id: (TaskState(row.state), [])
+                for row in connection.execute(sa.select(tasks.c.id, tasks.c.state).where(tasks.c.id.in_(ids)))}
+            for row in connection.execute(query).mappings():
+                if row["task_id"] in found and row["id"] > after[row["task_id"]]:
+                    found[row["task_id"]][1].append(Event(**row))
+        return found
 
     def last_event_id(self) -> int:
         """The id of the newest event of any task (0: none yet)."""
@@ -514,6 +539,16 @@ def _interrupted_rounds(connection: sa.Connection, task_id: str, limit: int) -> 
             break
         count += 1
     return count
+
+
+_QUEUED = tasks.c.state == TaskState.QUEUED.value
+
+
+def next_queued() -> sa.Select[str]:
+    """The oldest queued task's id, its row locked as it is read where the database can (PostgreSQL's
+    ``FOR UPDATE SKIP LOCKED``: racing claimers take different tasks)."""
+    return (sa.select(tasks.c.id).where(_QUEUED).order_by(tasks.c.updated_at, tasks.c.id).limit(1)
+            .with_for_update(skip_locked=True))
 
 
 def task_row(connection: sa.Connection, task_id: str, *, lock: bool = False) -> Mapping[Any, Any]:

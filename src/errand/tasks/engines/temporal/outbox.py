@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Task
 from errand.tasks.store.schema import dispatches, tasks
-from errand.tasks.store.tasks import TaskStore, move_state, task_record, task_row
+from errand.tasks.store.tasks import TaskStore, move_state, next_queued, task_record, task_row
 
 __all__ = ["Dispatch", "Outbox"]
 
@@ -47,10 +47,10 @@ class Outbox:
         """Move the oldest queued task to ``preparing`` for ``worker`` and write its round's
         dispatch, in one transaction; None when none is queued. Racing claimers take different
         tasks (as :meth:`TaskStore.claim_next`)."""
-        query = (sa.select(tasks.c.id).where(tasks.c.state == TaskState.QUEUED.value)
-                 .order_by(tasks.c.updated_at, tasks.c.id).limit(1).with_for_update(skip_locked=True))
+        if not self.store.any_queued():
+            return None
         with self.store._write() as connection:
-            task_id = connection.execute(query).scalar()
+            task_id = connection.execute(next_queued()).scalar()
             if task_id is None:
                 return None
             dispatch = _insert(connection, task_id)
