@@ -123,12 +123,14 @@ def anthropic_turn(turn: Turn, n: int) -> dict[str, Any]:
 @contextlib.asynccontextmanager
 async def running_engine(store: TaskStore, models: ModelFactory | None = None, *, concurrency: int = 2,
                          budgets: Budgets | None = None, default_model: str = "scripted:unused",
-                         isolation: str | None = None, kind: str = "local") -> AsyncIterator[Any]:
+                         isolation: str | None = None, kind: str = "local",
+                         distiller: Callable[[Any], Any] | None = None) -> AsyncIterator[Any]:
     """An engine running tasks from ``store`` in this test's loop: the local engine, or (``kind``
-    temporal) the Temporal dispatcher and one Temporal worker against the test's dev server."""
+    temporal) the Temporal dispatcher and one Temporal worker against the test's dev server.
+    ``distiller`` gives the model that distils memories after a round."""
     if kind == "temporal":
         async with _temporal_engine(store, models, concurrency=concurrency, budgets=budgets,
-                                    default_model=default_model, isolation=isolation) as worker:
+                                    default_model=default_model, isolation=isolation, distiller=distiller) as worker:
             yield worker
         return
     options: dict[str, Any] = {"concurrency": concurrency, "poll_interval": 0.02, "budgets": budgets,
@@ -137,6 +139,8 @@ async def running_engine(store: TaskStore, models: ModelFactory | None = None, *
         options["isolation"] = isolation
     if models is not None:
         options["models"] = models
+    if distiller is not None:
+        options["distiller"] = distiller
     engine = LocalEngine(store, **options)
     stop = asyncio.Event()
     serving = asyncio.create_task(engine.serve(stop=stop))
@@ -149,7 +153,8 @@ async def running_engine(store: TaskStore, models: ModelFactory | None = None, *
 
 @contextlib.asynccontextmanager
 async def _temporal_engine(store: TaskStore, models: ModelFactory | None, *, concurrency: int,
-                           budgets: Budgets | None, default_model: str, isolation: str | None) -> AsyncIterator[Any]:
+                           budgets: Budgets | None, default_model: str, isolation: str | None,
+                           distiller: Callable[[Any], Any] | None) -> AsyncIterator[Any]:
     from errand.tasks.engines.temporal import TemporalSettings
     from errand.tasks.engines.temporal.dispatch import Dispatcher
     from errand.tasks.engines.temporal.worker import TemporalWorker
@@ -158,6 +163,8 @@ async def _temporal_engine(store: TaskStore, models: ModelFactory | None, *, con
     worker = TemporalWorker(store, settings, concurrency=concurrency, budgets=budgets, isolation=isolation,
                             **({"models": models} if models is not None else {}))
     worker.bench.default_model = default_model
+    if distiller is not None:
+        worker.bench.distiller = distiller
     stop, ready = asyncio.Event(), asyncio.Event()
     serving = [asyncio.create_task(worker.serve(stop=stop, ready=ready.set)),
                asyncio.create_task(Dispatcher(store, settings, poll_interval=0.02).serve(stop=stop))]

@@ -48,6 +48,31 @@ def submit(service: TaskService, repo: Path, script_file: Path, text: str = "Mak
     return service.submit(text, repo=repo, model=f"scripted:{script_file}", **options).id  # type: ignore[arg-type]
 
 
+class _Unreadable:
+    """A distilling model whose answer errand cannot read: the kind of bug, ours or a provider's,
+    that distilling a finished task may meet."""
+
+    name = "unreadable"
+
+    async def complete(self, messages: object, tools: object) -> object:
+        raise AttributeError("'str' object has no attribute 'content'")
+
+
+async def test_a_distillation_that_breaks_leaves_the_task_ready_for_review_and_says_why(
+        engine_kind: str, store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
+    task_id = submit(service, repo, script_file)
+    model = scripted(FIX_SCRIPT)
+    async with running_engine(store, lambda _s, _i: model, kind=engine_kind,
+                              distiller=lambda _endpoint: _Unreadable()):
+        failed = await wait_for_event(store, task_id, lambda event: event.kind == "distill_failed")
+        await wait_for_state(store, task_id, S.READY_FOR_REVIEW, S.FAILED)
+    assert "AttributeError" in failed.data["reason"]
+    assert store.get_task(task_id).state is S.READY_FOR_REVIEW, store.events(task_id)[-3:]
+    assert [e.kind for e in store.events(task_id) if e.kind in ("ready_for_review", "failed")] == ["ready_for_review"]
+    [run] = store.runs(task_id)
+    assert run.state is RunState.SUCCEEDED
+
+
 async def test_a_task_fixes_the_failing_test_and_is_accepted_on_its_branch(
         engine_kind: str, store: TaskStore, service: TaskService, repo: Path, script_file: Path) -> None:
     before = worktree_state(repo)

@@ -111,6 +111,18 @@ async def test_a_context_overflow_is_named_with_the_window(
 
 
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+async def test_a_stream_answering_a_request_for_none_is_named_not_an_attribute_error(
+        wire: WireServer, protocol: Protocol) -> None:
+    """A 200 whose body is not the JSON asked for (a stream here; an HTML page at a wrong base URL is
+    the same): the SDK hands back its text, which must come back as a ModelError that says what came."""
+    wire.queue(reply(protocol, True, Turn("Notes: nothing.")))
+    with pytest.raises(ModelError) as caught:
+        await model_for(wire, protocol, False).complete(HELLO, [WRITE])
+    assert caught.value.code == "not_a_reply" and not caught.value.retryable
+    assert "answered with something that is not" in caught.value.message and "data:" in caught.value.message
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 @pytest.mark.parametrize("how", ["dropped", "ended"])
 async def test_a_stream_cut_mid_tool_call_is_retryable_and_yields_no_call(
         wire: WireServer, protocol: Protocol, how: str) -> None:

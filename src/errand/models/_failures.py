@@ -15,7 +15,7 @@ from typing import Any
 
 from errand.models.errors import CONTEXT_LENGTH_EXCEEDED, ModelError
 
-__all__ = ["http_failure", "transport_errors", "unreachable"]
+__all__ = ["http_failure", "not_a_reply", "transport_errors", "unreachable"]
 
 # 408 timeout, 409 lock conflict, 429 rate limit, 5xx (529 is Anthropic's "overloaded").
 _RETRYABLE = frozenset({408, 409, 429})
@@ -64,6 +64,14 @@ def unreachable(model_name: str, provider: str, error: BaseException, *, what: s
     """A connection refused or dropped, a timeout, a stream cut short: worth another try."""
     return ModelError(f"{model_name} {what}: {str(error) or type(error).__name__}", provider=provider, retryable=True,
                       code="model_unreachable")
+
+
+def not_a_reply(model_name: str, provider: str, body: str) -> ModelError:
+    """A 200 whose body is not the JSON reply asked for (the SDK hands back the text): an HTML
+    page at a wrong base URL, a stream answering a request that asked for none."""
+    start = " ".join(body.split())[:160]
+    return ModelError(f"{model_name} answered with something that is not a {provider} reply: {start!r}",
+                      provider=provider, code="not_a_reply")
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

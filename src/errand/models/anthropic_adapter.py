@@ -26,7 +26,7 @@ from typing import Any
 import anthropic
 from anthropic.types import RawMessageStreamEvent
 
-from errand.models._failures import http_failure, transport_errors, unreachable
+from errand.models._failures import http_failure, not_a_reply, transport_errors, unreachable
 from errand.models._settings import resolve
 from errand.models.errors import ModelError
 from errand.models.profiles import ModelProfile, profile_for
@@ -101,6 +101,8 @@ class AnthropicModel:
                 f"{self.name} has no API key: set ERRAND_ANTHROPIC_API_KEY or ANTHROPIC_API_KEY",
                 provider=_PROVIDER,
             ) from error
+        if isinstance(response, str):
+            raise not_a_reply(self.name, _PROVIDER, response)
         return self._finished(_message(response.content), _usage(response.usage), response.stop_reason or "")
 
     def _request(self, messages: Sequence[Message], tools: Sequence[Tool]) -> dict[str, Any]:

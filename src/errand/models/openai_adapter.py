@@ -16,7 +16,7 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from errand.models._failures import http_failure, transport_errors, unreachable
+from errand.models._failures import http_failure, not_a_reply, transport_errors, unreachable
 from errand.models._settings import resolve
 from errand.models.errors import ModelError
 from errand.models.profiles import ModelProfile, profile_for
@@ -99,7 +99,9 @@ class OpenAIModel:
                              retryable=True, code="stream_cut")
         return self._finished(reply.message(), reply.usage, reply.finish_reason)
 
-    def _reply(self, response: ChatCompletion) -> Reply:
+    def _reply(self, response: ChatCompletion | str) -> Reply:
+        if isinstance(response, str):
+            raise not_a_reply(self.name, _PROVIDER, response)
         if not response.choices:
             raise ModelError(f"{self.name} returned no choices", provider=_PROVIDER, retryable=True)
         choice = response.choices[0]

@@ -44,9 +44,9 @@ from errand.memory.distill import estimated_tokens
 from errand.models import Catalog, Model, ModelEndpoint, ModelError, ScriptedModel, Usage, open_model
 from errand.repo import WorkingCopy, checkouts
 from errand.sandbox import AsyncSandbox
-from errand.tasks.errors import IllegalTransition, StateConflict
+from errand.tasks.errors import StateConflict
 from errand.tasks.evidence import Evidence, TestRun
-from errand.tasks.lifecycle import TaskState
+from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.progress import BUDGET_NAMES
 from errand.tasks.records import Run, RunResult, RunState, Task
 from errand.tasks.round import steps
@@ -576,7 +576,8 @@ async def _distill(bench: Bench, live: _Live, prepared: Prepared, index: int, re
     """Let a model propose what the finished task taught; a person approves each.
 
     The call is the best run's, like its agent's calls: counted in its figures, and made
-    only while its token and cost budgets have room for it (else skipped, and said why)."""
+    only while its token and cost budgets have room for it (else skipped, and said why).
+    The task is ready for review by now: whatever goes wrong here is said, and leaves it so."""
     assert live.link is not None
     journal = live.journals[index]
     budgets = live.environment.budgets or bench.budgets
@@ -593,6 +594,10 @@ async def _distill(bench: Bench, live: _Live, prepared: Prepared, index: int, re
         await live.link.distill(result.messages, model, journal)
     except ErrandError as error:
         await bench.event(prepared.task_id, None, "distill_failed", {"reason": error.message})
+    except Exception as error:  # a bug of ours or a provider's odd answer must not fail a finished task
+        log.exception("distilling memories of task %s failed", prepared.task_id)
+        await bench.event(prepared.task_id, None, "distill_failed",
+                          {"reason": f"{type(error).__name__}: {error}"[:500]})
 
 
 async def close(bench: Bench, key: str, run_ids: Sequence[str]) -> None:
@@ -633,7 +638,10 @@ async def _close(bench: Bench, key: str, run_ids: Sequence[str]) -> None:
 
 
 def fail(store: TaskStore, task_id: str, run_ids: Sequence[str], error: BaseException) -> None:
-    """End the round as failed with ``error``'s reason: its runs, then the task."""
+    """End the round as failed with ``error``'s reason: its runs, then the task, while its round is
+    still in flight. A task the round already settled (its results stored: ready for review) or
+    that moved on without it (cancelled, queued again) is left as it is: a failure after that
+    undoes nothing a person may already be looking at."""
     reason = error.message if isinstance(error, ErrandError) else f"{type(error).__name__}: {error}"
     if not isinstance(error, ErrandError):
         log.error("task %s failed", task_id, exc_info=error)
@@ -643,8 +651,12 @@ def fail(store: TaskStore, task_id: str, run_ids: Sequence[str], error: BaseExce
     for run_id in run_ids:
         with contextlib.suppress(ErrandError):
             store.finish_run(run_id, RunState.FAILED, data)
-    with contextlib.suppress(IllegalTransition, StateConflict):
-        store.set_state(task_id, TaskState.FAILED, event=("failed", data))
+    while (state := store.get_task(task_id).state) in ACTIVE:
+        with contextlib.suppress(StateConflict):  # it moved meanwhile (asked, say): look again
+            store.set_state(task_id, TaskState.FAILED, expected=state, event=("failed", data))
+            return
+    log.warning("task %s is %s, so the failure of its round after that leaves it so: %s", task_id, state.value,
+                reason)
 
 
 def cancel_runs(store: TaskStore, task_id: str, run_ids: Sequence[str]) -> bool:
