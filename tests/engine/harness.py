@@ -166,8 +166,11 @@ async def _temporal_engine(store: TaskStore, models: ModelFactory | None, *, con
     if distiller is not None:
         worker.bench.distiller = distiller
     stop, ready = asyncio.Event(), asyncio.Event()
+    # On PostgreSQL woken only by the database's word of a change: a change that sends none would
+    # leave its test waiting, not pass unseen behind a fallback look.
+    dispatcher = Dispatcher(store, settings, poll_interval=0.02, notified_poll=3600)
     serving = [asyncio.create_task(worker.serve(stop=stop, ready=ready.set)),
-               asyncio.create_task(Dispatcher(store, settings, poll_interval=0.02).serve(stop=stop))]
+               asyncio.create_task(dispatcher.serve(stop=stop))]
     try:
         await asyncio.wait_for(ready.wait(), 60)
         yield worker

@@ -40,7 +40,8 @@ def notify(connection: sa.Connection, task_id: str) -> None:
 
 
 class TaskChanges:
-    """One process's listener: ``subscribe(task_id, wake)`` calls ``wake()`` on each change of the task.
+    """One process's listener: ``subscribe(task_id, wake)`` calls ``wake()`` on each change of the task,
+    ``subscribe_all(wake)`` on each change of any task.
 
     ``wake`` runs in the event loop that called :meth:`start`. After the listening
     connection drops, every subscriber is woken once (something may have been missed)
@@ -50,6 +51,7 @@ class TaskChanges:
     def __init__(self, engine: sa.Engine) -> None:
         self._conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._subscribers: dict[str, set[Callable[[], None]]] = {}
+        self._everything: set[Callable[[], None]] = set()
         self._reader: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
 
@@ -64,6 +66,11 @@ class TaskChanges:
                 if not wakes:
                     del self._subscribers[task_id]
         return unsubscribe
+
+    def subscribe_all(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` when any task changes; returns the function that ends the subscription."""
+        self._everything.add(wake)
+        return lambda: self._everything.discard(wake)
 
     async def start(self) -> None:
         """Begin listening; returns once the first ``LISTEN`` is in force, so a change
@@ -88,15 +95,15 @@ class TaskChanges:
                     await connection.execute(f"LISTEN {CHANNEL}")
                     self._listening.set()
                     async for note in connection.notifies():
-                        self._wake(self._subscribers.get(note.payload, ()))
+                        self._wake({*self._subscribers.get(note.payload, ()), *self._everything})
             except psycopg.Error as error:
                 log.warning("listening for task changes failed (%s); polling until it is back", error)
             # Whatever came while nobody listened is unknown: let every subscriber look.
-            self._wake({wake for wakes in self._subscribers.values() for wake in wakes})
+            self._wake({*(wake for wakes in self._subscribers.values() for wake in wakes), *self._everything})
             self._listening.set()  # a caller waiting in start() falls back on polling meanwhile
             await asyncio.sleep(_RECONNECT)
 
     @staticmethod
-    def _wake(wakes: set[Callable[[], None]] | tuple[()]) -> None:
+    def _wake(wakes: set[Callable[[], None]]) -> None:
         for wake in list(wakes):
             wake()

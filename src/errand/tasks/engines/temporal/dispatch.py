@@ -7,8 +7,10 @@ engine runs). The dispatcher turns that into Temporal: it claims each queued tas
 (:mod:`.outbox`) in the same transaction, then sends every round of the outbox — the
 workflow's ``round`` signal, starting the workflow if it is not running — until the
 service acknowledges it, however long the service is away. It reads the control events
-of every task in one query and sends them on as signals. On PostgreSQL it is woken by the
-store's notifications, on SQLite it polls. Once connected, it runs the workflows themselves
+of every task in one query and sends them on as signals. It looks again ``poll_interval``
+after each look; on PostgreSQL only once the store's notifications say a task changed (or
+``notified_poll`` passed: what a lost notification costs), so an idle dispatcher does
+not read the store twenty times a second. Once connected, it runs the workflows themselves
 beside it (:mod:`.conductor`).
 
 Saying a control or a round twice is harmless (the workflow knows each by its event id or
@@ -23,7 +25,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -38,6 +40,7 @@ from errand.tasks.engines.temporal.workflow import RoundInput
 from errand.tasks.events import CONTROL_KINDS, text_of
 from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.records import Event
+from errand.tasks.store import changes
 from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["Dispatcher", "workflow_step"]
@@ -46,15 +49,19 @@ log = logging.getLogger("errand.engine")
 _FORWARDED = (*CONTROL_KINDS, "cancelled")
 #: The longest wait between two tries while the Temporal service or the store is away, seconds.
 _BACKOFF_CEILING = 5.0
+#: Where the database notifies, the longest wait for a notification before looking anyway, seconds.
+NOTIFIED_POLL = 2.0
 
 
 class Dispatcher:
     """Hands the store's queued tasks and people's controls to the Temporal service."""
 
-    def __init__(self, store: TaskStore, settings: TemporalSettings, *, poll_interval: float = 0.05) -> None:
+    def __init__(self, store: TaskStore, settings: TemporalSettings, *, poll_interval: float = 0.05,
+                 notified_poll: float = NOTIFIED_POLL) -> None:
         self.store = store.patient(settings.store_retry)
         self.settings = settings
         self.poll_interval = poll_interval
+        self.notified_poll = notified_poll
         self.worker = f"{TEMPORAL_PREFIX}{socket.gethostname()}:{os.getpid()}"
         self.outbox = Outbox(self.store)
         self._after = 0
@@ -79,12 +86,14 @@ class Dispatcher:
                 await self._conducting
 
     async def _dispatch(self, stop: asyncio.Event, ready: Callable[[], None] | None) -> None:
-        async with temporal_lease(self.store, self.worker, self.settings.heartbeat):
+        async with temporal_lease(self.store, self.worker, self.settings.heartbeat), self._woken() as woken:
             if ready is not None:
                 ready()
             self._after = await asyncio.to_thread(self.store.last_event_id)
             backoff = 0.0
             while not stop.is_set():
+                if woken is not None:
+                    woken.clear()  # a change from here on is looked at next time
                 try:
                     # Claiming needs only the store: a task submitted while the service is away is
                     # claimed, and its round waits in the outbox, before any connection is made.
@@ -103,6 +112,23 @@ class Dispatcher:
                                 "Temporal service" if isinstance(error, RPCError) else "store", error, backoff)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), max(self.poll_interval, backoff))
+                if woken is not None and not backoff:
+                    await _first(stop, woken, self.notified_poll)
+
+    @contextlib.asynccontextmanager
+    async def _woken(self) -> AsyncIterator[asyncio.Event | None]:
+        """Set whenever a task changes, where the database says so (None where it cannot)."""
+        if not changes.supported(self.store.engine):
+            yield None
+            return
+        woken = asyncio.Event()
+        listener = changes.TaskChanges(self.store.engine)
+        listener.subscribe_all(woken.set)
+        try:
+            await listener.start()  # listening before the first look: nothing slips between
+            yield woken
+        finally:
+            await listener.close()
 
     async def _connected(self) -> bool:
         """Connect to the service if not yet connected; False while it does not answer."""
@@ -207,3 +233,13 @@ def workflow_step(lease: float) -> timedelta:
     """How long an ``errand serve`` may hold a workflow task: one handed to a process that stalled with
     a poll open goes elsewhere after this (round workers poll for none: see :mod:`.conductor`)."""
     return timedelta(seconds=min(max(lease, 3.0), 10.0))
+
+
+async def _first(stop: asyncio.Event, woken: asyncio.Event, seconds: float) -> None:
+    """Wait until ``stop`` or ``woken`` is set, or ``seconds`` have passed."""
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(woken.wait())]
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
