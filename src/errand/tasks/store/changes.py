@@ -89,19 +89,26 @@ class TaskChanges:
     async def _read(self) -> None:
         import psycopg
 
+        deaf = False  # the connection dropped: changes may have gone unheard since
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as connection:
                     await connection.execute(f"LISTEN {CHANNEL}")
                     self._listening.set()
+                    if deaf:  # listening again: what changed while nobody listened, each subscriber looks for
+                        deaf = False
+                        self._wake_all()
                     async for note in connection.notifies():
                         self._wake({*self._subscribers.get(note.payload, ()), *self._everything})
             except psycopg.Error as error:
                 log.warning("listening for task changes failed (%s); polling until it is back", error)
-            # Whatever came while nobody listened is unknown: let every subscriber look.
-            self._wake({*(wake for wakes in self._subscribers.values() for wake in wakes), *self._everything})
+            deaf = True
+            self._wake_all()  # and now, in case the connection stays away a while
             self._listening.set()  # a caller waiting in start() falls back on polling meanwhile
             await asyncio.sleep(_RECONNECT)
+
+    def _wake_all(self) -> None:
+        self._wake({*(wake for wakes in self._subscribers.values() for wake in wakes), *self._everything})
 
     @staticmethod
     def _wake(wakes: set[Callable[[], None]]) -> None:

@@ -51,6 +51,10 @@ _FORWARDED = (*CONTROL_KINDS, "cancelled")
 _BACKOFF_CEILING = 5.0
 #: Where the database notifies, the longest wait for a notification before looking anyway, seconds.
 NOTIFIED_POLL = 2.0
+#: The wait before looking again when the last look left work (a signal to try again, a full page), seconds.
+_AGAIN = 0.5
+#: The most rounds, or control events, one look reads.
+_PAGE = 1000
 
 
 class Dispatcher:
@@ -94,6 +98,7 @@ class Dispatcher:
             while not stop.is_set():
                 if woken is not None:
                     woken.clear()  # a change from here on is looked at next time
+                left = False  # work the look left for the next one, which no notification will announce
                 try:
                     # Claiming needs only the store: a task submitted while the service is away is
                     # claimed, and its round waits in the outbox, before any connection is made.
@@ -101,8 +106,8 @@ class Dispatcher:
                     if await self._connected():
                         if not self._caught_up:
                             await self._catch_up()
-                        await self._send()
-                        await self._forward()
+                        left = await self._send()
+                        left = await self._forward() or left
                         backoff = 0.0
                     else:
                         backoff = min(max(backoff * 2, 0.5), _BACKOFF_CEILING)
@@ -113,7 +118,7 @@ class Dispatcher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), max(self.poll_interval, backoff))
                 if woken is not None and not backoff:
-                    await _first(stop, woken, self.notified_poll)
+                    await _first(stop, woken, _AGAIN if left else self.notified_poll)
 
     @contextlib.asynccontextmanager
     async def _woken(self) -> AsyncIterator[asyncio.Event | None]:
@@ -147,15 +152,18 @@ class Dispatcher:
         while await asyncio.to_thread(self.outbox.claim, self.worker) is not None:
             pass
 
-    async def _send(self) -> None:
-        """Send the outbox's rounds, oldest first, each until the service acknowledges it."""
-        for dispatch in await asyncio.to_thread(self.outbox.pending):
+    async def _send(self) -> bool:
+        """Send the outbox's rounds, oldest first, each until the service acknowledges it; True when
+        there may be more than one look read."""
+        pending = await asyncio.to_thread(self.outbox.pending, _PAGE)
+        for dispatch in pending:
             try:
                 await self._start_round(dispatch)
             except RPCError as error:
                 await asyncio.to_thread(self.outbox.unanswered, dispatch, error)
                 raise
             await asyncio.to_thread(self.outbox.acknowledged, dispatch)
+        return len(pending) >= _PAGE
 
     async def _start_round(self, dispatch: Dispatch) -> None:
         assert self._client is not None
@@ -166,10 +174,12 @@ class Dispatcher:
             id=settings.workflow_id(dispatch.task_id), task_queue=settings.tasks_queue, start_signal="round",
             start_signal_args=[dispatch.id], task_timeout=workflow_step(settings.heartbeat))
 
-    async def _forward(self) -> None:
+    async def _forward(self) -> bool:
         """Send what people sent since the last look; what could not be sent yet is tried again
-        next time (in order, per task), without holding up the other tasks'."""
-        events = [*self._unsent, *await asyncio.to_thread(self.store.events_since, self._after, _FORWARDED)]
+        next time (in order, per task), without holding up the other tasks'. True when something
+        is left: a signal to try again, or more than one look read."""
+        read = await asyncio.to_thread(self.store.events_since, self._after, _FORWARDED, _PAGE)
+        events = [*self._unsent, *read]
         self._unsent = []
         for event in events:
             self._after = max(self._after, event.id)
@@ -181,6 +191,7 @@ class Dispatcher:
             except RPCError as error:
                 log.warning("could not signal task %s's workflow yet (%s); trying again", event.task_id, error)
                 self._unsent.append(event)
+        return bool(self._unsent) or len(read) >= _PAGE
 
     async def _signal(self, event: Event) -> None:
         assert self._client is not None
