@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-__all__ = ["pauses", "settled", "until"]
+__all__ = ["LAST", "pauses", "settled", "until"]
 
 T = TypeVar("T")
 

@@ -156,11 +156,16 @@ def submit(home: Path, repo: Path, script: list[dict[str, object]], instruction:
 
 def wait_for(home: Path, task_id: str, *states: TaskState) -> Task:
     with TaskStore.open(f"sqlite:///{home / 'errand.db'}") as store:
+        seen: list[Task] = []
+
         def reached() -> Task | None:
-            task = store.get_task(task_id)
+            seen.append(task := store.get_task(task_id))
             return task if task.state in states else None
 
-        return until(reached, f"{task_id} to be one of {states}", 180)
+        try:
+            return until(reached, f"{task_id} to be one of {states}", 180)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; it is {seen[-1].state}") from None
 
 
 @pytest.fixture(scope="module")

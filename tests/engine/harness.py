@@ -21,7 +21,7 @@ from errand.tasks.engines.local import LocalEngine, ModelFactory
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event, Task
 from errand.tasks.store.tasks import TaskStore
-from polling import pauses
+from polling import LAST, pauses
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef double(x):\n    return x + x + 1\n"
 TEST_CALC = ("from calc import add\n\nassert add(2, 3) == 5, f'add(2, 3) gave {add(2, 3)}'\n"
@@ -179,9 +179,10 @@ async def _temporal_engine(store: TaskStore, models: ModelFactory | None, *, con
         await asyncio.wait_for(asyncio.gather(*serving), 60)
 
 
-async def wait_for_state(store: TaskStore, task_id: str, *states: TaskState, seconds: float = 120) -> Task:
+async def wait_for_state(store: TaskStore, task_id: str, *states: TaskState, seconds: float = 120,
+                         last: float = LAST) -> Task:
     deadline = time.monotonic() + seconds
-    for pause in pauses():
+    for pause in pauses(last=last):
         task = await asyncio.to_thread(store.get_task, task_id)
         if task.state in states:
             return task
@@ -193,9 +194,11 @@ async def wait_for_state(store: TaskStore, task_id: str, *states: TaskState, sec
 
 
 async def wait_for_event(store: TaskStore, task_id: str, predicate: Callable[[Event], bool],
-                         seconds: float = 120) -> Event:
+                         seconds: float = 120, last: float = LAST) -> Event:
+    """The first event of the task that ``predicate`` takes. ``last``: the longest pause between two looks;
+    a test that strikes (kills, stops) the moment it sees the event asks for a short one."""
     deadline = time.monotonic() + seconds
-    for pause in pauses():
+    for pause in pauses(last=last):
         for event in await asyncio.to_thread(store.events, task_id, 0, 100_000):
             if predicate(event):
                 return event

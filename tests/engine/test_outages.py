@@ -177,7 +177,7 @@ async def _restarted_while(store: TaskStore, task_id: str, server: TemporalServe
     """Kill the service once ``caught`` is seen, for longer than the client retries, and start it again
     on its state; the task's events once it finished with one round, one succeeded run, nothing taken
     for lost, and the round closed on its worker (its copies gone)."""
-    await wait_for_event(store, task_id, caught)
+    await wait_for_event(store, task_id, caught, last=0.05)
     server.kill()
     await asyncio.sleep(PAST_THE_CLIENTS_RETRIES)
     await asyncio.to_thread(server.start)  # the same state file and port
@@ -229,7 +229,8 @@ async def test_a_task_cancelled_while_temporal_is_down_is_worked_on_no_further(
     service = TaskService(store)
     task = service.submit("Make test_calc.py pass", repo=repo, model=f"scripted:{script_file}")
     async with running_engine(store, lambda _s, _i: scripted(ENDING_WHILE_AWAY), kind="temporal") as worker:
-        await wait_for_event(store, task.id, lambda e: e.kind == "tool_call" and e.data.get("name") == "shell")
+        await wait_for_event(store, task.id, lambda e: e.kind == "tool_call" and e.data.get("name") == "shell",
+                             last=0.05)
         own_temporal.kill()
         service.cancel(task.id)
         [cancel] = [e for e in store.events(task.id, limit=100_000) if e.kind == "cancelled"]

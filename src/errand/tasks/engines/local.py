@@ -264,8 +264,14 @@ class LocalEngine:
         held = dict(self._rounds)
         if not held:
             return
-        polled = await asyncio.to_thread(self.store.controls, {task_id: r.control_after for task_id, r in held.items()},
-                                         CONTROL_KINDS)
+        try:
+            polled = await asyncio.to_thread(self.store.controls,
+                                             {task_id: r.control_after for task_id, r in held.items()}, CONTROL_KINDS)
+        except SQLAlchemyError:
+            raise  # the store away: serve() says so and goes on
+        except Exception:  # a row this errand cannot read (another version's state, say) must not stop the engine
+            log.exception("reading the controls of tasks %s failed", ", ".join(held))
+            return
         for task_id, (state, controls) in polled.items():
             try:
                 self._take_controls(held[task_id], state, controls)
