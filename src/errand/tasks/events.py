@@ -31,9 +31,9 @@ from typing import Any
 from errand.tasks.comments import LineComment
 from errand.tasks.records import Event
 
-__all__ = ["CONTROL_KINDS", "KINDS", "OUTPUT_KINDS", "Answered", "CallUsage", "Committed", "Credited",
-           "EgressSeen", "EnvironmentUsed", "Failed", "FollowupSaid", "Kind", "MemoriesGiven", "Rejected", "ToolCalled",
-           "ToolReturned", "data_of", "declared", "followup_data", "text_of"]
+__all__ = ["CONTROL_KINDS", "FORWARDED_KINDS", "KINDS", "OUTPUT_KINDS", "Answered", "CallUsage", "Committed",
+           "Credited", "EgressSeen", "EnvironmentUsed", "Failed", "FollowupSaid", "Kind", "MemoriesGiven", "Rejected",
+           "ToolCalled", "ToolReturned", "data_of", "declared", "followup_data", "text_of"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,9 @@ KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
 OUTPUT_KINDS = frozenset(kind.name for kind in KINDS.values() if kind.output)
 #: What a person sends a running round; the engine delivers these to the agent.
 CONTROL_KINDS = ("message_sent", "answer_sent")
+#: What an engine serving many tasks reads across all of them, in the order of the events' ids:
+#: the controls, and a cancel.
+FORWARDED_KINDS = (*CONTROL_KINDS, "cancelled")
 
 
 def declared(kind: str) -> Kind | None:

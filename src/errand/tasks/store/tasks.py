@@ -21,6 +21,7 @@ from errand.database import SqlStore, open_engine
 from errand.models.endpoint import ModelEndpoint
 from errand.repo.accept import branch_name
 from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict, TaskNotFound
+from errand.tasks.events import FORWARDED_KINDS
 from errand.tasks.lifecycle import ACTIVE, TaskState, transition
 from errand.tasks.records import Event, Recovery, Review, Run, RunState, Task, Verdict
 from errand.tasks.store.changes import notify
@@ -513,6 +514,7 @@ def insert_event(connection: sa.Connection, task_id: str, run_id: str | None, ki
         seq = connection.execute(sa.select(runs.c.last_seq).where(runs.c.id == run_id)).scalar_one()
     else:
         task_row(connection, task_id)
+    _in_commit_order(connection, task_id, kind)
     inserted = connection.execute(
         events.insert().values(task_id=task_id, run_id=run_id, seq=seq, time=time.time(), kind=kind,
                                data={} if data is None else data)
@@ -521,6 +523,33 @@ def insert_event(connection: sa.Connection, task_id: str, run_id: str | None, ki
     assert event_id is not None
     notify(connection, task_id)
     return int(event_id[0])
+
+
+#: The PostgreSQL advisory lock spaces (two 32-bit keys) events are written in: one task's, and the forwarded kinds'.
+_TASK_EVENTS, _FORWARDED_EVENTS = 0x65727200, 0x65727201
+#: How long a transaction that holds those locks may sit idle before PostgreSQL ends it, milliseconds.
+IDLE_HOLDER_MS = 60_000
+
+
+def _in_commit_order(connection: sa.Connection, task_id: str, kind: str) -> None:
+    """Make the event about to be inserted commit before any event with a higher id that its readers read.
+
+    Readers keep the last event id they read: a live feed and the local engine per task, the
+    Temporal dispatcher across every task for the forwarded kinds. On PostgreSQL an id comes
+    from a sequence at insert and transactions commit in any order, so a reader could read id
+    n + 1 and never see n, committed a moment later. A lock held from here to the end of the
+    transaction makes the writers of one task's events take turns, and those of forwarded
+    kinds across tasks; nothing waits on another lock while holding it (an insert ends what
+    a transaction writes), so no deadlock can form. A holder whose process stops answering
+    (frozen, its machine gone) is ended by the database once idle for :data:`IDLE_HOLDER_MS`,
+    so the others wait that long at most. SQLite has one writer at a time already."""
+    if connection.dialect.name != "postgresql":
+        return
+    connection.execute(sa.text("SELECT set_config('idle_in_transaction_session_timeout', :idle, true), "
+                               "pg_advisory_xact_lock(:space, hashtext(:task))"),
+                       {"idle": str(IDLE_HOLDER_MS), "space": _TASK_EVENTS, "task": task_id})
+    if kind in FORWARDED_KINDS:
+        connection.execute(sa.text("SELECT pg_advisory_xact_lock(:space, 0)"), {"space": _FORWARDED_EVENTS})
 
 
 def _interrupted_rounds(connection: sa.Connection, task_id: str, limit: int) -> int:

@@ -37,7 +37,7 @@ from errand.tasks.engines.temporal import WORKFLOW, TemporalSettings
 from errand.tasks.engines.temporal.conductor import Conductor
 from errand.tasks.engines.temporal.outbox import Dispatch, Outbox
 from errand.tasks.engines.temporal.workflow import RoundInput
-from errand.tasks.events import CONTROL_KINDS, text_of
+from errand.tasks.events import FORWARDED_KINDS, text_of
 from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.records import Event
 from errand.tasks.store import changes
@@ -46,7 +46,6 @@ from errand.tasks.store.tasks import TaskStore
 __all__ = ["Dispatcher", "workflow_step"]
 
 log = logging.getLogger("errand.engine")
-_FORWARDED = (*CONTROL_KINDS, "cancelled")
 #: The longest wait between two tries while the Temporal service or the store is away, seconds.
 _BACKOFF_CEILING = 5.0
 #: Where the database notifies, the longest wait for a notification before looking anyway, seconds.
@@ -178,7 +177,7 @@ class Dispatcher:
         """Send what people sent since the last look; what could not be sent yet is tried again
         next time (in order, per task), without holding up the other tasks'. True when something
         is left: a signal to try again, or more than one look read."""
-        read = await asyncio.to_thread(self.store.events_since, self._after, _FORWARDED, _PAGE)
+        read = await asyncio.to_thread(self.store.events_since, self._after, FORWARDED_KINDS, _PAGE)
         events = [*self._unsent, *read]
         self._unsent = []
         for event in events:
@@ -225,7 +224,7 @@ class Dispatcher:
                     continue
                 began = await asyncio.to_thread(self.store.last_event, task.id, ["round_started"])
                 for event in await asyncio.to_thread(self.store.events, task.id, began.id if began else 0,
-                                                     kinds=list(_FORWARDED)):
+                                                     kinds=list(FORWARDED_KINDS)):
                     await self._signal(event)
         self._caught_up = True
 
