@@ -44,7 +44,7 @@ from errand.tasks.engines.reconcile import Action, Heal, act
 from errand.tasks.engines.workers import EngineBusy, WorkerInfo, hold, worker_running
 from errand.tasks.errors import RunNotFound
 from errand.tasks.events import CONTROL_KINDS, text_of
-from errand.tasks.lifecycle import TaskState
+from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.records import Event, RunState, Task
 from errand.tasks.round import order as rounds
 from errand.tasks.round import steps
@@ -284,7 +284,7 @@ class LocalEngine:
                 held.settling = True
                 held.handle.cancel()  # a person cancelled it
             return
-        if state not in (TaskState.PREPARING, TaskState.RUNNING, TaskState.NEEDS_INPUT):
+        if state not in ACTIVE:
             return  # the round is ending it
         for event in controls:
             held.control_after = event.id
