@@ -56,7 +56,8 @@ async def test_setup_runs_once_and_is_cached_for_the_next_task(
 @on_sqlite_only("store")  # the store plays no part in setup commands and their cached layer
 async def test_a_failing_setup_fails_the_task_with_its_log(
         store: TaskStore, service: TaskService, tmp_path: Path, script_file: Path) -> None:
-    toml = '[setup]\ncommands = ["echo installing; echo no such package >&2; exit 3"]\n'
+    # The setup a person writes first: pip into the image's own Python, which Debian manages (PEP 668).
+    toml = '[setup]\ncommands = ["echo installing; echo no such package >&2; python3 -m pip install -e . || exit 3"]\n'
     repo = make_repo(tmp_path / "broken", toml=toml)
     task = service.submit("fix", repo=repo, model=f"scripted:{script_file}")
     model = scripted(FIX_SCRIPT)
@@ -68,3 +69,5 @@ async def test_a_failing_setup_fails_the_task_with_its_log(
     assert failed.data["code"] == "setup_failed" and failed.data["exit_code"] == 3
     assert "installing\nno such package\n" in failed.data["log"]
     assert "exited with code 3" in failed.data["reason"]
+    assert "externally-managed-environment" in failed.data["log"]  # pip's words, and errand's:
+    assert "install into a virtual environment: `python3 -m venv .venv`" in failed.data["reason"]

@@ -432,6 +432,7 @@ async def _run_setup(environment: Environment, image: Image, copy: WorkingCopy, 
             result = await run(command)
             if not result.ok:
                 raise SetupFailed(f"setup command `{command}` {_ended(result)}; its output is in the task's log"
+                                  f"{_setup_hint(result.output)}"
                                   f"{await refusals_note(sandbox, environment.setup_registries)}",
                                   command=command, exit_code=result.exit_code, log=result.output)
         primed = bool(commands.prime)
@@ -550,6 +551,14 @@ async def _stream(sandbox: AsyncSandbox, command: str, timeout: float,
         exit_code = None
     text = "".join(output)
     return TestRun.of(command, exit_code, round(time.monotonic() - start, 3), text[-OUTPUT_TAIL:], read_output(text))
+
+
+def _setup_hint(output: str) -> str:
+    """What a failed setup's output shows that a person fixes in errand.toml, said in a clause."""
+    if "externally-managed-environment" in output:  # pip, in an image whose Python its distribution manages
+        return ("; the image's Python is externally managed (PEP 668), so install into a virtual environment: "
+                "`python3 -m venv .venv`, then `.venv/bin/pip install ...` (see docs/errand-toml.md)")
+    return ""
 
 
 def _ended(result: TestRun) -> str:
