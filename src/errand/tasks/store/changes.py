@@ -9,6 +9,12 @@ task. A notification says only *which* task changed; the subscriber reads the
 store itself, so a notification lost while the connection was being re-made costs
 latency (the subscriber's slow fallback poll catches up), never an event.
 
+A connection can also die without a word: a network that drops its packets, a
+machine gone, a pooler that stopped relaying. Nothing then arrives, which looks
+like a quiet database. So every :data:`QUIET` seconds the listener asks the
+database a question; without an answer in :data:`ANSWER` seconds it takes the
+connection for dead, says so, wakes every subscriber, and listens on a new one.
+
 SQLite has no such channel: :func:`supported` is False there and callers poll.
 """
 
@@ -18,8 +24,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["CHANNEL", "TaskChanges", "notify", "supported"]
 
@@ -27,6 +37,10 @@ log = logging.getLogger("errand.tasks")
 
 CHANNEL = "errand_task"
 _RECONNECT = 1.0
+#: Seconds between two checks that the listening connection still answers.
+QUIET = 30.0
+#: Seconds the database has to answer that check before the connection is taken for dead.
+ANSWER = 10.0
 
 
 def supported(engine: sa.Engine) -> bool:
@@ -48,8 +62,10 @@ class TaskChanges:
     and the connection is made again.
     """
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, *, quiet: float = QUIET, answer: float = ANSWER) -> None:
         self._conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._quiet = quiet
+        self._answer = answer
         self._subscribers: dict[str, set[Callable[[], None]]] = {}
         self._everything: set[Callable[[], None]] = set()
         self._reader: asyncio.Task[None] | None = None
@@ -92,20 +108,34 @@ class TaskChanges:
         deaf = False  # the connection dropped: changes may have gone unheard since
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as connection:
+                async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True,
+                                                                 connect_timeout=max(1, round(self._answer))) \
+                        as connection:
                     await connection.execute(f"LISTEN {CHANNEL}")
                     self._listening.set()
                     if deaf:  # listening again: what changed while nobody listened, each subscriber looks for
                         deaf = False
                         self._wake_all()
-                    async for note in connection.notifies():
-                        self._wake({*self._subscribers.get(note.payload, ()), *self._everything})
+                    while True:
+                        async for note in connection.notifies(timeout=self._quiet):
+                            self._wake({*self._subscribers.get(note.payload, ()), *self._everything})
+                        await self._answers(connection)
             except psycopg.Error as error:
                 log.warning("listening for task changes failed (%s); polling until it is back", error)
+            except _Silent:
+                log.warning("the connection listening for task changes gave no answer in %g s; polling until a "
+                            "new one listens", self._answer)
             deaf = True
             self._wake_all()  # and now, in case the connection stays away a while
             self._listening.set()  # a caller waiting in start() falls back on polling meanwhile
             await asyncio.sleep(_RECONNECT)
+
+    async def _answers(self, connection: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+        """Raise :class:`_Silent` if the connection does not answer a question in time."""
+        try:
+            await asyncio.wait_for(connection.execute("SELECT 1"), self._answer)
+        except TimeoutError:
+            raise _Silent from None
 
     def _wake_all(self) -> None:
         self._wake({*(wake for wakes in self._subscribers.values() for wake in wakes), *self._everything})
@@ -114,3 +144,7 @@ class TaskChanges:
     def _wake(wakes: set[Callable[[], None]]) -> None:
         for wake in list(wakes):
             wake()
+
+
+class _Silent(Exception):
+    """The listening connection did not answer."""
