@@ -10,6 +10,7 @@ state in the database, so each can open it without reaching up to another.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
@@ -21,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+from typing import Any, Concatenate, ParamSpec, Self, TypeGuard, TypeVar
 
 import sqlalchemy as sa
 
@@ -111,9 +112,9 @@ def connect(url: str) -> sa.Engine:
 
 class StoreUnreachable(ErrandError, sa.exc.SQLAlchemyError):
     """The database could not be reached (for ``seconds``, a patient store's retry time), or the
-    connection to it was lost in a transaction (``lost``: nothing of that transaction was kept,
-    unless the connection went during its commit). Still an :class:`sqlalchemy.exc.SQLAlchemyError`,
-    so whatever waits out the database's errors waits this one out too."""
+    connection to it was lost in a transaction (``lost``: nothing of that transaction was kept).
+    Still an :class:`sqlalchemy.exc.SQLAlchemyError`, so whatever waits out the database's errors
+    waits this one out too."""
 
     code = "store_unreachable"
 
@@ -126,11 +127,19 @@ class StoreUnreachable(ErrandError, sa.exc.SQLAlchemyError):
         return self.message
 
     @classmethod
-    def of(cls, engine: sa.Engine, error: sa.exc.DBAPIError, seconds: float = 0.0) -> StoreUnreachable:
+    def of(cls, engine: sa.Engine, error: sa.exc.DBAPIError, seconds: float = 0.0, *,
+           lost: bool | None = None) -> StoreUnreachable:
+        """``lost``: whether nothing of the transaction was kept (by default, when it went in a statement)."""
         where = engine.url.render_as_string(hide_password=True)
         said = " ".join(str(error.orig).split()) or type(error.orig).__name__
-        if error.connection_invalidated and error.statement is not None:
-            return cls(f"the connection to the database {where} was lost ({said})", seconds=seconds, lost=True)
+        if lost is None:
+            lost = error.connection_invalidated and error.statement is not None
+        if error.connection_invalidated:
+            if lost:
+                return cls(f"the connection to the database {where} was lost ({said})", seconds=seconds, lost=True)
+            if error.statement is None:  # in the commit, and no word since of what became of it
+                return cls(f"the connection to the database {where} was lost as a write was committed ({said}), "
+                           "and the database has not said since whether it was kept", seconds=seconds)
         if refused_by_the_server(error):
             return cls(f"the database {where} refused errand ({said}): check ERRAND_DATABASE_URL")
         tried = f" for {seconds:.0f} s" if seconds >= 1 else ""
@@ -240,14 +249,47 @@ class SqlStore:
     @contextmanager
     def _transaction(self, engine: sa.Engine) -> Iterator[sa.Connection]:
         with self._connection(engine) as connection:
+            transaction = connection.begin()
             try:
-                with connection.begin():
-                    yield connection
+                # A write on a server keeps its transaction's id, to ask about should the connection go
+                # during its commit (see _kept).
+                xid = (connection.execute(sa.text("SELECT txid_current()")).scalar_one()
+                       if engine is self._writer and engine.dialect.name == "postgresql" else None)
+                yield connection
+            except BaseException as error:
+                with contextlib.suppress(sa.exc.SQLAlchemyError):
+                    transaction.rollback()
+                if _went(error):  # the database went away in the transaction (stopped, restarted, failed over)
+                    raise StoreUnreachable.of(self.engine, error) from error
+                raise
+            try:
+                transaction.commit()
             except sa.exc.DBAPIError as error:
-                if outage(error) is None or not error.connection_invalidated:
+                if not _went(error):
                     raise
-                # The database went away in the transaction (stopped, restarted, failed over).
-                raise StoreUnreachable.of(self.engine, error) from error
+                if xid is None:  # a read's commit: nothing to keep
+                    raise StoreUnreachable.of(self.engine, error, lost=engine is not self._writer) from error
+                kept = self._kept(xid)
+                if kept:
+                    return  # the commit was kept, only its answer lost: what the caller made of it stands
+                raise StoreUnreachable.of(self.engine, error, lost=kept is False) from error
+
+    def _kept(self, xid: int) -> bool | None:
+        """Whether the transaction ``xid``, whose connection went during its commit, was committed (False:
+        it was not, and nothing of it was kept), asked on a new connection for as long as this store
+        waits for its database; None if no answer came in that time."""
+        patience = getattr(_trying, "patience", None) or _Patience(self.patience)
+        while True:
+            try:
+                with self.engine.connect() as connection:
+                    status = connection.execute(sa.text("SELECT txid_status(:xid)"), {"xid": xid}).scalar()
+            except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
+                if outage(error) is None or not patience.wait(error):
+                    return None
+                continue
+            if status != "in progress":
+                return status == "committed"
+            time.sleep(0.01)  # the server process of the connection that went has not seen it go yet
 
     def _connection(self, engine: sa.Engine) -> sa.Connection:
         """A connection from the pool; a patient store tries until the database answers or its
@@ -261,6 +303,11 @@ class SqlStore:
                     raise
                 if not patience.wait(error):
                     raise StoreUnreachable.of(self.engine, error, patience.seconds) from None
+
+
+def _went(error: BaseException) -> TypeGuard[sa.exc.DBAPIError]:
+    """Whether ``error`` says the transaction's connection went."""
+    return isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated and outage(error) is not None
 
 
 class _Patience:
@@ -290,8 +337,9 @@ _trying = threading.local()  # the patience of the patient store's method being 
 def patiently(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S, P], T]:
     """``method`` (a store's, or a function whose first argument is the store) tried again, whole,
     while a patient store's database is away; every public method of a store is so. Its transactions
-    were rolled back, so trying again does it once; but one whose connection went during its
-    commit may have been kept (an event written twice, a compare-and-set that finds its own change)."""
+    were rolled back, so trying again does it once. A write whose connection went during its commit
+    is asked about first (PostgreSQL's ``txid_status``): kept, what the method made of it is
+    returned; not kept, the method is tried again; no word within the store's patience, it is not."""
     @functools.wraps(method)
     def tried(store: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
         if not store.patience or getattr(_trying, "patience", None) is not None:

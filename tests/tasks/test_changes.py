@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from errand.tasks.store.changes import TaskChanges, notify, supported
 from errand.tasks.store.tasks import TaskStore
+from pgrelay import Relay
 from polling import settled
 
 pytestmark = pytest.mark.slow  # PostgreSQL's, as the store's tests on it are
@@ -97,62 +98,13 @@ async def test_a_rolled_back_change_and_an_ended_subscription_wake_nobody(store:
         await changes.close()
 
 
-class Relay:
-    """A TCP relay on loopback to the database that can go silent: it stops passing bytes on the
-    connections it holds and keeps them open, as a network that drops packets or a stuck pooler
-    does. Connections made after that are relayed."""
-
-    def __init__(self, socket: Path) -> None:
-        self.target = socket
-        self.held: list[asyncio.StreamWriter] = []
-        self.frozen: set[asyncio.StreamWriter] = set()
-        self.server: asyncio.Server | None = None
-        self.relaying: set[asyncio.Task[object]] = set()
-
-    async def start(self) -> int:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return int(self.server.sockets[0].getsockname()[1])
-
-    def freeze(self) -> None:
-        self.frozen.update(self.held)
-
-    async def _serve(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
-        relaying = asyncio.current_task()
-        assert relaying is not None
-        self.relaying.add(relaying)
-        server_in, server_out = await asyncio.open_unix_connection(self.target)
-        self.held.append(client_out)
-        await asyncio.gather(self._pipe(client_in, server_out, client_out),
-                             self._pipe(server_in, client_out, client_out), return_exceptions=True)
-
-    async def _pipe(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, key: asyncio.StreamWriter) -> None:
-        while data := await source.read(65536):
-            if key in self.frozen:
-                await asyncio.Event().wait()  # silent for good: nothing passes, nothing closes
-            sink.write(data)
-            await sink.drain()
-        sink.close()
-
-    async def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-        for writer in self.held:
-            writer.transport.abort()
-        for relaying in self.relaying:
-            relaying.cancel()
-        await asyncio.gather(*self.relaying, return_exceptions=True)
-
-
 async def test_a_listening_connection_that_goes_silent_is_replaced_and_says_so(
         store: TaskStore, caplog: pytest.LogCaptureFixture) -> None:
     """Nothing arrives on a dead connection, which looks like a quiet database: the listener asks it a
     question every so often, and one unanswered makes it wake everyone and listen on a new connection."""
     task = store.create_task(title="a", instruction="i", repo="/r").id
-    url = store.engine.url
-    [socket] = Path(str(url.query["host"])).glob(".s.PGSQL.*[0-9]")  # the test cluster listens there only
-    relay = Relay(socket)
-    port = await relay.start()
-    through = sa.create_engine(url.set(host="127.0.0.1", port=port, query={}))
+    relay = Relay(store.engine.url)
+    through = sa.create_engine(await relay.start())
     changes = TaskChanges(through, quiet=0.2, answer=1.0)
     woken = Woken()
     changes.subscribe(task, woken)
