@@ -3,7 +3,10 @@ store's patience read from the environment."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from errand.database import (
     SqlStore,
     connect,
     default_url,
+    head,
     migrate,
     open_engine,
     store_retry_from_environment,
@@ -113,3 +117,23 @@ def test_a_home_that_cannot_be_made_is_one_clear_error(monkeypatch: pytest.Monke
     with pytest.raises(ConfigError) as refused:
         default_url()
     assert "set ERRAND_HOME" in refused.value.message and "/proc/errand-cannot-be-here" in refused.value.message
+
+
+def test_a_database_a_newer_errand_set_up_is_refused_in_one_line_and_left_as_it_is(tmp_path: Path) -> None:
+    """A machine not upgraded yet, beside others that were: Alembic alone would only say it cannot find
+    the revision, in a traceback."""
+    url = f"sqlite:///{tmp_path / 'errand.db'}"
+    open_engine(url).dispose()
+    newer = f"{int(head()) + 1:04d}"
+    with sqlite3.connect(tmp_path / "errand.db") as connection:
+        connection.execute("UPDATE alembic_version SET version_num = ?", (newer,))
+    with pytest.raises(ConfigError) as refused:
+        open_engine(url)
+    assert refused.value.code == "newer_database"
+    assert f"revision {newer}; this errand knows up to {head()}" in refused.value.message
+    shown = subprocess.run([sys.executable, "-m", "errand", "ls"], capture_output=True, text=True,
+                           env={**os.environ, "ERRAND_DATABASE_URL": url, "ERRAND_HOME": str(tmp_path / "home")})
+    assert shown.returncode != 0 and shown.stderr.startswith("error: the database") and "Traceback" not in shown.stderr
+    assert "set up by a newer errand" in shown.stderr and len(shown.stderr.strip().splitlines()) == 1, shown.stderr
+    with sqlite3.connect(tmp_path / "errand.db") as connection:
+        assert connection.execute("SELECT version_num FROM alembic_version").fetchall() == [(newer,)]

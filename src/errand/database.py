@@ -369,8 +369,10 @@ def migrate(engine: sa.Engine) -> None:
     A database at :func:`head` is found so with one query: Alembic's check of an up-to-date
     database cost each process that opened a store 0.26–0.33 s of CPU (importing it, reading
     every migration script), a quarter of what a CLI command costs."""
-    if _revision(engine) == head():
+    revision = _revision(engine)
+    if revision == head():
         return
+    _refuse_newer(engine, revision)
     from alembic import command
     from alembic.config import Config
 
@@ -384,8 +386,23 @@ def migrate(engine: sa.Engine) -> None:
     with engine.execution_options(**{WRITE: True}).begin() as connection:
         if connection.dialect.name == "postgresql":
             connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+        # Again under the lock: a newer errand may have migrated it while this one waited.
+        _refuse_newer(engine, connection.execute(sa.text("SELECT max(version_num) FROM alembic_version")).scalar()
+                      if sa.inspect(connection).has_table("alembic_version") else None)
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+
+
+def _refuse_newer(engine: sa.Engine, revision: str | None) -> None:
+    """Refuse a database whose schema a newer errand made: this one would not know its tables (a
+    machine upgraded before the others, or a downgrade), and Alembic would only say it cannot find
+    the revision."""
+    if revision is None or revision <= head():
+        return
+    where = engine.url.render_as_string(hide_password=True)
+    raise ConfigError(f"the database {where} was set up by a newer errand (its schema is revision {revision}; this "
+                      f"errand knows up to {head()}): upgrade errand here, as every machine sharing the database "
+                      "runs the same version", code="newer_database")
 
 
 @functools.cache
