@@ -14,9 +14,11 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
+from errand.database import StoreUnreachable
 from errand.tasks.events import FORWARDED_KINDS
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event
+from errand.tasks.store import changes, claims
 from errand.tasks.store import tasks as tasks_module
 from errand.tasks.store.tasks import TaskStore, insert_event
 from polling import settled
@@ -122,3 +124,111 @@ def test_a_holder_that_stops_answering_is_ended_and_the_others_go_on(
         with pytest.raises(sa.exc.DBAPIError):
             transaction.commit()
     assert [event.id for event in store.events_since(0, FORWARDED_KINDS)] == written
+
+
+def _waits_for(store: TaskStore, *events: str) -> bool:
+    url = store.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(url, autocommit=True) as connection:
+        row = connection.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                 "AND wait_event_type = 'Lock' AND wait_event = ANY(%s)", (list(events),)).fetchone()
+    return row is not None and row[0] > 0
+
+
+def test_a_requeue_and_a_message_to_the_same_task_take_turns_without_a_deadlock(store: TaskStore) -> None:
+    """The message's insert checks its foreign key, which locks the task's row FOR KEY SHARE; a requeue
+    holds that row FOR UPDATE before its own event. Held just before its insert, the message must not
+    end up waiting on the requeue while the requeue waits on it (PostgreSQL would end one of them)."""
+    task = store.create_task(title="a", instruction="i", repo="/r").id
+    assert store.claim_next("w1") is not None  # preparing, no run: what requeue_unbegun requeues
+    held: list[threading.Thread] = []
+    at_insert, go = threading.Event(), threading.Event()
+
+    def hold(_connection: object, _cursor: object, statement: str, *_rest: object) -> None:
+        if threading.current_thread() in held and statement.startswith("INSERT INTO events"):
+            at_insert.set()
+            go.wait(WAIT)
+
+    sa.event.listen(store.engine, "before_cursor_execute", hold)
+    outcome: dict[str, object] = {}
+
+    def call(name: str, work: Callable[[], object]) -> None:
+        try:
+            outcome[name] = work()
+        except Exception as error:  # noqa: BLE001 - the outcome is the test's
+            outcome[name] = error
+
+    message = threading.Thread(target=call, args=(
+        "message", lambda: store.append_event(task, None, "message_sent", {"text": "hello"})))
+    held.append(message)
+    message.start()
+    requeue = threading.Thread(target=call, args=(
+        "requeue", lambda: claims.requeue_unbegun(store, task, ("recovered", {"reason": "lost"}))))
+    try:
+        assert at_insert.wait(WAIT)
+        requeue.start()
+        waiting = settled(lambda: _waits_for(store, "advisory", "tuple", "transactionid"), WAIT)
+        assert waiting, "the requeue never waited"
+    finally:
+        go.set()
+        message.join(WAIT)
+        requeue.join(WAIT)
+        sa.event.remove(store.engine, "before_cursor_execute", hold)
+    errors = {name: str(e).splitlines()[0] for name, e in outcome.items() if isinstance(e, BaseException)}
+    assert not errors, f"ended by the database: {errors}"
+    assert outcome["requeue"] is True
+
+
+def test_a_reader_of_the_forwarded_kinds_starts_after_every_one_in_flight(store: TaskStore) -> None:
+    """The dispatcher starts where the forwarded kinds end, once those in flight are committed: it used to
+    start at the newest event of any kind, and a control still being written, with an id below another
+    task's newer event, was then never forwarded."""
+    one = store.create_task(title="a", instruction="i", repo="/r").id
+    two = store.create_task(title="b", instruction="i", repo="/r").id
+    starts: list[int] = []
+    with store.engine.connect() as slow:
+        transaction = slow.begin()
+        control = insert_event(slow, one, None, "message_sent", {"text": "in flight"})
+        later = store.append_event(two, None, "note", {"text": "another task's progress"})  # not held up
+        reader = threading.Thread(target=lambda: starts.append(store.last_forwarded_id()))
+        reader.start()
+        assert settled(lambda: starts or _waits_for(store, "advisory"), WAIT), "the reader neither started nor waits"
+        transaction.commit()
+    reader.join(WAIT)
+    assert later > control
+    # It waited for the control to commit, and starts after it: a reader that started below it would
+    # have taken another task's newer event for where the forwarded kinds end, and passed it by.
+    assert starts == [control], f"started at {starts}, not after the control {control} in flight"
+
+
+def _stalls_once_after_its_insert(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """insert_event's process stops answering right after its insert, once: the database ends it."""
+    real = changes.notify
+    stalled: list[bool] = []
+
+    def notify(connection: sa.Connection, task_id: str) -> None:
+        real(connection, task_id)
+        if not stalled:
+            stalled.append(True)
+            threading.Event().wait(seconds)
+
+    monkeypatch.setattr(tasks_module, "notify", notify)
+    monkeypatch.setattr(tasks_module, "IDLE_HOLDER_MS", 300)
+
+
+def test_an_engines_write_the_database_ended_while_idle_is_made_again_once(
+        store: TaskStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    task = store.create_task(title="a", instruction="i", repo="/r").id
+    _stalls_once_after_its_insert(monkeypatch, 1.5)
+    store.patient(10).append_event(task, None, "message_sent", {"text": "once"})
+    assert [event.kind for event in store.events(task)] == ["message_sent"]
+
+
+def test_a_persons_write_the_database_ended_while_idle_is_not_said_to_be_a_database_away(
+        store: TaskStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    task = store.create_task(title="a", instruction="i", repo="/r").id
+    _stalls_once_after_its_insert(monkeypatch, 1.5)
+    with pytest.raises(StoreUnreachable) as raised:
+        store.append_event(task, None, "message_sent", {"text": "lost"})
+    assert store.events(task) == []
+    assert raised.value.lost and "idle-in-transaction" in raised.value.message, raised.value.message
+    assert "could not be reached" not in raised.value.message and "is it running" not in raised.value.message

@@ -285,6 +285,15 @@ class TaskStore(SqlStore):
         with self._read() as connection:
             return int(connection.execute(sa.select(sa.func.max(events.c.id))).scalar() or 0)
 
+    def last_forwarded_id(self) -> int:
+        """The id of the newest event of the forwarded kinds (0: none yet), once every such event being
+        written has been committed: where a reader of them starts, so it misses none still in flight."""
+        with self._read() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(sa.text("SELECT pg_advisory_xact_lock(:space, 0)"), {"space": _FORWARDED_EVENTS})
+            return int(connection.execute(sa.select(sa.func.max(events.c.id))
+                                          .where(events.c.kind.in_(FORWARDED_KINDS))).scalar() or 0)
+
     def last_event(self, task_id: str, kinds: Sequence[str]) -> Event | None:
         """The task's newest event of one of ``kinds`` (an index walk, not a read of them all)."""
         query = (sa.select(events).where(events.c.task_id == task_id, events.c.kind.in_(list(kinds)))
@@ -512,8 +521,11 @@ def insert_event(connection: sa.Connection, task_id: str, run_id: str | None, ki
         if bumped.rowcount != 1:
             raise RunNotFound(f"task {task_id} has no run {run_id}", task_id=task_id, run_id=run_id)
         seq = connection.execute(sa.select(runs.c.last_seq).where(runs.c.id == run_id)).scalar_one()
-    else:
-        task_row(connection, task_id)
+    # The insert's foreign-key check takes the task's row FOR KEY SHARE; taken here, before the lock of
+    # _in_commit_order, a writer holding the row FOR UPDATE (requeue_unbegun) is waited for first.
+    if connection.execute(sa.select(tasks.c.id).where(tasks.c.id == task_id)
+                          .with_for_update(key_share=True)).first() is None:
+        raise TaskNotFound(f"no task has id {task_id!r}; `errand ls` lists them", task_id=task_id)
     _in_commit_order(connection, task_id, kind)
     inserted = connection.execute(
         events.insert().values(task_id=task_id, run_id=run_id, seq=seq, time=time.time(), kind=kind,
@@ -539,15 +551,19 @@ def _in_commit_order(connection: sa.Connection, task_id: str, kind: str) -> None
     from a sequence at insert and transactions commit in any order, so a reader could read id
     n + 1 and never see n, committed a moment later. A lock held from here to the end of the
     transaction makes the writers of one task's events take turns, and those of forwarded
-    kinds across tasks; nothing waits on another lock while holding it (an insert ends what
-    a transaction writes), so no deadlock can form. A holder whose process stops answering
-    (frozen, its machine gone) is ended by the database once idle for :data:`IDLE_HOLDER_MS`,
-    so the others wait that long at most. SQLite has one writer at a time already."""
+    kinds across tasks. Nothing waits on another lock while holding it, so no deadlock can form:
+    an insert ends what a transaction writes, and the rows the insert's foreign keys lock were
+    locked before (see :func:`insert_event`). A holder whose process stops answering (frozen,
+    its machine gone) is ended by the database once idle for :data:`IDLE_HOLDER_MS` (or the
+    server's own bound, if shorter), so the others wait that long at most. SQLite has one
+    writer at a time already."""
     if connection.dialect.name != "postgresql":
         return
-    connection.execute(sa.text("SELECT set_config('idle_in_transaction_session_timeout', :idle, true), "
-                               "pg_advisory_xact_lock(:space, hashtext(:task))"),
-                       {"idle": str(IDLE_HOLDER_MS), "space": _TASK_EVENTS, "task": task_id})
+    connection.execute(sa.text(
+        "SELECT set_config('idle_in_transaction_session_timeout', (SELECT CASE WHEN setting::int BETWEEN 1 AND :idle"
+        " THEN setting ELSE CAST(:idle AS text) END FROM pg_settings"
+        " WHERE name = 'idle_in_transaction_session_timeout'), true), pg_advisory_xact_lock(:space, hashtext(:task))"),
+        {"idle": IDLE_HOLDER_MS, "space": _TASK_EVENTS, "task": task_id})
     if kind in FORWARDED_KINDS:
         connection.execute(sa.text("SELECT pg_advisory_xact_lock(:space, 0)"), {"space": _FORWARDED_EVENTS})
 

@@ -92,7 +92,7 @@ class Dispatcher:
         async with temporal_lease(self.store, self.worker, self.settings.heartbeat), self._woken() as woken:
             if ready is not None:
                 ready()
-            self._after = await asyncio.to_thread(self.store.last_event_id)
+            self._after = await asyncio.to_thread(self.store.last_forwarded_id)
             backoff = 0.0
             while not stop.is_set():
                 if woken is not None:
