@@ -13,6 +13,7 @@ import sqlalchemy as sa
 __all__ = ["Relay"]
 
 _COMMIT = b"Q\x00\x00\x00\x0bCOMMIT\x00"  # the simple query psycopg sends to commit
+_WROTE = b"txid_current_if_assigned"  # what errand asks just before it commits a write
 
 
 class Relay:
@@ -71,10 +72,11 @@ class Relay:
 
     async def _up(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, client: asyncio.StreamWriter,
                   committing: asyncio.Event) -> None:
-        tail = b""
+        tail, wrote = b"", False
         while data := await source.read(65536):
             await self._still(client)
-            if self.cutting and _COMMIT in tail + data:
+            wrote = wrote or _WROTE in data
+            if self.cutting and wrote and _COMMIT in tail + data:
                 cutting = self.cutting
                 self.cutting = None
                 if cutting == "before":
@@ -83,6 +85,8 @@ class Relay:
                     sink.close()
                     return
                 committing.set()
+            if _COMMIT in tail + data:
+                wrote = False
             tail = data[-len(_COMMIT):]
             sink.write(data)
             await sink.drain()

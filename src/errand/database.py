@@ -248,14 +248,15 @@ class SqlStore:
 
     @contextmanager
     def _transaction(self, engine: sa.Engine) -> Iterator[sa.Connection]:
+        asks = engine is self._writer and engine.dialect.name == "postgresql"
         with self._connection(engine) as connection:
             transaction = connection.begin()
             try:
-                # A write on a server keeps its transaction's id, to ask about should the connection go
-                # during its commit (see _kept).
-                xid = (connection.execute(sa.text("SELECT txid_current()")).scalar_one()
-                       if engine is self._writer and engine.dialect.name == "postgresql" else None)
                 yield connection
+                # What to ask about should the connection go during the commit: this transaction's id, if
+                # it wrote anything, and the server process that holds it (see _kept).
+                written = (connection.execute(sa.text("SELECT txid_current_if_assigned(), pg_backend_pid()")).one()
+                           if asks else None)
             except BaseException as error:
                 with contextlib.suppress(sa.exc.SQLAlchemyError):
                     transaction.rollback()
@@ -267,29 +268,44 @@ class SqlStore:
             except sa.exc.DBAPIError as error:
                 if not _went(error):
                     raise
-                if xid is None:  # a read's commit: nothing to keep
-                    raise StoreUnreachable.of(self.engine, error, lost=engine is not self._writer) from error
-                kept = self._kept(xid)
+                if engine is not self._writer or (written is not None and written[0] is None):
+                    return  # a read, or a write that wrote nothing: nothing to keep, and what it read stands
+                kept = None if written is None else self._kept(written[0], written[1])
                 if kept:
                     return  # the commit was kept, only its answer lost: what the caller made of it stands
                 raise StoreUnreachable.of(self.engine, error, lost=kept is False) from error
 
-    def _kept(self, xid: int) -> bool | None:
+    def _kept(self, xid: int, pid: int) -> bool | None:
         """Whether the transaction ``xid``, whose connection went during its commit, was committed (False:
         it was not, and nothing of it was kept), asked on a new connection for as long as this store
-        waits for its database; None if no answer came in that time."""
+        waits for its database (two seconds at least); None if no answer came in that time.
+
+        Its server process (``pid``) may not have seen the connection go: a network that drops packets
+        tells it nothing for hours, and the transaction stays in progress, holding its locks. Such a
+        process is ended, which ends a transaction that is not committing; one that is commits first."""
         patience = getattr(_trying, "patience", None) or _Patience(self.patience)
+        deadline = max(patience.deadline, time.monotonic() + _KEPT_AT_LEAST)
+        pause = 0.01
         while True:
             try:
                 with self.engine.connect() as connection:
                     status = connection.execute(sa.text("SELECT txid_status(:xid)"), {"xid": xid}).scalar()
+                    if status == "in progress":
+                        connection.execute(sa.text(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                            " WHERE pid = :pid AND backend_xid::text = :xid"), {"pid": pid, "xid": str(xid % 2**32)})
             except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
                 if outage(error) is None or not patience.wait(error):
                     return None
                 continue
+            except sa.exc.DBAPIError:  # an id this server has not reached (another's, failed over), or no right
+                return None
             if status != "in progress":
-                return status == "committed"
-            time.sleep(0.01)  # the server process of the connection that went has not seen it go yet
+                return None if status is None else status == "committed"  # None: too old to know
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     def _connection(self, engine: sa.Engine) -> sa.Connection:
         """A connection from the pool; a patient store tries until the database answers or its
@@ -308,6 +324,10 @@ class SqlStore:
 def _went(error: BaseException) -> TypeGuard[sa.exc.DBAPIError]:
     """Whether ``error`` says the transaction's connection went."""
     return isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated and outage(error) is not None
+
+
+#: Seconds the fate of a commit whose answer was lost is asked about, whatever the store's patience.
+_KEPT_AT_LEAST = 2.0
 
 
 class _Patience:

@@ -14,6 +14,8 @@ machine gone, a pooler that stopped relaying. Nothing then arrives, which looks
 like a quiet database. So every :data:`QUIET` seconds the listener asks the
 database a question; without an answer in :data:`ANSWER` seconds it takes the
 connection for dead, says so, wakes every subscriber, and listens on a new one.
+(psycopg first sends a cancel and waits up to 5 s for it: finding a dead
+connection takes up to ``QUIET + ANSWER + 5`` seconds.)
 
 SQLite has no such channel: :func:`supported` is False there and callers poll.
 """
@@ -41,6 +43,8 @@ _RECONNECT = 1.0
 QUIET = 30.0
 #: Seconds the database has to answer that check before the connection is taken for dead.
 ANSWER = 10.0
+#: Seconds a new listening connection may take to be made (a slow database is not a dead one).
+_CONNECT = 30
 
 
 def supported(engine: sa.Engine) -> bool:
@@ -109,8 +113,7 @@ class TaskChanges:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True,
-                                                                 connect_timeout=max(1, round(self._answer))) \
-                        as connection:
+                                                                 connect_timeout=_CONNECT) as connection:
                     await connection.execute(f"LISTEN {CHANNEL}")
                     self._listening.set()
                     if deaf:  # listening again: what changed while nobody listened, each subscriber looks for
