@@ -8,10 +8,14 @@ import asyncio
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from errand.errors import ConfigError
 from errand.tasks.engines.local import LocalEngine, lease_from_environment, worker_running
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.store.changes import Commits
 from errand.tasks.store.tasks import TaskStore
+from polling import settled
 
 
 @pytest.mark.parametrize(("options", "said"), [
@@ -65,3 +69,36 @@ async def test_an_engine_stops_when_it_is_told_to(store: TaskStore) -> None:
     serving = asyncio.create_task(engine.serve(stop=stop, ready=stop.set))
     await asyncio.wait_for(serving, 120)
     assert store.live_workers() == [] and not worker_running()
+
+
+async def test_an_idle_engine_on_sqlite_reads_no_table_until_something_is_committed(
+        sqlite_store: TaskStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Idle, it asks SQLite's data_version each poll (a few microseconds), not the tasks and events
+    tables (a share of a core for a worker that waits all day); a task submitted is still claimed."""
+    polls: list[bool] = []
+    since_last = Commits.since_last
+
+    def counted(self: Commits) -> bool:
+        polls.append(answer := since_last(self))
+        return answer
+
+    monkeypatch.setattr(Commits, "since_last", counted)
+    reads: list[str] = []
+    sa.event.listen(sqlite_store.engine, "before_cursor_execute",
+                    lambda _c, _cur, statement, *_: reads.append(statement)
+                    if "FROM tasks" in statement or "FROM events" in statement else None)
+    engine = LocalEngine(sqlite_store, memory=None, worker="idle-test:1", poll_interval=0.01)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(engine.serve(stop=stop))
+    try:
+        assert await asyncio.to_thread(settled, lambda: len(polls) >= 5, 120), "the engine never polled"
+        before = len(reads)
+        await asyncio.to_thread(settled, lambda: len(polls) >= 55, 120)
+        assert len(reads) == before, f"{len(reads) - before} reads in 50 idle polls: {reads[before:before + 3]}"
+        task = sqlite_store.create_task(title="a", instruction="i", repo="/r", model="no-such-provider:model")
+        done = await asyncio.to_thread(settled, lambda: sqlite_store.get_task(task.id).state is not TaskState.QUEUED,
+                                       120)
+        assert done, "the task submitted to the idle engine was never claimed"
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 120)

@@ -48,6 +48,7 @@ from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.records import Event, RunState, Task
 from errand.tasks.round import order as rounds
 from errand.tasks.round import steps
+from errand.tasks.store.changes import Commits
 from errand.tasks.store.tasks import TaskStore
 
 __all__ = ["EngineBusy", "LocalEngine", "ModelFactory", "worker_running"]
@@ -122,6 +123,7 @@ class LocalEngine:
         self._distiller = distiller
         self.memory: MemoryStore | None = MemoryStore(store.engine) if memory is _OWN else memory  # type: ignore[assignment]
         self._rounds: dict[str, _Round] = {}
+        self._ended = False  # a round ended since the last look: its slot is free for a claim
         self.isolation = isolation or os.environ.get("ERRAND_ISOLATION") or "namespace"
         self.lease = lease if lease is not None else lease_from_environment()
         self._renewed = 0.0
@@ -154,13 +156,20 @@ class LocalEngine:
             await self._remove_stale_work()
             await self._prune()
             idle_since = time.monotonic()
+            commits = Commits(self.store.engine)
             try:
                 while not stop.is_set():
                     try:
                         await self._keep_lease()
-                        await self._claim()
-                        await self._poll_controls()
+                        # Only after a commit (anyone's: a task queued, a message, a cancel) or a round
+                        # ended here (a slot free) can a look find something new: an idle worker on
+                        # SQLite asks one pragma, not the tasks and events tables, every poll.
+                        if commits.since_last() or self._ended:  # microseconds: no thread hop
+                            self._ended = False
+                            await self._claim()
+                            await self._poll_controls()
                     except SQLAlchemyError as error:  # the database away: the rounds go on, and so do we
+                        commits.forget()  # the next poll looks again, on a new connection
                         log.warning("worker %s cannot reach the store (%s); trying again", self.worker, error)
                     if self._rounds:
                         idle_since = time.monotonic()
@@ -169,6 +178,7 @@ class LocalEngine:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), self.poll_interval)
             finally:
+                commits.close()
                 await self._shutdown()
 
     async def _keep_lease(self) -> None:
@@ -333,6 +343,7 @@ class LocalEngine:
                 # A retry may have queued, and this engine claimed, the task's next round already.
                 if self._rounds.get(task.id) is held:
                     del self._rounds[task.id]
+                    self._ended = True
 
     # ------------------------------------------------------------ helpers
 

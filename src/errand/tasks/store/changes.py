@@ -17,7 +17,8 @@ connection for dead, says so, wakes every subscriber, and listens on a new one.
 (psycopg first sends a cancel and waits up to 5 s for it: finding a dead
 connection takes up to ``QUIET + ANSWER + 5`` seconds.)
 
-SQLite has no such channel: :func:`supported` is False there and callers poll.
+SQLite has no such channel: :func:`supported` is False there and callers poll; a
+:class:`Commits` says cheaply whether anything was committed since their last look.
 """
 
 from __future__ import annotations
@@ -25,15 +26,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["CHANNEL", "TaskChanges", "notify", "supported"]
+__all__ = ["CHANNEL", "Commits", "TaskChanges", "notify", "supported"]
 
 log = logging.getLogger("errand.tasks")
 
@@ -55,6 +57,47 @@ def notify(connection: sa.Connection, task_id: str) -> None:
     """Say, when this transaction commits, that ``task_id`` changed (a no-op without a channel)."""
     if connection.dialect.name == "postgresql":
         connection.execute(sa.select(sa.func.pg_notify(CHANNEL, task_id)))
+
+
+class Commits:
+    """Whether anything was committed to the store since the last ask, where that is cheap to know:
+    SQLite's ``PRAGMA data_version`` on a connection of this object's own (a few microseconds; it
+    changes with every commit of any other connection, in any process). Elsewhere, and whenever
+    the pragma cannot be read, it says yes. A poller asks before its look, so a commit made during
+    the look is seen at the next; after a look that failed, :meth:`forget` makes the next ask yes."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._engine = engine if engine.dialect.name == "sqlite" else None
+        self._connection: Any = None
+        self._seen: object = None
+
+    def since_last(self) -> bool:
+        if self._engine is None:
+            return True
+        try:
+            if self._connection is None:
+                self._connection = self._engine.raw_connection()
+            cursor = self._connection.cursor()
+            try:
+                cursor.execute("PRAGMA data_version")
+                version = cursor.fetchone()
+            finally:
+                cursor.close()
+        except (sa.exc.SQLAlchemyError, sqlite3.Error):
+            self.forget()
+            return True  # the look says what is wrong
+        changed = bool(version != self._seen)
+        self._seen = version
+        return changed
+
+    def forget(self) -> None:
+        """Let go of the connection: the next ask opens another, and says yes."""
+        if self._connection is not None:
+            with contextlib.suppress(sa.exc.SQLAlchemyError, sqlite3.Error):
+                self._connection.close()
+        self._connection, self._seen = None, None
+
+    close = forget
 
 
 class TaskChanges:
