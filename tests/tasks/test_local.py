@@ -5,16 +5,18 @@ home's lock while it serves and leaves no lease or lock behind when it ends."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from errand.errors import ConfigError
+from errand.tasks.engines import local
 from errand.tasks.engines.local import LocalEngine, lease_from_environment, worker_running
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.store.changes import Commits
-from errand.tasks.store.tasks import TaskStore
+from errand.tasks.store.tasks import TaskStore, insert_event
 from polling import settled
 
 
@@ -87,7 +89,8 @@ async def test_an_idle_engine_on_sqlite_reads_no_table_until_something_is_commit
     sa.event.listen(sqlite_store.engine, "before_cursor_execute",
                     lambda _c, _cur, statement, *_: reads.append(statement)
                     if "FROM tasks" in statement or "FROM events" in statement else None)
-    engine = LocalEngine(sqlite_store, memory=None, worker="idle-test:1", poll_interval=0.01)
+    # The lease's renewal is a read of the tables, and is not what this test looks at.
+    engine = LocalEngine(sqlite_store, memory=None, worker="idle-test:1", poll_interval=0.01, lease=3600)
     stop = asyncio.Event()
     serving = asyncio.create_task(engine.serve(stop=stop))
     try:
@@ -101,4 +104,82 @@ async def test_an_idle_engine_on_sqlite_reads_no_table_until_something_is_commit
         assert done, "the task submitted to the idle engine was never claimed"
     finally:
         stop.set()
+        await asyncio.wait_for(serving, 120)
+
+
+async def test_the_engines_event_loop_never_waits_for_a_connection(
+        sqlite_store: TaskStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection from the pool can take its timeout (30 s) to come when a busy server's threads hold
+    them all: the pragma's connection is made on a thread, after a look that failed too, so the event
+    loop, and every round and request on it, never waits for one."""
+    on_the_loop: list[str] = []
+    raw_connection = type(sqlite_store.engine).raw_connection
+
+    def made(self: sa.Engine) -> Any:
+        if threading.current_thread() is threading.main_thread():
+            on_the_loop.append("a connection made on the event loop's thread")
+        return raw_connection(self)
+
+    monkeypatch.setattr(type(sqlite_store.engine), "raw_connection", made)
+    looks: list[int] = []
+    claim = LocalEngine._claim
+
+    async def counted(self: LocalEngine) -> None:
+        looks.append(1)
+        if len(looks) == 2:
+            raise sa.exc.OperationalError("SELECT", {}, Exception("the database is away"))  # a look that failed
+        await claim(self)
+
+    monkeypatch.setattr(LocalEngine, "_claim", counted)
+    engine = LocalEngine(sqlite_store, memory=None, worker="loop-test:1", poll_interval=0.01, lease=3600)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(engine.serve(stop=stop))
+    try:
+        assert await asyncio.to_thread(settled, lambda: looks, 120)
+        await asyncio.to_thread(sqlite_store.create_task, title="a", instruction="i", repo="/r",
+                                model="no-such-provider:model")
+        assert await asyncio.to_thread(settled, lambda: len(looks) >= 3, 120), "no look after the failed one"
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 120)
+    assert on_the_loop == []
+
+
+async def test_controls_after_one_that_could_not_be_delivered_are_taken_in_the_same_look(
+        sqlite_store: TaskStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No commit would announce them again: an answer could wait, its attempt paused, until another."""
+    task = sqlite_store.create_task(title="a", instruction="i", repo="/r", model="no-such-provider:model")
+    sqlite_store.set_state(task.id, TaskState.PREPARING)
+    task = sqlite_store.set_state(task.id, TaskState.RUNNING)
+    engine = LocalEngine(sqlite_store, memory=None, worker="controls-test:1", poll_interval=0.01, lease=3600)
+    delivered: list[str] = []
+
+    def deliver(_held: object, text: str, _ref: int) -> None:
+        if text == "bad":
+            raise RuntimeError("an agent that could not take it")
+        delivered.append(text)
+
+    async def nothing() -> None:
+        return None
+
+    async def holding() -> None:  # the task's round, held here and never ending
+        if task.id not in engine._rounds:
+            engine._rounds[task.id] = local._Round(task, handle=asyncio.create_task(asyncio.sleep(3600)))
+
+    monkeypatch.setattr(engine, "_deliver_message", deliver)
+    monkeypatch.setattr(engine, "_recover", nothing)
+    monkeypatch.setattr(engine, "_claim", holding)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(engine.serve(stop=stop))
+    try:
+        assert await asyncio.to_thread(settled, lambda: task.id in engine._rounds, 120)
+        with sqlite_store._write() as connection:  # one commit, two messages
+            insert_event(connection, task.id, None, "message_sent", {"text": "bad"})
+            insert_event(connection, task.id, None, "message_sent", {"text": "good"})
+        assert await asyncio.to_thread(settled, lambda: delivered, 120) == ["good"]
+    finally:
+        stop.set()
+        round_ = engine._rounds.get(task.id)
+        if round_ is not None and round_.handle is not None:
+            round_.handle.cancel()
         await asyncio.wait_for(serving, 120)

@@ -164,7 +164,9 @@ class LocalEngine:
                         # Only after a commit (anyone's: a task queued, a message, a cancel) or a round
                         # ended here (a slot free) can a look find something new: an idle worker on
                         # SQLite asks one pragma, not the tasks and events tables, every poll.
-                        if commits.since_last() or self._ended:  # microseconds: no thread hop
+                        changed = (commits.since_last() if commits.connected  # microseconds: no thread hop
+                                   else await asyncio.to_thread(commits.since_last))
+                        if changed or self._ended:
                             self._ended = False
                             await self._claim()
                             await self._poll_controls()
@@ -298,11 +300,14 @@ class LocalEngine:
             return  # the round is ending it
         for event in controls:
             held.control_after = event.id
-            text = text_of(event)
-            if event.kind == "message_sent":
-                self._deliver_message(held, text, event.id)
-            else:
-                self._deliver_answer(held, text, event.id)
+            try:
+                text = text_of(event)
+                if event.kind == "message_sent":
+                    self._deliver_message(held, text, event.id)
+                else:
+                    self._deliver_answer(held, text, event.id)
+            except Exception:  # one control's trouble must not hold up the ones after it (no commit announces them)
+                log.exception("delivering control %d of task %s failed", event.id, event.task_id)
 
     def _deliver_message(self, held: _Round, text: str, ref: int) -> None:
         held.messages.append((text, ref))  # for attempts not started yet

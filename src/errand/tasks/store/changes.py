@@ -62,7 +62,7 @@ def notify(connection: sa.Connection, task_id: str) -> None:
 class Commits:
     """Whether anything was committed to the store since the last ask, where that is cheap to know:
     SQLite's ``PRAGMA data_version`` on a connection of this object's own (a few microseconds; it
-    changes with every commit of any other connection, in any process). Elsewhere, and whenever
+    changes with every commit of any other connection, in any process, that changed the file). Elsewhere, and whenever
     the pragma cannot be read, it says yes. A poller asks before its look, so a commit made during
     the look is seen at the next; after a look that failed, :meth:`forget` makes the next ask yes."""
 
@@ -71,12 +71,23 @@ class Commits:
         self._connection: Any = None
         self._seen: object = None
 
+    @property
+    def connected(self) -> bool:
+        """Whether the next ask reads the pragma at once: no connection to make first (which may wait for
+        the database's file), so an event loop may ask without a thread."""
+        return self._engine is None or self._connection is not None
+
     def since_last(self) -> bool:
         if self._engine is None:
             return True
         try:
             if self._connection is None:
-                self._connection = self._engine.raw_connection()
+                # Out of the pool, for good: it takes no pool slot, and forget() really closes it. A busy
+                # database answers at once (and the look says what is wrong) rather than after its timeout.
+                connection = self._engine.raw_connection()
+                connection.detach()
+                self._connection = connection
+                self._connection.execute("PRAGMA busy_timeout = 0")
             cursor = self._connection.cursor()
             try:
                 cursor.execute("PRAGMA data_version")
