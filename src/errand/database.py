@@ -356,8 +356,9 @@ _trying = threading.local()  # the patience of the patient store's method being 
 
 def patiently(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S, P], T]:
     """``method`` (a store's, or a function whose first argument is the store) tried again, whole,
-    while a patient store's database is away; every public method of a store is so. Its transactions
-    were rolled back, so trying again does it once. A write whose connection went during its commit
+    while a patient store's database is away; every public method of a store is so. The transaction
+    that failed was rolled back, so trying again makes it once; but a method of several transactions
+    makes those before it again. A write whose connection went during its commit
     is asked about first (PostgreSQL's ``txid_status``): kept, what the method made of it is
     returned; not kept, the method is tried again; no word within the store's patience, it is not."""
     @functools.wraps(method)
