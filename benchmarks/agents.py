@@ -28,8 +28,13 @@ configuration files and starting it as the round does, to the moment its first
 model request (a generating route: messages, chat completions, responses,
 generateContent) reaches the wire server behind the gateway. The wire server
 then never answers, and the sandbox is ended. p50 over ``--runs`` runs (3 by
-default). ``--quick`` measures one run of one agent: the first whose layer is
-already cached, else the first of the registry (its layer built first, untimed).
+default). A CLI that exits before its first model request, or makes none within
+``WAIT_SECONDS``, is a failed start: its reason (the end of what it printed) is
+shown and the benchmark exits 1, so a harness that stopped fitting a CLI fails
+CI instead of printing a dash. ``--quick`` measures one run of one agent
+(``QUICK_AGENT``, unless ``--agents`` names others: codex, whose layer is one
+native binary, the quickest to build; the suite runs it on the worker that runs
+codex's own tests, which share the layer).
 """
 
 from __future__ import annotations
@@ -181,16 +186,21 @@ def render(samples: dict[str, dict[str, list[float]]]) -> str:
 #: The wire paths of a model request (a generating call), as each protocol's upstream sees them.
 GENERATING = ("/v1/messages", "/chat/completions", "/responses", "generatecontent")
 WAIT_SECONDS = 300  # for a CLI's first model request before its start is counted as failed
+QUICK_AGENT = "codex"  # the agent --quick starts (tests/test_benchmarks.py groups it with codex's tests)
 CALC = "def add(a, b):\n    return a - b\n"
 TEST_CALC = "from calc import add\n\nassert add(2, 3) == 5\n"
 
 
-class _NotCached(Exception):
-    """An image's build would have had to run a step."""
+class _NoStart(Exception):
+    """A CLI's start that made no model request: it exited first, or made none in time."""
 
 
 def _project(root: Path) -> Path:
+    """A small repository the sandbox's user owns, as a round's working copy is (aider writes its git
+    config at start)."""
     import subprocess
+
+    from errand import _settings
 
     root.mkdir(parents=True)
     (root / "calc.py").write_text(CALC)
@@ -198,6 +208,8 @@ def _project(root: Path) -> Path:
     for command in (["init", "-q", "-b", "main"], ["add", "-A"],
                     ["-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-q", "-m", "start"]):
         subprocess.run(["git", *command], cwd=root, check=True, capture_output=True)
+    uid = _settings.sandbox_uid()
+    subprocess.run(["chown", "-R", "-h", f"{uid}:{uid}", str(root)], check=True)
     return root
 
 
@@ -222,24 +234,19 @@ class _FirstModelRequest:
         return Json({})
 
 
-async def _layered(kind: str, *, cached_only: bool) -> Any:
-    """The base image with agent ``kind``'s layer on top (built first unless ``cached_only``)."""
+async def _layered(kind: str) -> Any:
+    """The base image with agent ``kind``'s layer on top (built first if it is not cached)."""
     from errand.agent.external import with_layer
     from errand.agent.seam import cli_adapter
     from errand.sandbox import Image
 
     adapter = cli_adapter(kind, workdir="/workspace")
-    if cached_only:
-        def refuse(line: str) -> None:
-            if line.startswith("STEP "):
-                raise _NotCached(kind)
-        await adapter.install().build_async(log=refuse)
     return await with_layer(Image.base(), adapter)
 
 
-async def _cold_start(kind: str, image: Any, gateway: Any, wire: Any, project: Path, run: int) -> float | None:
+async def _cold_start(kind: str, image: Any, gateway: Any, wire: Any, project: Path, run: int) -> float:
     """One timed cold start of agent ``kind``: sandbox create → its first model request at the wire
-    (ms); None if it made none within WAIT_SECONDS."""
+    (ms); :class:`_NoStart` if it exited first or made none within WAIT_SECONDS."""
     from errand.agent.external import ModelAccess
     from errand.agent.seam import cli_adapter
     from errand.gateway import Upstream
@@ -265,33 +272,44 @@ async def _cold_start(kind: str, image: Any, gateway: Any, wire: Any, project: P
         await process.stdin.close()
         import asyncio
 
-        if not await asyncio.to_thread(first.seen.wait, WAIT_SECONDS):
-            return None
-        return (first.at - started) * 1000
+        said: list[str] = []
+
+        async def drain(stream: Any) -> None:
+            async for line in stream:
+                said.append(line)
+                del said[:-20]
+
+        drains = [asyncio.ensure_future(drain(stream)) for stream in (process.stdout, process.stderr)]
+        exited = asyncio.ensure_future(process.wait())
+        try:
+            deadline = time.monotonic() + WAIT_SECONDS
+            # The wire server's thread notes the request's time; this loop only looks for it (or an exit).
+            while not first.seen.is_set() and not exited.done() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            if first.seen.is_set():
+                return (first.at - started) * 1000
+            if exited.done():
+                await asyncio.wait(drains, timeout=5)
+                tail = " / ".join(line.strip() for line in said[-3:])
+                raise _NoStart(f"exited with {exited.result()} before its first model request: {tail}")
+            raise _NoStart(f"made no model request in {WAIT_SECONDS} s")
+        finally:
+            for waiting in (exited, *drains):
+                waiting.cancel()
+            await asyncio.gather(exited, *drains, return_exceptions=True)
     finally:
         await sandbox.terminate()
         await gateway.revoke(grant)
 
 
-async def cold_starts(kinds: list[str], runs: int, *, quick: bool) -> dict[str, list[float | None]]:
-    """Each agent's cold starts (ms), its layer built (or found cached) before the first."""
+async def cold_starts(kinds: list[str], runs: int) -> dict[str, list[float | str]]:
+    """Each agent's cold starts (ms, or why it made no model request), its layer built (or found
+    cached) before the first."""
     from errand.gateway import Gateway
     from models.wire import WireServer
 
-    images: dict[str, Any] = {}
-    if quick:
-        for kind in kinds:
-            try:
-                images[kind] = await _layered(kind, cached_only=True)
-                break
-            except _NotCached:
-                continue
-        if not images:
-            images[kinds[0]] = await _layered(kinds[0], cached_only=False)
-    else:
-        for kind in kinds:
-            images[kind] = await _layered(kind, cached_only=False)
-    samples: dict[str, list[float | None]] = {}
+    images = {kind: await _layered(kind) for kind in kinds}
+    samples: dict[str, list[float | str]] = {}
     wire = WireServer().start()
     try:
         with tempfile.TemporaryDirectory(prefix="errand-bench-cold-") as scratch:
@@ -299,22 +317,24 @@ async def cold_starts(kinds: list[str], runs: int, *, quick: bool) -> dict[str, 
                 for kind, image in images.items():
                     for run in range(runs):
                         project = _project(Path(scratch) / f"{kind}-{run}")
-                        samples.setdefault(kind, []).append(
-                            await _cold_start(kind, image, gateway, wire, project, run))
+                        try:
+                            sample: float | str = await _cold_start(kind, image, gateway, wire, project, run)
+                        except _NoStart as error:
+                            sample = str(error)
+                        samples.setdefault(kind, []).append(sample)
     finally:
         wire.stop()
     return samples
 
 
-def render_cold(samples: dict[str, list[float | None]]) -> str:
+def render_cold(samples: dict[str, list[float | str]]) -> str:
     from errand.agent.seam import cli_adapter
 
     lines = ["| agent (package) | runs | cold start p50 | min / max |", "|---|---|---|---|"]
     for kind, runs in samples.items():
         package = cli_adapter(kind, workdir="/workspace").package
-        times = [time for time in runs if time is not None]
-        failed = f"; {len(runs) - len(times)} made no model request in {WAIT_SECONDS} s" if len(times) < len(runs) \
-            else ""
+        times = [time for time in runs if isinstance(time, float)]
+        failed = f"; {len(runs) - len(times)} failed" if len(times) < len(runs) else ""
         figures = f"{statistics.median(times):.0f} ms | {min(times):.0f} / {max(times):.0f} ms" if times else "– | –"
         lines.append(f"| {kind} ({package}) | {len(runs)}{failed} | {figures} |")
     return "\n".join(lines)
@@ -325,17 +345,20 @@ def main(args: argparse.Namespace) -> int:
 
     from errand.agent.seam import EXTERNAL_KINDS
 
-    kinds = args.agents.split(",") if args.agents else list(EXTERNAL_KINDS)
+    kinds = args.agents.split(",") if args.agents else [QUICK_AGENT] if args.quick else list(EXTERNAL_KINDS)
     unknown = sorted(set(kinds) - set(EXTERNAL_KINDS))
     if unknown:
         raise SystemExit(f"unknown agents {unknown}: the agent CLIs are {', '.join(EXTERNAL_KINDS)}")
-    cold = asyncio.run(cold_starts(kinds, args.runs, quick=args.quick))
+    cold = asyncio.run(cold_starts(kinds, args.runs))
     print("Each agent CLI's cold start, its image layer cached: sandbox create → its first model request "
           f"at the wire server, through the gateway\n\n{render_cold(cold)}\n")
     samples = latencies(args)
     if args.json:
         Path(args.json).write_text(json.dumps({"gateway": samples, "cold_start": cold}))
-    return 0
+    failures = [f"{kind} {reason}" for kind, runs in cold.items() for reason in runs if isinstance(reason, str)]
+    for failure in failures:
+        print(f"FAILED START: {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def latencies(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
@@ -378,7 +401,7 @@ if __name__ == "__main__":
     parser.add_argument("--agents", help="the agent CLIs to start, comma-separated (default: every one)")
     parser.add_argument("--json", help="write the samples (ms) here")
     parser.add_argument("--quick", action="store_true",
-                        help="50 calls each, one cold start of one agent (one whose layer is cached if any)")
+                        help=f"50 calls each, one cold start of one agent ({QUICK_AGENT} unless --agents names others)")
     options = parser.parse_args()
     if options.quick:
         options.calls, options.warmups, options.runs = 50, 5, 1

@@ -42,8 +42,16 @@ def test_the_readme_lists_every_benchmark() -> None:
     assert not missing, f"benchmarks/README.md does not list {missing}"
 
 
+def quick_runs() -> list[object]:
+    """Each benchmark, as a parameter. The agents benchmark's quick mode starts codex, whose image
+    layer is cached in a worker's errand home: it runs on the worker that runs codex's own tests
+    (tests/grouping.py), which builds that layer once for both."""
+    return [pytest.param(path, marks=pytest.mark.xdist_group("agent-cli:codex")) if path.stem == "agents" else path
+            for path in benchmarks()]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("path", benchmarks(), ids=lambda path: path.stem)
+@pytest.mark.parametrize("path", quick_runs(), ids=lambda path: path.stem)
 def test_quick_mode_runs_and_prints_figures(path: Path) -> None:
     done = subprocess.run([sys.executable, str(path), "--quick"], cwd=ROOT, capture_output=True, text=True,
                           timeout=1800, check=False)
