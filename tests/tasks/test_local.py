@@ -183,3 +183,36 @@ async def test_controls_after_one_that_could_not_be_delivered_are_taken_in_the_s
         if round_ is not None and round_.handle is not None:
             round_.handle.cancel()
         await asyncio.wait_for(serving, 120)
+
+
+async def test_a_task_whose_claim_was_lost_before_its_round_began_is_queued_again_and_run(
+        sqlite_store: TaskStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store goes away just after the engine's claim of a task, before the round holds it: the
+    task is ``preparing`` under a worker that is alive, so no recovery of dead workers takes it; the
+    engine's own look at what it claimed queues it again, says why, and the next claim runs it."""
+    looks: list[int] = []
+    claim = LocalEngine._claim
+
+    async def lost_after_the_claim(self: LocalEngine) -> None:
+        looks.append(1)
+        if len(looks) == 1:
+            assert await asyncio.to_thread(self.store.claim_next, self.worker) is not None
+            raise sa.exc.OperationalError("SELECT", {}, Exception("the database is away"))
+        await claim(self)
+
+    monkeypatch.setattr(LocalEngine, "_claim", lost_after_the_claim)
+    task = sqlite_store.create_task(title="a", instruction="i", repo="/r", model="no-such-provider:model")
+    # A short lease: the engine looks at what it holds every third of it.
+    engine = LocalEngine(sqlite_store, memory=None, worker="claim-test:1", poll_interval=0.01, lease=0.6)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(engine.serve(stop=stop))
+    try:
+        # Its round runs, and fails at once: the task's model has no provider.
+        ran = await asyncio.to_thread(settled, lambda: sqlite_store.get_task(task.id).state is TaskState.FAILED, 120)
+        assert ran, f"the task was never run; it is {sqlite_store.get_task(task.id).state.value}"
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 120)
+    [recovered] = [e for e in sqlite_store.events(task.id, 0, 1000) if e.kind == "recovered"]
+    assert recovered.data["previous"] == "preparing" and recovered.data["state"] == "queued"
+    assert "claim-test:1 claimed it but runs no round of it" in recovered.data["reason"]

@@ -40,7 +40,7 @@ from errand.repo import checkouts
 from errand.sandbox import AsyncSandbox
 from errand.sandbox.backend import get_backend
 from errand.tasks.engines.lease import refuse_other_engine
-from errand.tasks.engines.reconcile import Action, Heal, act
+from errand.tasks.engines.reconcile import RULE, Action, Heal, act
 from errand.tasks.engines.workers import EngineBusy, WorkerInfo, hold, worker_running
 from errand.tasks.errors import RunNotFound
 from errand.tasks.events import CONTROL_KINDS, text_of
@@ -199,7 +199,8 @@ class LocalEngine:
 
     async def _settle_lost_runs(self) -> None:
         """Settle this worker's runs whose round it no longer runs: the round ended while the store
-        was away (a cancel, a failure, a lost lease), so nobody else would ever end them."""
+        was away (a cancel, a failure, a lost lease), so nobody else would ever end them; and queue
+        again the tasks it claimed and never began a round of."""
         runs = await asyncio.to_thread(self.store.running_runs)
         lost: dict[str, list[str]] = {}
         for run in runs:
@@ -212,6 +213,12 @@ class LocalEngine:
                       "away, so its runs were not marked)")
             await asyncio.to_thread(act, self.store, Heal(task_id, action, task.state, reason, tuple(run_ids),
                                                           reap=tuple(run_ids)))
+        # Tasks it claimed and holds no round of, with no run: their round was lost before it began one.
+        for recovery in await asyncio.to_thread(self.store.requeue_unheld, self.worker, set(self._rounds)):
+            await self.bench.event(recovery.task_id, None, "recovered", {
+                "run_id": None, "previous": recovery.previous.value, "state": recovery.state.value,
+                "reason": f"its worker {self.worker} claimed it but runs no round of it, and no run of it began (the "
+                          "round was lost as it started, as when the store is away then)", "rule": RULE})
 
     async def _stop_rounds(self) -> None:
         handles = [r.handle for r in self._rounds.values() if r.handle is not None]
@@ -226,7 +233,7 @@ class LocalEngine:
                 steps.remove_work(await asyncio.to_thread(self.store.get_run, recovery.run_id))
             await self.bench.event(recovery.task_id, None, "recovered", {
                 "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
-                "rule": "requeued after a first interruption, failed after a second in a row"})
+                "rule": RULE})
 
     async def _remove_stale_work(self) -> None:
         """Remove the work of runs that are no longer running and whose round this engine does not
@@ -252,12 +259,13 @@ class LocalEngine:
 
     async def _claim(self) -> None:
         while len(self._rounds) < self.concurrency:
-            task = await asyncio.to_thread(self.store.claim_next, self.worker)
-            if task is None:
-                return
             # Controls sent before this round began were for an earlier one (or are in its prompt);
             # known before the round is polled at all, or an old message reaches the new attempts.
-            held = _Round(task, control_after=await self._last_control_id(task.id))
+            claimed = await asyncio.to_thread(self.store.claim_round, self.worker, CONTROL_KINDS)
+            if claimed is None:
+                return
+            task, control_after = claimed
+            held = _Round(task, control_after=control_after)
             self._rounds[task.id] = held
             held.handle = asyncio.create_task(self._run_round(held), name=f"errand-task-{task.id}")
 
@@ -349,12 +357,6 @@ class LocalEngine:
                 if self._rounds.get(task.id) is held:
                     del self._rounds[task.id]
                     self._ended = True
-
-    # ------------------------------------------------------------ helpers
-
-    async def _last_control_id(self, task_id: str) -> int:
-        last = await asyncio.to_thread(self.store.last_event, task_id, CONTROL_KINDS)
-        return last.id if last is not None else 0
 
 
 def _home() -> str:

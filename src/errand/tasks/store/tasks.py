@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Self
 
 import sqlalchemy as sa
@@ -188,6 +188,13 @@ class TaskStore(SqlStore):
         different tasks at once instead of retrying on the same one; SQLite's write lock,
         taken up front, makes claims take turns; so :meth:`any_queued` is asked first.
         """
+        claimed = self.claim_round(worker, ())
+        return None if claimed is None else claimed[0]
+
+    def claim_round(self, worker: str, controls: Sequence[str]) -> tuple[Task, int] | None:
+        """:meth:`claim_next`, and in the same transaction the id of the task's newest event of the
+        ``controls`` kinds (0: none): what the round's holder has already seen. Read apart, a store
+        gone between the two would leave the task claimed by a live worker that never ran it."""
         if not self.any_queued():
             return None
         with self._write() as connection:
@@ -195,7 +202,9 @@ class TaskStore(SqlStore):
             if task_id is None:
                 return None
             move_state(connection, task_id, TaskState.QUEUED, TaskState.PREPARING, claimed_by=worker)
-            return task_record(task_row(connection, task_id))
+            seen = connection.execute(sa.select(sa.func.max(events.c.id)).where(
+                events.c.task_id == task_id, events.c.kind.in_(list(controls)))).scalar() if controls else None
+            return task_record(task_row(connection, task_id)), int(seen or 0)
 
     def any_queued(self) -> bool:
         """Whether a task waits to be claimed: a read, without the write lock a claim takes. A worker
@@ -430,6 +439,13 @@ class TaskStore(SqlStore):
         recoveries = self._recover_runs(query, max_interruptions)
         unclaimed = sa.or_(tasks.c.claimed_by.is_(None), tasks.c.claimed_by.not_in(alive))
         return recoveries + self._requeue_runless(unclaimed)
+
+    def requeue_unheld(self, worker: str, held: Collection[str]) -> list[Recovery]:
+        """Queue again the active tasks ``worker`` claimed that it holds no round of (not in ``held``)
+        and that have no run running: the store went away between its claim and its round's first
+        run, or while the round ended, so nothing will move them on and, the worker being alive,
+        no recovery of dead workers will either."""
+        return self._requeue_runless(tasks.c.claimed_by == worker, tasks.c.id.not_in(list(held)))
 
     def _recover_runs(self, query: sa.Select[Any], max_interruptions: int) -> list[Recovery]:
         """Interrupt the runs ``query`` names, each in a transaction of its own."""
