@@ -1,9 +1,20 @@
-"""Clearing what a killed errand process left mounted below a test's directories."""
+"""What errand left mounted below a test's directories: finding it, and clearing what a killed
+errand process left."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
+
+
+def mounted_under(root: str | Path) -> list[str]:
+    """The mount points at or below ``root`` in this process's mount table."""
+    prefix = str(Path(root).resolve())
+    with open("/proc/self/mountinfo") as handle:
+        points = [re.sub(r"\\([0-7]{3})", lambda octal: chr(int(octal.group(1), 8)), line.split()[4])
+                  for line in handle]
+    return [point for point in points if point == prefix or point.startswith(prefix + "/")]
 
 
 def unmount_under(*roots: str | Path) -> None:

@@ -1,5 +1,6 @@
 """A worker killed with SIGKILL mid-run loses no task and no event: restarted, it marks the
-run interrupted, requeues the task by the stated rule, and finishes it."""
+run interrupted, requeues the task by the stated rule, and finishes it. One stopped with SIGTERM
+does so as it stops, and leaves none of the round's working copies mounted."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
 from errand.tasks.store.tasks import TaskStore
 from models.wire import WireServer
+from mounts import mounted_under
 from polling import until
 
 from .harness import FIX_SCRIPT, READ, openai_turn
@@ -88,4 +90,30 @@ def test_sigkill_mid_run_then_restart_loses_nothing(tmp_path: Path, repo: Path, 
     # The killed worker's sandbox was reaped when the new worker started its first one.
     assert not orphans & {info.id for info in Sandbox.list()}
     assert not (Path(os.environ["ERRAND_HOME"]) / "work" / first.id).exists()
+    store.close()
+
+
+def test_sigterm_mid_run_requeues_the_task_and_leaves_nothing_mounted(tmp_path: Path, repo: Path, wire: WireServer,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    database = f"sqlite:///{tmp_path / 'errand.db'}"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wire")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{wire.url}/v1")
+    store = TaskStore.open(database)
+    task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model="openai:wire-model")
+    wire.answer(openai_turn([("shell", {"command": "sleep 600"})], 0))
+    worker = start_worker(database, wire, tmp_path / "worker.log")
+    try:
+        wait_until(lambda: any(e.kind == "tool_call" for e in store.events(task.id)), "the agent's long command")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(60) == 0, (tmp_path / "worker.log").read_text()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    [run] = store.runs(task.id)
+    work = Path(os.environ["ERRAND_HOME"]) / "work" / run.id
+    assert mounted_under(work) == []
+    assert not work.exists()
+    assert store.get_task(task.id).state is S.QUEUED  # the next worker runs the round again
+    assert store.get_run(run.id).state is RunState.INTERRUPTED
     store.close()

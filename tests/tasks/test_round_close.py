@@ -1,19 +1,29 @@
 """Closing a round whatever ended it: a baseline that failed before the round's checks awaited it
-is said once in the log, not left for asyncio to report with a traceback when it is collected."""
+is said once in the log, not left for asyncio to report with a traceback when it is collected; a
+worker stopped while a working copy of the round is being mounted leaves nothing mounted."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import logging
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
+from engine.harness import READ, GatedModel, git
 from errand.database import StoreUnreachable
-from errand.tasks.round import order
+from errand.repo import checkouts
+from errand.tasks.engines.local import LocalEngine
+from errand.tasks.lifecycle import TaskState
+from errand.tasks.records import RunState
+from errand.tasks.round import order, steps
+from errand.tasks.service import TaskService
 from errand.tasks.store.tasks import TaskStore
+from mounts import mounted_under
 
 
 async def test_a_round_closed_after_its_base_tests_failed_leaves_no_error_unretrieved(
@@ -37,3 +47,50 @@ async def test_a_round_closed_after_its_base_tests_failed_leaves_no_error_unretr
         gc.collect()
     assert unretrieved == []
     assert "round t-1:1: the base's tests ended with: the database was unreachable (gone)" in caplog.text
+
+
+async def test_a_worker_stopped_while_the_base_copy_is_being_mounted_leaves_nothing_mounted(
+        sqlite_store: TaskStore, repo: Path, script_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What `errand serve` and `errand worker` do on SIGTERM: stop the engine mid-round. The round's
+    # baseline is mounting its copy of the base in a thread then (a mount on a busy machine, or a
+    # git that takes its time). A stop cannot cut a thread short: it must wait for its end and
+    # remove what it mounted, not close the round beside it and leave the mount to outlive it.
+    (repo / "unique.txt").write_text(str(repo))  # a base commit of its own: no baseline cached for it
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a commit of this test's own")
+    reached, gate, returned = threading.Event(), threading.Event(), threading.Event()
+    real_mount = checkouts.mount_overlay
+
+    def slow_mount(lower: Path | Sequence[Path], upper: Path, work: Path, merged: Path) -> None:
+        if merged.name != "base":
+            return real_mount(lower, upper, work, merged)
+        reached.set()
+        try:
+            gate.wait(120)
+            return real_mount(lower, upper, work, merged)
+        finally:
+            returned.set()
+
+    monkeypatch.setattr(checkouts, "mount_overlay", slow_mount)
+    model = GatedModel([[READ]], gate_at=1)  # the attempt waits for its model: the round runs on
+    task = TaskService(sqlite_store).submit("fix", repo=repo, model=f"scripted:{script_file}")
+    engine = LocalEngine(sqlite_store, concurrency=1, poll_interval=0.02, models=lambda _e, _i: model)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(engine.serve(stop=stop))
+    try:
+        assert await asyncio.to_thread(reached.wait, 120), "the round's baseline never mounted its copy"
+        await asyncio.wait_for(model.waiting.wait(), 120)
+        [run] = sqlite_store.runs(task.id)
+        stop.set()
+        # The stop is given its time (it closed the round and returned at once, the mount still to
+        # come, before the fix; its process then waited for the thread to mount it, and exited)...
+        await asyncio.wait([serving], timeout=2)
+    finally:
+        gate.set()  # ... then the mount goes on
+        await asyncio.wait_for(serving, 60)
+    assert await asyncio.to_thread(returned.wait, 60)
+    work = steps.work_dir_of(run.id)
+    assert mounted_under(work) == [], "the round's copy of the base outlived the stop"
+    assert not work.exists()
+    assert sqlite_store.get_task(task.id).state is TaskState.QUEUED  # requeued: the next worker runs the round
+    assert sqlite_store.get_run(run.id).state is RunState.INTERRUPTED

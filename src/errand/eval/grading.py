@@ -201,7 +201,7 @@ async def _grade_in(instance: Instance, patch: str, context: InstanceContext, ba
                   + [f"reset to the base (tests come from the base and the test patch): {path}"
                      for path in tests_reset])
     base = _with(base, flags=flags)
-    copy = await asyncio.to_thread(steps.prepare_copy, context.task, context.run, setup=context.setup)
+    copy = await steps.prepared_copy(context.task, context.run, setup=context.setup)
     try:
         await asyncio.to_thread(copy.apply, candidate)
     except RepoError as error:
@@ -295,7 +295,7 @@ async def run_test_files(instance: Instance, patches: Sequence[str], options: Gr
     options = options or GradeOptions()
     context = await prepare_instance(instance, "mine", options.isolation)
     try:
-        copy = await asyncio.to_thread(steps.prepare_copy, context.task, context.run, setup=context.setup)
+        copy = await steps.prepared_copy(context.task, context.run, setup=context.setup)
         for patch in patches:
             await asyncio.to_thread(copy.apply, patch)
         result, report = await _run_tests(instance, context, copy, options)

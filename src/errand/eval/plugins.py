@@ -72,7 +72,7 @@ async def base_plugins(context: InstanceContext, command: str) -> tuple[str, ...
 
 
 async def _listed(context: InstanceContext, command: str) -> tuple[str, ...]:
-    copy = await asyncio.to_thread(steps.prepare_copy, context.task, context.run, setup=context.setup, name="base")
+    copy = await steps.prepared_copy(context.task, context.run, setup=context.setup, name="base")
     try:
         await asyncio.to_thread(_write_lister, copy.path)
         sandbox = await steps.start_sandbox(context.environment, context.setup, copy,

@@ -113,7 +113,7 @@ async def _solve(instance: Instance, where: Path, options: RunOptions) -> str:
 async def _attempt(instance: Instance, journal: steps.Journal, options: RunOptions) -> dict[str, Any]:
     context = await prepare_instance(instance, "agent", options.grading.isolation, journal)
     try:
-        copy = await asyncio.to_thread(steps.prepare_copy, context.task, context.run, setup=context.setup)
+        copy = await steps.prepared_copy(context.task, context.run, setup=context.setup)
         labels = {"task": context.task.id, "run": context.run.id}
         sandbox = await steps.start_sandbox(context.environment, context.setup, copy, labels={**labels,
                                                                                               "role": "agent"})

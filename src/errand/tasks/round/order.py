@@ -252,8 +252,13 @@ async def prepare(bench: Bench, begun: Begun) -> Prepared:
     await bench.event(task.id, None, "environment", _environment_event(environment, task, bench))
     setup = await steps.set_up(environment, task, runs[0], base_tree, journals[0], isolation=bench.isolation)
     patch = await asyncio.to_thread(followed_patch, store, task.id, begun.round)
-    copies = list(await asyncio.gather(*(asyncio.to_thread(steps.prepare_copy, task, run, patch, setup=setup)
-                                         for run in runs)))
+    # Every copy's making to its end, a failure of one or a cancel alike: the round's close removes
+    # the work, and a copy mounted after that would be left mounted (steps.in_thread_to_its_end).
+    made = await asyncio.gather(*(steps.prepared_copy(task, run, patch, setup=setup) for run in runs),
+                                return_exceptions=True)
+    if failed := next((item for item in made if isinstance(item, BaseException)), None):
+        raise failed
+    copies = [item for item in made if isinstance(item, WorkingCopy)]
     link = TaskMemory(bench.memory, task, base_tree, journals[0]) if bench.memory is not None else None
     live = _Live(task, ModelEndpoint.from_json(begun.model), environment, setup, base_tree, copies, journals, link,
                  [None] * len(runs), [None] * len(runs), [None] * len(runs))
@@ -677,7 +682,7 @@ async def _live(bench: Bench, prepared: Prepared) -> _Live:
     """The round's live handles in this process, rebuilt from disk if it does not have them."""
     live = bench.rounds.get(prepared.key)
     if live is None:
-        live = await asyncio.to_thread(_rebuilt, bench, prepared)
+        live = await steps.in_thread_to_its_end(lambda: _rebuilt(bench, prepared), _unmounted)
         bench.rounds[prepared.key] = live
     return live
 
@@ -693,6 +698,14 @@ def _rebuilt(bench: Bench, prepared: Prepared) -> _Live:
     count = len(prepared.run_ids)
     return _Live(task, ModelEndpoint.from_json(prepared.model), environment, setup, base_tree, copies, journals,
                  link, [None] * count, [None] * count, [None] * count)
+
+
+def _unmounted(live: _Live) -> None:
+    """Unmount the working copies :func:`_rebuilt` mounted again for a caller cancelled meanwhile
+    (their layers stay: the round's work is in them)."""
+    for copy in live.copies:
+        if copy.overlay:
+            checkouts.unmount(copy.path)
 
 
 def _reopened(fields: Mapping[str, Any], setup: steps.SetUp) -> WorkingCopy:

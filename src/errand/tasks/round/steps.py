@@ -22,7 +22,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from errand import _settings
 from errand.agent import AgentResult
@@ -46,8 +46,8 @@ from errand.tasks.testreport import MAX_REPORT_BYTES, Flips, Report, flips, read
 
 __all__ = [
     "RANKING_RULE", "WORKSPACE", "Journal", "SetUp", "SetupFailed", "base_checkout", "cached_set_up", "check",
-    "collect_evidence", "finalize", "prepare_copy", "rank", "rank_key", "remove_work", "remove_work_of", "set_up",
-    "start_sandbox", "tests_on_base",
+    "collect_evidence", "finalize", "in_thread_to_its_end", "prepare_copy", "prepared_copy", "rank", "rank_key",
+    "remove_work", "remove_work_of", "set_up", "start_sandbox", "tests_on_base",
 ]
 
 WORKSPACE = "/workspace"
@@ -61,6 +61,7 @@ _SETUP_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asy
 
 
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
+T = TypeVar("T")
 
 
 @dataclass
@@ -148,6 +149,14 @@ def prepare_copy(task: Task, run: Run, patch: str | None = None, *, setup: SetUp
     return copy
 
 
+async def prepared_copy(task: Task, run: Run, patch: str | None = None, *, setup: SetUp | None = None,
+                        name: str = "repo") -> WorkingCopy:
+    """:func:`prepare_copy` in a thread, to its end though the caller is cancelled meanwhile (then
+    the copy is removed: see :func:`in_thread_to_its_end`)."""
+    return await in_thread_to_its_end(lambda: prepare_copy(task, run, patch, setup=setup, name=name),
+                                      WorkingCopy.remove)
+
+
 def remove_work(run: Run) -> None:
     """Remove a run's working copies (unmounting their overlays) and everything else it kept."""
     remove_work_of(run.id)
@@ -159,6 +168,32 @@ def remove_work_of(run_id: str) -> None:
     for name in _COPIES:
         checkouts.unmount(root / name)
     shutil.rmtree(root, ignore_errors=True)
+
+
+async def in_thread_to_its_end(make: Callable[[], T], undo: Callable[[T], None]) -> T:
+    """``make()`` run in a thread, and awaited to its end even if the caller is cancelled meanwhile.
+
+    For what mounts a working copy: a thread cannot be cut short, and one left running after its
+    caller was cancelled (a worker stopping mid-round) would mount the copy after whatever closes
+    the round had unmounted and removed its work: nobody would unmount it, and it would outlive
+    the worker. Cancelled, this waits for the thread, gives what ``make`` made to ``undo`` (in a
+    thread too), and then raises the cancel."""
+    made = asyncio.ensure_future(asyncio.to_thread(make))
+    cancelled = False
+    while not made.done():
+        try:
+            await asyncio.wait([made])  # a cancel of this wait leaves ``made`` running
+        except asyncio.CancelledError:
+            cancelled = True
+    if not cancelled:
+        return made.result()
+    if not made.cancelled() and made.exception() is None:  # a failed make leaves nothing (it cleans up)
+        undoing = asyncio.ensure_future(asyncio.to_thread(undo, made.result()))
+        while not undoing.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([undoing])
+        undoing.result()
+    raise asyncio.CancelledError
 
 
 def setup_lock(key: str) -> asyncio.Lock:
@@ -297,7 +332,7 @@ async def _set_up_now(environment: Environment, task: Task, run: Run, base_tree:
     """Run setup (``refresh`` None) or a refresh over ``made`` (its image and tree layers) in a
     sandbox over a working copy of the base commit, and keep what it made under ``key``."""
     over = made if refresh is not None else None
-    copy = await asyncio.to_thread(prepare_copy, task, run, name="setup", setup=over)
+    copy = await prepared_copy(task, run, name="setup", setup=over)
     labels = {"task": task.id, "run": run.id, "role": "setup"}
     try:
         if refresh is None:
@@ -601,9 +636,11 @@ async def _run_baseline(environment: Environment, setup: SetUp, copy: WorkingCop
     assert environment.test is not None
     # A worker killed while this ran left its checkout: the round's new worker runs it again over a fresh one.
     await asyncio.to_thread(_clear, copy.path.parent / "base")
-    base = await asyncio.to_thread(WorkingCopy.overlaid, copy.source, copy.base_commit,
-                                   dest=copy.path.parent / "base", owner=_settings.sandbox_uid(),
-                                   layers=setup.layers, diff_excludes=setup.diff_excludes)
+    base = await in_thread_to_its_end(
+        lambda: WorkingCopy.overlaid(copy.source, copy.base_commit, dest=copy.path.parent / "base",
+                                     owner=_settings.sandbox_uid(), layers=setup.layers,
+                                     diff_excludes=setup.diff_excludes),
+        WorkingCopy.remove)
     try:
         sandbox = await start_sandbox(environment, setup, base, labels={**(labels or {}), "role": "baseline"})
         try:
