@@ -200,11 +200,11 @@ def main() -> None:
     parser.add_argument("--lexical-only", action="store_true", help="leave the embedder out (no vectors made)")
     parser.add_argument("--keep", type=Path, help="keep the database (and its vectors) here, for quicker reruns")
     parser.add_argument("--quick", action="store_true",
-                        help="a run of seconds: 4 projects of the scenarios, 20 timed queries in a project of 200")
+                        help="a run of seconds: 2 projects of the scenarios, 20 timed queries in a project of 50")
     args = parser.parse_args()
     latency_memories = LATENCY_MEMORIES
     if args.quick:
-        args.datasets, args.latency_queries, latency_memories = ["scenarios"], 20, 200
+        args.datasets, args.latency_queries, latency_memories = ["scenarios"], 20, 50
 
     datasets = [quick_dataset(load_dataset(name)) if args.quick else load_dataset(name) for name in args.datasets]
     with tempfile.TemporaryDirectory() as scratch:

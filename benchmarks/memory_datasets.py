@@ -82,7 +82,7 @@ def load(name: str) -> Dataset:
     return Dataset(name, memories, queries)
 
 
-def quick(dataset: Dataset, projects: int = 2) -> Dataset:
+def quick(dataset: Dataset, projects: int = 1) -> Dataset:
     """The first ``projects`` projects of each split, their memories and queries: a ``--quick`` run's data."""
     kept: set[str] = set()
     for split in SPLITS:

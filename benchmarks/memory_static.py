@@ -180,7 +180,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="the database benchmarks/memory.py --keep made")
     parser.add_argument("--latency-queries", type=int, default=300)
     parser.add_argument("--quick", action="store_true",
-                        help="a run of seconds on a database of its own: 4 projects of the scenarios, 20 timed queries")
+                        help="a run of seconds on a database of its own: 2 projects of the scenarios, 20 timed queries")
     args = parser.parse_args()
     if args.keep is None and not args.quick:
         parser.error("--keep (the database benchmarks/memory.py --keep made) or --quick")
