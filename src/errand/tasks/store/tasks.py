@@ -17,7 +17,7 @@ from typing import Any, Self
 
 import sqlalchemy as sa
 
-from errand.database import SqlStore, open_engine
+from errand.database import SqlStore, open_engine, written_as
 from errand.models.endpoint import ModelEndpoint
 from errand.repo.accept import branch_name
 from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict, TaskNotFound
@@ -550,7 +550,7 @@ SELECT set_config('idle_in_transaction_session_timeout', least(nullif(
            (extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000)::bigint, 0),
            :idle)::text, true),
        pg_advisory_xact_lock(:space, hashtext(:task)){forwarded},
-       pg_notify(:channel, :task)
+       pg_notify(:channel, :task), txid_current(), pg_backend_pid()
 FROM task"""
 _TASK_LOCKS = sa.text(_LOCKS.format(forwarded=""))
 _FORWARDED_LOCKS = sa.text(_LOCKS.format(forwarded=", pg_advisory_xact_lock(:forwarded, 0)"))
@@ -571,8 +571,8 @@ def _in_commit_order(connection: sa.Connection, task_id: str, kind: str) -> bool
     UPDATE (requeue_unbegun) is waited for before the lock is taken. A holder whose process stops
     answering (frozen, its machine gone) is ended by the database once idle for
     :data:`IDLE_HOLDER_MS` (or the server's own bound, if shorter), so the others wait that long at
-    most. The statement also says the task changed (on commit). SQLite has one writer at a time
-    already.
+    most. The statement also says the task changed (on commit) and the transaction's id, which
+    its store then need not ask before committing. SQLite has one writer at a time already.
 
     Every round trip from here to the commit lengthens the others' wait, so this is one statement."""
     if connection.dialect.name != "postgresql":
@@ -581,7 +581,10 @@ def _in_commit_order(connection: sa.Connection, task_id: str, kind: str) -> bool
     row = connection.execute(_FORWARDED_LOCKS if forwarded else _TASK_LOCKS, {
         "task": task_id, "idle": IDLE_HOLDER_MS, "space": _TASK_EVENTS, "channel": CHANNEL,
         **({"forwarded": _FORWARDED_EVENTS} if forwarded else {})}).first()
-    return row is not None
+    if row is None:
+        return False
+    written_as(connection, row[-2], row[-1])
+    return True
 
 
 def _interrupted_rounds(connection: sa.Connection, task_id: str, limit: int) -> int:
