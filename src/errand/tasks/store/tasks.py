@@ -515,12 +515,12 @@ def _recover(connection: sa.Connection, run_id: str, max_interruptions: int) -> 
 def insert_event(connection: sa.Connection, task_id: str, run_id: str | None, kind: str, data: Any) -> int:
     seq = None
     if run_id is not None:
-        bumped = connection.execute(
-            runs.update().where(runs.c.id == run_id, runs.c.task_id == task_id).values(last_seq=runs.c.last_seq + 1)
-        )
-        if bumped.rowcount != 1:
+        seq = connection.execute(
+            runs.update().where(runs.c.id == run_id, runs.c.task_id == task_id)
+            .values(last_seq=runs.c.last_seq + 1).returning(runs.c.last_seq)
+        ).scalar()
+        if seq is None:
             raise RunNotFound(f"task {task_id} has no run {run_id}", task_id=task_id, run_id=run_id)
-        seq = connection.execute(sa.select(runs.c.last_seq).where(runs.c.id == run_id)).scalar_one()
     if not _in_commit_order(connection, task_id, kind):
         raise TaskNotFound(f"no task has id {task_id!r}; `errand ls` lists them", task_id=task_id)
     inserted = connection.execute(
