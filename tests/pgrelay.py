@@ -13,7 +13,7 @@ import sqlalchemy as sa
 __all__ = ["Relay"]
 
 _COMMIT = b"Q\x00\x00\x00\x0bCOMMIT\x00"  # the simple query psycopg sends to commit
-_WROTE = b"txid_current_if_assigned"  # what errand asks just before it commits a write
+_WROTE = b"txid_current"  # what a write asks before it commits (an event's in its lock, else _if_assigned)
 
 
 class Relay:

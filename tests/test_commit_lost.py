@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from errand.database import SqlStore
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.store.schema import tasks
-from errand.tasks.store.tasks import TaskStore
+from errand.tasks.store.tasks import TaskStore, insert_event
 from pgrelay import Relay, RelayThread
 
 pytestmark = pytest.mark.slow  # PostgreSQL's, as the store's tests on it are
@@ -104,3 +104,20 @@ def test_a_persons_command_is_told_what_became_of_its_write_too(direct: TaskStor
         written = store.append_event(task.id, None, "message_sent", {"text": "once"})
         assert through.relay.cut and asked == [True], f"the store heard {asked}"
     assert [event.id for event in direct.events(task.id)] == [written]
+
+
+def test_a_write_is_asked_about_by_its_own_transactions_id_not_an_earlier_events(
+        direct: TaskStore, relayed: tuple[TaskStore, Relay], asked: list[bool | None]) -> None:
+    """An event's lock statement says its transaction's id, sparing the question before the commit; one
+    written in a transaction no store began leaves that word on the pooled connection, and the next write
+    there, which wrote no event, must ask for its own id: the earlier one was kept, this one was not."""
+    store, relay = relayed
+    task = direct.create_task(title="a", instruction="i", repo="/r")
+    with store.engine.connect() as connection, connection.begin():
+        insert_event(connection, task.id, None, "note", {"text": "written outside a store's transaction"})
+    relay.cut_before_commit()
+    claimed = store.claim_next("worker-1")
+    # Taking the earlier word, the claim would not ask its id (the relay, which cuts a write's commit once
+    # it asked, would cut nothing), and would hear that the earlier transaction was kept.
+    assert relay.cut and asked == [False], f"the relay cut {len(relay.cut)}, the store heard {asked}"
+    assert claimed is not None and claimed.id == task.id

@@ -31,7 +31,7 @@ from errand.errors import ConfigError, ErrandError
 
 __all__ = ["BUSY_TIMEOUT_MS", "DEFAULT_STORE_RETRY", "NAMING_CONVENTION", "WRITE", "SqlStore", "StoreUnreachable",
            "connect", "default_url", "migrate", "open_engine", "outage", "patiently",
-           "store_retry_from_environment"]
+           "store_retry_from_environment", "written_as"]
 
 log = logging.getLogger("errand.database")
 
@@ -250,13 +250,17 @@ class SqlStore:
     def _transaction(self, engine: sa.Engine) -> Iterator[sa.Connection]:
         asks = engine is self._writer and engine.dialect.name == "postgresql"
         with self._connection(engine) as connection:
+            connection.info.pop(_WRITTEN, None)  # what an earlier transaction on this connection said
             transaction = connection.begin()
             try:
                 yield connection
                 # What to ask about should the connection go during the commit: this transaction's id, if
-                # it wrote anything, and the server process that holds it (see _kept).
-                written = (connection.execute(sa.text("SELECT txid_current_if_assigned(), pg_backend_pid()")).one()
-                           if asks else None)
+                # it wrote anything, and the server process that holds it (see _kept). A statement of the
+                # transaction may have said them already (written_as), sparing a round trip.
+                written = connection.info.pop(_WRITTEN, None) if asks else None
+                if asks and written is None:
+                    written = tuple(connection.execute(
+                        sa.text("SELECT txid_current_if_assigned(), pg_backend_pid()")).one())
             except BaseException as error:
                 with contextlib.suppress(sa.exc.SQLAlchemyError):
                     transaction.rollback()
@@ -319,6 +323,18 @@ class SqlStore:
                     raise
                 if not patience.wait(error):
                     raise StoreUnreachable.of(self.engine, error, patience.seconds) from None
+
+
+#: The key of :func:`written_as`'s word in a connection's ``info``.
+_WRITTEN = "errand_written"
+
+
+def written_as(connection: sa.Connection, xid: int, pid: int) -> None:
+    """Say that the transaction in progress on ``connection`` has written, with the id ``xid``
+    (``txid_current()``), on the server process ``pid``: what a store's write transaction asks before
+    it commits, so a statement that had them answered anyway spares that round trip. Said by a
+    transaction a store did not begin, it is forgotten as the next one begins."""
+    connection.info[_WRITTEN] = (xid, pid)
 
 
 def _went(error: BaseException) -> TypeGuard[sa.exc.DBAPIError]:

@@ -18,8 +18,9 @@ from errand.database import StoreUnreachable
 from errand.tasks.events import FORWARDED_KINDS
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Event
-from errand.tasks.store import changes, claims
+from errand.tasks.store import claims
 from errand.tasks.store import tasks as tasks_module
+from errand.tasks.store.schema import tasks
 from errand.tasks.store.tasks import TaskStore, insert_event
 from polling import settled
 
@@ -178,6 +179,50 @@ def test_a_requeue_and_a_message_to_the_same_task_take_turns_without_a_deadlock(
     assert outcome["requeue"] is True
 
 
+def _advisory_locks_held(store: TaskStore) -> int:
+    url = store.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(url, autocommit=True) as connection:
+        row = connection.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                                  "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                                  ).fetchone()
+    return row[0] if row is not None else 0
+
+
+@pytest.mark.parametrize("kind", ["note", "message_sent"])
+def test_an_events_writer_waits_for_the_tasks_row_before_it_takes_the_event_lock(store: TaskStore, kind: str) -> None:
+    """The task's row and the event lock are taken by one statement (one round trip less for the writers
+    waiting on that lock): the row, FOR KEY SHARE, must still come first. A writer holding the row FOR UPDATE
+    that then writes an event (requeue_unbegun) would otherwise wait on the event lock while its holder
+    waits on the row, and PostgreSQL would end one of them."""
+    task = store.create_task(title="a", instruction="i", repo="/r").id
+    outcome: list[object] = []
+
+    def write() -> None:
+        try:
+            outcome.append(store.append_event(task, None, kind, {"text": "waits for the row"}))
+        except Exception as error:  # noqa: BLE001 - the outcome is the test's
+            outcome.append(error)
+
+    with store.engine.connect() as holder:
+        transaction = holder.begin()
+        holder.execute(sa.select(tasks.c.id).where(tasks.c.id == task).with_for_update())
+        writer = threading.Thread(target=write)
+        writer.start()
+        try:
+            assert settled(lambda: outcome or _waits_for(store, "tuple", "transactionid"), WAIT), \
+                "the writer did not wait for the row"
+            held = _advisory_locks_held(store)
+            first = insert_event(holder, task, None, "recovered", {"reason": "the holder's own"})
+            transaction.commit()
+        finally:
+            if transaction.is_active:
+                transaction.rollback()
+            writer.join(WAIT)
+    assert held == 0, "the writer took the event lock before the task's row, which another transaction held"
+    assert len(outcome) == 1 and isinstance(outcome[0], int), f"the writer was ended: {outcome}"
+    assert [event.id for event in store.events(task)] == [first, outcome[0]]
+
+
 def test_a_reader_of_the_forwarded_kinds_starts_after_every_one_in_flight(store: TaskStore) -> None:
     """The dispatcher starts where the forwarded kinds end, once those in flight are committed: it used to
     start at the newest event of any kind, and a control still being written, with an id below another
@@ -200,25 +245,23 @@ def test_a_reader_of_the_forwarded_kinds_starts_after_every_one_in_flight(store:
     assert starts == [control], f"started at {starts}, not after the control {control} in flight"
 
 
-def _stalls_once_after_its_insert(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+def _stalls_once_after_its_insert(store: TaskStore, monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
     """insert_event's process stops answering right after its insert, once: the database ends it."""
-    real = changes.notify
     stalled: list[bool] = []
 
-    def notify(connection: sa.Connection, task_id: str) -> None:
-        real(connection, task_id)
-        if not stalled:
+    def stall(_connection: object, _cursor: object, statement: str, *_rest: object) -> None:
+        if statement.startswith("INSERT INTO events") and not stalled:
             stalled.append(True)
             threading.Event().wait(seconds)
 
-    monkeypatch.setattr(tasks_module, "notify", notify)
+    sa.event.listen(store.engine, "after_cursor_execute", stall)
     monkeypatch.setattr(tasks_module, "IDLE_HOLDER_MS", 300)
 
 
 def test_an_engines_write_the_database_ended_while_idle_is_made_again_once(
         store: TaskStore, monkeypatch: pytest.MonkeyPatch) -> None:
     task = store.create_task(title="a", instruction="i", repo="/r").id
-    _stalls_once_after_its_insert(monkeypatch, 1.5)
+    _stalls_once_after_its_insert(store, monkeypatch, 1.5)
     store.patient(10).append_event(task, None, "message_sent", {"text": "once"})
     assert [event.kind for event in store.events(task)] == ["message_sent"]
 
@@ -226,7 +269,7 @@ def test_an_engines_write_the_database_ended_while_idle_is_made_again_once(
 def test_a_persons_write_the_database_ended_while_idle_is_not_said_to_be_a_database_away(
         store: TaskStore, monkeypatch: pytest.MonkeyPatch) -> None:
     task = store.create_task(title="a", instruction="i", repo="/r").id
-    _stalls_once_after_its_insert(monkeypatch, 1.5)
+    _stalls_once_after_its_insert(store, monkeypatch, 1.5)
     with pytest.raises(StoreUnreachable) as raised:
         store.append_event(task, None, "message_sent", {"text": "lost"})
     assert store.events(task) == []

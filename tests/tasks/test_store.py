@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from errand.tasks.errors import IllegalTransition, RunNotRunning, StateConflict, TaskNotFound
+from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict, TaskNotFound
 from errand.tasks.lifecycle import TRANSITIONS, TaskState
 from errand.tasks.records import RunState, Verdict
 from errand.tasks.store.tasks import TaskStore
@@ -124,6 +124,19 @@ def test_events_keep_order_and_seq_per_run(store: TaskStore) -> None:
         after = page[-1].id
     assert paged == everything
     assert store.events(task_id, after_id=ids[10]) == everything[11:]
+
+
+def test_an_event_of_a_run_not_the_tasks_or_of_no_task_is_refused_and_nothing_written(store: TaskStore) -> None:
+    task_id, other = task_in(store, S.RUNNING), task_in(store, S.RUNNING)
+    run = store.start_run(other, "w1")
+    with pytest.raises(RunNotFound):
+        store.append_event(task_id, run.id, "step", {})
+    with pytest.raises(RunNotFound):
+        store.append_event(task_id, "r-none", "step", {})
+    with pytest.raises(TaskNotFound):
+        store.append_event("t-00000000", None, "note", {})
+    assert store.events(task_id) == []
+    assert store.append_event(other, run.id, "step", {}) and [e.seq for e in store.events(other)] == [1]
 
 
 def test_concurrent_appenders_get_distinct_gapless_seqs(url: str) -> None:

@@ -17,14 +17,14 @@ from typing import Any, Self
 
 import sqlalchemy as sa
 
-from errand.database import SqlStore, open_engine
+from errand.database import SqlStore, open_engine, written_as
 from errand.models.endpoint import ModelEndpoint
 from errand.repo.accept import branch_name
 from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict, TaskNotFound
 from errand.tasks.events import FORWARDED_KINDS
 from errand.tasks.lifecycle import ACTIVE, TaskState, transition
 from errand.tasks.records import Event, Recovery, Review, Run, RunState, Task, Verdict
-from errand.tasks.store.changes import notify
+from errand.tasks.store.changes import CHANNEL, notify
 from errand.tasks.store.schema import events, reviews, runs, tasks, workers
 
 __all__ = ["TaskStore", "insert_event", "move_state", "next_queued", "task_record", "task_row"]
@@ -531,25 +531,21 @@ def _recover(connection: sa.Connection, run_id: str, max_interruptions: int) -> 
 def insert_event(connection: sa.Connection, task_id: str, run_id: str | None, kind: str, data: Any) -> int:
     seq = None
     if run_id is not None:
-        bumped = connection.execute(
-            runs.update().where(runs.c.id == run_id, runs.c.task_id == task_id).values(last_seq=runs.c.last_seq + 1)
-        )
-        if bumped.rowcount != 1:
+        seq = connection.execute(
+            runs.update().where(runs.c.id == run_id, runs.c.task_id == task_id)
+            .values(last_seq=runs.c.last_seq + 1).returning(runs.c.last_seq)
+        ).scalar()
+        if seq is None:
             raise RunNotFound(f"task {task_id} has no run {run_id}", task_id=task_id, run_id=run_id)
-        seq = connection.execute(sa.select(runs.c.last_seq).where(runs.c.id == run_id)).scalar_one()
-    # The insert's foreign-key check takes the task's row FOR KEY SHARE; taken here, before the lock of
-    # _in_commit_order, a writer holding the row FOR UPDATE (requeue_unbegun) is waited for first.
-    if connection.execute(sa.select(tasks.c.id).where(tasks.c.id == task_id)
-                          .with_for_update(key_share=True)).first() is None:
+    if not _in_commit_order(connection, task_id, kind):
         raise TaskNotFound(f"no task has id {task_id!r}; `errand ls` lists them", task_id=task_id)
-    _in_commit_order(connection, task_id, kind)
     inserted = connection.execute(
         events.insert().values(task_id=task_id, run_id=run_id, seq=seq, time=time.time(), kind=kind,
                                data={} if data is None else data)
     )
     event_id = inserted.inserted_primary_key
     assert event_id is not None
-    notify(connection, task_id)
+    # Listeners were told (on commit) by _in_commit_order's statement: PostgreSQL's; SQLite has no channel.
     return int(event_id[0])
 
 
@@ -557,10 +553,27 @@ def insert_event(connection: sa.Connection, task_id: str, run_id: str | None, ki
 _TASK_EVENTS, _FORWARDED_EVENTS = 0x65727200, 0x65727201
 #: How long a transaction that holds those locks may sit idle before PostgreSQL ends it, milliseconds.
 IDLE_HOLDER_MS = 60_000
+# _in_commit_order's statement. The task's row is locked FOR KEY SHARE in a CTE, which PostgreSQL
+# evaluates (LockRows) before the outer select computes a column of that row: the advisory locks are
+# asked for only once the row is held. In one select, with FOR KEY SHARE, they would be asked for
+# below the LockRows, before the row (tests/tasks/test_event_order.py holds the order). A select's
+# columns are computed in their order: the task's lock before the forwarded kinds'. A missing task
+# gives no row, and takes no lock. The server's idle bound is read with current_setting (ms, s, min, h,
+# d: each an interval's unit), not from pg_settings, which builds every setting's row at each call.
+_LOCKS = """WITH task AS MATERIALIZED (SELECT id FROM tasks WHERE id = :task FOR KEY SHARE)
+SELECT set_config('idle_in_transaction_session_timeout', least(nullif(
+           (extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000)::bigint, 0),
+           :idle)::text, true),
+       pg_advisory_xact_lock(:space, hashtext(:task)){forwarded},
+       pg_notify(:channel, :task), txid_current(), pg_backend_pid()
+FROM task"""
+_TASK_LOCKS = sa.text(_LOCKS.format(forwarded=""))
+_FORWARDED_LOCKS = sa.text(_LOCKS.format(forwarded=", pg_advisory_xact_lock(:forwarded, 0)"))
 
 
-def _in_commit_order(connection: sa.Connection, task_id: str, kind: str) -> None:
-    """Make the event about to be inserted commit before any event with a higher id that its readers read.
+def _in_commit_order(connection: sa.Connection, task_id: str, kind: str) -> bool:
+    """Make the event about to be inserted commit before any event with a higher id that its readers
+    read; False if the task is not there.
 
     Readers keep the last event id they read: a live feed and the local engine per task, the
     Temporal dispatcher across every task for the forwarded kinds. On PostgreSQL an id comes
@@ -568,20 +581,25 @@ def _in_commit_order(connection: sa.Connection, task_id: str, kind: str) -> None
     n + 1 and never see n, committed a moment later. A lock held from here to the end of the
     transaction makes the writers of one task's events take turns, and those of forwarded
     kinds across tasks. Nothing waits on another lock while holding it, so no deadlock can form:
-    an insert ends what a transaction writes, and the rows the insert's foreign keys lock were
-    locked before (see :func:`insert_event`). A holder whose process stops answering (frozen,
-    its machine gone) is ended by the database once idle for :data:`IDLE_HOLDER_MS` (or the
-    server's own bound, if shorter), so the others wait that long at most. SQLite has one
-    writer at a time already."""
+    an insert ends what a transaction writes, and the row the insert's foreign key locks (the
+    task's, FOR KEY SHARE) is locked first, by the same statement, so a writer holding it FOR
+    UPDATE (requeue_unbegun) is waited for before the lock is taken. A holder whose process stops
+    answering (frozen, its machine gone) is ended by the database once idle for
+    :data:`IDLE_HOLDER_MS` (or the server's own bound, if shorter), so the others wait that long at
+    most. The statement also says the task changed (on commit) and the transaction's id, which
+    its store then need not ask before committing. SQLite has one writer at a time already.
+
+    Every round trip from here to the commit lengthens the others' wait, so this is one statement."""
     if connection.dialect.name != "postgresql":
-        return
-    connection.execute(sa.text(
-        "SELECT set_config('idle_in_transaction_session_timeout', (SELECT CASE WHEN setting::int BETWEEN 1 AND :idle"
-        " THEN setting ELSE CAST(:idle AS text) END FROM pg_settings"
-        " WHERE name = 'idle_in_transaction_session_timeout'), true), pg_advisory_xact_lock(:space, hashtext(:task))"),
-        {"idle": IDLE_HOLDER_MS, "space": _TASK_EVENTS, "task": task_id})
-    if kind in FORWARDED_KINDS:
-        connection.execute(sa.text("SELECT pg_advisory_xact_lock(:space, 0)"), {"space": _FORWARDED_EVENTS})
+        return connection.execute(sa.select(tasks.c.id).where(tasks.c.id == task_id)).first() is not None
+    forwarded = kind in FORWARDED_KINDS
+    row = connection.execute(_FORWARDED_LOCKS if forwarded else _TASK_LOCKS, {
+        "task": task_id, "idle": IDLE_HOLDER_MS, "space": _TASK_EVENTS, "channel": CHANNEL,
+        **({"forwarded": _FORWARDED_EVENTS} if forwarded else {})}).first()
+    if row is None:
+        return False
+    written_as(connection, row[-2], row[-1])
+    return True
 
 
 def _interrupted_rounds(connection: sa.Connection, task_id: str, limit: int) -> int:
