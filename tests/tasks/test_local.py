@@ -5,7 +5,9 @@ home's lock while it serves and leaves no lease or lock behind when it ends."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +17,8 @@ from errand.errors import ConfigError
 from errand.tasks.engines import local
 from errand.tasks.engines.local import LocalEngine, lease_from_environment, worker_running
 from errand.tasks.lifecycle import TaskState
+from errand.tasks.records import RunState
+from errand.tasks.store import claims
 from errand.tasks.store.changes import Commits
 from errand.tasks.store.tasks import TaskStore, insert_event
 from polling import settled
@@ -215,4 +219,51 @@ async def test_a_task_whose_claim_was_lost_before_its_round_began_is_queued_agai
         await asyncio.wait_for(serving, 120)
     [recovered] = [e for e in sqlite_store.events(task.id, 0, 1000) if e.kind == "recovered"]
     assert recovered.data["previous"] == "preparing" and recovered.data["state"] == "queued"
-    assert "claim-test:1 claimed it but runs no round of it" in recovered.data["reason"]
+    assert "claim-test:1 claimed it, but runs no round of it" in recovered.data["reason"]
+
+
+def test_a_stale_look_does_not_queue_again_a_task_another_worker_took_over_and_began(store: TaskStore) -> None:
+    """w1 looks (the task is w1's, preparing, with no run); before its write, w1's lease is lost,
+    and the task queued again, claimed by w2 and its round begun. w1's write queues nothing."""
+    task = store.create_task(title="a", instruction="i", repo="/r", model="no-such-provider:model")
+    assert store.claim_next("w1").id == task.id  # type: ignore[union-attr]
+    write = store._write
+    taken: list[bool] = []
+
+    @contextlib.contextmanager
+    def taken_over_first() -> Iterator[sa.Connection]:
+        if not taken:
+            taken.append(True)  # what another worker's recovery and claim do while w1's look is in flight
+            store.set_state(task.id, TaskState.QUEUED, expected=TaskState.PREPARING)
+            assert store.claim_next("w2").id == task.id  # type: ignore[union-attr]
+            claims.begin_round(store, task.id, "w2", 1)
+        with write() as connection:
+            yield connection
+
+    store._write = taken_over_first  # type: ignore[method-assign]
+    try:
+        requeued = store.requeue_unheld("w1", set(), reason="r", rule="q")
+    finally:
+        del store._write
+    assert taken and requeued == []
+    assert store.get_task(task.id).state is TaskState.PREPARING and store.claimer(task.id) == "w2"
+    assert [e for e in store.events(task.id, 0, 1000) if e.kind == "recovered"] == []
+
+
+async def test_a_task_whose_runs_ended_but_that_was_never_moved_on_is_queued_again_and_said_so(
+        sqlite_store: TaskStore) -> None:
+    """The round failed its runs, then the store went away before it failed the task: the task is
+    preparing with no run running. It is queued again each time it is so, never taken for an
+    interruption, and its event says what is true of it."""
+    store = sqlite_store
+    task = store.create_task(title="a", instruction="i", repo="/r", model="no-such-provider:model")
+    engine = LocalEngine(store, memory=None, worker="w1")
+    for _ in range(2):
+        store.claim_next("w1")
+        [run] = claims.begin_round(store, task.id, "w1", 1)
+        store.finish_run(run.id, RunState.FAILED, {})
+        await engine._settle_lost_runs()
+    said = [e.data for e in store.events(task.id, 0, 1000) if e.kind == "recovered"]
+    assert [data["state"] for data in said] == ["queued", "queued"]
+    assert store.get_task(task.id).state is TaskState.QUEUED
+    assert "no run of it is running" in said[0]["reason"] and "not counted as an interruption" in said[0]["rule"]

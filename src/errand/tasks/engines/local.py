@@ -200,7 +200,7 @@ class LocalEngine:
     async def _settle_lost_runs(self) -> None:
         """Settle this worker's runs whose round it no longer runs: the round ended while the store
         was away (a cancel, a failure, a lost lease), so nobody else would ever end them; and queue
-        again the tasks it claimed and never began a round of."""
+        again the tasks it claimed, holds no round of, and has no run running."""
         runs = await asyncio.to_thread(self.store.running_runs)
         lost: dict[str, list[str]] = {}
         for run in runs:
@@ -213,12 +213,13 @@ class LocalEngine:
                       "away, so its runs were not marked)")
             await asyncio.to_thread(act, self.store, Heal(task_id, action, task.state, reason, tuple(run_ids),
                                                           reap=tuple(run_ids)))
-        # Tasks it claimed and holds no round of, with no run: their round was lost before it began one.
-        for recovery in await asyncio.to_thread(self.store.requeue_unheld, self.worker, set(self._rounds)):
-            await self.bench.event(recovery.task_id, None, "recovered", {
-                "run_id": None, "previous": recovery.previous.value, "state": recovery.state.value,
-                "reason": f"its worker {self.worker} claimed it but runs no round of it, and no run of it began (the "
-                          "round was lost as it started, as when the store is away then)", "rule": RULE})
+        # Tasks it claimed and holds no round of, with no run running: their round was lost as it began
+        # or ended. Queued again, and not counted as an interruption: no run of theirs is interrupted.
+        await asyncio.to_thread(
+            self.store.requeue_unheld, self.worker, set(self._rounds),
+            reason=f"its worker {self.worker} claimed it, but runs no round of it and no run of it is running "
+                   "(the round was lost as it started or ended, as when the store is away then)",
+            rule="queued again; a round lost with no run running is not counted as an interruption")
 
     async def _stop_rounds(self) -> None:
         handles = [r.handle for r in self._rounds.values() if r.handle is not None]

@@ -440,12 +440,37 @@ class TaskStore(SqlStore):
         unclaimed = sa.or_(tasks.c.claimed_by.is_(None), tasks.c.claimed_by.not_in(alive))
         return recoveries + self._requeue_runless(unclaimed)
 
-    def requeue_unheld(self, worker: str, held: Collection[str]) -> list[Recovery]:
+    def requeue_unheld(self, worker: str, held: Collection[str], *, reason: str, rule: str) -> list[Recovery]:
         """Queue again the active tasks ``worker`` claimed that it holds no round of (not in ``held``)
-        and that have no run running: the store went away between its claim and its round's first
-        run, or while the round ended, so nothing will move them on and, the worker being alive,
-        no recovery of dead workers will either."""
-        return self._requeue_runless(tasks.c.claimed_by == worker, tasks.c.id.not_in(list(held)))
+        and that have no run running, each with a ``recovered`` event that gives ``reason`` and
+        ``rule``: the store went away between its claim and its round's first run, or while the
+        round ended, so nothing will move them on and, the worker being alive, no recovery of dead
+        workers will either.
+
+        Each task is looked at again under its row's lock, in the transaction that moves it and
+        writes its event: between the first look and the move another worker may have taken it over
+        (this one's lease lost), claimed it and begun its runs."""
+        running = sa.select(runs.c.id).where(runs.c.state == RunState.RUNNING.value)
+        query = sa.select(tasks.c.id).where(tasks.c.state.in_([state.value for state in ACTIVE]),
+                                            tasks.c.claimed_by == worker, tasks.c.id.not_in(list(held)),
+                                            tasks.c.id.not_in(running.with_only_columns(runs.c.task_id)))
+        with self._read() as connection:
+            candidates = list(connection.execute(query).scalars())
+        requeued = []
+        for task_id in candidates:
+            with self._write() as connection:
+                row = task_row(connection, task_id, lock=True)
+                state = TaskState(row["state"])
+                if state not in ACTIVE or row["claimed_by"] != worker or connection.execute(
+                        running.where(runs.c.task_id == task_id).limit(1)).first() is not None:
+                    continue  # moved on, or taken over, since the first look
+                move_state(connection, task_id, state, TaskState.QUEUED)
+                recovery = Recovery(run_id=None, task_id=task_id, previous=state, state=TaskState.QUEUED)
+                insert_event(connection, task_id, None, "recovered", {
+                    "run_id": None, "previous": state.value, "state": TaskState.QUEUED.value, "reason": reason,
+                    "rule": rule})
+            requeued.append(recovery)
+        return requeued
 
     def _recover_runs(self, query: sa.Select[Any], max_interruptions: int) -> list[Recovery]:
         """Interrupt the runs ``query`` names, each in a transaction of its own."""
