@@ -8,6 +8,7 @@ import asyncio
 import gc
 import logging
 import threading
+import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -94,3 +95,56 @@ async def test_a_worker_stopped_while_the_base_copy_is_being_mounted_leaves_noth
     assert not work.exists()
     assert sqlite_store.get_task(task.id).state is TaskState.QUEUED  # requeued: the next worker runs the round
     assert sqlite_store.get_run(run.id).state is RunState.INTERRUPTED
+
+
+async def test_a_cancel_while_a_copy_is_made_is_still_a_cancel_when_removing_the_copy_fails(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Raised, the removal's error would stand for the cancel, and a stopping worker's round would be
+    failed (its task failed) instead of left for recovery to queue again: it is said in the log."""
+    started, release = threading.Event(), threading.Event()
+
+    def make() -> str:
+        started.set()
+        release.wait(60)
+        return "copy"
+
+    def undo(_made: str) -> None:
+        raise OSError(16, "Device or resource busy")
+
+    call = asyncio.ensure_future(steps.in_thread_to_its_end(make, undo))
+    await asyncio.to_thread(started.wait, 60)
+    call.cancel()
+    await asyncio.sleep(0.05)
+    release.set()
+    with caplog.at_level(logging.WARNING, logger="errand.tasks.round.steps"), pytest.raises(asyncio.CancelledError):
+        await call
+    assert "undoing what a cancelled step made failed: [Errno 16] Device or resource busy" in caplog.text
+
+
+async def test_a_cancelled_rebuild_of_a_rounds_handles_leaves_mounted_what_another_attempt_uses(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two attempts of one round rebuild its live handles at once (the Temporal engine's attempts, after
+    their worker restarted); one is cancelled. The copies stay mounted for the other; the round's
+    close unmounts them."""
+    mounted: set[Path] = set()
+    second_in = threading.Event()
+    path = Path("/nowhere/work/t-1-r1/repo")
+
+    def rebuilt(_bench: object, _prepared: object) -> object:
+        mounted.add(path)  # as _reopened: mounted again only if it is not
+        second_in.wait(60)
+        return types.SimpleNamespace(copies=[types.SimpleNamespace(overlay=True, path=path)])
+
+    monkeypatch.setattr(order, "_rebuilt", rebuilt)
+    monkeypatch.setattr(checkouts, "unmount", lambda where: mounted.discard(where))
+    bench = types.SimpleNamespace(rounds={})
+    prepared = types.SimpleNamespace(key="t-1/1")
+    first = asyncio.ensure_future(order._live(bench, prepared))  # type: ignore[arg-type]
+    second = asyncio.ensure_future(order._live(bench, prepared))  # type: ignore[arg-type]
+    await asyncio.sleep(0.1)
+    second.cancel()
+    second_in.set()
+    live = await first
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    assert bench.rounds[prepared.key] is live and path in mounted

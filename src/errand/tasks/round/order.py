@@ -682,7 +682,9 @@ async def _live(bench: Bench, prepared: Prepared) -> _Live:
     """The round's live handles in this process, rebuilt from disk if it does not have them."""
     live = bench.rounds.get(prepared.key)
     if live is None:
-        live = await steps.in_thread_to_its_end(lambda: _rebuilt(bench, prepared), _unmounted)
+        # Not undone if the caller is cancelled: another attempt of the round may be rebuilding it at
+        # once, on the same mounts, and the round's close unmounts them.
+        live = await asyncio.to_thread(_rebuilt, bench, prepared)
         bench.rounds[prepared.key] = live
     return live
 
@@ -698,14 +700,6 @@ def _rebuilt(bench: Bench, prepared: Prepared) -> _Live:
     count = len(prepared.run_ids)
     return _Live(task, ModelEndpoint.from_json(prepared.model), environment, setup, base_tree, copies, journals,
                  link, [None] * count, [None] * count, [None] * count)
-
-
-def _unmounted(live: _Live) -> None:
-    """Unmount the working copies :func:`_rebuilt` mounted again for a caller cancelled meanwhile
-    (their layers stay: the round's work is in them)."""
-    for copy in live.copies:
-        if copy.overlay:
-            checkouts.unmount(copy.path)
 
 
 def _reopened(fields: Mapping[str, Any], setup: steps.SetUp) -> WorkingCopy:

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -51,6 +52,7 @@ __all__ = [
 ]
 
 WORKSPACE = "/workspace"
+log = logging.getLogger("errand.tasks.round.steps")
 SETUP_TIMEOUT = 1800.0
 CHECK_TIMEOUT = 900.0
 OUTPUT_TAIL = 8000
@@ -192,7 +194,10 @@ async def in_thread_to_its_end(make: Callable[[], T], undo: Callable[[T], None])
         while not undoing.done():
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait([undoing])
-        undoing.result()
+        if not undoing.cancelled() and (error := undoing.exception()) is not None:
+            # Said, not raised: raised, it would stand for the cancel, and a stopping worker's round
+            # would fail (its task failed) instead of being left for recovery to queue again.
+            log.warning("undoing what a cancelled step made failed: %s", error, exc_info=error)
     raise asyncio.CancelledError
 
 
