@@ -275,3 +275,24 @@ def test_a_persons_write_the_database_ended_while_idle_is_not_said_to_be_a_datab
     assert store.events(task) == []
     assert raised.value.lost and "idle-in-transaction" in raised.value.message, raised.value.message
     assert "could not be reached" not in raised.value.message and "is it running" not in raised.value.message
+
+
+@pytest.mark.parametrize("server", ["0", "999", "500ms", "30s", "61s", "1min", "2h", "1d"])
+@pytest.mark.parametrize("style", ["postgres", "sql_standard"])
+def test_an_events_writer_bounds_its_idle_time_by_the_servers_whatever_its_unit(
+        postgres_url: str, server: str, style: str) -> None:
+    """The server's idle_in_transaction_session_timeout, read with current_setting in whatever unit it
+    shows, bounds the writer's own when it is shorter; 0 (none) leaves the writer's."""
+    with TaskStore.open(postgres_url) as store:
+        task = store.create_task(title="a", instruction="i", repo="/r")
+        with store.engine.connect() as connection:
+            connection.execute(sa.text(f"SET idle_in_transaction_session_timeout = '{server}'"))
+            connection.execute(sa.text(f"SET IntervalStyle = '{style}'"))
+            setting = sa.text("SELECT setting::bigint FROM pg_settings"
+                              " WHERE name = 'idle_in_transaction_session_timeout'")
+            servers = connection.execute(setting).scalar()
+            connection.commit()
+            with connection.begin():
+                insert_event(connection, task.id, None, "note", {})
+                bound = connection.execute(setting).scalar()
+    assert bound == (tasks_module.IDLE_HOLDER_MS if servers == 0 else min(servers, tasks_module.IDLE_HOLDER_MS))
