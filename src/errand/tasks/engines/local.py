@@ -382,13 +382,7 @@ def lease_from_environment() -> float:
 async def _uncancellable(work: Coroutine[Any, Any, None]) -> None:
     """Run ``work`` to its end even if the caller is cancelled meanwhile (then re-raise):
     a sandbox must be ended and a working copy removed whatever stops the round."""
-    future = asyncio.ensure_future(work)
-    cancelled = False
-    while not future.done():
-        try:
-            await asyncio.shield(future)
-        except asyncio.CancelledError:
-            cancelled = True
-    future.result()
+    done, cancelled = await steps.to_its_end(work)
+    done.result()
     if cancelled:
         raise asyncio.CancelledError

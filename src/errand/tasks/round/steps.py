@@ -48,7 +48,7 @@ from errand.tasks.testreport import MAX_REPORT_BYTES, Flips, Report, flips, read
 __all__ = [
     "RANKING_RULE", "WORKSPACE", "Journal", "SetUp", "SetupFailed", "base_checkout", "cached_set_up", "check",
     "collect_evidence", "finalize", "in_thread_to_its_end", "prepare_copy", "prepared_copy", "rank", "rank_key",
-    "remove_work", "remove_work_of", "set_up", "start_sandbox", "tests_on_base",
+    "remove_work", "remove_work_of", "set_up", "start_sandbox", "tests_on_base", "to_its_end",
 ]
 
 WORKSPACE = "/workspace"
@@ -172,6 +172,19 @@ def remove_work_of(run_id: str) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
+async def to_its_end(work: Awaitable[T]) -> tuple[asyncio.Future[T], bool]:
+    """``work`` awaited to its end even if the caller is cancelled meanwhile: its finished future,
+    and whether a cancel came (the caller then raises it, once it has done what must follow)."""
+    future = asyncio.ensure_future(work)
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.wait([future])  # a cancel of this wait leaves ``future`` running
+        except asyncio.CancelledError:
+            cancelled = True
+    return future, cancelled
+
+
 async def in_thread_to_its_end(make: Callable[[], T], undo: Callable[[T], None]) -> T:
     """``make()`` run in a thread, and awaited to its end even if the caller is cancelled meanwhile.
 
@@ -180,21 +193,12 @@ async def in_thread_to_its_end(make: Callable[[], T], undo: Callable[[T], None])
     the round had unmounted and removed its work: nobody would unmount it, and it would outlive
     the worker. Cancelled, this waits for the thread, gives what ``make`` made to ``undo`` (in a
     thread too), and then raises the cancel."""
-    made = asyncio.ensure_future(asyncio.to_thread(make))
-    cancelled = False
-    while not made.done():
-        try:
-            await asyncio.wait([made])  # a cancel of this wait leaves ``made`` running
-        except asyncio.CancelledError:
-            cancelled = True
+    made, cancelled = await to_its_end(asyncio.to_thread(make))
     if not cancelled:
         return made.result()
-    if not made.cancelled() and made.exception() is None:  # a failed make leaves nothing (it cleans up)
-        undoing = asyncio.ensure_future(asyncio.to_thread(undo, made.result()))
-        while not undoing.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait([undoing])
-        if not undoing.cancelled() and (error := undoing.exception()) is not None:
+    if made.exception() is None:  # a failed make leaves nothing (it cleans up)
+        undone, _ = await to_its_end(asyncio.to_thread(undo, made.result()))
+        if (error := undone.exception()) is not None:
             # Said, not raised: raised, it would stand for the cancel, and a stopping worker's round
             # would fail (its task failed) instead of being left for recovery to queue again.
             log.warning("undoing what a cancelled step made failed: %s", error, exc_info=error)
