@@ -389,7 +389,8 @@ async def test_a_terminate_cancelled_part_way_still_ends_the_sandbox(steps: int)
 @pytest.mark.serial  # it saturates the machine on purpose: alone, not beside other tests
 async def test_sandboxes_started_while_others_end_all_start() -> None:
     """Every launcher asks the kernel for a free loop device at once and is told the same one, while
-    the devices of sandboxes ending are being released; the losers ask again. Each of 100 sandboxes
+    the devices of sandboxes ending are being released; the losers try others past it, some not yet
+    made. Each of 100 sandboxes
     created while 100 others end must come up and answer (one used to die with "attach a loop
     device: Device or resource busy")."""
     async def started(count: int) -> list[AsyncSandbox]:
