@@ -56,3 +56,22 @@ def test_a_file_that_is_not_toml_or_leads_out_of_the_repository_is_refused(tmp_p
     (repo / "errand.toml").symlink_to(tmp_path / "elsewhere.toml")
     outside = runner.invoke(config_app, ["check", "--repo", str(repo)])
     assert outside.exit_code == 2 and "is not a regular file inside the repository" in outside.stderr.replace("\n", "")
+
+
+def test_the_repository_may_be_named_as_an_argument_as_well_as_with_repo(tmp_path: Path) -> None:
+    (tmp_path / "errand.toml").write_text("[setup]\ncommands = ['make']\n")
+    as_argument = runner.invoke(config_app, ["check", str(tmp_path)])
+    assert as_argument.exit_code == 0 and as_argument.stdout.strip() == f"{tmp_path.resolve() / 'errand.toml'}: ok"
+    both_the_same = runner.invoke(config_app, ["check", str(tmp_path), "--repo", f"{tmp_path}/."])
+    assert both_the_same.exit_code == 0 and both_the_same.stdout == as_argument.stdout
+
+
+def test_an_argument_and_a_repo_that_differ_are_refused_before_anything_is_read(tmp_path: Path) -> None:
+    (tmp_path / "errand.toml").write_text("[setup\n")
+    other = tmp_path / "other"
+    other.mkdir()
+    refused = runner.invoke(config_app, ["check", str(tmp_path), "--repo", str(other)])
+    assert refused.exit_code == 2 and refused.stdout == ""
+    said = " ".join(refused.stderr.split())
+    assert f"PATH is {tmp_path} but --repo is {other}: name the repository once" in said
+    assert "errand.toml" not in said

@@ -32,7 +32,10 @@ def schema() -> None:
 
 @config_app.command("check")
 def check(
-    repo: Annotated[Path, typer.Option("--repo", metavar="PATH", help="The repository (default: here).")] = Path(),
+    path: Annotated[Path | None, typer.Argument(
+        metavar="PATH", show_default=False, help="The repository (default: here); the same as --repo.")] = None,
+    repo: Annotated[Path | None, typer.Option(
+        "--repo", metavar="PATH", show_default=False, help="The repository (default: here).")] = None,
 ) -> None:
     """Check a repository's errand.toml: the first thing wrong, or ok.
 
@@ -40,6 +43,7 @@ def check(
     """
     from errand.tasks.round.environment import Environment
 
+    repo = _one_repository(path, repo)
     try:
         environment = Environment.load(repo)
     except ErrandError as error:
@@ -53,3 +57,10 @@ def check(
         print(f"no {CONFIG_FILE} in {repo.resolve()}: a task gets the defaults")
     else:
         print(f"{environment.source}: ok")
+
+
+def _one_repository(path: Path | None, repo: Path | None) -> Path:
+    """The repository named as PATH or as --repo (both, if they name the same directory); here if neither."""
+    if path is not None and repo is not None and path.resolve() != repo.resolve():
+        raise typer.BadParameter(f"PATH is {path} but --repo is {repo}: name the repository once")
+    return path or repo or Path()
