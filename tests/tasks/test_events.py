@@ -22,6 +22,7 @@ from errand.tasks.events import (
     Failed,
     FollowupSaid,
     MemoriesGiven,
+    Recovered,
     Rejected,
     ToolCalled,
     ToolReturned,
@@ -51,7 +52,7 @@ def _event(kind: str, data: object, run_id: str | None = None) -> Event:
 
 READERS: dict[type, tuple[str, ...]] = {
     Committed: ("accepted", "prepared"), Credited: ("credited",), Answered: ("answered",), Failed: ("failed",),
-    Rejected: ("rejected",), MemoriesGiven: ("memories_given",), ToolCalled: ("tool_call",),
+    Rejected: ("rejected",), Recovered: ("recovered",), MemoriesGiven: ("memories_given",), ToolCalled: ("tool_call",),
     ToolReturned: ("tool_result",), EnvironmentUsed: ("environment",), FollowupSaid: ("followup",),
 }
 
@@ -79,6 +80,7 @@ def test_a_row_whose_data_is_not_an_object_reads_as_defaults(data: object) -> No
     assert Answered.of(_event("answered", data)) == Answered("")
     assert Failed.of(_event("failed", data)) == Failed("")
     assert Rejected.of(_event("rejected", data)) == Rejected("")
+    assert Recovered.of(_event("recovered", data)) == Recovered(None, None)
     assert MemoriesGiven.of(_event("memories_given", data)) == MemoriesGiven((), ())
     assert ToolCalled.of(_event("tool_call", data)) == ToolCalled("", "")
     assert ToolReturned.of(_event("tool_result", data)) == ToolReturned("", "", False)
@@ -154,3 +156,15 @@ def test_why_a_task_failed_is_read_from_the_recovery_that_failed_it_too() -> Non
     assert said.code == "interrupted_again"
     assert Failed.last([first, requeued]) == Failed("tests failed", "checks")
     assert Failed.last([requeued]) is None
+
+
+def test_a_recovery_that_queued_a_task_with_no_run_reads_back_and_says_so() -> None:
+    """The store counts these (run_id None, queued, at the same last round) to bound a task whose
+    round is lost before a run every time; an old row, without ``last_round``, is not one of them."""
+    requeued = Recovered("preparing", "queued", "its worker w1 ended", "queued again", last_round=2)
+    assert Recovered.of(_event("recovered", requeued.to_data())) == requeued
+    assert requeued.lost_before_a_run(2) and not requeued.lost_before_a_run(3)
+    interrupted = {"run_id": "t-1-r2", "previous": "running", "state": "queued", "last_round": 2}
+    assert not Recovered.of(_event("recovered", interrupted)).lost_before_a_run(2)
+    assert not Recovered.of(_event("recovered", {"run_id": None, "state": "queued"})).lost_before_a_run(0)
+    assert not Recovered.of(_event("recovered", {"state": "queued", "last_round": True})).lost_before_a_run(1)

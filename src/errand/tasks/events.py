@@ -32,8 +32,8 @@ from errand.tasks.comments import LineComment
 from errand.tasks.records import Event
 
 __all__ = ["CONTROL_KINDS", "FORWARDED_KINDS", "KINDS", "OUTPUT_KINDS", "Answered", "CallUsage", "Committed",
-           "Credited", "EgressSeen", "EnvironmentUsed", "Failed", "FollowupSaid", "Kind", "MemoriesGiven", "Rejected",
-           "ToolCalled", "ToolReturned", "data_of", "declared", "followup_data", "text_of"]
+           "Credited", "EgressSeen", "EnvironmentUsed", "Failed", "FollowupSaid", "Kind", "MemoriesGiven", "Recovered",
+           "Rejected", "ToolCalled", "ToolReturned", "data_of", "declared", "followup_data", "text_of"]
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ KINDS: Mapping[str, Kind] = {kind.name: kind for kind in (
     _kind("ready_for_review", "confidence run_id", "the round ended with a diff to review"),
     _kind("answered", "report run_id", "the round ended with a report and no change (a question answered)"),
     _kind("failed", "code command exit_code log reason", "the round ended without a result"),
-    _kind("recovered", "previous reason rule run_id state",
+    _kind("recovered", "last_round previous reason rule run_id state",
           "an orphaned run was ended (its worker or workflow gone) and the task settled, with the reason"),
     # what people send and decide
     _kind("message_sent", "text", "a person's message for the agent"),
@@ -239,6 +239,36 @@ class Failed:
                                           and data.get("previous") not in ("failed", None)):
                 return cls.of(event)
         return None
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """``recovered``: the task was moved from ``previous`` to ``state`` as a run left running
+    (``run_id``) was ended, or as its round was found lost with no run running, for ``reason`` by
+    ``rule``. A task queued again with no run running carries ``last_round``, the number of its
+    last round begun then (0: none): a later recovery tells by it that no run began since."""
+
+    previous: str | None
+    state: str | None
+    reason: str = ""
+    rule: str = ""
+    run_id: str | None = None
+    last_round: int | None = None
+
+    @classmethod
+    def of(cls, event: Event) -> Recovered:
+        data = data_of(event)
+        return cls(_optional(data.get("previous")), _optional(data.get("state")), _text(data.get("reason")),
+                   _text(data.get("rule")), _optional(data.get("run_id")), _int(data.get("last_round")))
+
+    def to_data(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "previous": self.previous, "state": self.state, "reason": self.reason,
+                "rule": self.rule, **({"last_round": self.last_round} if self.last_round is not None else {})}
+
+    def lost_before_a_run(self, last_round: int) -> bool:
+        """Whether this recovery queued the task again, with no run running, when ``last_round``
+        was already its last round begun: its round was lost before a run of it began."""
+        return self.run_id is None and self.state == "queued" and self.last_round == last_round
 
 
 @dataclass(frozen=True)
