@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import threading
 
+from errand.tasks.events import Failed
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
-from errand.tasks.store.tasks import TaskStore
+from errand.tasks.store.tasks import MAX_LOST_BEFORE_A_RUN, TaskStore
 
 S = TaskState
 LONG = 3600.0
@@ -65,6 +66,28 @@ def test_a_claim_without_a_run_is_requeued_only_when_its_claimer_is_dead(store: 
     store.release_worker("a:1")  # gone without settling its claim (as if its lease had run out)
     [recovery] = store.recover_dead_workers("b:1", home="b:/home")
     assert (recovery.task_id, recovery.run_id, recovery.state) == (task.id, None, S.QUEUED)
+
+
+def test_a_task_whose_every_worker_dies_before_its_first_run_is_failed_not_queued_for_ever(store: TaskStore) -> None:
+    """Each worker that claims it dies before a run of it begins (the task's begin kills it, say); a
+    worker elsewhere queues it again each time, saying why, and the time after
+    MAX_LOST_BEFORE_A_RUN of those in a row fails it instead."""
+    store.register_worker("b:1", home="b:/home", lease=LONG)
+    task_id = store.create_task(title="t", instruction="i", repo="/r").id
+    for n in range(1, MAX_LOST_BEFORE_A_RUN + 2):
+        store.register_worker(f"a:{n}", home="a:/home", lease=EXPIRED)
+        assert store.claim_next(f"a:{n}").id == task_id  # type: ignore[union-attr]
+        [recovery] = store.recover_dead_workers("b:1", home="b:/home")
+        assert (recovery.task_id, recovery.run_id, recovery.previous) == (task_id, None, S.PREPARING)
+        assert recovery.state is (S.QUEUED if n <= MAX_LOST_BEFORE_A_RUN else S.FAILED)
+    assert store.get_task(task_id).state is S.FAILED and store.runs(task_id) == []
+    said = [e for e in store.events(task_id, limit=1000) if e.kind == "recovered"]
+    assert [e.data["reason"] for e in said] == [
+        f"its worker a:{n} ended before any run of it began" for n in range(1, MAX_LOST_BEFORE_A_RUN + 1)]
+    failed = Failed.last(store.events(task_id, kinds=["failed", "recovered"], limit=1000))
+    assert failed == Failed(f"queued again {MAX_LOST_BEFORE_A_RUN} times after its round was lost before a run "
+                            f"began; stopping: its worker a:{MAX_LOST_BEFORE_A_RUN + 1} ended before any run of it "
+                            "began", "lost_before_a_run")
 
 
 def test_workers_racing_for_the_queue_each_get_distinct_tasks_and_take_them_all(url: str) -> None:

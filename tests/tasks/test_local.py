@@ -16,11 +16,13 @@ import sqlalchemy as sa
 from errand.errors import ConfigError
 from errand.tasks.engines import local
 from errand.tasks.engines.local import LocalEngine, lease_from_environment, worker_running
+from errand.tasks.events import Failed
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
+from errand.tasks.service import TaskService
 from errand.tasks.store import claims
 from errand.tasks.store.changes import Commits
-from errand.tasks.store.tasks import TaskStore, insert_event
+from errand.tasks.store.tasks import MAX_LOST_BEFORE_A_RUN, TaskStore, insert_event
 from polling import settled
 
 
@@ -267,3 +269,38 @@ async def test_a_task_whose_runs_ended_but_that_was_never_moved_on_is_queued_aga
     assert [data["state"] for data in said] == ["queued", "queued"]
     assert store.get_task(task.id).state is TaskState.QUEUED
     assert "no run of it is running" in said[0]["reason"] and "not counted as an interruption" in said[0]["rule"]
+
+
+async def test_a_task_whose_round_is_lost_before_a_run_every_time_is_failed_not_queued_for_ever(
+        store: TaskStore) -> None:
+    """Its round is lost as it begins, every time (its begin fails, the store away just then): the
+    worker claimed it, holds no round of it, and no run of it began. Each lease renewal queues it
+    again, and the worker claims it again; after MAX_LOST_BEFORE_A_RUN times in a row the next
+    loss fails it, saying why. A run begun between, or a person's retry, starts the count again."""
+    task = store.create_task(title="a", instruction="i", repo="/r", model="no-such-provider:model")
+    engine = LocalEngine(store, memory=None, worker="w1")
+
+    async def lost_before_a_run(times: int) -> None:
+        for _ in range(times):
+            assert store.claim_next("w1").id == task.id  # type: ignore[union-attr]
+            await engine._settle_lost_runs()
+
+    await lost_before_a_run(MAX_LOST_BEFORE_A_RUN - 1)
+    store.claim_next("w1")  # this round begins a run, which ends; then the round is lost
+    [run] = claims.begin_round(store, task.id, "w1", 1)
+    store.finish_run(run.id, RunState.FAILED, {})
+    await engine._settle_lost_runs()
+    await lost_before_a_run(MAX_LOST_BEFORE_A_RUN - 1)
+    assert store.get_task(task.id).state is TaskState.QUEUED  # MAX in a row since that run: queued still
+    await lost_before_a_run(1)
+    assert store.get_task(task.id).state is TaskState.FAILED
+    failed = Failed.last(store.events(task.id, kinds=["failed", "recovered"], limit=1000))
+    assert failed is not None and failed.code == "lost_before_a_run"
+    assert failed.reason.startswith(f"queued again {MAX_LOST_BEFORE_A_RUN} times after its round was lost before "
+                                    "a run began; stopping: its worker w1 claimed it, but runs no round of it")
+    recovered = [e for e in store.events(task.id, limit=1000) if e.kind == "recovered"]
+    assert len(recovered) == 2 * MAX_LOST_BEFORE_A_RUN - 1 and store.claimer(task.id) == "w1"
+
+    TaskService(store).retry(task.id)  # a fresh start: lost once more, it is queued again, not failed
+    await lost_before_a_run(1)
+    assert store.get_task(task.id).state is TaskState.QUEUED

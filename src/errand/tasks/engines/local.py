@@ -49,7 +49,7 @@ from errand.tasks.records import Event, RunState, Task
 from errand.tasks.round import order as rounds
 from errand.tasks.round import steps
 from errand.tasks.store.changes import Commits
-from errand.tasks.store.tasks import TaskStore
+from errand.tasks.store.tasks import MAX_LOST_BEFORE_A_RUN, TaskStore
 
 __all__ = ["EngineBusy", "LocalEngine", "ModelFactory", "worker_running"]
 
@@ -219,7 +219,8 @@ class LocalEngine:
             self.store.requeue_unheld, self.worker, set(self._rounds),
             reason=f"its worker {self.worker} claimed it, but runs no round of it and no run of it is running "
                    "(the round was lost as it started or ended, as when the store is away then)",
-            rule="queued again; a round lost with no run running is not counted as an interruption")
+            rule="queued again; a round lost with no run running is not counted as an interruption, but once "
+                 f"queued again so {MAX_LOST_BEFORE_A_RUN} times in a row the task is failed")
 
     async def _stop_rounds(self) -> None:
         handles = [r.handle for r in self._rounds.values() if r.handle is not None]
@@ -230,8 +231,9 @@ class LocalEngine:
     async def _recover(self) -> None:
         recoveries = await asyncio.to_thread(self.store.recover_dead_workers, self.worker, home=_home())
         for recovery in recoveries:
-            if recovery.run_id is not None:
-                steps.remove_work(await asyncio.to_thread(self.store.get_run, recovery.run_id))
+            if recovery.run_id is None:
+                continue  # a task requeued with no run: the store wrote its event as it moved it
+            steps.remove_work(await asyncio.to_thread(self.store.get_run, recovery.run_id))
             await self.bench.event(recovery.task_id, None, "recovered", {
                 "run_id": recovery.run_id, "previous": recovery.previous.value, "state": recovery.state.value,
                 "rule": RULE})

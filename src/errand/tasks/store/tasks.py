@@ -21,13 +21,13 @@ from errand.database import SqlStore, open_engine, written_as
 from errand.models.endpoint import ModelEndpoint
 from errand.repo.accept import branch_name
 from errand.tasks.errors import IllegalTransition, RunNotFound, RunNotRunning, StateConflict, TaskNotFound
-from errand.tasks.events import FORWARDED_KINDS
+from errand.tasks.events import FORWARDED_KINDS, Recovered
 from errand.tasks.lifecycle import ACTIVE, TaskState, transition
 from errand.tasks.records import Event, Recovery, Review, Run, RunState, Task, Verdict
 from errand.tasks.store.changes import CHANNEL, notify
 from errand.tasks.store.schema import events, reviews, runs, tasks, workers
 
-__all__ = ["TaskStore", "insert_event", "move_state", "next_queued", "task_record", "task_row"]
+__all__ = ["MAX_LOST_BEFORE_A_RUN", "TaskStore", "insert_event", "move_state", "next_queued", "task_record", "task_row"]
 
 _VERDICT_STATE = {
     Verdict.ACCEPTED: TaskState.ACCEPTED,
@@ -359,7 +359,8 @@ class TaskStore(SqlStore):
         running run, which is right only when no other worker is alive (the
         single-machine engine at start-up). Then an active task with no running
         run at all (its worker died between claiming it and starting a run) is
-        requeued too.
+        requeued too, with its ``recovered`` event, or failed once that happened
+        :data:`MAX_LOST_BEFORE_A_RUN` times in a row.
         """
         query = sa.select(runs.c.id).where(runs.c.state == RunState.RUNNING.value).order_by(runs.c.started_at)
         if worker is not None:
@@ -427,7 +428,8 @@ class TaskStore(SqlStore):
         are removed first, so one that was only slow finds its lease gone when it next
         renews and stops its rounds, instead of finishing runs that were requeued. Then
         their runs left ``running`` are interrupted, and the tasks they claimed but never
-        started a run for are requeued.
+        started a run for are requeued (each with its ``recovered`` event, written here; failed
+        instead once that happened :data:`MAX_LOST_BEFORE_A_RUN` times in a row).
         """
         now = time.time()
         with self._write() as connection:
@@ -445,7 +447,9 @@ class TaskStore(SqlStore):
         and that have no run running, each with a ``recovered`` event that gives ``reason`` and
         ``rule``: the store went away between its claim and its round's first run, or while the
         round ended, so nothing will move them on and, the worker being alive, no recovery of dead
-        workers will either.
+        workers will either. A task already queued again so :data:`MAX_LOST_BEFORE_A_RUN` times in a
+        row, no run of it begun between, is failed instead, its ``failed`` event giving the count and
+        ``reason``: its round is lost each time, and would be for ever.
 
         Each task is looked at again under its row's lock, in the transaction that moves it and
         writes its event: between the first look and the move another worker may have taken it over
@@ -464,11 +468,7 @@ class TaskStore(SqlStore):
                 if state not in ACTIVE or row["claimed_by"] != worker or connection.execute(
                         running.where(runs.c.task_id == task_id).limit(1)).first() is not None:
                     continue  # moved on, or taken over, since the first look
-                move_state(connection, task_id, state, TaskState.QUEUED)
-                recovery = Recovery(run_id=None, task_id=task_id, previous=state, state=TaskState.QUEUED)
-                insert_event(connection, task_id, None, "recovered", {
-                    "run_id": None, "previous": state.value, "state": TaskState.QUEUED.value, "reason": reason,
-                    "rule": rule})
+                recovery = _requeue_lost(connection, task_id, state, reason=reason, rule=rule)
             requeued.append(recovery)
         return requeued
 
@@ -485,21 +485,68 @@ class TaskStore(SqlStore):
         return recoveries
 
     def _requeue_runless(self, *conditions: sa.ColumnElement[bool]) -> list[Recovery]:
+        """Queue again the active tasks with no run running that ``conditions`` name (their worker is
+        gone), by :func:`_requeue_lost`, each with its event."""
         running = sa.select(runs.c.task_id).where(runs.c.state == RunState.RUNNING.value)
-        query = sa.select(tasks.c.id, tasks.c.state).where(
+        query = sa.select(tasks.c.id, tasks.c.state, tasks.c.claimed_by).where(
             tasks.c.state.in_([state.value for state in ACTIVE]), tasks.c.id.not_in(running), *conditions)
         with self._read() as connection:
             orphans = connection.execute(query).all()
         recoveries = []
-        for task_id, state in orphans:
+        for task_id, state, claimer in orphans:
+            reason = f"its worker{f' {claimer}' if claimer else ''} ended before any run of it began"
             with self._write() as connection:
                 try:
-                    move_state(connection, task_id, TaskState(state), TaskState.QUEUED)
+                    recovery = _requeue_lost(connection, task_id, TaskState(state), reason=reason, rule=_LOST_RULE)
                 except StateConflict:
                     continue
-            recoveries.append(Recovery(run_id=None, task_id=task_id, previous=TaskState(state),
-                                       state=TaskState.QUEUED))
+            recoveries.append(recovery)
         return recoveries
+
+
+#: How many times in a row a task is queued again after its round was lost before a run of it began
+#: before it is failed instead. Such a loss (the store away as the round began, its worker dead
+#: first) is no interruption and is not counted as one; but a task whose every round is lost so
+#: (its begin fails each time, or kills its worker) would be claimed and lost again at every lease
+#: renewal, every 10 s, for ever. Three in a row is past bad luck; a run begun, or a person's
+#: `errand retry`, starts the count again.
+MAX_LOST_BEFORE_A_RUN = 3
+_LOST_RULE = ("queued again; a round lost before a run began is not counted as an interruption, but once queued "
+              f"again so {MAX_LOST_BEFORE_A_RUN} times in a row the task is failed")
+
+
+def _requeue_lost(connection: sa.Connection, task_id: str, previous: TaskState, *, reason: str,
+                  rule: str) -> Recovery:
+    """Queue again the active task (``previous``) whose round was lost before a run of it began, with a
+    ``recovered`` event that gives ``reason`` and ``rule``; or, when it was already queued again so
+    :data:`MAX_LOST_BEFORE_A_RUN` times in a row, fail it with a ``failed`` event that says why."""
+    last_round = connection.execute(
+        sa.select(sa.func.coalesce(sa.func.max(runs.c.round), 0)).where(runs.c.task_id == task_id)).scalar_one()
+    lost = _lost_before_a_run(connection, task_id, last_round)
+    if lost >= MAX_LOST_BEFORE_A_RUN:
+        move_state(connection, task_id, previous, TaskState.FAILED)
+        insert_event(connection, task_id, None, "failed", {
+            "reason": f"queued again {lost} times after its round was lost before a run began; stopping: {reason}",
+            "code": "lost_before_a_run"})
+        return Recovery(run_id=None, task_id=task_id, previous=previous, state=TaskState.FAILED)
+    move_state(connection, task_id, previous, TaskState.QUEUED)
+    insert_event(connection, task_id, None, "recovered", Recovered(
+        previous.value, TaskState.QUEUED.value, reason, rule, last_round=last_round).to_data())
+    return Recovery(run_id=None, task_id=task_id, previous=previous, state=TaskState.QUEUED)
+
+
+def _lost_before_a_run(connection: sa.Connection, task_id: str, last_round: int) -> int:
+    """How many times in a row, newest first, the task was queued again with ``last_round`` its last
+    round begun (up to :data:`MAX_LOST_BEFORE_A_RUN`). A person's retry ends the row: it is a fresh start."""
+    query = (sa.select(events).where(events.c.task_id == task_id, events.c.kind.in_(["recovered", "retried"]))
+             .order_by(events.c.id.desc()).limit(MAX_LOST_BEFORE_A_RUN))
+    count = 0
+    for row in connection.execute(query).mappings():
+        event = Event(**row)
+        if event.kind != "recovered" or not Recovered.of(event).lost_before_a_run(last_round):
+            break
+        count += 1
+    return count
 
 
 def move_state(connection: sa.Connection, task_id: str, current: TaskState, target: TaskState,
