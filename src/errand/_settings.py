@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
+import secrets
 from pathlib import Path
 
 # In-sandbox ids 0..65535 map onto host ids starting here: far above ordinary
@@ -25,6 +27,26 @@ def home() -> Path:
 def home_tag() -> str:
     """A short tag naming this errand home (its resolved path, hashed)."""
     return hashlib.sha256(resolved_home().encode()).hexdigest()[:12]
+
+
+def home_id(home_path: Path | None = None) -> str:
+    """The random name this errand home (default: this process's) was given when first asked,
+    kept in it as ``id``. Its host name and path do not tell two homes apart where containers
+    share the host's network (one host name) and each mounts a volume of its own at the same
+    path; their ids do, and a home keeps its id across restarts and moves."""
+    path = Path(home_path if home_path is not None else home()) / "id"
+    with contextlib.suppress(FileNotFoundError):
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".id.{os.getpid()}.{secrets.token_hex(4)}")
+    partial.write_text(secrets.token_hex(8) + "\n")
+    try:
+        os.link(partial, path)  # the first to name it wins; every other caller reads the winner's
+    except FileExistsError:
+        pass
+    finally:
+        partial.unlink()
+    return path.read_text().strip()
 
 
 def resolved_home() -> str:

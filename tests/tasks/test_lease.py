@@ -6,12 +6,22 @@ worker lives by its lease, and a renewal after the lease passed says so."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from engine.cli import errand
-from errand.tasks.engines.lease import TEMPORAL_PREFIX, _renew_unexpired, lease_lives, temporal_lease
+from errand import _settings
+from errand.tasks.engines.lease import (
+    TEMPORAL_PREFIX,
+    _renew_unexpired,
+    home_identity,
+    lease_lives,
+    new_worker_id,
+    temporal_lease,
+)
 from errand.tasks.engines.local import LocalEngine
 from errand.tasks.engines.temporal import TemporalSettings
 from errand.tasks.engines.temporal.dispatch import Dispatcher
@@ -90,3 +100,37 @@ def test_a_lease_renewed_after_it_passed_says_so(store: TaskStore) -> None:
     assert _renew_unexpired(store, "temporal:w", 30)
     store.register_worker("temporal:w", home="temporal", lease=-1)  # as a worker stalled past its lease
     assert not _renew_unexpired(store, "temporal:w", 30)
+
+
+def test_two_homes_at_one_path_on_one_host_are_two_homes_to_the_store_and_to_temporal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Containers that share the host's network have one host name; each mounts a volume of its own
+    at the same path for its home. Two such homes are told apart by the id each was given, in the
+    store's worker leases (whose home a starting worker takes for ended) and in Temporal's queues
+    (which route a round to the home holding its working copies)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("ERRAND_HOME", str(home))
+    first, first_queue = home_identity(), TemporalSettings("", prefix="e").worker_queue()
+    assert home_identity() == first and TemporalSettings("", prefix="e").worker_queue() == first_queue
+    home.rename(tmp_path / "unmounted")  # the first container's volume goes...
+    home.mkdir()  # ...and another's is mounted at the same path
+    assert home_identity() != first
+    assert TemporalSettings("", prefix="e").worker_queue() != first_queue
+    assert _settings.home_id(tmp_path / "unmounted") == first.rpartition("#")[2]  # the first keeps its id
+
+
+def test_a_home_is_given_one_id_however_many_processes_ask_at_once(tmp_path: Path) -> None:
+    ask = ("import sys; from pathlib import Path; from errand import _settings; "
+           "print(_settings.home_id(Path(sys.argv[1])))")
+    asking = [subprocess.Popen([sys.executable, "-c", ask, str(tmp_path / "home")], stdout=subprocess.PIPE, text=True)
+              for _ in range(8)]
+    answers = {process.communicate(timeout=60)[0].strip() for process in asking}
+    assert len(answers) == 1 and len(answers.pop()) == 16
+    assert sorted(path.name for path in (tmp_path / "home").iterdir()) == ["id"]  # no partial file left
+
+
+def test_workers_of_one_host_name_and_pid_are_named_apart() -> None:
+    """Host and pid repeat where each container runs errand as pid 1 on the host's network, and for a
+    worker restarted so; a worker's name does not."""
+    assert len({new_worker_id() for _ in range(100)}) == 100
+

@@ -304,3 +304,19 @@ async def test_a_task_whose_round_is_lost_before_a_run_every_time_is_failed_not_
     TaskService(store).retry(task.id)  # a fresh start: lost once more, it is queued again, not failed
     await lost_before_a_run(1)
     assert store.get_task(task.id).state is TaskState.QUEUED
+
+
+async def test_a_worker_leaves_alone_the_runs_of_another_of_the_same_host_name_and_pid(store: TaskStore) -> None:
+    """Two engines made in one process have one host name and pid, as two containers' workers on the
+    host's network do. One holds a running run; the other's look for its own lost runs must not take
+    that run for one of its own and end it."""
+    holder, other = LocalEngine(store, memory=None), LocalEngine(store, memory=None)
+    store.register_worker(holder.worker, home="a", lease=600)
+    store.register_worker(other.worker, home="b", lease=600)
+    store.create_task(title="t", instruction="i", repo="/r")
+    task = store.claim_next(holder.worker)
+    assert task is not None
+    run = store.start_run(task.id, holder.worker)
+    await other._settle_lost_runs()
+    assert store.get_run(run.id).state is RunState.RUNNING
+    assert [e for e in store.events(task.id, 0, 1000) if e.kind == "recovered"] == []

@@ -109,8 +109,8 @@ reviews = sa.Table(
 workers = sa.Table(
     "workers",
     metadata,
-    sa.Column("id", sa.String(160), primary_key=True),  # "<host>:<pid>", as runs.worker names it
-    # "<host>:<errand home>": a worker holding that home's lock knows every other worker of
+    sa.Column("id", sa.String(160), primary_key=True),  # "<host>:<pid>:<random>", as runs.worker names it
+    # "<host>:<errand home>#<its id>": a worker holding that home's lock knows every other worker of
     # the same home is dead, whatever its lease says (the lock went when the process did).
     sa.Column("home", sa.Text, nullable=False),
     sa.Column("pid", sa.Integer, nullable=False),

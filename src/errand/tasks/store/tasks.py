@@ -390,7 +390,7 @@ class TaskStore(SqlStore):
     # -- workers' leases ------------------------------------------------------
 
     def register_worker(self, worker: str, *, home: str, lease: float, pid: int | None = None) -> None:
-        """Record ``worker`` (serving ``home``, "<host>:<path>") as alive for ``lease`` seconds."""
+        """Record ``worker`` (serving ``home``, "<host>:<path>#<id>") as alive for ``lease`` seconds."""
         now = time.time()
         row = {"id": worker, "home": home, "pid": os.getpid() if pid is None else pid, "started_at": now,
                "heartbeat_at": now, "expires_at": now + lease}

@@ -23,8 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
@@ -32,7 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from errand.tasks.engines.lease import TEMPORAL_PREFIX, temporal_lease
+from errand.tasks.engines.lease import TEMPORAL_PREFIX, new_worker_id, temporal_lease
 from errand.tasks.engines.temporal import WORKFLOW, TemporalSettings
 from errand.tasks.engines.temporal.conductor import Conductor
 from errand.tasks.engines.temporal.outbox import Dispatch, Outbox
@@ -65,7 +63,7 @@ class Dispatcher:
         self.settings = settings
         self.poll_interval = poll_interval
         self.notified_poll = notified_poll
-        self.worker = f"{TEMPORAL_PREFIX}{socket.gethostname()}:{os.getpid()}"
+        self.worker = f"{TEMPORAL_PREFIX}{new_worker_id()}"
         self.outbox = Outbox(self.store)
         self._after = 0
         self._unsent: list[Event] = []
