@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 from errand.tasks.errors import RunNotRunning, StaleStart, StateConflict
+from errand.tasks.events import Recovered
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState, Task
 from errand.tasks.store import claims
-from errand.tasks.store.tasks import TaskStore
+from errand.tasks.store.tasks import MAX_LOST_BEFORE_A_RUN, TaskStore
 
 
 def preparing(store: TaskStore) -> Task:
@@ -51,21 +52,35 @@ def test_a_start_under_another_claim_begins_nothing(store: TaskStore) -> None:
 
 def test_a_round_lost_before_it_began_is_queued_again_with_its_event(store: TaskStore) -> None:
     task = preparing(store)
-    assert claims.requeue_unbegun(store, task.id, ("requeued", {"why": "lost"}))
+    assert claims.requeue_unbegun(store, task.id, reason="lost", rule="r")
     assert store.get_task(task.id).state is TaskState.QUEUED
-    [event] = store.events(task.id, kinds=["requeued"])
-    assert event.data == {"why": "lost"}
-    assert not claims.requeue_unbegun(store, task.id, ("requeued", {"why": "again"}))  # queued: not preparing
-    assert len(store.events(task.id, kinds=["requeued"])) == 1
+    [event] = store.events(task.id, kinds=["recovered"])
+    assert Recovered.of(event) == Recovered("preparing", "queued", "lost", "r", last_round=0)
+    assert not claims.requeue_unbegun(store, task.id, reason="again", rule="r")  # queued: not preparing
+    assert len(store.events(task.id, kinds=["recovered"])) == 1
 
 
 def test_a_round_with_a_run_running_is_not_queued_again(store: TaskStore) -> None:
     task = preparing(store)
     [run] = claims.begin_round(store, task.id, "w-1", 1)
-    assert not claims.requeue_unbegun(store, task.id, ("requeued", {}))
-    assert store.get_task(task.id).state is TaskState.PREPARING and store.events(task.id, kinds=["requeued"]) == []
+    assert not claims.requeue_unbegun(store, task.id, reason="lost", rule="r")
+    assert store.get_task(task.id).state is TaskState.PREPARING and store.events(task.id, kinds=["recovered"]) == []
     store.finish_run(run.id, RunState.CANCELLED)
-    assert claims.requeue_unbegun(store, task.id, ("requeued", {}))
+    assert claims.requeue_unbegun(store, task.id, reason="lost", rule="r")
+
+
+def test_a_round_lost_before_it_began_every_time_is_failed_once_past_the_bound(store: TaskStore) -> None:
+    """The Temporal engine's requeue of a lost start (a stalled worker took it) is bounded as the
+    local engine's is: queued again MAX_LOST_BEFORE_A_RUN times in a row, then failed, saying why."""
+    task = preparing(store)
+    for _ in range(MAX_LOST_BEFORE_A_RUN):
+        assert claims.requeue_unbegun(store, task.id, reason="its start was lost", rule="r")
+        assert store.get_task(task.id).state is TaskState.QUEUED
+        assert store.claim_next("temporal:dispatcher") is not None
+    assert claims.requeue_unbegun(store, task.id, reason="its start was lost", rule="r")
+    assert store.get_task(task.id).state is TaskState.FAILED
+    [failed] = store.events(task.id, kinds=["failed"])
+    assert failed.data["code"] == "lost_before_a_run" and failed.data["reason"].endswith("its start was lost")
 
 
 def test_a_round_runs_only_while_all_its_runs_do(store: TaskStore) -> None:

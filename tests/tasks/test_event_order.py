@@ -163,7 +163,7 @@ def test_a_requeue_and_a_message_to_the_same_task_take_turns_without_a_deadlock(
     held.append(message)
     message.start()
     requeue = threading.Thread(target=call, args=(
-        "requeue", lambda: claims.requeue_unbegun(store, task, ("recovered", {"reason": "lost"}))))
+        "requeue", lambda: claims.requeue_unbegun(store, task, reason="lost", rule="r")))
     try:
         assert at_insert.wait(WAIT)
         requeue.start()

@@ -15,7 +15,7 @@ from errand.tasks.engines.reconcile import Action, Reconciler, Seen, WorkflowSta
 from errand.tasks.errors import EnginesMixed
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run, RunState, Task
-from errand.tasks.store.tasks import TaskStore
+from errand.tasks.store.tasks import MAX_LOST_BEFORE_A_RUN, TaskStore
 
 S = TaskState
 W = WorkflowState
@@ -141,6 +141,21 @@ def test_a_second_interruption_fails_the_task_with_a_reason(store: TaskStore) ->
     assert healed.state is S.FAILED
     [failed] = store.events(task_id, kinds=["failed"])
     assert "host:2 holds no live lease" in failed.data["reason"] and "errand retry" in failed.data["reason"]
+
+
+def test_a_task_whose_claimer_dies_before_a_run_every_time_is_failed_once_past_the_bound(store: TaskStore) -> None:
+    """`errand recover` and `errand serve`'s reconciler requeue a task claimed by a worker that died
+    before any run of it began; bounded as the engines' own requeues are, it is failed once that
+    happened MAX_LOST_BEFORE_A_RUN times in a row, not claimed and lost for ever."""
+    task_id = store.create_task(title="t", instruction="i", repo="/r").id
+    states = []
+    for n in range(MAX_LOST_BEFORE_A_RUN + 1):
+        assert store.claim_next(f"host:{n}") is not None  # claimed; its worker dies before a run
+        [healed] = asyncio.run(Reconciler(store, grace=0).once())
+        states.append(healed.state)
+    assert states == [S.QUEUED] * MAX_LOST_BEFORE_A_RUN + [S.FAILED]
+    [failed] = store.events(task_id, kinds=["failed"])
+    assert failed.data["code"] == "lost_before_a_run" and f"host:{MAX_LOST_BEFORE_A_RUN}" in failed.data["reason"]
 
 
 def test_the_local_rule_refuses_a_store_the_temporal_engine_serves(store: TaskStore) -> None:

@@ -47,7 +47,7 @@ from errand.tasks.records import Event, RunState, Task
 from errand.tasks.round import order as rounds
 from errand.tasks.round import steps
 from errand.tasks.store.changes import Commits
-from errand.tasks.store.tasks import MAX_LOST_BEFORE_A_RUN, TaskStore
+from errand.tasks.store.tasks import LOST_RULE, TaskStore
 
 __all__ = ["EngineBusy", "LocalEngine", "ModelFactory", "worker_running"]
 
@@ -217,8 +217,7 @@ class LocalEngine:
             self.store.requeue_unheld, self.worker, set(self._rounds),
             reason=f"its worker {self.worker} claimed it, but runs no round of it and no run of it is running "
                    "(the round was lost as it started or ended, as when the store is away then)",
-            rule="queued again; a round lost with no run running is not counted as an interruption, but once "
-                 f"queued again so {MAX_LOST_BEFORE_A_RUN} times in a row the task is failed")
+            rule=LOST_RULE)
 
     async def _stop_rounds(self) -> None:
         handles = [r.handle for r in self._rounds.values() if r.handle is not None]

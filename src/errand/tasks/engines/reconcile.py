@@ -39,7 +39,7 @@ from errand.tasks.engines.lease import TEMPORAL_PREFIX
 from errand.tasks.errors import EnginesMixed
 from errand.tasks.lifecycle import ACTIVE, TaskState
 from errand.tasks.records import Run, RunState, Task
-from errand.tasks.store.tasks import TaskStore
+from errand.tasks.store.tasks import LOST_RULE, TaskStore
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_INTERVAL", "Action", "Heal", "Healed", "Reconciler", "Seen", "WorkflowState",
            "Workflows", "act", "cancel_runs", "decide", "end_abandoned_runs", "grace_from_environment", "holder_alive",
@@ -185,13 +185,15 @@ def act(store: TaskStore, heal: Heal) -> Healed | None:
 
 
 def _requeue(store: TaskStore, heal: Heal) -> Healed | None:
+    """Queue again a task whose round was lost before a run of it began (failed instead once that
+    happened too often in a row); None if it moved on (claimed, cancelled, a run begun) since it was seen."""
     try:
-        store.set_state(heal.task_id, TaskState.QUEUED, expected=heal.previous, event=("recovered", {
-            "run_id": None, "previous": heal.previous.value, "state": TaskState.QUEUED.value, "reason": heal.reason,
-            "rule": RULE}))
-    except ErrandError:  # it moved on (claimed, cancelled) since it was seen
+        recovery = store.requeue_lost(heal.task_id, heal.previous, reason=heal.reason, rule=LOST_RULE)
+    except ErrandError:  # the lifecycle refuses the move from the state it was seen in
         return None
-    return Healed(heal.task_id, heal.action, heal.previous, TaskState.QUEUED, heal.reason)
+    if recovery is None:
+        return None
+    return Healed(heal.task_id, heal.action, heal.previous, recovery.state, heal.reason)
 
 
 def _interrupt(store: TaskStore, heal: Heal) -> Healed | None:

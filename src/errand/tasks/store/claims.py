@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
 
 import sqlalchemy as sa
 
@@ -24,7 +23,7 @@ from errand.tasks.errors import RunNotRunning, StaleStart, StateConflict
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Run, RunState
 from errand.tasks.store.schema import runs
-from errand.tasks.store.tasks import TaskStore, insert_event, move_state, task_row
+from errand.tasks.store.tasks import TaskStore, move_state, task_row
 
 __all__ = ["begin_round", "requeue_unbegun", "run_round"]
 
@@ -52,18 +51,12 @@ def begin_round(store: TaskStore, task_id: str, worker: str, attempts: int, *, c
 
 
 @patiently
-def requeue_unbegun(store: TaskStore, task_id: str, event: tuple[str, Any]) -> bool:
+def requeue_unbegun(store: TaskStore, task_id: str, *, reason: str, rule: str) -> bool:
     """Queue again a ``preparing`` task none of whose runs is running (its round was lost before
-    it began one), with ``event``; False, changing nothing, if it is not so: a start that began
+    it began one), with its ``recovered`` event, or fail it once that happened too often in a row
+    (:meth:`TaskStore.requeue_lost`); False, changing nothing, if it is not so: a start that began
     runs meanwhile keeps them, and the caller settles them instead."""
-    running = sa.select(runs.c.id).where(runs.c.task_id == task_id, runs.c.state == RunState.RUNNING.value)
-    with store._write() as connection:
-        if task_row(connection, task_id, lock=True)["state"] != TaskState.PREPARING.value \
-                or connection.execute(running.limit(1)).first() is not None:
-            return False
-        move_state(connection, task_id, TaskState.PREPARING, TaskState.QUEUED)
-        insert_event(connection, task_id, None, *event)
-        return True
+    return store.requeue_lost(task_id, TaskState.PREPARING, reason=reason, rule=rule) is not None
 
 
 @patiently

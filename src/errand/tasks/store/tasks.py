@@ -27,7 +27,8 @@ from errand.tasks.records import Event, Recovery, Review, Run, RunState, Task, V
 from errand.tasks.store.changes import CHANNEL, notify
 from errand.tasks.store.schema import events, reviews, runs, tasks, workers
 
-__all__ = ["MAX_LOST_BEFORE_A_RUN", "TaskStore", "insert_event", "move_state", "next_queued", "task_record", "task_row"]
+__all__ = ["LOST_RULE", "MAX_LOST_BEFORE_A_RUN", "TaskStore", "insert_event", "move_state", "next_queued",
+           "requeue_lost", "task_record", "task_row"]
 
 _VERDICT_STATE = {
     Verdict.ACCEPTED: TaskState.ACCEPTED,
@@ -468,7 +469,7 @@ class TaskStore(SqlStore):
                 if state not in ACTIVE or row["claimed_by"] != worker or connection.execute(
                         running.where(runs.c.task_id == task_id).limit(1)).first() is not None:
                     continue  # moved on, or taken over, since the first look
-                recovery = _requeue_lost(connection, task_id, state, reason=reason, rule=rule)
+                recovery = requeue_lost(connection, task_id, state, reason=reason, rule=rule)
             requeued.append(recovery)
         return requeued
 
@@ -484,9 +485,20 @@ class TaskStore(SqlStore):
                 recoveries.append(recovery)
         return recoveries
 
+    def requeue_lost(self, task_id: str, expected: TaskState, *, reason: str, rule: str) -> Recovery | None:
+        """Queue again the task, seen ``expected``, whose round was lost before a run of it began
+        (or fail it, by :func:`requeue_lost`'s bound), with its event; None, changing nothing, if it
+        is no longer ``expected`` or a run of it is running: it moved on, or a start began runs."""
+        running = sa.select(runs.c.id).where(runs.c.task_id == task_id, runs.c.state == RunState.RUNNING.value)
+        with self._write() as connection:
+            if task_row(connection, task_id, lock=True)["state"] != expected.value \
+                    or connection.execute(running.limit(1)).first() is not None:
+                return None
+            return requeue_lost(connection, task_id, expected, reason=reason, rule=rule)
+
     def _requeue_runless(self, *conditions: sa.ColumnElement[bool]) -> list[Recovery]:
         """Queue again the active tasks with no run running that ``conditions`` name (their worker is
-        gone), by :func:`_requeue_lost`, each with its event."""
+        gone), by :func:`requeue_lost`, each with its event."""
         running = sa.select(runs.c.task_id).where(runs.c.state == RunState.RUNNING.value)
         query = sa.select(tasks.c.id, tasks.c.state, tasks.c.claimed_by).where(
             tasks.c.state.in_([state.value for state in ACTIVE]), tasks.c.id.not_in(running), *conditions)
@@ -497,7 +509,7 @@ class TaskStore(SqlStore):
             reason = f"its worker{f' {claimer}' if claimer else ''} ended before any run of it began"
             with self._write() as connection:
                 try:
-                    recovery = _requeue_lost(connection, task_id, TaskState(state), reason=reason, rule=_LOST_RULE)
+                    recovery = requeue_lost(connection, task_id, TaskState(state), reason=reason, rule=LOST_RULE)
                 except StateConflict:
                     continue
             recoveries.append(recovery)
@@ -511,11 +523,11 @@ class TaskStore(SqlStore):
 #: renewal, every 10 s, for ever. Three in a row is past bad luck; a run begun, or a person's
 #: `errand retry`, starts the count again.
 MAX_LOST_BEFORE_A_RUN = 3
-_LOST_RULE = ("queued again; a round lost before a run began is not counted as an interruption, but once queued "
+LOST_RULE = ("queued again; a round lost before a run began is not counted as an interruption, but once queued "
               f"again so {MAX_LOST_BEFORE_A_RUN} times in a row the task is failed")
 
 
-def _requeue_lost(connection: sa.Connection, task_id: str, previous: TaskState, *, reason: str,
+def requeue_lost(connection: sa.Connection, task_id: str, previous: TaskState, *, reason: str,
                   rule: str) -> Recovery:
     """Queue again the active task (``previous``) whose round was lost before a run of it began, with a
     ``recovered`` event that gives ``reason`` and ``rule``; or, when it was already queued again so

@@ -35,7 +35,7 @@ from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.round import order as rounds
 from errand.tasks.store import claims
-from errand.tasks.store.tasks import TaskStore
+from errand.tasks.store.tasks import LOST_RULE, TaskStore
 
 __all__ = ["WORKFLOW_RUNNER", "Conductor"]
 
@@ -119,12 +119,10 @@ class Conductor:
         """Queue again a task whose round was lost before it began a run (a stalled worker took the
         start); () then. If the lost start began runs meanwhile (its worker woke), those runs, to be
         interrupted: requeued with them running, the task's next round raced the woken worker's."""
-        requeued = ("recovered", {"run_id": None, "previous": TaskState.PREPARING.value,
-                                  "state": TaskState.QUEUED.value, "reason": settled.reason,
-                                  "rule": "a round lost before it began a run is queued again"})
         while True:
             running = self._running_runs(settled.task_id)
-            if running or claims.requeue_unbegun(self.store, settled.task_id, requeued):
+            if running or claims.requeue_unbegun(self.store, settled.task_id, reason=settled.reason,
+                                                 rule=LOST_RULE):
                 return running
             if self.store.get_task(settled.task_id).state is not TaskState.PREPARING:
                 return ()  # moved on meanwhile (cancelled, say): nothing of the round to settle
