@@ -137,7 +137,7 @@ async def test_a_cancelled_rebuild_of_a_rounds_handles_leaves_mounted_what_anoth
 
     monkeypatch.setattr(order, "_rebuilt", rebuilt)
     monkeypatch.setattr(checkouts, "unmount", lambda where: mounted.discard(where))
-    bench = types.SimpleNamespace(rounds={})
+    bench = types.SimpleNamespace(rounds={}, rebuilding={})
     prepared = types.SimpleNamespace(key="t-1/1")
     first = asyncio.ensure_future(order._live(bench, prepared))  # type: ignore[arg-type]
     second = asyncio.ensure_future(order._live(bench, prepared))  # type: ignore[arg-type]

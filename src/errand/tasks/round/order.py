@@ -202,6 +202,8 @@ class Bench:
     #: (None: tasks of an agent CLI fail with the reason, since the model key never enters a sandbox).
     gateway: Gateway | None = field(default_factory=RunGrants)
     rounds: dict[str, _Live] = field(default_factory=dict)
+    #: Rebuilds of rounds' live handles under way (see :func:`_live`), by :attr:`Prepared.key`.
+    rebuilding: dict[str, asyncio.Future[_Live]] = field(default_factory=dict)
 
     def sandboxes(self, key: str) -> list[AsyncSandbox | None]:
         """The agents' sandboxes of the round ``key`` this process holds (None: not running here)."""
@@ -679,14 +681,30 @@ def cancel_runs(store: TaskStore, task_id: str, run_ids: Sequence[str]) -> bool:
 
 
 async def _live(bench: Bench, prepared: Prepared) -> _Live:
-    """The round's live handles in this process, rebuilt from disk if it does not have them."""
+    """The round's live handles in this process, rebuilt from disk if it does not have them.
+
+    Once, however many ask at once: after a Temporal worker restarts, each attempt of a round asks
+    as it resumes. Rebuilt twice, the overlays would be mounted twice over each other, and the
+    second rebuild's handles would replace the first's, so the round's close would never end the
+    sandbox an attempt had put in the first. A caller cancelled meanwhile leaves the rebuild to
+    run on (for the others, and for the close, which unmounts what it mounted)."""
     live = bench.rounds.get(prepared.key)
-    if live is None:
-        # Not undone if the caller is cancelled: another attempt of the round may be rebuilding it at
-        # once, on the same mounts, and the round's close unmounts them.
+    if live is not None:
+        return live
+    rebuilding = bench.rebuilding.get(prepared.key)
+    if rebuilding is None:
+        rebuilding = bench.rebuilding[prepared.key] = asyncio.ensure_future(_rebuild(bench, prepared))
+        rebuilding.add_done_callback(lambda done: done.cancelled() or done.exception())  # said to each asker
+    return await asyncio.shield(rebuilding)
+
+
+async def _rebuild(bench: Bench, prepared: Prepared) -> _Live:
+    try:
         live = await asyncio.to_thread(_rebuilt, bench, prepared)
         bench.rounds[prepared.key] = live
-    return live
+        return live
+    finally:
+        del bench.rebuilding[prepared.key]
 
 
 def _rebuilt(bench: Bench, prepared: Prepared) -> _Live:
