@@ -23,14 +23,17 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["KEPT_REFUSALS", "OTHER_HOSTS", "RECENT_EVENTS", "TRACKED_HOSTS", "EgressEvent", "EgressLedger",
-           "HostTally", "read_ledger", "read_log"]
+__all__ = ["KEPT_REFUSALS", "OTHER_HOSTS", "RECENT_EVENTS", "TRACKED_HOSTS", "UNANSWERED", "EgressEvent",
+           "EgressLedger", "HostTally", "read_ledger", "read_log"]
 
 KEPT_REFUSALS = 50
 RECENT_EVENTS = 200
 TRACKED_HOSTS = 100
 REASONS_PER_HOST = 8
 OTHER_HOSTS = ("*", 0)  # the tally of every host past the first TRACKED_HOSTS
+#: How the reason of a refusal begins when the policy let the connection out but its host did not
+#: answer (refused it, unreachable, timed out): a host down, not one the sandbox may not reach.
+UNANSWERED = "cannot connect to "
 OTHER_REASONS = "(other reasons)"
 _REASON_KEY = 240  # characters of a reason used as a counter's key
 _HOST_KEPT = 255  # characters of a host kept (a DNS name has at most 253; a CONNECT target may have 64 KiB)
@@ -98,6 +101,11 @@ class EgressLedger:
                 self.first_refusals.append(event)
             else:
                 self.last_refusals.append(event)
+
+    def unanswered(self) -> list[tuple[str, int]]:
+        """The hosts (and ports) the policy let a connection out to that did not answer it."""
+        return [key for key, tally in self.hosts.items()
+                if key != OTHER_HOSTS and any(reason.startswith(UNANSWERED) for reason in tally.refused)]
 
     def kept_events(self) -> list[EgressEvent]:
         """The events kept verbatim, in time order, each once: the first and last refusals

@@ -52,7 +52,7 @@ from errand.errors import ConfigError
 from errand.sandbox._backends.spec import PROXY_PORT
 from errand.sandbox._egress.http import Refused, RequestHead, parse_request, split_host_port
 from errand.sandbox._egress.intercept import Interceptor, upstream_context
-from errand.sandbox._egress.ledger import EgressEvent, EgressLedger, read_ledger
+from errand.sandbox._egress.ledger import UNANSWERED, EgressEvent, EgressLedger, read_ledger
 from errand.sandbox._egress.plainhttp import Upstream, absolute_target, exchange, next_head, origin_head, read_head
 from errand.sandbox._egress.tls import TLS_RECORD_HEADER, UnreadableHello, client_hello_length, server_name
 from errand.sandbox.network import (
@@ -69,6 +69,11 @@ from errand.sandbox.network import (
 __all__ = ["EgressEvent", "EgressProxy", "ProxyTimeouts", "proxy_env"]
 
 _HEAD_LIMIT = 65536
+# What a client is told when the host it may reach does not answer (refused, unreachable, timed
+# out): 503, as squid and envoy say it, not 502. An outage is then retried as the client retries
+# one it meets directly: pip retries 503 and not 502, so a registry down for a moment behind this
+# proxy failed an install at once that pip, going direct, would have waited out.
+UNAVAILABLE = 503
 _MAX_CONNECTIONS = 512  # per sandbox
 _LOG_LIMIT = 1 << 20  # bytes of egress log appended per sandbox before it is rewritten as a checkpoint
 LIVE_BACKLOG = 1000  # events a subscriber that is not reading may fall behind before they are dropped
@@ -460,7 +465,7 @@ class EgressProxy:
                                                  "allowed", "allowed by policy", address=connection.address))
             return Upstream(connection.host, connection.port, connection.address, upstream_reader,
                              upstream_writer)
-        raise Refused(f"cannot connect to {connection.host}:{connection.port} ({last_error})", 502)
+        raise Refused(f"{UNANSWERED}{connection.host}:{connection.port} ({last_error})", UNAVAILABLE)
 
     def _end_upstream(self, sandbox_id: str, upstream: Upstream) -> None:
         upstream.writer.close()
@@ -591,7 +596,7 @@ async def _connect(connection: _Connection, addresses: list[Address], done: asyn
         _no_delay(transport.get_extra_info("socket"))
         connection.address = str(address)
         return transport
-    raise Refused(f"cannot connect to {connection.host}:{connection.port} ({last_error})", 502)
+    raise Refused(f"{UNANSWERED}{connection.host}:{connection.port} ({last_error})", UNAVAILABLE)
 
 
 def _inner_head(request: RequestHead, host: str, port: int) -> bytes:
@@ -712,7 +717,7 @@ async def _reply(writer: asyncio.StreamWriter, status: int, reason: str) -> None
         return
     body = f"errand egress proxy: {reason}\n".encode()
     phrase = {400: "Bad Request", 403: "Forbidden", 408: "Request Timeout", 431: "Request Header Fields Too Large",
-              502: "Bad Gateway"}.get(status, "Error")
+              502: "Bad Gateway", UNAVAILABLE: "Service Unavailable"}.get(status, "Error")
     writer.write(f"HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
                  f"Connection: close\r\n\r\n".encode() + body)
     try:

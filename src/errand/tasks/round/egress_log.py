@@ -81,13 +81,19 @@ async def end_sandbox(sandbox: AsyncSandbox, journal: Callable[[str, dict[str, A
 
 async def refusals_note(sandbox: AsyncSandbox, registries: Collection[str] | None = None) -> str:
     """For a failure's message: how many connections the sandbox's proxy refused so far, if any
-    (a failed install is often a refused one), and where to read why. Given the ``registries``
+    (a failed install is often a refused one), and where to read why; the hosts that did not answer
+    (an index or registry down: its installer's retries ran out) and what to do. Given the ``registries``
     setup may reach, a refused host of another of the host's registries says how to allow it."""
     with contextlib.suppress(ErrandError, OSError, ValueError, TypeError):
         ledger = await sandbox.egress_ledger()
         if ledger.refusals:
             note = (f"; the egress proxy refused {ledger.refusals} connection{'' if ledger.refusals == 1 else 's'} "
                     "of it (`errand logs` says which and why)")
+            away = ledger.unanswered()
+            if away:
+                named = ", ".join(f"{host}:{port}" for host, port in away[:3]) + (", …" if len(away) > 3 else "")
+                note += (f"; {named} did not answer (down or unreachable: not refused by the policy); if a package "
+                         "index or registry it installs from is away, `errand retry` the task once it is back")
             wanted = _registries_refused(ledger, registries) if registries is not None else []
             if wanted:
                 listed = ", ".join(f'"{kind}"' for kind in [*(registries or ()), *wanted])
