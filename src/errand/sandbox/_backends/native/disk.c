@@ -53,6 +53,7 @@ static int attach(int backing, const char *name, char *device, size_t size) {
     struct timespec seed;
     clock_gettime(CLOCK_MONOTONIC, &seed);
     unsigned int draw = (unsigned int)getpid() ^ (unsigned int)seed.tv_nsec;
+    int lost = EBUSY;
     for (int attempt = 0; attempt < ATTACH_TRIES; attempt++) {
         int n = ioctl(control, LOOP_CTL_GET_FREE);
         if (n < 0) die("find a free loop device");
@@ -62,8 +63,16 @@ static int attach(int backing, const char *name, char *device, size_t size) {
         if (loop < 0 && errno == ENOENT) { /* past the last device: make this one */
             if (ioctl(control, LOOP_CTL_ADD, n) < 0 && errno != EEXIST) die("add a loop device");
             loop = open(device, O_RDWR | O_CLOEXEC);
+            /* Still no node: another launcher is adding this device (LOOP_CTL_ADD says EEXIST as
+             * soon as it has the number, before the kernel has made the node), so it is that
+             * launcher's; or /dev is not devtmpfs (a container's, filled as it started), where a
+             * new device gets no node. Either way a loss: another device, then. */
+            if (loop < 0 && errno == ENOENT) { lost = ENOENT; continue; }
         }
-        if (loop < 0 && errno == EBUSY) continue; /* in use and mounted, where the kernel refuses writers */
+        if (loop < 0 && errno == EBUSY) { /* in use and mounted, where the kernel refuses writers */
+            lost = EBUSY;
+            continue;
+        }
         if (loop < 0) die(device);
         struct loop_config config;
         memset(&config, 0, sizeof config);
@@ -76,9 +85,10 @@ static int attach(int backing, const char *name, char *device, size_t size) {
             return loop;
         }
         if (errno != EBUSY) die("attach a loop device");
+        lost = EBUSY;
         close(loop);
     }
-    errno = EBUSY;
+    errno = lost;
     die("attach a loop device");
     return -1;
 }
