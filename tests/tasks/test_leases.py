@@ -112,3 +112,24 @@ def test_workers_racing_for_the_queue_each_get_distinct_tasks_and_take_them_all(
     assert all(stores[0].get_task(task_id).state is S.PREPARING for task_id in every)
     for store in stores:
         store.close()
+
+
+def test_a_follow_up_of_a_task_failed_for_rounds_lost_before_a_run_starts_the_count_again(store: TaskStore) -> None:
+    """A person's follow-up of the failed task is a fresh start as much as a retry is: its next
+    round lost before a run queues it again, it does not fail it at once as the
+    MAX_LOST_BEFORE_A_RUN-th loss in a row."""
+    from errand.tasks.service import TaskService
+
+    store.register_worker("b:1", home="b:/home", lease=LONG)
+    task_id = store.create_task(title="t", instruction="i", repo="/r").id
+
+    def lost_once(n: int) -> TaskState:
+        store.register_worker(f"a:{n}", home="a:/home", lease=EXPIRED)
+        assert store.claim_next(f"a:{n}").id == task_id  # type: ignore[union-attr]
+        [recovery] = store.recover_dead_workers("b:1", home="b:/home")
+        return recovery.state
+
+    assert [lost_once(n) for n in range(1, MAX_LOST_BEFORE_A_RUN + 2)] == [S.QUEUED] * MAX_LOST_BEFORE_A_RUN + [S.FAILED]
+    TaskService(store).followup(task_id, "try once more")
+    assert store.get_task(task_id).state is S.QUEUED
+    assert lost_once(MAX_LOST_BEFORE_A_RUN + 2) is S.QUEUED

@@ -521,7 +521,7 @@ class TaskStore(SqlStore):
 #: first) is no interruption and is not counted as one; but a task whose every round is lost so
 #: (its begin fails each time, or kills its worker) would be claimed and lost again at every lease
 #: renewal, every 10 s, for ever. Three in a row is past bad luck; a run begun, or a person's
-#: `errand retry`, starts the count again.
+#: `errand retry` or `errand followup`, starts the count again.
 MAX_LOST_BEFORE_A_RUN = 3
 LOST_RULE = ("queued again; a round lost before a run began is not counted as an interruption, but once queued "
               f"again so {MAX_LOST_BEFORE_A_RUN} times in a row the task is failed")
@@ -547,10 +547,16 @@ def requeue_lost(connection: sa.Connection, task_id: str, previous: TaskState, *
     return Recovery(run_id=None, task_id=task_id, previous=previous, state=TaskState.QUEUED)
 
 
+#: What ends a row of rounds lost before a run: the task settled (failed, cancelled), or a person's retry
+#: or follow-up of it, a fresh start. Only a person moves a failed or cancelled task on.
+_FRESH_START = ("failed", "cancelled", "retried", "followup")
+
+
 def _lost_before_a_run(connection: sa.Connection, task_id: str, last_round: int) -> int:
     """How many times in a row, newest first, the task was queued again with ``last_round`` its last
-    round begun (up to :data:`MAX_LOST_BEFORE_A_RUN`). A person's retry ends the row: it is a fresh start."""
-    query = (sa.select(events).where(events.c.task_id == task_id, events.c.kind.in_(["recovered", "retried"]))
+    round begun (up to :data:`MAX_LOST_BEFORE_A_RUN`). The task settled, or a person's retry or
+    follow-up, ends the row: what comes after is a fresh start."""
+    query = (sa.select(events).where(events.c.task_id == task_id, events.c.kind.in_(["recovered", *_FRESH_START]))
              .order_by(events.c.id.desc()).limit(MAX_LOST_BEFORE_A_RUN))
     count = 0
     for row in connection.execute(query).mappings():
