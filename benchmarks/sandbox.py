@@ -531,8 +531,10 @@ async def errand_density(count: int, chunk: int, settle: float) -> dict[str, Any
                 errors.append(f"{sb.id} was SIGKILLed while idle, not by this process (a foreign errand gc?)")
         for sb in sandboxes:
             with contextlib.suppress(Exception):
-                usage.append(sb.memory_usage())
-                held.append(held_in(Cgroup.open(sb._record.cgroup).v1_dirs["memory"]))
+                group = Cgroup.open(sb._record.cgroup)
+                charged, holds = sb.memory_usage(), held_in(group.v1_dirs.get("memory") or group.v2_dir or "")
+                usage.append(charged)  # both or neither: the two lists describe the same sandboxes
+                held.append(holds)
         avail_drop = before - mem_available()
         for sb in sandboxes:
             with contextlib.suppress(Exception):
@@ -548,10 +550,18 @@ async def errand_density(count: int, chunk: int, settle: float) -> dict[str, Any
 
 
 def held_in(group: Path | str) -> int:
-    """Bytes of pages a v1 memory cgroup holds: user pages, page cache and kernel memory, without
-    the charge its per-CPU stock holds unused (see the module's doc)."""
-    stat = dict(line.split() for line in Path(group, "memory.stat").read_text().splitlines())
-    return int(stat["rss"]) + int(stat["cache"]) + int(Path(group, "memory.kmem.usage_in_bytes").read_text())
+    """Bytes of pages a memory cgroup holds: user pages, page cache and kernel memory, without
+    the charge its per-CPU stock holds unused (see the module's doc). A v1 group's from its stat's
+    ``rss`` and ``cache`` and its kmem counter; a v2 group's from its stat's ``anon``, ``file`` and
+    ``kernel`` (the kernel's parts before Linux 5.18, which has no ``kernel`` line)."""
+    stat = {key: int(value) for key, value in
+            (line.split() for line in Path(group, "memory.stat").read_text().splitlines())}
+    if "rss" in stat:
+        return stat["rss"] + stat["cache"] + int(Path(group, "memory.kmem.usage_in_bytes").read_text())
+    kernel = stat["kernel"] if "kernel" in stat else sum(
+        stat.get(part, 0) for part in ("kernel_stack", "pagetables", "sec_pagetables", "percpu", "sock", "vmalloc",
+                                       "slab"))
+    return stat["anon"] + stat["file"] + kernel
 
 
 def killed_from_outside(sandbox: AsyncSandbox) -> bool:
@@ -715,14 +725,21 @@ def bench_density(report: Report, count: int, chunk: int, settle: float, bwrap: 
             report.add(Row(section, f"{subject}: memory per sandbox (cgroup)", figure="no live sandbox to measure",
                            target=f"≤ {DENSITY_MIB:g} MiB each" if kind == "errand" else ""))
         else:
+            # Judged on what is held; on the charge where what is held could not be read.
+            held = (f"held: mean {f['held_mean_mib']:.2f} MiB · max {f['held_max_mib']:.2f} MiB · "
+                    if f["held_max_mib"] is not None else "held: not read · ")
             report.add(Row(section, f"{subject}: memory per sandbox (cgroup)",
-                           figure=f"held: mean {f['held_mean_mib']:.2f} MiB · max {f['held_max_mib']:.2f} MiB"
-                                  f" · charged: mean {f['memory_mean_mib']:.2f} · max {f['memory_max_mib']:.2f}"
+                           figure=f"{held}charged: mean {f['memory_mean_mib']:.2f} · max {f['memory_max_mib']:.2f}"
                                   f" · host MemAvailable drop {f['host_memavailable_drop_per_sandbox_mib']:.2f}"
                                   " MiB/sandbox",
                            target=f"≤ {DENSITY_MIB:g} MiB each" if kind == "errand" else "",
-                           ok=f["held_max_mib"] <= DENSITY_MIB if kind == "errand" else None))
+                           ok=_judged_mib(f) <= DENSITY_MIB if kind == "errand" else None))
         report.add(idle_limit_row(section, subject, f, count))
+
+
+def _judged_mib(f: dict[str, Any]) -> float:
+    """The per-sandbox memory the goal is judged on: the most held, else the most charged."""
+    return f["held_max_mib"] if f["held_max_mib"] is not None else f["memory_max_mib"] or 0.0
 
 
 def idle_limit_row(section: str, subject: str, f: dict[str, Any], count: int) -> Row:
@@ -739,7 +756,7 @@ def idle_limit_row(section: str, subject: str, f: dict[str, Any], count: int) ->
               f"(MemAvailable: {by_memory:,}); the limit is {limit}, at {fits:,}")
     if count >= IDLE_GOAL:
         figure = f"{f['alive']:,} alive measured · " + figure
-        ok: bool | None = f["alive"] >= IDLE_GOAL and (f["held_max_mib"] or 99) <= DENSITY_MIB
+        ok: bool | None = f["alive"] >= IDLE_GOAL and (_judged_mib(f) or 99) <= DENSITY_MIB
     else:
         ok = None
     return Row(section, f"{subject}: {IDLE_GOAL:,} idle", figure=figure,
