@@ -129,7 +129,8 @@ def test_a_follow_up_of_a_task_failed_for_rounds_lost_before_a_run_starts_the_co
         [recovery] = store.recover_dead_workers("b:1", home="b:/home")
         return recovery.state
 
-    assert [lost_once(n) for n in range(1, MAX_LOST_BEFORE_A_RUN + 2)] == [S.QUEUED] * MAX_LOST_BEFORE_A_RUN + [S.FAILED]
+    states = [lost_once(n) for n in range(1, MAX_LOST_BEFORE_A_RUN + 2)]
+    assert states == [S.QUEUED] * MAX_LOST_BEFORE_A_RUN + [S.FAILED]
     TaskService(store).followup(task_id, "try once more")
     assert store.get_task(task_id).state is S.QUEUED
     assert lost_once(MAX_LOST_BEFORE_A_RUN + 2) is S.QUEUED
