@@ -3,8 +3,10 @@ and takes over only the dead one's runs; several workers claim from one queue wi
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
+from errand.tasks.engines.reconcile import Reconciler
 from errand.tasks.events import Failed
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
@@ -134,3 +136,27 @@ def test_a_follow_up_of_a_task_failed_for_rounds_lost_before_a_run_starts_the_co
     TaskService(store).followup(task_id, "try once more")
     assert store.get_task(task_id).state is S.QUEUED
     assert lost_once(MAX_LOST_BEFORE_A_RUN + 2) is S.QUEUED
+
+
+def test_rounds_lost_before_a_run_count_alike_whoever_queues_the_task_again(store: TaskStore) -> None:
+    """A worker's recovery of dead workers and the reconciler (`errand serve`'s, `errand recover`,
+    `errand worker stop`) requeue the same loss, a task claimed by a dead worker with no run begun:
+    one that the reconciler requeued must count in the row, not start it again."""
+    store.register_worker("b:1", home="b:/home", lease=LONG)
+    task_id = store.create_task(title="t", instruction="i", repo="/r").id
+    healer = Reconciler(store, grace=0.0)
+
+    def lost_once(n: int) -> TaskState:
+        store.register_worker(f"a:{n}", home="a:/home", lease=EXPIRED)
+        assert store.claim_next(f"a:{n}").id == task_id  # type: ignore[union-attr]
+        if n % 2:
+            store.recover_dead_workers("b:1", home="b:/home")
+        else:
+            [healed] = asyncio.run(healer.once([task_id]))
+            assert healed.task_id == task_id
+        return store.get_task(task_id).state
+
+    states = [lost_once(n) for n in range(1, MAX_LOST_BEFORE_A_RUN + 2)]
+    assert states == [S.QUEUED] * MAX_LOST_BEFORE_A_RUN + [S.FAILED]
+    failed = Failed.last(store.events(task_id, kinds=["failed", "recovered"], limit=1000))
+    assert failed is not None and failed.code == "lost_before_a_run"
