@@ -4,7 +4,11 @@ and takes over only the dead one's runs; several workers claim from one queue wi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import Iterator
+
+import sqlalchemy as sa
 
 from errand.tasks.engines.reconcile import Reconciler
 from errand.tasks.events import Failed
@@ -70,6 +74,45 @@ def test_a_claim_without_a_run_is_requeued_only_when_its_claimer_is_dead(store: 
     assert (recovery.task_id, recovery.run_id, recovery.state) == (task.id, None, S.QUEUED)
 
 
+def test_a_stale_look_at_a_dead_workers_claim_does_not_queue_again_a_task_a_live_worker_claimed(
+        store: TaskStore) -> None:
+    """b looks for the claims of dead workers and finds a:1's; before b writes, another recovery
+    queued the task again and the live c:1 claimed it, so it is preparing again, c:1's. b's write
+    must leave it to c:1 (comparing the state alone, it queued c:1's task away from it)."""
+    store.register_worker("b:1", home="b:/home", lease=LONG)
+    store.register_worker("c:1", home="c:/home", lease=LONG)
+    store.register_worker("a:1", home="a:/home", lease=EXPIRED)
+    task_id = store.create_task(title="t", instruction="i", repo="/r").id
+    assert store.claim_next("a:1").id == task_id  # type: ignore[union-attr]
+    write, read = store._write, store._read
+    looked: list[bool] = []
+    taken: list[bool] = []
+
+    @contextlib.contextmanager
+    def looking() -> Iterator[sa.Connection]:
+        with read() as connection:
+            yield connection
+        looked.append(True)
+
+    @contextlib.contextmanager
+    def taken_over_after_the_look() -> Iterator[sa.Connection]:
+        if looked and not taken:
+            taken.append(True)  # what another worker's recovery and c:1's claim do while b's look is in flight
+            store.set_state(task_id, S.QUEUED, expected=S.PREPARING)
+            assert store.claim_next("c:1").id == task_id  # type: ignore[union-attr]
+        with write() as connection:
+            yield connection
+
+    store._read, store._write = looking, taken_over_after_the_look  # type: ignore[method-assign]
+    try:
+        recoveries = store.recover_dead_workers("b:1", home="b:/home")
+    finally:
+        del store._read, store._write
+    assert taken and recoveries == []
+    assert store.get_task(task_id).state is S.PREPARING and store.claimer(task_id) == "c:1"
+    assert [e for e in store.events(task_id, limit=1000) if e.kind == "recovered"] == []
+
+
 def test_a_task_whose_every_worker_dies_before_its_first_run_is_failed_not_queued_for_ever(store: TaskStore) -> None:
     """Each worker that claims it dies before a run of it begins (the task's begin kills it, say); a
     worker elsewhere queues it again each time, saying why, and the time after
@@ -85,11 +128,11 @@ def test_a_task_whose_every_worker_dies_before_its_first_run_is_failed_not_queue
     assert store.get_task(task_id).state is S.FAILED and store.runs(task_id) == []
     said = [e for e in store.events(task_id, limit=1000) if e.kind == "recovered"]
     assert [e.data["reason"] for e in said] == [
-        f"its worker a:{n} ended before any run of it began" for n in range(1, MAX_LOST_BEFORE_A_RUN + 1)]
+        f"its worker a:{n} ended with no run of it running" for n in range(1, MAX_LOST_BEFORE_A_RUN + 1)]
     failed = Failed.last(store.events(task_id, kinds=["failed", "recovered"], limit=1000))
     assert failed == Failed(f"queued again {MAX_LOST_BEFORE_A_RUN} times after its round was lost before a run "
-                            f"began; stopping: its worker a:{MAX_LOST_BEFORE_A_RUN + 1} ended before any run of it "
-                            "began", "lost_before_a_run")
+                            f"began; stopping: its worker a:{MAX_LOST_BEFORE_A_RUN + 1} ended with no run of it "
+                            "running", "lost_before_a_run")
 
 
 def test_workers_racing_for_the_queue_each_get_distinct_tasks_and_take_them_all(url: str) -> None:

@@ -505,13 +505,15 @@ class TaskStore(SqlStore):
         with self._read() as connection:
             orphans = connection.execute(query).all()
         recoveries = []
+        running_of = sa.select(runs.c.id).where(runs.c.state == RunState.RUNNING.value)
         for task_id, state, claimer in orphans:
-            reason = f"its worker{f' {claimer}' if claimer else ''} ended before any run of it began"
+            reason = f"its worker{f' {claimer}' if claimer else ''} ended with no run of it running"
             with self._write() as connection:
-                try:
-                    recovery = requeue_lost(connection, task_id, TaskState(state), reason=reason, rule=LOST_RULE)
-                except StateConflict:
-                    continue
+                row = task_row(connection, task_id, lock=True)
+                if (row["state"], row["claimed_by"]) != (state, claimer) or connection.execute(
+                        running_of.where(runs.c.task_id == task_id).limit(1)).first() is not None:
+                    continue  # moved on since the look: queued again and claimed by a live worker, say
+                recovery = requeue_lost(connection, task_id, TaskState(state), reason=reason, rule=LOST_RULE)
             recoveries.append(recovery)
         return recoveries
 
