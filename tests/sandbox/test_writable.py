@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from errand import Resources, Sandbox
-from hostfacts import cgroup_dir
+from hostfacts import memory_dir
 
 KiB = 1024
 
 
 def _page_cache(sandbox_id: str) -> int:
     """Bytes of page cache charged to the sandbox's memory cgroup (v1 ``cache``, v2 ``file``)."""
-    text = (cgroup_dir(sandbox_id, "memory") / "memory.stat").read_text()
+    text = (memory_dir(sandbox_id) / "memory.stat").read_text()
     stat = dict(line.split() for line in text.splitlines())
     return int(stat["cache"] if "cache" in stat else stat["file"])
 
