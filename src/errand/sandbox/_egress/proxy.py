@@ -449,12 +449,16 @@ class EgressProxy:
         """A connection to the request's host (over ``tls``, verified for its name, if given)."""
         usable = await self._addresses(sandbox_id, connection)
         last_error: Exception | None = None
+        tls_error: ssl.SSLError | None = None
         for address in usable:
             try:
                 async with asyncio.timeout(self.timeouts.connect):
                     upstream_reader, upstream_writer = await asyncio.open_connection(
                         str(address), connection.port, limit=_HEAD_LIMIT, ssl=tls,
                         server_hostname=connection.host if tls is not None else None)
+            except ssl.SSLError as error:  # an OSError, but the host answered: its TLS failed (or its certificate)
+                tls_error = last_error = error
+                continue
             except (OSError, TimeoutError) as error:
                 last_error = error
                 continue
@@ -465,6 +469,10 @@ class EgressProxy:
                                                  "allowed", "allowed by policy", address=connection.address))
             return Upstream(connection.host, connection.port, connection.address, upstream_reader,
                              upstream_writer)
+        if tls_error is not None:
+            # No outage: retried, it fails alike (a certificate no trust store here knows, a TLS the
+            # proxy does not speak), so 502 as before, and not counted among the hosts that did not answer.
+            raise Refused(f"TLS with {connection.host}:{connection.port} failed ({tls_error})", 502)
         raise Refused(f"{UNANSWERED}{connection.host}:{connection.port} ({last_error})", UNAVAILABLE)
 
     def _end_upstream(self, sandbox_id: str, upstream: Upstream) -> None:
