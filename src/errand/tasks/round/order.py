@@ -620,6 +620,12 @@ async def close(bench: Bench, key: str, run_ids: Sequence[str]) -> None:
 
 
 async def _close(bench: Bench, key: str, run_ids: Sequence[str]) -> None:
+    rebuilding = bench.rebuilding.get(key)
+    if rebuilding is not None:
+        # An attempt cancelled as it rebuilt the round's handles (the close cancels them) leaves the
+        # rebuild running: closed before it ends, the work went before it mounted the copies again,
+        # and its handles were left in bench.rounds, of a round closed already. Its error is its askers'.
+        await asyncio.wait([rebuilding])
     live = bench.rounds.pop(key, None)
     if live is not None:
         live.closed = True
