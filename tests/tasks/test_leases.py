@@ -113,6 +113,45 @@ def test_a_stale_look_at_a_dead_workers_claim_does_not_queue_again_a_task_a_live
     assert [e for e in store.events(task_id, limit=1000) if e.kind == "recovered"] == []
 
 
+def test_a_stale_look_does_not_queue_again_a_task_its_claimer_claimed_again_once_it_came_back(
+        store: TaskStore) -> None:
+    """As above, but the claimer is the same worker: a:1 stalled past its lease, and b found it dead
+    and looked for its claims. Before b writes, a:1 woke, found its lease gone, registered again
+    under its own name (as LocalEngine does), queued its unheld task again and claimed it anew. The
+    task is preparing and a:1's, as b saw it; but a:1 lives now, and b must leave the task to it."""
+    store.register_worker("b:1", home="b:/home", lease=LONG)
+    store.register_worker("a:1", home="a:/home", lease=EXPIRED)
+    task_id = store.create_task(title="t", instruction="i", repo="/r").id
+    assert store.claim_next("a:1").id == task_id  # type: ignore[union-attr]
+    write, read = store._write, store._read
+    looked: list[bool] = []
+    taken: list[bool] = []
+
+    @contextlib.contextmanager
+    def looking() -> Iterator[sa.Connection]:
+        with read() as connection:
+            yield connection
+        looked.append(True)
+
+    @contextlib.contextmanager
+    def claimed_again_after_the_look() -> Iterator[sa.Connection]:
+        if looked and not taken:
+            taken.append(True)
+            store.register_worker("a:1", home="a:/home", lease=LONG)  # a:1 back, under its own name
+            store.set_state(task_id, S.QUEUED, expected=S.PREPARING)  # its requeue_unheld
+            assert store.claim_next("a:1").id == task_id  # type: ignore[union-attr]
+        with write() as connection:
+            yield connection
+
+    store._read, store._write = looking, claimed_again_after_the_look  # type: ignore[method-assign]
+    try:
+        recoveries = store.recover_dead_workers("b:1", home="b:/home")
+    finally:
+        del store._read, store._write
+    assert taken and recoveries == []
+    assert store.get_task(task_id).state is S.PREPARING and store.claimer(task_id) == "a:1"
+
+
 def test_a_task_whose_every_worker_dies_before_its_first_run_is_failed_not_queued_for_ever(store: TaskStore) -> None:
     """Each worker that claims it dies before a run of it begins (the task's begin kills it, say); a
     worker elsewhere queues it again each time, saying why, and the time after

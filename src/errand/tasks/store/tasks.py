@@ -513,6 +513,8 @@ class TaskStore(SqlStore):
                 if (row["state"], row["claimed_by"]) != (state, claimer) or connection.execute(
                         running_of.where(runs.c.task_id == task_id).limit(1)).first() is not None:
                     continue  # moved on since the look: queued again and claimed by a live worker, say
+                if connection.execute(sa.select(tasks.c.id).where(tasks.c.id == task_id, *conditions)).first() is None:
+                    continue  # its claimer lives again: it lost its lease, registered again and claimed it anew
                 recovery = requeue_lost(connection, task_id, TaskState(state), reason=reason, rule=LOST_RULE)
             recoveries.append(recovery)
         return recoveries
