@@ -134,3 +134,25 @@ def test_workers_of_one_host_name_and_pid_are_named_apart() -> None:
     worker restarted so; a worker's name does not."""
     assert len({new_worker_id() for _ in range(100)}) == 100
 
+
+
+def test_a_home_named_by_another_between_its_look_and_its_naming_keeps_the_others_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race the test above rarely meets (eight processes seldom fall into the same microseconds:
+    a home_id that just wrote the file, last writer winning, passes it): another process names the
+    home after this one found no name and before it names it. Both must say the other's first name."""
+    home = tmp_path / "home"
+    token_hex = _settings.secrets.token_hex
+    others: list[str] = []
+
+    def other_first(length: int) -> str:
+        if not others:  # this caller found no id; another process names the home now, to its end
+            others.append("")
+            others[0] = _settings.home_id(home)
+        return token_hex(length)
+
+    monkeypatch.setattr(_settings.secrets, "token_hex", other_first)
+    assert _settings.home_id(home) == others[0] != ""
+    monkeypatch.undo()
+    assert _settings.home_id(home) == others[0]
+    assert sorted(path.name for path in home.iterdir()) == ["id"]
