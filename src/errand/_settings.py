@@ -107,12 +107,27 @@ def user_cache_dir() -> Path:
 
 
 def cgroup_scope() -> str:
-    """A short tag for this runtime directory, prefixed to its sandboxes' cgroup names.
+    """A short tag for this runtime directory and home, prefixed to its sandboxes' cgroup names.
 
     cgroups are machine-wide; runtime directories are not. gc reaps only the
-    groups of its own runtime directory, so two errand installations (or two
-    test sessions) on one machine never reap each other's sandboxes.
+    groups of its own scope, so two errand installations (or two test sessions)
+    on one machine never reap each other's sandboxes. The home's id is part of it:
+    containers that share the host's cgroups, each with a home of its own at the
+    same path, have one runtime directory path (each its own /run) and would
+    otherwise take each other's sandboxes for orphans.
     """
+    return _scope(str(runtime_dir().resolve()), resolved_home())
+
+
+@functools.lru_cache(maxsize=16)
+def _scope(runtime: str, home_path: str) -> str:
+    # Kept: it is on the path of every create, and the home's id is a file.
+    return hashlib.sha256(f"{runtime}#{home_id(Path(home_path))}".encode()).hexdigest()[:8]
+
+
+def legacy_cgroup_scope() -> str:
+    """The scope errand named cgroups with before the home's id was part of it: gc still reaps
+    that scope's orphans, left by an errand of before, as it did then."""
     return hashlib.sha256(str(runtime_dir().resolve()).encode()).hexdigest()[:8]
 
 

@@ -320,6 +320,25 @@ def test_a_disk_images_blocks_are_freed_by_errand_after_the_sandbox_ends(
     assert not any(_settled(before).values()), _settled(before, 0)
 
 
+def test_gc_in_another_container_with_a_home_at_the_same_path_leaves_this_sandbox_alone(tmp_path: Path) -> None:
+    """Two containers on one host that share its cgroups (privileged, on a v1 host), each with a /run
+    of its own and a volume of its own mounted at the same home path. The other's `errand sandbox
+    gc` sees this sandbox's cgroup and no record of it under its /run; it must not take it for an
+    orphan. Played here by a mount namespace with a fresh runtime directory and another directory
+    bound over the home's path. (The cgroups' names went by the runtime directory's path alone.)"""
+    other_volume = tmp_path / "other-volume"
+    other_volume.mkdir()
+    with Sandbox.create(timeout=120) as sb:
+        assert sb.run("true").exit_code == 0
+        other = (f"mount -t tmpfs none {_settings.runtime_dir()} && mount --bind {other_volume} "
+                 f"{_settings.resolved_home()} && exec {sys.executable} -m errand sandbox gc")
+        reaped = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", other],
+                                capture_output=True, text=True, timeout=120)
+        assert reaped.returncode == 0, reaped.stderr
+        assert sb.alive and sb.run("echo", "alive").stdout == "alive\n"
+        assert (other_volume / "id").read_text() != (_settings.home() / "id").read_text()  # two homes
+
+
 def test_gc_spares_the_disk_image_of_a_live_sandbox_however_old() -> None:
     with Sandbox.create(resources=Resources(memory="64MiB", disk="128MiB"), timeout=60) as live:
         live.run("true")  # the first sandbox of a process collects garbage itself

@@ -53,8 +53,8 @@ def collect() -> GcReport:
     # runtime directory before its cgroup, so a cgroup seen here has a directory
     # by the time the directories are listed below; the other order would take a
     # sandbox starting in another process between the two listings for an orphan.
-    scope = _settings.cgroup_scope() + "-"
-    cgroups = [name for name in Cgroup.list_names() if name.startswith(scope)]
+    scopes = (_settings.cgroup_scope() + "-", _settings.legacy_cgroup_scope() + "-")
+    cgroups = [(name, scope) for name in Cgroup.list_names() for scope in scopes if name.startswith(scope)]
     scratch = _scratch_entries()
     devices = loop_devices()  # bound after the runtime directory is made, so the same holds
     report = GcReport([], [], [])
@@ -78,7 +78,7 @@ def collect() -> GcReport:
         if _age(path) > _CREATION_GRACE:
             shutil.rmtree(path, ignore_errors=True)
             report.sandboxes.append(entry)
-    for name in cgroups:
+    for name, scope in cgroups:
         sandbox_id = name.removeprefix(scope)
         if sandbox_id not in known and sandbox_id not in in_creation:
             try:
