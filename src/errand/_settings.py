@@ -7,6 +7,7 @@ import functools
 import hashlib
 import os
 import secrets
+import socket
 from pathlib import Path
 
 # In-sandbox ids 0..65535 map onto host ids starting here: far above ordinary
@@ -47,6 +48,14 @@ def home_id(home_path: Path | None = None) -> str:
     finally:
         partial.unlink()
     return path.read_text().strip()
+
+
+def home_identity(home_path: Path | None = None) -> str:
+    """An errand home (default: this process's) as the task store and Temporal know it:
+    "<host>:<path>#<id>" (its id: :func:`home_id`). A worker that finds another's lease with its
+    own home's identity knows that one ended, since it holds the home's lock now."""
+    path = resolved_home() if home_path is None else str(home_path.resolve())
+    return f"{socket.gethostname()}:{path}#{home_id(home_path)}"
 
 
 def resolved_home() -> str:

@@ -24,8 +24,9 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from errand import _settings
 from errand.sandbox import AsyncSandbox
-from errand.tasks.engines.lease import TEMPORAL_PREFIX, home_identity
+from errand.tasks.engines.lease import TEMPORAL_PREFIX
 from errand.tasks.engines.temporal import TemporalSettings
 from errand.tasks.engines.temporal.dispatch import workflow_step
 from errand.tasks.engines.temporal.worker import TemporalWorker
@@ -208,7 +209,7 @@ async def _polls_begin_queue(address: str, prefix: str, pid: int) -> bool:
 def _queue_of(machine: Machine, prefix: str) -> str:
     """The worker queue of ``machine``'s home (as :meth:`TemporalSettings.worker_queue` names it)."""
     host = socket.gethostname()
-    return f"{prefix}-worker-{host}-{hashlib.sha256(home_identity(machine.home).encode()).hexdigest()[:10]}"
+    return f"{prefix}-worker-{host}-{hashlib.sha256(_settings.home_identity(machine.home).encode()).hexdigest()[:10]}"
 
 
 def test_a_worker_stopped_with_room_begins_nothing_on_waking_from_the_start_it_held(

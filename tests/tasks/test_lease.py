@@ -17,7 +17,6 @@ from errand import _settings
 from errand.tasks.engines.lease import (
     TEMPORAL_PREFIX,
     _renew_unexpired,
-    home_identity,
     lease_lives,
     new_worker_id,
     temporal_lease,
@@ -110,11 +109,11 @@ def test_two_homes_at_one_path_on_one_host_are_two_homes_to_the_store_and_to_tem
     (which route a round to the home holding its working copies)."""
     home = tmp_path / "home"
     monkeypatch.setenv("ERRAND_HOME", str(home))
-    first, first_queue = home_identity(), TemporalSettings("", prefix="e").worker_queue()
-    assert home_identity() == first and TemporalSettings("", prefix="e").worker_queue() == first_queue
+    first, first_queue = _settings.home_identity(), TemporalSettings("", prefix="e").worker_queue()
+    assert _settings.home_identity() == first and TemporalSettings("", prefix="e").worker_queue() == first_queue
     home.rename(tmp_path / "unmounted")  # the first container's volume goes...
     home.mkdir()  # ...and another's is mounted at the same path
-    assert home_identity() != first
+    assert _settings.home_identity() != first
     assert TemporalSettings("", prefix="e").worker_queue() != first_queue
     assert _settings.home_id(tmp_path / "unmounted") == first.rpartition("#")[2]  # the first keeps its id
 

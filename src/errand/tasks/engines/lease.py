@@ -21,19 +21,17 @@ import secrets
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
-from errand import _settings
 from errand.tasks.errors import EnginesMixed
 
 if TYPE_CHECKING:
     from errand.tasks.store.tasks import TaskStore
 
-__all__ = ["TEMPORAL_PREFIX", "home_identity", "lease_lives", "new_worker_id", "refuse_other_engine", "temporal_lease"]
+__all__ = ["TEMPORAL_PREFIX", "lease_lives", "new_worker_id", "refuse_other_engine", "temporal_lease"]
 
 TEMPORAL_PREFIX = "temporal:"
 log = logging.getLogger("errand.engine")
@@ -45,14 +43,6 @@ def new_worker_id() -> str:
     worker restarted so would take its dead predecessor's name: the predecessor's runs would look
     held, and two such workers alive at once would each end the other's runs as lost."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-
-
-def home_identity(home_path: Path | None = None) -> str:
-    """An errand home (default: this process's) as the store and Temporal know it: "<host>:<path>#<id>"
-    (its id: :func:`errand._settings.home_id`). A worker that finds another's lease with its own
-    home's identity knows that one ended, since it holds the home's lock now."""
-    path = _settings.resolved_home() if home_path is None else str(home_path.resolve())
-    return f"{socket.gethostname()}:{path}#{_settings.home_id(home_path)}"
 
 
 def _engine_of(worker: str) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from errand import _settings
 from errand.agent import Budgets
 from errand.errors import ConfigError
 from errand.memory import MemoryStore
@@ -37,7 +38,7 @@ from errand.models import Model, ModelEndpoint
 from errand.repo import checkouts
 from errand.sandbox import AsyncSandbox
 from errand.sandbox.backend import get_backend
-from errand.tasks.engines.lease import home_identity, new_worker_id, refuse_other_engine
+from errand.tasks.engines.lease import new_worker_id, refuse_other_engine
 from errand.tasks.engines.reconcile import RULE, Action, Heal, act
 from errand.tasks.engines.workers import EngineBusy, WorkerInfo, hold, worker_running
 from errand.tasks.errors import RunNotFound
@@ -144,7 +145,8 @@ class LocalEngine:
         worker serves the home, :class:`EnginesMixed` if the other engine serves the store)."""
         stop = stop or asyncio.Event()
         with hold(WorkerInfo.of_this_process(self.worker, self.concurrency, os.environ)):
-            await asyncio.to_thread(self.store.register_worker, self.worker, home=home_identity(), lease=self.lease)
+            await asyncio.to_thread(self.store.register_worker, self.worker, home=_settings.home_identity(),
+                                    lease=self.lease)
             self._renewed = time.monotonic()
             # Before recovering: the Temporal engine's runs have no lease here and would look abandoned.
             await asyncio.to_thread(refuse_other_engine, self.store, "local", self.worker)
@@ -190,7 +192,8 @@ class LocalEngine:
             log.error("worker %s lost its lease (it did not renew it within %g s); its runs were requeued "
                       "by another worker, so its rounds stop here", self.worker, self.lease)
             await self._stop_rounds()
-            await asyncio.to_thread(self.store.register_worker, self.worker, home=home_identity(), lease=self.lease)
+            await asyncio.to_thread(self.store.register_worker, self.worker, home=_settings.home_identity(),
+                                    lease=self.lease)
         await self._recover()
         await self._settle_lost_runs()
         await self._remove_stale_work()
@@ -226,7 +229,8 @@ class LocalEngine:
         await asyncio.gather(*handles, return_exceptions=True)
 
     async def _recover(self) -> None:
-        recoveries = await asyncio.to_thread(self.store.recover_dead_workers, self.worker, home=home_identity())
+        recoveries = await asyncio.to_thread(self.store.recover_dead_workers, self.worker,
+                                             home=_settings.home_identity())
         for recovery in recoveries:
             if recovery.run_id is None:
                 continue  # a task requeued with no run: the store wrote its event as it moved it

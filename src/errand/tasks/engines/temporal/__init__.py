@@ -23,9 +23,9 @@ import os
 import socket
 from dataclasses import dataclass
 
+from errand import _settings
 from errand.database import DEFAULT_STORE_RETRY, store_retry_from_environment
 from errand.errors import ConfigError
-from errand.tasks.engines.lease import home_identity
 
 __all__ = ["WORKFLOW", "TemporalSettings"]
 
@@ -70,7 +70,7 @@ class TemporalSettings:
         """This errand home's own task queue: the same after a restart, so a worker that comes
         back takes up the rounds whose working copies it holds (an answer given meanwhile)."""
         host = socket.gethostname()
-        return f"{self.prefix}-worker-{host}-{hashlib.sha256(home_identity().encode()).hexdigest()[:10]}"
+        return f"{self.prefix}-worker-{host}-{hashlib.sha256(_settings.home_identity().encode()).hexdigest()[:10]}"
 
     def workflow_id(self, task_id: str) -> str:
         return f"{self.prefix}-task-{task_id}"
