@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import sqlalchemy as sa
 
 from errand.tasks.engines.reconcile import Reconciler
 from errand.tasks.events import Failed
 from errand.tasks.lifecycle import TaskState
-from errand.tasks.records import RunState
+from errand.tasks.records import Recovery, RunState
 from errand.tasks.store.tasks import MAX_LOST_BEFORE_A_RUN, TaskStore
 
 S = TaskState
@@ -74,6 +74,35 @@ def test_a_claim_without_a_run_is_requeued_only_when_its_claimer_is_dead(store: 
     assert (recovery.task_id, recovery.run_id, recovery.state) == (task.id, None, S.QUEUED)
 
 
+def _recovered_with_a_change_after_the_look(store: TaskStore, change: Callable[[], None]) -> list[Recovery]:
+    """b's recovery of dead workers, with ``change`` made by others once b has looked and before it writes."""
+    write, read = store._write, store._read
+    looked: list[bool] = []
+    changed: list[bool] = []
+
+    @contextlib.contextmanager
+    def looking() -> Iterator[sa.Connection]:
+        with read() as connection:
+            yield connection
+        looked.append(True)
+
+    @contextlib.contextmanager
+    def changed_after_the_look() -> Iterator[sa.Connection]:
+        if looked and not changed:
+            changed.append(True)
+            change()
+        with write() as connection:
+            yield connection
+
+    store._read, store._write = looking, changed_after_the_look  # type: ignore[method-assign]
+    try:
+        recoveries = store.recover_dead_workers("b:1", home="b:/home")
+    finally:
+        del store._read, store._write
+    assert changed, "the change was never made: the recovery wrote nothing after its look"
+    return recoveries
+
+
 def test_a_stale_look_at_a_dead_workers_claim_does_not_queue_again_a_task_a_live_worker_claimed(
         store: TaskStore) -> None:
     """b looks for the claims of dead workers and finds a:1's; before b writes, another recovery
@@ -84,31 +113,12 @@ def test_a_stale_look_at_a_dead_workers_claim_does_not_queue_again_a_task_a_live
     store.register_worker("a:1", home="a:/home", lease=EXPIRED)
     task_id = store.create_task(title="t", instruction="i", repo="/r").id
     assert store.claim_next("a:1").id == task_id  # type: ignore[union-attr]
-    write, read = store._write, store._read
-    looked: list[bool] = []
-    taken: list[bool] = []
 
-    @contextlib.contextmanager
-    def looking() -> Iterator[sa.Connection]:
-        with read() as connection:
-            yield connection
-        looked.append(True)
+    def taken_over() -> None:  # what another worker's recovery and c:1's claim do while b's look is in flight
+        store.set_state(task_id, S.QUEUED, expected=S.PREPARING)
+        assert store.claim_next("c:1").id == task_id  # type: ignore[union-attr]
 
-    @contextlib.contextmanager
-    def taken_over_after_the_look() -> Iterator[sa.Connection]:
-        if looked and not taken:
-            taken.append(True)  # what another worker's recovery and c:1's claim do while b's look is in flight
-            store.set_state(task_id, S.QUEUED, expected=S.PREPARING)
-            assert store.claim_next("c:1").id == task_id  # type: ignore[union-attr]
-        with write() as connection:
-            yield connection
-
-    store._read, store._write = looking, taken_over_after_the_look  # type: ignore[method-assign]
-    try:
-        recoveries = store.recover_dead_workers("b:1", home="b:/home")
-    finally:
-        del store._read, store._write
-    assert taken and recoveries == []
+    assert _recovered_with_a_change_after_the_look(store, taken_over) == []
     assert store.get_task(task_id).state is S.PREPARING and store.claimer(task_id) == "c:1"
     assert [e for e in store.events(task_id, limit=1000) if e.kind == "recovered"] == []
 
@@ -123,32 +133,13 @@ def test_a_stale_look_does_not_queue_again_a_task_its_claimer_claimed_again_once
     store.register_worker("a:1", home="a:/home", lease=EXPIRED)
     task_id = store.create_task(title="t", instruction="i", repo="/r").id
     assert store.claim_next("a:1").id == task_id  # type: ignore[union-attr]
-    write, read = store._write, store._read
-    looked: list[bool] = []
-    taken: list[bool] = []
 
-    @contextlib.contextmanager
-    def looking() -> Iterator[sa.Connection]:
-        with read() as connection:
-            yield connection
-        looked.append(True)
+    def claimed_again() -> None:
+        store.register_worker("a:1", home="a:/home", lease=LONG)  # a:1 back, under its own name
+        store.set_state(task_id, S.QUEUED, expected=S.PREPARING)  # its requeue_unheld
+        assert store.claim_next("a:1").id == task_id  # type: ignore[union-attr]
 
-    @contextlib.contextmanager
-    def claimed_again_after_the_look() -> Iterator[sa.Connection]:
-        if looked and not taken:
-            taken.append(True)
-            store.register_worker("a:1", home="a:/home", lease=LONG)  # a:1 back, under its own name
-            store.set_state(task_id, S.QUEUED, expected=S.PREPARING)  # its requeue_unheld
-            assert store.claim_next("a:1").id == task_id  # type: ignore[union-attr]
-        with write() as connection:
-            yield connection
-
-    store._read, store._write = looking, claimed_again_after_the_look  # type: ignore[method-assign]
-    try:
-        recoveries = store.recover_dead_workers("b:1", home="b:/home")
-    finally:
-        del store._read, store._write
-    assert taken and recoveries == []
+    assert _recovered_with_a_change_after_the_look(store, claimed_again) == []
     assert store.get_task(task_id).state is S.PREPARING and store.claimer(task_id) == "a:1"
 
 
