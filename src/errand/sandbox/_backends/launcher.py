@@ -34,10 +34,18 @@ from errand.sandbox._backends.spec import GATEWAY_PORT, PROXY_PORT, SandboxSpec,
 from errand.sandbox._backends.writable import discard, launch_arguments
 from errand.sandbox._images.layers import LayerStore
 
-__all__ = ["AGENT_PATH", "LaunchedBackend", "Runtime"]
+__all__ = ["AGENT_PATH", "MALLOC_TUNING", "LaunchedBackend", "Runtime"]
 
 AGENT_PATH = "/dev/.errand-agent"  # where every tier puts the agent inside the sandbox
 _MOUNT_DATA_LIMIT = 4000  # the kernel takes one page of mount options
+#: glibc's malloc settings for the launcher and what it execs (bwrap). bwrap's child indexes the mounts
+#: it reads by mount id, in an array as long as the host's highest id (8 bytes an id: ids are global,
+#: so with 1,000 sandboxes of ~36 mounts alive, ~0.3 MiB), and glibc kept that heap for the sandbox's
+#: life. Mapped on its own (16 KiB and up) and given back when freed, it is not held: the child's heap
+#: with 400 sandboxes alive went from 152 to 12 KiB. The agent starts without it (namespace.py).
+MALLOC_TUNING = ("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=16384:glibc.malloc.trim_threshold=0:"
+                                   "glibc.malloc.top_pad=0")
+_LAUNCH_ENVIRONMENT = {"PATH": "/usr/bin:/bin", MALLOC_TUNING[0]: MALLOC_TUNING[1]}
 # What a package install needs as root (a subset of a container runtime's default
 # set); all of it is confined to ids the sandbox's user namespace maps.
 BUILD_CAPABILITIES = {"CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_FOWNER": 3, "CAP_FSETID": 4, "CAP_KILL": 5,
@@ -135,7 +143,7 @@ class LaunchedBackend(abc.ABC):
                           *launch_arguments(spec.id, spec.resources),
                           "--uid", str(_settings.sandbox_uid()), *runtime.options, "--", *runtime.command]
                 process = subprocess.Popen(
-                    launch, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env={"PATH": "/usr/bin:/bin"},
+                    launch, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=_LAUNCH_ENVIRONMENT,
                     pass_fds=(listener.fileno(), theirs.fileno(), *runtime.fds), start_new_session=spec.detach)
         except BaseException:
             ours.close()

@@ -25,6 +25,7 @@ from errand.sandbox._backends.cgroups import Cgroup, wait_until
 from errand.sandbox._backends.launcher import (
     AGENT_PATH,
     BUILD_CAPABILITIES,
+    MALLOC_TUNING,
     LaunchedBackend,
     Runtime,
     agent_arguments,
@@ -85,7 +86,7 @@ class NamespaceBackend(LaunchedBackend):
     def _bwrap_args(self, spec: SandboxSpec, directory: Path, listen_fd: int, seccomp_fd: int) -> list[str]:
         # The network namespace is the launcher's, not bwrap's.
         args = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                "--unshare-cgroup", "--new-session", "--hostname", "sandbox",
+                "--unshare-cgroup", "--new-session", "--hostname", "sandbox", "--unsetenv", MALLOC_TUNING[0],
                 # The agent needs these to start commands as other in-sandbox users; it
                 # clears every capability in each command it starts.
                 "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
