@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
+import fcntl
 import functools
 import hashlib
 import os
+import re
 import secrets
 import socket
 from pathlib import Path
@@ -36,18 +37,51 @@ def home_id(home_path: Path | None = None) -> str:
     share the host's network (one host name) and each mounts a volume of its own at the same
     path; their ids do, and a home keeps its id across restarts and moves."""
     path = Path(home_path if home_path is not None else home()) / "id"
-    with contextlib.suppress(FileNotFoundError):
-        return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".id.{os.getpid()}.{secrets.token_hex(4)}")
-    partial.write_text(secrets.token_hex(8) + "\n")
+    known = _read_id(path)
+    if known:
+        return known
+    if known is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = _written_id(path)
+        try:
+            os.link(partial, path)  # the first to name it wins; every other caller reads the winner's
+        except FileExistsError:
+            pass
+        finally:
+            partial.unlink()
+        known = _read_id(path)
+        if known:
+            return known
+    # Empty or cut short: a crash after the name reached the disk and before its content did. Named
+    # again, under a lock on the home, so that the processes finding it so all take one new name.
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        os.link(partial, path)  # the first to name it wins; every other caller reads the winner's
-    except FileExistsError:
-        pass
+        fcntl.flock(directory, fcntl.LOCK_EX)
+        if not _read_id(path):
+            os.replace(_written_id(path), path)
+            os.fsync(directory)
+        return _read_id(path) or ""
     finally:
-        partial.unlink()
-    return path.read_text().strip()
+        os.close(directory)
+
+
+def _read_id(path: Path) -> str | None:
+    """The home's id as its file holds it: None when there is no file, "" when it is not an id."""
+    try:
+        text = path.read_text(errors="replace").strip()
+    except FileNotFoundError:
+        return None
+    return text if re.fullmatch(r"[0-9a-f]{16}", text) else ""
+
+
+def _written_id(path: Path) -> Path:
+    """A new id in a file of its own beside ``path``, on the disk before it is given that name."""
+    partial = path.with_name(f".id.{os.getpid()}.{secrets.token_hex(4)}")
+    with open(partial, "w", encoding="ascii") as handle:
+        handle.write(secrets.token_hex(8) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    return partial
 
 
 def home_identity(home_path: Path | None = None) -> str:

@@ -6,6 +6,7 @@ worker lives by its lease, and a renewal after the lease passed says so."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +127,25 @@ def test_a_home_is_given_one_id_however_many_processes_ask_at_once(tmp_path: Pat
     answers = {process.communicate(timeout=60)[0].strip() for process in asking}
     assert len(answers) == 1 and len(answers.pop()) == 16
     assert sorted(path.name for path in (tmp_path / "home").iterdir()) == ["id"]  # no partial file left
+
+
+@pytest.mark.parametrize("left", ["", "\0" * 16, "3f2a9c"], ids=["empty", "zeroes", "cut short"])
+def test_a_home_whose_id_a_crash_left_unwritten_is_named_again_once_however_many_ask(tmp_path: Path, left: str) -> None:
+    """The id file's name reached the disk and its content did not (a power cut before the page was
+    written): an id of "" would make every such home one. Eight processes find it so at once; all
+    take the one new id, which the file then holds."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "id").write_text(left)
+    ask = ("import sys; from pathlib import Path; from errand import _settings; "
+           "print(_settings.home_id(Path(sys.argv[1])))")
+    asking = [subprocess.Popen([sys.executable, "-c", ask, str(tmp_path / "home")], stdout=subprocess.PIPE, text=True)
+              for _ in range(8)]
+    answers = {process.communicate(timeout=60)[0].strip() for process in asking}
+    assert len(answers) == 1, answers
+    [named] = answers
+    assert re.fullmatch(r"[0-9a-f]{16}", named) and named == (tmp_path / "home" / "id").read_text().strip()
+    assert _settings.home_id(tmp_path / "home") == named
+    assert sorted(path.name for path in (tmp_path / "home").iterdir()) == ["id"]
 
 
 def test_workers_of_one_host_name_and_pid_are_named_apart() -> None:
