@@ -679,7 +679,12 @@ async def _resolve(host: str, port: int) -> list[Address]:
         return override
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror:
+    except socket.gaierror as error:
+        if error.errno == socket.EAI_AGAIN:
+            # The resolver did not answer, or failed for now (down, unreachable, SERVFAIL): an outage
+            # of the host's, answered as one (503, which clients retry), and not "no such name".
+            raise Refused(f"{UNANSWERED}{host}:{port} (its name could not be looked up: {error.strerror})",
+                          UNAVAILABLE) from None
         return []
     return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
 

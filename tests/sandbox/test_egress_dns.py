@@ -1,0 +1,104 @@
+"""A resolver that fails for now is an outage, told apart from a name that does not exist.
+
+The egress proxy looks a name up on the host. When the host's resolver does not answer, or answers
+SERVFAIL, the lookup fails for now (EAI_AGAIN): the proxy answers 503, which clients retry as they
+retry an outage met directly, and counts the host among those that did not answer. A name the
+resolver says does not exist stays 502. The proxy runs in a process of the test's own, in a mount
+namespace whose /etc/resolv.conf names a DNS server the test runs on a loopback address of its
+own; glibc's real resolver asks it. Nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Run in the namespace: the DNS server (on the address in argv[1], answering by name), an origin on
+# loopback, the proxy, and a request through it for each name; prints what each was answered and
+# the hosts the proxy's ledger says did not answer.
+_DRILL = r"""
+import asyncio, json, socket, struct, sys, threading
+from pathlib import Path
+from errand.sandbox import Network
+from errand.sandbox._egress.proxy import EgressProxy
+
+NAMES = ["silent.dns.test", "servfail.dns.test", "nxdomain.dns.test", "found.dns.test"]
+
+def dns(server):
+    while True:
+        query, peer = server.recvfrom(512)
+        labels, at = [], 12
+        while query[at]:
+            labels.append(query[at + 1:at + 1 + query[at]].decode()); at += 1 + query[at]
+        name, qtype = ".".join(labels), struct.unpack("!H", query[at + 1:at + 3])[0]
+        question = query[12:at + 5]
+        if name.startswith("silent."):
+            continue  # a resolver that never answers
+        rcode = {"servfail": 2, "nxdomain": 3}.get(name.split(".")[0], 0)
+        answers = b""
+        if rcode == 0 and qtype == 1:
+            answers = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 0, 4) + socket.inet_aton("127.0.0.1")
+        header = query[:2] + struct.pack("!HHHHH", 0x8180 | rcode, 1, 1 if answers else 0, 0, 0)
+        server.sendto(header + question + answers, peer)
+
+async def origin(reader, writer):
+    await reader.readuntil(b"\r\n\r\n")
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+    await writer.drain(); writer.close()
+
+async def main():
+    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    server.bind((sys.argv[1], 53))
+    threading.Thread(target=dns, args=(server,), daemon=True).start()
+    web = await asyncio.start_server(origin, "127.0.0.1", 0)
+    port = web.sockets[0].getsockname()[1]
+    listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(8)
+    proxy = EgressProxy()
+    await proxy.serve("sb-dns", listener, Network.allow(*[f"{n}:{port}" for n in NAMES],
+                                                          cidrs=[f"127.0.0.1/32:{port}"]), Path(sys.argv[2]))
+    ledger, said = proxy._ledgers["sb-dns"], {}
+    for name in NAMES:
+        reader, writer = await asyncio.open_connection(*listener.getsockname())
+        writer.write(f"GET http://{name}:{port}/ HTTP/1.1\r\nHost: {name}:{port}\r\nConnection: close\r\n\r\n".encode())
+        await writer.drain()
+        said[name] = (await asyncio.wait_for(reader.read(), 60)).decode(errors="replace")
+        writer.close()
+    for _ in range(500):  # refusals are recorded as their connections end
+        if ledger.refusals == 3:
+            break
+        await asyncio.sleep(0.01)
+    await proxy.stop("sb-dns")
+    print(json.dumps({"said": said, "refusals": ledger.refusals, "unanswered": [h for h, _ in ledger.unanswered()]}))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.faults
+def test_a_resolver_that_fails_for_now_is_unavailable_and_a_name_that_does_not_exist_a_bad_gateway(
+        tmp_path: Path) -> None:
+    address = f"127.53.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text(f"nameserver {address}\noptions timeout:1 attempts:1\n")
+    env = {key: value for key, value in os.environ.items() if key != "ERRAND_EGRESS_HOSTS"}
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+         'mount --bind "$1" /etc/resolv.conf && exec "$2" -c "$3" "$4" "$5"',
+         "sh", str(resolv), sys.executable, _DRILL, address, str(tmp_path / "egress.log")],
+        capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    said = {name: answer.partition("\r\n")[0] for name, answer in found["said"].items()}
+    assert said == {"silent.dns.test": "HTTP/1.1 503 Service Unavailable",
+                    "servfail.dns.test": "HTTP/1.1 503 Service Unavailable",
+                    "nxdomain.dns.test": "HTTP/1.1 502 Bad Gateway",
+                    "found.dns.test": "HTTP/1.1 200 OK"}, found["said"]
+    assert "could not be looked up" in found["said"]["silent.dns.test"]
+    assert "cannot resolve nxdomain.dns.test" in found["said"]["nxdomain.dns.test"]
+    assert found["refusals"] == 3 and sorted(found["unanswered"]) == ["servfail.dns.test", "silent.dns.test"]
