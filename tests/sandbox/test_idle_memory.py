@@ -34,14 +34,15 @@ sys.stdin.read()
 @contextmanager
 def mounts_elsewhere(place: Path, count: int) -> Iterator[None]:
     place.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(place), str(count)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        yield
-    finally:
-        holder.kill()
-        holder.wait()
+    # Leaving the Popen block closes both pipes and reaps the holder; were this process to end
+    # without that, the holder ends too, on its stdin's end of file.
+    with subprocess.Popen([sys.executable, "-c", _HOLDER, str(place), str(count)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            yield
+        finally:
+            holder.kill()
 
 
 def _heap(pid: str) -> int:
