@@ -34,14 +34,15 @@ sys.stdin.read()
 @contextmanager
 def mounts_elsewhere(place: Path, count: int) -> Iterator[None]:
     place.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(place), str(count)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        yield
-    finally:
-        holder.kill()
-        holder.wait()
+    # Leaving the Popen block closes both pipes and reaps the holder; were this process to end
+    # without that, the holder ends too, on its stdin's end of file.
+    with subprocess.Popen([sys.executable, "-c", _HOLDER, str(place), str(count)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            yield
+        finally:
+            holder.kill()
 
 
 def _heap(pid: str) -> int:
@@ -64,3 +65,15 @@ def test_bwrap_holds_no_heap_for_the_mounts_of_the_rest_of_the_host(tmp_path: Pa
         heaps = {pid: _heap(pid) for pid in pids if Path(f"/proc/{pid}/comm").read_text().strip() == "bwrap"}
     assert len(heaps) == 2, heaps  # bwrap and its child, the sandbox's init
     assert max(heaps.values()) <= 64 * KiB, {pid: f"{heap // KiB} KiB" for pid, heap in heaps.items()}
+
+
+def test_the_agent_and_its_commands_start_without_the_launchers_malloc_settings() -> None:
+    # The launcher passes glibc's malloc settings to bwrap; bwrap drops them before it execs the agent,
+    # whose commands take their environment from the request alone.
+    with Sandbox.create(timeout=60) as sb:
+        assert "GLIBC_TUNABLES" not in sb.run("env").stdout
+        pids = (memory_dir(sb.id) / "cgroup.procs").read_text().split()
+        environs = {pid: Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") for pid in pids
+                    if Path(f"/proc/{pid}/comm").read_text().strip() == ".errand-agent"}
+    [environ] = environs.values()  # the one agent, bwrap's child's child
+    assert not [entry for entry in environ if entry.startswith(b"GLIBC_TUNABLES=")], environ
