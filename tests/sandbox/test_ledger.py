@@ -13,8 +13,10 @@ import json
 from errand.sandbox._egress.ledger import (
     KEPT_REFUSALS,
     OTHER_HOSTS,
+    REASONS_PER_HOST,
     RECENT_EVENTS,
     TRACKED_HOSTS,
+    UNANSWERED,
     EgressEvent,
     EgressLedger,
     read_ledger,
@@ -79,3 +81,16 @@ def test_a_huge_host_name_is_kept_clipped() -> None:
         ledger.add(EgressEvent(float(n), f"{n}" + "h" * 60000, 443, "denied", "not allowed " + "r" * 60000))
     assert ledger.refusals == 2 * TRACKED_HOSTS
     assert len(ledger.checkpoint()) < 1 << 20
+
+
+def test_a_host_that_stopped_answering_after_many_other_refusals_is_still_said_not_to_answer() -> None:
+    """Refusal reasons are kept per host up to a bound, then counted as "(other reasons)". A host
+    that was refused for many other reasons first and then did not answer is still one that did
+    not answer, in the ledger and in the ledger read back from its checkpoint."""
+    ledger = EgressLedger()
+    for n in range(REASONS_PER_HOST + 2):
+        ledger.add(EgressEvent(float(n), "index.test", 443, "denied", f"a malformed request (try {n})"))
+    ledger.add(EgressEvent(99.0, "index.test", 443, "denied", f"{UNANSWERED}index.test:443 (Connection refused)"))
+    assert ledger.unanswered() == [("index.test", 443)]
+    assert read_ledger(ledger.checkpoint()).unanswered() == [("index.test", 443)]
+    assert EgressLedger().unanswered() == []

@@ -23,8 +23,8 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["KEPT_REFUSALS", "OTHER_HOSTS", "RECENT_EVENTS", "TRACKED_HOSTS", "UNANSWERED", "EgressEvent",
-           "EgressLedger", "HostTally", "read_ledger", "read_log"]
+__all__ = ["KEPT_REFUSALS", "OTHER_HOSTS", "REASONS_PER_HOST", "RECENT_EVENTS", "TRACKED_HOSTS", "UNANSWERED",
+           "EgressEvent", "EgressLedger", "HostTally", "read_ledger", "read_log"]
 
 KEPT_REFUSALS = 50
 RECENT_EVENTS = 200
@@ -61,6 +61,9 @@ class HostTally:
     bytes_out: int = 0
     bytes_in: int = 0
     refused: dict[str, int] = field(default_factory=dict)  # reason -> how many
+    #: Refusals because the host did not answer, counted apart: past REASONS_PER_HOST other reasons,
+    #: theirs are "(other reasons)" in ``refused``, and the host was no longer said to be down.
+    unanswered: int = 0
 
     def add(self, event: EgressEvent) -> None:
         if event.verdict == "allowed":
@@ -70,6 +73,8 @@ class HostTally:
             self.bytes_in += event.bytes_in
         elif event.verdict == "denied":
             reason = event.reason[:_REASON_KEY]
+            if reason.startswith(UNANSWERED):
+                self.unanswered += 1
             if reason not in self.refused and len(self.refused) >= REASONS_PER_HOST:
                 reason = OTHER_REASONS
             self.refused[reason] = self.refused.get(reason, 0) + 1
@@ -105,7 +110,8 @@ class EgressLedger:
     def unanswered(self) -> list[tuple[str, int]]:
         """The hosts (and ports) the policy let a connection out to that did not answer it."""
         return [key for key, tally in self.hosts.items()
-                if key != OTHER_HOSTS and any(reason.startswith(UNANSWERED) for reason in tally.refused)]
+                if key != OTHER_HOSTS and (tally.unanswered or any(reason.startswith(UNANSWERED)
+                                                                      for reason in tally.refused))]
 
     def kept_events(self) -> list[EgressEvent]:
         """The events kept verbatim, in time order, each once: the first and last refusals
