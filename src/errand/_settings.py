@@ -77,10 +77,14 @@ def _read_id(path: Path) -> str | None:
 def _written_id(path: Path) -> Path:
     """A new id in a file of its own beside ``path``, on the disk before it is given that name."""
     partial = path.with_name(f".id.{os.getpid()}.{secrets.token_hex(4)}")
-    with open(partial, "w", encoding="ascii") as handle:
-        handle.write(secrets.token_hex(8) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with open(partial, "w", encoding="ascii") as handle:
+            handle.write(secrets.token_hex(8) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a disk full or over quota: no half-written file left at each start
+        raise
     return partial
 
 
