@@ -47,8 +47,11 @@ def home_id(home_path: Path | None = None) -> str:
             os.link(partial, path)  # the first to name it wins; every other caller reads the winner's
         except FileExistsError:
             pass
-        finally:
+        else:
             partial.unlink()
+            _sync_directory(path.parent)  # the name too: lost to a crash, the home would take another id
+        finally:
+            partial.unlink(missing_ok=True)
         known = _read_id(path)
         if known:
             return known
@@ -72,6 +75,14 @@ def _read_id(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     return text if re.fullmatch(r"[0-9a-f]{16}", text) else ""
+
+
+def _sync_directory(directory: Path) -> None:
+    handle = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
 
 
 def _written_id(path: Path) -> Path:

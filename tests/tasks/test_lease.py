@@ -150,6 +150,30 @@ def test_a_home_whose_id_a_crash_left_unwritten_is_named_again_once_however_many
     assert sorted(path.name for path in (tmp_path / "home").iterdir()) == ["id"]
 
 
+def test_a_home_s_new_id_is_on_the_disk_under_its_name_before_it_is_used(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The id's content is synced before it is named, and the name (the home's directory) before
+    the id is returned: one lost to a power cut would give the home another id on the next start,
+    and another Temporal queue, leaving its rounds in flight unpolled."""
+    home = tmp_path / "home"
+    home.mkdir()
+    done: list[str] = []
+    link, fsync = os.link, os.fsync
+
+    def linking(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+        link(source, target)
+        done.append("link")
+
+    def syncing(fd: int) -> None:
+        fsync(fd)
+        done.append("sync home" if os.fstat(fd).st_ino == home.stat().st_ino else "sync id")
+
+    monkeypatch.setattr(os, "link", linking)
+    monkeypatch.setattr(os, "fsync", syncing)
+    _settings.home_id(home)
+    assert done == ["sync id", "link", "sync home"]
+
+
 @pytest.mark.parametrize("left", [None, ""], ids=["none yet", "empty"])
 def test_a_home_whose_disk_is_full_is_given_no_id_and_left_no_partial_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, left: str | None) -> None:
