@@ -75,8 +75,13 @@ async def main():
         await writer.drain()
         said[name] = (await asyncio.wait_for(reader.read(), 60)).decode(errors="replace")
         writer.close()
+    reader, writer = await asyncio.open_connection(*listener.getsockname())  # a tunnel, refused before it opens
+    writer.write(f"CONNECT servfail.dns.test:{port} HTTP/1.1\r\nHost: servfail.dns.test:{port}\r\n\r\n".encode())
+    await writer.drain()
+    said["CONNECT servfail.dns.test"] = (await asyncio.wait_for(reader.read(), 60)).decode(errors="replace")
+    writer.close()
     for _ in range(500):  # refusals are recorded as their connections end
-        if ledger.refusals == 3:
+        if ledger.refusals == 4:
             break
         await asyncio.sleep(0.01)
     await proxy.stop("sb-dns")
@@ -92,11 +97,15 @@ def test_a_resolver_that_fails_for_now_is_unavailable_and_a_name_that_does_not_e
     address = f"127.53.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
     resolv = tmp_path / "resolv.conf"
     resolv.write_text(f"nameserver {address}\noptions timeout:1 attempts:1\n")
+    # Names looked up through resolv.conf's server alone: a host whose nsswitch.conf asks another
+    # (systemd-resolved's nss-resolve, say) would send these names off the machine and never here.
+    nsswitch = tmp_path / "nsswitch.conf"
+    nsswitch.write_text("hosts: files dns\n")
     env = {key: value for key, value in os.environ.items() if key != "ERRAND_EGRESS_HOSTS"}
     done = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-         'mount --bind "$1" /etc/resolv.conf && exec "$2" -c "$3" "$4" "$5"',
-         "sh", str(resolv), sys.executable, _DRILL, address, str(tmp_path / "egress.log")],
+         'mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /etc/nsswitch.conf && exec "$3" -c "$4" "$5" "$6"',
+         "sh", str(resolv), str(nsswitch), sys.executable, _DRILL, address, str(tmp_path / "egress.log")],
         capture_output=True, text=True, timeout=120, env=env, check=False)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.splitlines()[-1])
@@ -104,10 +113,11 @@ def test_a_resolver_that_fails_for_now_is_unavailable_and_a_name_that_does_not_e
     assert said == {"silent.dns.test": "HTTP/1.1 503 Service Unavailable",
                     "servfail.dns.test": "HTTP/1.1 503 Service Unavailable",
                     "nxdomain.dns.test": "HTTP/1.1 502 Bad Gateway",
-                    "found.dns.test": "HTTP/1.1 200 OK"}, found["said"]
+                    "found.dns.test": "HTTP/1.1 200 OK",
+                    "CONNECT servfail.dns.test": "HTTP/1.1 503 Service Unavailable"}, found["said"]
     assert "could not be looked up" in found["said"]["silent.dns.test"]
     assert "cannot resolve nxdomain.dns.test" in found["said"]["nxdomain.dns.test"]
-    assert found["refusals"] == 3 and sorted(found["unanswered"]) == ["servfail.dns.test", "silent.dns.test"]
+    assert found["refusals"] == 4 and sorted(found["unanswered"]) == ["servfail.dns.test", "silent.dns.test"]
 
 
 @pytest.mark.faults
