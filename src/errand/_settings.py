@@ -47,8 +47,11 @@ def home_id(home_path: Path | None = None) -> str:
             os.link(partial, path)  # the first to name it wins; every other caller reads the winner's
         except FileExistsError:
             pass
-        finally:
+        else:
             partial.unlink()
+            _sync_directory(path.parent)  # the name too: lost to a crash, the home would take another id
+        finally:
+            partial.unlink(missing_ok=True)
         known = _read_id(path)
         if known:
             return known
@@ -74,13 +77,25 @@ def _read_id(path: Path) -> str | None:
     return text if re.fullmatch(r"[0-9a-f]{16}", text) else ""
 
 
+def _sync_directory(directory: Path) -> None:
+    handle = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
 def _written_id(path: Path) -> Path:
     """A new id in a file of its own beside ``path``, on the disk before it is given that name."""
     partial = path.with_name(f".id.{os.getpid()}.{secrets.token_hex(4)}")
-    with open(partial, "w", encoding="ascii") as handle:
-        handle.write(secrets.token_hex(8) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with open(partial, "w", encoding="ascii") as handle:
+            handle.write(secrets.token_hex(8) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a disk full or over quota: no half-written file left at each start
+        raise
     return partial
 
 

@@ -10,14 +10,20 @@ own; glibc's real resolver asks it. Nothing leaves the machine.
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from errand.sandbox import Network
+from errand.sandbox._egress.proxy import EgressProxy
 
 # Run in the namespace: the DNS server (on the address in argv[1], answering by name), an origin on
 # loopback, the proxy, and a request through it for each name; prints what each was answered and
@@ -69,8 +75,13 @@ async def main():
         await writer.drain()
         said[name] = (await asyncio.wait_for(reader.read(), 60)).decode(errors="replace")
         writer.close()
+    reader, writer = await asyncio.open_connection(*listener.getsockname())  # a tunnel, refused before it opens
+    writer.write(f"CONNECT servfail.dns.test:{port} HTTP/1.1\r\nHost: servfail.dns.test:{port}\r\n\r\n".encode())
+    await writer.drain()
+    said["CONNECT servfail.dns.test"] = (await asyncio.wait_for(reader.read(), 60)).decode(errors="replace")
+    writer.close()
     for _ in range(500):  # refusals are recorded as their connections end
-        if ledger.refusals == 3:
+        if ledger.refusals == 4:
             break
         await asyncio.sleep(0.01)
     await proxy.stop("sb-dns")
@@ -86,11 +97,15 @@ def test_a_resolver_that_fails_for_now_is_unavailable_and_a_name_that_does_not_e
     address = f"127.53.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
     resolv = tmp_path / "resolv.conf"
     resolv.write_text(f"nameserver {address}\noptions timeout:1 attempts:1\n")
+    # Names looked up through resolv.conf's server alone: a host whose nsswitch.conf asks another
+    # (systemd-resolved's nss-resolve, say) would send these names off the machine and never here.
+    nsswitch = tmp_path / "nsswitch.conf"
+    nsswitch.write_text("hosts: files dns\n")
     env = {key: value for key, value in os.environ.items() if key != "ERRAND_EGRESS_HOSTS"}
     done = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-         'mount --bind "$1" /etc/resolv.conf && exec "$2" -c "$3" "$4" "$5"',
-         "sh", str(resolv), sys.executable, _DRILL, address, str(tmp_path / "egress.log")],
+         'mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /etc/nsswitch.conf && exec "$3" -c "$4" "$5" "$6"',
+         "sh", str(resolv), str(nsswitch), sys.executable, _DRILL, address, str(tmp_path / "egress.log")],
         capture_output=True, text=True, timeout=120, env=env, check=False)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.splitlines()[-1])
@@ -98,7 +113,50 @@ def test_a_resolver_that_fails_for_now_is_unavailable_and_a_name_that_does_not_e
     assert said == {"silent.dns.test": "HTTP/1.1 503 Service Unavailable",
                     "servfail.dns.test": "HTTP/1.1 503 Service Unavailable",
                     "nxdomain.dns.test": "HTTP/1.1 502 Bad Gateway",
-                    "found.dns.test": "HTTP/1.1 200 OK"}, found["said"]
+                    "found.dns.test": "HTTP/1.1 200 OK",
+                    "CONNECT servfail.dns.test": "HTTP/1.1 503 Service Unavailable"}, found["said"]
     assert "could not be looked up" in found["said"]["silent.dns.test"]
     assert "cannot resolve nxdomain.dns.test" in found["said"]["nxdomain.dns.test"]
-    assert found["refusals"] == 3 and sorted(found["unanswered"]) == ["servfail.dns.test", "silent.dns.test"]
+    assert found["refusals"] == 4 and sorted(found["unanswered"]) == ["servfail.dns.test", "silent.dns.test"]
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("method", ["GET", "CONNECT"])
+async def test_a_lookup_the_proxy_itself_cannot_make_is_answered_unavailable_and_logged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    """getaddrinfo fails on the proxy's side (EAI_SYSTEM: out of descriptors, a sandbox's 512
+    connections held open among others'): Python raises a plain OSError for it, not a gaierror.
+    The client is answered 503 (retried, as for an outage) and the refusal logged with its reason;
+    before, the connection was dropped unanswered, unlogged, with a traceback in the worker's log."""
+    name = "busy.dns.test"
+    real = socket.getaddrinfo
+
+    def out_of_descriptors(host: object, *args: object, **kwargs: object) -> object:
+        if host == name:
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        return real(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", out_of_descriptors)
+    monkeypatch.delenv("ERRAND_EGRESS_HOSTS", raising=False)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    proxy = EgressProxy()
+    await proxy.serve("sb-busy", listener, Network.allow(f"{name}:443", f"{name}:80"), tmp_path / "egress.log")
+    ledger = proxy._ledgers["sb-busy"]
+    try:
+        reader, writer = await asyncio.open_connection(*listener.getsockname())
+        target = f"{name}:443" if method == "CONNECT" else f"http://{name}/"
+        writer.write(f"{method} {target} HTTP/1.1\r\nHost: {name}\r\n\r\n".encode())
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 30)
+        writer.close()
+        for _ in range(500):
+            if ledger.refusals:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await proxy.stop("sb-busy")
+    assert answer.startswith(b"HTTP/1.1 503 Service Unavailable"), answer
+    assert b"Too many open files" in answer, answer
+    assert ledger.refusals == 1

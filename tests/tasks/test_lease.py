@@ -6,6 +6,8 @@ worker lives by its lease, and a renewal after the lease passed says so."""
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import re
 import subprocess
 import sys
@@ -146,6 +148,49 @@ def test_a_home_whose_id_a_crash_left_unwritten_is_named_again_once_however_many
     assert re.fullmatch(r"[0-9a-f]{16}", named) and named == (tmp_path / "home" / "id").read_text().strip()
     assert _settings.home_id(tmp_path / "home") == named
     assert sorted(path.name for path in (tmp_path / "home").iterdir()) == ["id"]
+
+
+def test_a_home_s_new_id_is_on_the_disk_under_its_name_before_it_is_used(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The id's content is synced before it is named, and the name (the home's directory) before
+    the id is returned: one lost to a power cut would give the home another id on the next start,
+    and another Temporal queue, leaving its rounds in flight unpolled."""
+    home = tmp_path / "home"
+    home.mkdir()
+    done: list[str] = []
+    link, fsync = os.link, os.fsync
+
+    def linking(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+        link(source, target)
+        done.append("link")
+
+    def syncing(fd: int) -> None:
+        fsync(fd)
+        done.append("sync home" if os.fstat(fd).st_ino == home.stat().st_ino else "sync id")
+
+    monkeypatch.setattr(os, "link", linking)
+    monkeypatch.setattr(os, "fsync", syncing)
+    _settings.home_id(home)
+    assert done == ["sync id", "link", "sync home"]
+
+
+@pytest.mark.parametrize("left", [None, ""], ids=["none yet", "empty"])
+def test_a_home_whose_disk_is_full_is_given_no_id_and_left_no_partial_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, left: str | None) -> None:
+    """The new id cannot reach the disk (full, or over quota: the write or its fsync fails): home_id
+    says so, and leaves no half-written ``.id.*`` beside the id, one more each time errand starts."""
+    (tmp_path / "home").mkdir()
+    if left is not None:
+        (tmp_path / "home" / "id").write_text(left)
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    for _ in range(3):
+        with pytest.raises(OSError, match="No space left"):
+            _settings.home_id(tmp_path / "home")
+    assert sorted(path.name for path in (tmp_path / "home").iterdir()) == ([] if left is None else ["id"])
 
 
 def test_workers_of_one_host_name_and_pid_are_named_apart() -> None:

@@ -686,6 +686,11 @@ async def _resolve(host: str, port: int) -> list[Address]:
             raise Refused(f"{UNANSWERED}{host}:{port} (its name could not be looked up: {error.strerror})",
                           UNAVAILABLE) from None
         return []
+    except OSError as error:
+        # EAI_SYSTEM, which Python raises as the OSError under it: the lookup failed here, not at the
+        # host (out of descriptors, say). For now, so 503; not said of the host, which nobody asked.
+        raise Refused(f"{host}:{port}: the proxy could not look its name up now ({error.strerror or error})",
+                      UNAVAILABLE) from None
     return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
 
 
