@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,12 +92,12 @@ asyncio.run(main())
 """
 
 
-@pytest.mark.faults
-def test_a_resolver_that_fails_for_now_is_unavailable_and_a_name_that_does_not_exist_a_bad_gateway(
-        tmp_path: Path) -> None:
+def _drill(tmp_path: Path, script: str, resolver_timeout: int) -> dict[str, Any]:
+    """What ``script`` printed last (JSON), run in a mount namespace of its own whose resolver is a DNS
+    server the script runs on a loopback address it is given (argv[1]; argv[2]: a log path)."""
     address = f"127.53.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
     resolv = tmp_path / "resolv.conf"
-    resolv.write_text(f"nameserver {address}\noptions timeout:1 attempts:1\n")
+    resolv.write_text(f"nameserver {address}\noptions timeout:{resolver_timeout} attempts:1\n")
     # Names looked up through resolv.conf's server alone: a host whose nsswitch.conf asks another
     # (systemd-resolved's nss-resolve, say) would send these names off the machine and never here.
     nsswitch = tmp_path / "nsswitch.conf"
@@ -105,10 +106,17 @@ def test_a_resolver_that_fails_for_now_is_unavailable_and_a_name_that_does_not_e
     done = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c",
          'mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /etc/nsswitch.conf && exec "$3" -c "$4" "$5" "$6"',
-         "sh", str(resolv), str(nsswitch), sys.executable, _DRILL, address, str(tmp_path / "egress.log")],
+         "sh", str(resolv), str(nsswitch), sys.executable, script, address, str(tmp_path / "egress.log")],
         capture_output=True, text=True, timeout=120, env=env, check=False)
     assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout.splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+@pytest.mark.faults
+def test_a_resolver_that_fails_for_now_is_unavailable_and_a_name_that_does_not_exist_a_bad_gateway(
+        tmp_path: Path) -> None:
+    found = _drill(tmp_path, _DRILL, resolver_timeout=1)
     said = {name: answer.partition("\r\n")[0] for name, answer in found["said"].items()}
     assert said == {"silent.dns.test": "HTTP/1.1 503 Service Unavailable",
                     "servfail.dns.test": "HTTP/1.1 503 Service Unavailable",
@@ -160,3 +168,88 @@ async def test_a_lookup_the_proxy_itself_cannot_make_is_answered_unavailable_and
     assert answer.startswith(b"HTTP/1.1 503 Service Unavailable"), answer
     assert b"Too many open files" in answer, answer
     assert ledger.refusals == 1
+
+
+# A resolver that never answers, and a sandbox asking it many names at once: its lookups must hold
+# neither the event loop's default threads (the worker's store calls and file work wait on them)
+# nor the lookup threads another sandbox needs. Prints the order in which a plain to_thread call,
+# the other sandbox's lookup of a name the server answers, and the silent names' answers came back.
+_CROWD = r"""
+import asyncio, json, socket, struct, sys, threading
+from pathlib import Path
+from errand.sandbox import Network
+from errand.sandbox._egress.proxy import EgressProxy
+
+SILENT = [f"silent-{n}.dns.test" for n in range(8)]
+asked = set()
+
+def dns(server):
+    while True:
+        query, peer = server.recvfrom(512)
+        labels, at = [], 12
+        while query[at]:
+            labels.append(query[at + 1:at + 1 + query[at]].decode()); at += 1 + query[at]
+        name, qtype = ".".join(labels), struct.unpack("!H", query[at + 1:at + 3])[0]
+        asked.add(name)
+        if name.startswith("silent-"):
+            continue
+        answers = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 0, 4) + socket.inet_aton("127.0.0.1") if qtype == 1 else b""
+        server.sendto(query[:2] + struct.pack("!HHHHH", 0x8180, 1, 1 if answers else 0, 0, 0)
+                      + query[12:at + 5] + answers, peer)
+
+async def origin(reader, writer):
+    await reader.readuntil(b"\r\n\r\n")
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+    await writer.drain(); writer.close()
+
+async def ask(listener, name, port, tag, order, said):
+    reader, writer = await asyncio.open_connection(*listener.getsockname())
+    writer.write(f"GET http://{name}:{port}/ HTTP/1.1\r\nHost: {name}:{port}\r\nConnection: close\r\n\r\n".encode())
+    await writer.drain()
+    said[name] = (await asyncio.wait_for(reader.read(), 60)).decode(errors="replace").partition("\r\n")[0]
+    order.append(tag)
+    writer.close()
+
+def listening():
+    listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(64)
+    return listener
+
+async def main():
+    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    server.bind((sys.argv[1], 53))
+    threading.Thread(target=dns, args=(server,), daemon=True).start()
+    web = await asyncio.start_server(origin, "127.0.0.1", 0)
+    port = web.sockets[0].getsockname()[1]
+    crowd, other = listening(), listening()
+    proxy = EgressProxy()
+    loopback = [f"127.0.0.1/32:{port}"]
+    await proxy.serve("sb-crowd", crowd, Network.allow(*[f"{n}:{port}" for n in SILENT], cidrs=loopback),
+                      Path(sys.argv[2]))
+    await proxy.serve("sb-other", other, Network.allow(f"found.dns.test:{port}", cidrs=loopback),
+                      Path(sys.argv[2] + ".other"))
+    order, said = [], {}
+    silent = [asyncio.ensure_future(ask(crowd, name, port, "silent", order, said)) for name in SILENT]
+    while len(asked) < 4:  # the crowd's lookups are under way, each holding a thread
+        await asyncio.sleep(0.01)
+    async def free_thread():
+        await asyncio.to_thread(lambda: None)
+        order.append("to_thread")
+    await asyncio.gather(free_thread(), ask(other, "found.dns.test", port, "other sandbox", order, said), *silent)
+    await proxy.stop("sb-crowd"); await proxy.stop("sb-other")
+    print(json.dumps({"order": order, "said": said}))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.faults
+def test_a_sandbox_asking_a_silent_resolver_many_names_holds_up_neither_the_worker_nor_another_sandbox(
+        tmp_path: Path) -> None:
+    """Each lookup of a name the resolver never answers holds a thread for the resolver's timeout.
+    Eight at once from one sandbox took every thread of the event loop's default executor (six on
+    two cores), so the worker's own thread work (its store calls) and another sandbox's lookup of a
+    name that answers waited for them."""
+    found = _drill(tmp_path, _CROWD, resolver_timeout=2)
+    assert sorted(found["order"][:2]) == ["other sandbox", "to_thread"], found["order"]
+    assert found["said"]["found.dns.test"] == "HTTP/1.1 200 OK"
+    assert {found["said"][f"silent-{n}.dns.test"] for n in range(8)} == {"HTTP/1.1 503 Service Unavailable"}

@@ -36,6 +36,8 @@ a client that left), is an egress event with its reason.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import ipaddress
 import json
 import math
@@ -75,6 +77,12 @@ _HEAD_LIMIT = 65536
 # proxy failed an install at once that pip, going direct, would have waited out.
 UNAVAILABLE = 503
 _MAX_CONNECTIONS = 512  # per sandbox
+# Name lookups run on threads of their own, never the event loop's default executor: a resolver that
+# does not answer holds a lookup's thread for its whole timeout (10 s with glibc's defaults), and
+# sandboxes asking many names at once would otherwise take every thread the worker's store calls and
+# file work wait on. A sandbox has at most LOOKUPS_PER_SANDBOX under way; the others' go on.
+LOOKUP_THREADS = 16
+LOOKUPS_PER_SANDBOX = 4
 _LOG_LIMIT = 1 << 20  # bytes of egress log appended per sandbox before it is rewritten as a checkpoint
 LIVE_BACKLOG = 1000  # events a subscriber that is not reading may fall behind before they are dropped
 
@@ -195,6 +203,7 @@ class EgressProxy:
         self.timeouts = timeouts if timeouts is not None else ProxyTimeouts.from_env()
         self._policies: dict[str, Network] = {}
         self._interceptors: dict[str, Interceptor] = {}
+        self._lookups: dict[str, asyncio.Semaphore] = {}
         self._servers: dict[str, asyncio.base_events.Server] = {}
         self._live: dict[str, set[_Connection]] = {}
         self._logs: dict[str, Path] = {}
@@ -211,6 +220,7 @@ class EgressProxy:
         self._policies[sandbox_id] = policy
         if interceptor is not None:
             self._interceptors[sandbox_id] = interceptor
+        self._lookups[sandbox_id] = asyncio.Semaphore(LOOKUPS_PER_SANDBOX)
         self._live[sandbox_id] = set()
         self._logs[sandbox_id] = log_path
         self._ledgers[sandbox_id] = _ledger_of(log_path)
@@ -242,6 +252,7 @@ class EgressProxy:
             connection.abort()
         self._policies.pop(sandbox_id, None)
         self._interceptors.pop(sandbox_id, None)
+        self._lookups.pop(sandbox_id, None)
         self._logs.pop(sandbox_id, None)
         self._ledgers.pop(sandbox_id, None)
         self._checkpoint_sizes.pop(sandbox_id, None)
@@ -484,7 +495,8 @@ class EgressProxy:
     async def _addresses(self, sandbox_id: str, connection: _Connection) -> list[Address]:
         """The name is checked (before any lookup), resolved here, and each address checked."""
         policy = self._check_name(sandbox_id, connection)
-        addresses = await _resolve(connection.host, connection.port)
+        async with self._lookups[sandbox_id]:  # there: stop() takes it with the policy _check_name found
+            addresses = await _resolve(connection.host, connection.port)
         if not addresses:
             raise Refused(f"cannot resolve {connection.host}", 502)
         verdicts = [(address, _check_address(policy, address, connection.port, connection.scheme))
@@ -678,7 +690,8 @@ async def _resolve(host: str, port: int) -> list[Address]:
     if override is not None:
         return override
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        infos = await asyncio.get_running_loop().run_in_executor(
+            _lookup_threads(), functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM))
     except socket.gaierror as error:
         if error.errno == socket.EAI_AGAIN:
             # The resolver did not answer, or failed for now (down, unreachable, SERVFAIL): an outage
@@ -692,6 +705,11 @@ async def _resolve(host: str, port: int) -> list[Address]:
         raise Refused(f"{host}:{port}: the proxy could not look its name up now ({error.strerror or error})",
                       UNAVAILABLE) from None
     return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
+
+
+@functools.cache
+def _lookup_threads() -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="errand-egress-lookup")
 
 
 def _check_address(policy: Network, address: Address, port: int, scheme: Scheme) -> Decision:
