@@ -26,16 +26,16 @@ import pytest
 from errand.sandbox import Network
 from errand.sandbox._egress.proxy import EgressProxy
 
-# Run in the namespace: the DNS server (on the address in argv[1], answering by name), an origin on
-# loopback, the proxy, and a request through it for each name; prints what each was answered and
-# the hosts the proxy's ledger says did not answer.
-_DRILL = r"""
+# What both drills below run in their namespace first: a DNS server (on the address in argv[1]) that
+# answers by name (a name beginning "silent" never; "servfail." and "nxdomain." so; any other: A
+# 127.0.0.1), noting each name asked; an origin on loopback; imports.
+_SERVING = r"""
 import asyncio, json, socket, struct, sys, threading
 from pathlib import Path
 from errand.sandbox import Network
 from errand.sandbox._egress.proxy import EgressProxy
 
-NAMES = ["silent.dns.test", "servfail.dns.test", "nxdomain.dns.test", "found.dns.test"]
+asked = set()
 
 def dns(server):
     while True:
@@ -44,8 +44,9 @@ def dns(server):
         while query[at]:
             labels.append(query[at + 1:at + 1 + query[at]].decode()); at += 1 + query[at]
         name, qtype = ".".join(labels), struct.unpack("!H", query[at + 1:at + 3])[0]
+        asked.add(name)
         question = query[12:at + 5]
-        if name.startswith("silent."):
+        if name.startswith("silent"):
             continue  # a resolver that never answers
         rcode = {"servfail": 2, "nxdomain": 3}.get(name.split(".")[0], 0)
         answers = b""
@@ -54,15 +55,24 @@ def dns(server):
         header = query[:2] + struct.pack("!HHHHH", 0x8180 | rcode, 1, 1 if answers else 0, 0, 0)
         server.sendto(header + question + answers, peer)
 
+def serving_dns():
+    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    server.bind((sys.argv[1], 53))
+    threading.Thread(target=dns, args=(server,), daemon=True).start()
+
 async def origin(reader, writer):
     await reader.readuntil(b"\r\n\r\n")
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
     await writer.drain(); writer.close()
+"""
+
+# Run in the namespace: the proxy, and a request through it for each name; prints what each was
+# answered and the hosts the proxy's ledger says did not answer.
+_DRILL = _SERVING + r"""
+NAMES = ["silent.dns.test", "servfail.dns.test", "nxdomain.dns.test", "found.dns.test"]
 
 async def main():
-    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    server.bind((sys.argv[1], 53))
-    threading.Thread(target=dns, args=(server,), daemon=True).start()
+    serving_dns()
     web = await asyncio.start_server(origin, "127.0.0.1", 0)
     port = web.sockets[0].getsockname()[1]
     listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(8)
@@ -174,33 +184,8 @@ async def test_a_lookup_the_proxy_itself_cannot_make_is_answered_unavailable_and
 # neither the event loop's default threads (the worker's store calls and file work wait on them)
 # nor the lookup threads another sandbox needs. Prints the order in which a plain to_thread call,
 # the other sandbox's lookup of a name the server answers, and the silent names' answers came back.
-_CROWD = r"""
-import asyncio, json, socket, struct, sys, threading
-from pathlib import Path
-from errand.sandbox import Network
-from errand.sandbox._egress.proxy import EgressProxy
-
+_CROWD = _SERVING + r"""
 SILENT = [f"silent-{n}.dns.test" for n in range(8)]
-asked = set()
-
-def dns(server):
-    while True:
-        query, peer = server.recvfrom(512)
-        labels, at = [], 12
-        while query[at]:
-            labels.append(query[at + 1:at + 1 + query[at]].decode()); at += 1 + query[at]
-        name, qtype = ".".join(labels), struct.unpack("!H", query[at + 1:at + 3])[0]
-        asked.add(name)
-        if name.startswith("silent-"):
-            continue
-        answers = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 0, 4) + socket.inet_aton("127.0.0.1") if qtype == 1 else b""
-        server.sendto(query[:2] + struct.pack("!HHHHH", 0x8180, 1, 1 if answers else 0, 0, 0)
-                      + query[12:at + 5] + answers, peer)
-
-async def origin(reader, writer):
-    await reader.readuntil(b"\r\n\r\n")
-    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
-    await writer.drain(); writer.close()
 
 async def ask(listener, name, port, tag, order, said):
     reader, writer = await asyncio.open_connection(*listener.getsockname())
@@ -215,9 +200,7 @@ def listening():
     return listener
 
 async def main():
-    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    server.bind((sys.argv[1], 53))
-    threading.Thread(target=dns, args=(server,), daemon=True).start()
+    serving_dns()
     web = await asyncio.start_server(origin, "127.0.0.1", 0)
     port = web.sockets[0].getsockname()[1]
     crowd, other = listening(), listening()
