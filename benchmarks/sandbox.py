@@ -473,9 +473,11 @@ async def gather_chunked(calls: list[Callable[[], Awaitable[Any]]], size: int) -
 
 def density_figures(kind: str, requested: int, started: int, ready: int, alive: int, seconds_ready: float,
                     seconds_created: float, usage: list[int], held: list[int], avail_drop: int, teardown: float,
-                    errors: list[str], pids: int) -> dict[str, Any]:
+                    errors: list[str], pids: int, host_tasks: int) -> dict[str, Any]:
+    """``host_tasks``: the host's tasks while the sandboxes were alive (read after they end, it was
+    the host without them, and the 10,000-idle estimate, which takes theirs out, counted them twice)."""
     return {
-        "pids_per_sandbox": pids / max(alive, 1), "pids_in_use_on_host": pids_in_use(),
+        "pids_per_sandbox": pids / max(alive, 1), "pids_in_use_on_host": host_tasks,
         "kind": kind, "requested": requested, "started": started, "ready": ready, "alive": alive,
         "start_rate_per_s": ready / seconds_ready if seconds_ready > 0 else 0.0,
         "launch_rate_per_s": started / seconds_created if seconds_created > 0 else 0.0,
@@ -497,7 +499,7 @@ async def errand_density(count: int, chunk: int, settle: float) -> dict[str, Any
     errors: list[str] = []
     usage: list[int] = []
     held: list[int] = []
-    alive = ready = foreign = pids = 0
+    alive = ready = foreign = pids = host_tasks = 0
     seconds_created = seconds_ready = teardown = 0.0
     avail_drop = 0
     try:
@@ -539,6 +541,7 @@ async def errand_density(count: int, chunk: int, settle: float) -> dict[str, Any
         for sb in sandboxes:
             with contextlib.suppress(Exception):
                 pids += len(Cgroup.open(sb._record.cgroup).pids())
+        host_tasks = pids_in_use()
     finally:
         t0 = time.perf_counter()
         results = await gather_chunked([sb.terminate for sb in sandboxes], chunk)
@@ -546,7 +549,8 @@ async def errand_density(count: int, chunk: int, settle: float) -> dict[str, Any
         teardown = time.perf_counter() - t0
         errors += [f"terminate: {type(r).__name__}: {r}" for r in results if isinstance(r, BaseException)]
     return {**density_figures("errand", count, len(sandboxes), ready, alive, seconds_ready, seconds_created,
-                              usage, held, avail_drop, teardown, errors, pids), "foreign_cgroup_removals": foreign}
+                              usage, held, avail_drop, teardown, errors, pids, host_tasks),
+            "foreign_cgroup_removals": foreign}
 
 
 def held_in(group: Path | str) -> int:
@@ -582,7 +586,7 @@ def bwrap_density(count: int, bwrap: str, settle: float) -> dict[str, Any]:
     errors: list[str] = []
     usage: list[int] = []
     held: list[int] = []
-    alive = ready = pids = 0
+    alive = ready = pids = host_tasks = 0
     seconds_created = seconds_ready = teardown = 0.0
     avail_drop = 0
     # dash joins the group, then execs bwrap: every page bwrap and its children touch is charged there.
@@ -619,12 +623,13 @@ def bwrap_density(count: int, bwrap: str, settle: float) -> dict[str, Any]:
             held.append(held_in(group))
             pids += len(_procs(group))
         avail_drop = before - mem_available()
+        host_tasks = pids_in_use()
     finally:
         t0 = time.perf_counter()
         _remove_bench_groups(processes, groups, parent)
         teardown = time.perf_counter() - t0
     return density_figures("bwrap", count, len(processes), ready, alive, seconds_ready, seconds_created,
-                           usage, held, avail_drop, teardown, errors, pids)
+                           usage, held, avail_drop, teardown, errors, pids, host_tasks)
 
 
 def pids_in_use() -> int:
