@@ -18,13 +18,14 @@ import random
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from errand.sandbox import Network
-from errand.sandbox._egress.proxy import EgressProxy
+from errand.sandbox._egress.proxy import LOOKUPS_PER_SANDBOX, EgressProxy
 
 # What both drills below run in their namespace first: a DNS server (on the address in argv[1]) that
 # answers by name (a name beginning "silent" never; "servfail." and "nxdomain." so; any other: A
@@ -236,3 +237,74 @@ def test_a_sandbox_asking_a_silent_resolver_many_names_holds_up_neither_the_work
     assert sorted(found["order"][:2]) == ["other sandbox", "to_thread"], found["order"]
     assert found["said"]["found.dns.test"] == "HTTP/1.1 200 OK"
     assert {found["said"][f"silent-{n}.dns.test"] for n in range(8)} == {"HTTP/1.1 503 Service Unavailable"}
+
+
+class _HeldLookups:
+    """socket.getaddrinfo for names ending ``.held.test``: each noted, then held until released."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.asked: list[str] = []
+        self.release = threading.Event()
+        real = socket.getaddrinfo
+
+        def held(host: object, *args: object, **kwargs: object) -> object:
+            if isinstance(host, str) and host.endswith(".held.test"):
+                self.asked.append(host)
+                self.release.wait(30)
+                raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+            return real(host, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(socket, "getaddrinfo", held)
+        monkeypatch.delenv("ERRAND_EGRESS_HOSTS", raising=False)
+
+    async def asked_at_least(self, count: int) -> None:
+        for _ in range(3000):
+            if len(self.asked) >= count:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"only {self.asked} were looked up")
+
+
+async def _ask_through(listener: socket.socket, name: str) -> asyncio.StreamWriter:
+    _reader, writer = await asyncio.open_connection(*listener.getsockname())
+    writer.write(f"CONNECT {name}:443 HTTP/1.1\r\nHost: {name}:443\r\n\r\n".encode())
+    await writer.drain()
+    return writer
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("change", ["stopped", "name denied"])
+async def test_a_lookup_that_waited_its_turn_is_not_made_once_the_sandbox_stopped_or_its_name_was_denied(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    """A sandbox's lookups beyond LOOKUPS_PER_SANDBOX wait their turn. One whose sandbox stops
+    meanwhile would otherwise still be made (a thread held for the resolver's timeout, for a
+    sandbox that is gone: a sandbox of 512 connections to a silent name held 4 threads for 128
+    timeouts after it ended); one whose name the policy denies meanwhile would be asked of the
+    resolver, which the policy promises a denied name never is."""
+    lookups = _HeldLookups(monkeypatch)
+    names = [f"n{n}.held.test" for n in range(LOOKUPS_PER_SANDBOX + 3)]
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    proxy = EgressProxy()
+    await proxy.serve("sb-held", listener, Network.allow(*[f"{name}:443" for name in names]), tmp_path / "egress.log")
+    writers = []
+    try:
+        for name in names:
+            writers.append(await _ask_through(listener, name))
+        await lookups.asked_at_least(LOOKUPS_PER_SANDBOX)
+        await asyncio.sleep(0.2)  # the others are waiting their turn
+        made = list(lookups.asked)
+        assert len(made) == LOOKUPS_PER_SANDBOX, made
+        if change == "stopped":
+            await proxy.stop("sb-held")
+        else:
+            proxy.set_policy("sb-held", Network.allow(*[f"{name}:443" for name in made]))
+        lookups.release.set()
+        await asyncio.sleep(0.5)  # the lookups in flight end; any waiting would be made now
+    finally:
+        lookups.release.set()
+        await proxy.stop("sb-held")
+        for writer in writers:
+            writer.close()
+    assert lookups.asked == made

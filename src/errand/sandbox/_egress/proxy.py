@@ -494,8 +494,12 @@ class EgressProxy:
 
     async def _addresses(self, sandbox_id: str, connection: _Connection) -> list[Address]:
         """The name is checked (before any lookup), resolved here, and each address checked."""
-        policy = self._check_name(sandbox_id, connection)
+        self._check_name(sandbox_id, connection)
         async with self._lookups[sandbox_id]:  # there: stop() takes it with the policy _check_name found
+            # A lookup that waited its turn is checked again: its sandbox may have stopped meanwhile
+            # (its thread would be held for a sandbox that is gone) or its name been denied (a denied
+            # name is never asked of the resolver).
+            policy = self._check_name(sandbox_id, connection)
             addresses = await _resolve(connection.host, connection.port)
         if not addresses:
             raise Refused(f"cannot resolve {connection.host}", 502)
