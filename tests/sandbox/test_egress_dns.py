@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from errand.sandbox import Network
-from errand.sandbox._egress.proxy import LOOKUPS_PER_SANDBOX, EgressProxy
+from errand.sandbox._egress.proxy import LOOKUP_THREADS, LOOKUPS_PER_SANDBOX, EgressProxy
+from errand.tasks.service import MAX_ATTEMPTS
 
 # What both drills below run in their namespace first: a DNS server (on the address in argv[1]) that
 # answers by name (a name beginning "silent" never; "servfail." and "nxdomain." so; any other: A
@@ -265,6 +266,14 @@ class _HeldLookups:
         raise AssertionError(f"only {self.asked} were looked up")
 
 
+async def _ended(proxy: EgressProxy, *sandbox_ids: str) -> None:
+    """Once every connection of the sandboxes has ended (their held lookups released)."""
+    for _ in range(3000):
+        if not any(proxy._live.get(sandbox_id) for sandbox_id in sandbox_ids):
+            return
+        await asyncio.sleep(0.01)
+
+
 async def _ask_through(listener: socket.socket, name: str) -> asyncio.StreamWriter:
     _reader, writer = await asyncio.open_connection(*listener.getsockname())
     writer.write(f"CONNECT {name}:443 HTTP/1.1\r\nHost: {name}:443\r\n\r\n".encode())
@@ -304,7 +313,56 @@ async def test_a_lookup_that_waited_its_turn_is_not_made_once_the_sandbox_stoppe
         await asyncio.sleep(0.5)  # the lookups in flight end; any waiting would be made now
     finally:
         lookups.release.set()
+        await _ended(proxy, "sb-held")
         await proxy.stop("sb-held")
         for writer in writers:
             writer.close()
     assert lookups.asked == made
+
+
+@pytest.mark.faults
+async def test_a_task_whose_attempts_all_ask_a_silent_resolver_holds_up_no_other_sandbox(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task of MAX_ATTEMPTS attempts runs that many sandboxes at once, each the same agent on the
+    same prompt: each may hold LOOKUPS_PER_SANDBOX lookups for the resolver's timeout. Another
+    sandbox's lookup must not wait for them (with sixteen threads, four such sandboxes took every
+    one: the other's lookup waited a whole timeout, or several)."""
+    lookups = _HeldLookups(monkeypatch)
+    crowd = [f"sb-attempt-{n}" for n in range(MAX_ATTEMPTS)]
+    policy = Network.allow("*.held.test:443", "answered.test:443")
+    listeners = {}
+    proxy = EgressProxy()
+    for sandbox_id in [*crowd, "sb-other"]:
+        listener = listeners[sandbox_id] = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        await proxy.serve(sandbox_id, listener, policy, tmp_path / f"{sandbox_id}.log")
+    real = socket.getaddrinfo
+
+    def answered(host: object, *args: object, **kwargs: object) -> object:
+        if host == "answered.test":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("192.0.2.1", 443))]
+        return real(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", answered)  # under the held names
+    writers = []
+    try:
+        for sandbox_id in crowd:
+            for n in range(LOOKUPS_PER_SANDBOX):
+                writers.append(await _ask_through(listeners[sandbox_id], f"n{n}.{sandbox_id}.held.test"))
+        await lookups.asked_at_least(min(LOOKUP_THREADS, MAX_ATTEMPTS * LOOKUPS_PER_SANDBOX))
+        reader, writer = await asyncio.open_connection(*listeners["sb-other"].getsockname())
+        writers.append(writer)
+        writer.write(b"CONNECT answered.test:443 HTTP/1.1\r\nHost: answered.test:443\r\n\r\n")
+        await writer.drain()
+        # Its lookup answers at once (the address is a documentation one: nothing is reached, or the
+        # proxy says so): the answer, or the tunnel, comes well within the held lookups' 30 s.
+        answer = await asyncio.wait_for(reader.readline(), 20)
+    finally:
+        lookups.release.set()
+        for writer in writers:
+            writer.close()
+        await _ended(proxy, *listeners)
+        for sandbox_id in listeners:
+            await proxy.stop(sandbox_id)
+    assert answer.startswith(b"HTTP/1.1 200"), answer

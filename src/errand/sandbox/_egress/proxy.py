@@ -80,8 +80,12 @@ _MAX_CONNECTIONS = 512  # per sandbox
 # Name lookups run on threads of their own, never the event loop's default executor: a resolver that
 # does not answer holds a lookup's thread for its whole timeout (10 s with glibc's defaults), and
 # sandboxes asking many names at once would otherwise take every thread the worker's store calls and
-# file work wait on. A sandbox has at most LOOKUPS_PER_SANDBOX under way; the others' go on.
-LOOKUP_THREADS = 16
+# file work wait on. A sandbox has at most LOOKUPS_PER_SANDBOX under way; the others' go on, while
+# LOOKUP_THREADS holds every sandbox's share: 64 sandboxes, where a task alone runs up to eight at once
+# (one an attempt, the same agent on the same prompt) and a worker several tasks. With sixteen, four
+# sandboxes asking a silent resolver took every thread. A thread is made only when a lookup finds
+# none idle, and one waiting on the resolver costs about 28 KB.
+LOOKUP_THREADS = 256
 LOOKUPS_PER_SANDBOX = 4
 _LOG_LIMIT = 1 << 20  # bytes of egress log appended per sandbox before it is rewritten as a checkpoint
 LIVE_BACKLOG = 1000  # events a subscriber that is not reading may fall behind before they are dropped
