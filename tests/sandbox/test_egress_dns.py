@@ -366,3 +366,27 @@ async def test_a_task_whose_attempts_all_ask_a_silent_resolver_holds_up_no_other
         for sandbox_id in listeners:
             await proxy.stop(sandbox_id)
     assert answer.startswith(b"HTTP/1.1 200"), answer
+
+
+_FORKED = r"""
+import os
+from errand.sandbox._egress.proxy import _lookup_threads
+
+assert _lookup_threads().submit(lambda: "parent").result(timeout=10) == "parent"
+child = os.fork()
+if child == 0:
+    try:
+        os._exit(0 if _lookup_threads().submit(lambda: "child").result(timeout=10) == "child" else 1)
+    except BaseException:
+        os._exit(1)
+_, status = os.waitpid(child, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_process_forked_after_a_lookup_can_look_names_up() -> None:
+    """The lookup threads' pool is made once a process; a child forked from a process that has
+    used it gets a copy without threads, that counted the parent's idle ones and so made none:
+    its lookups never ran."""
+    done = subprocess.run([sys.executable, "-c", _FORKED], capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.strip() == "0", done.stdout + done.stderr

@@ -720,6 +720,11 @@ def _lookup_threads() -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="errand-egress-lookup")
 
 
+# A forked child has none of the pool's threads, yet its copy counts the idle ones it had: a lookup
+# given to it would wait for ever. The child makes a pool of its own when it first looks a name up.
+os.register_at_fork(after_in_child=_lookup_threads.cache_clear)
+
+
 def _check_address(policy: Network, address: Address, port: int, scheme: Scheme) -> Decision:
     """The policy's verdict; then the host's own addresses (any interface, public ones
     included), which reach services bound to 0.0.0.0 on the host: refused like loopback,
