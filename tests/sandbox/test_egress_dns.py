@@ -394,3 +394,34 @@ def test_a_process_forked_after_a_lookup_can_look_names_up() -> None:
     its lookups never ran."""
     done = subprocess.run([sys.executable, "-c", _FORKED], capture_output=True, text=True, timeout=60, check=False)
     assert done.stdout.strip() == "0", done.stdout + done.stderr
+
+
+@pytest.mark.faults
+async def test_an_address_asked_for_as_such_waits_for_no_lookup(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox whose LOOKUPS_PER_SANDBOX lookups all wait on a silent resolver still reaches an
+    address it names as such (or one the proxy's own hosts file gives): there is nothing to look up."""
+    lookups = _HeldLookups(monkeypatch)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    proxy = EgressProxy()
+    await proxy.serve("sb-literal", listener, Network.allow("*.held.test:443", cidrs=["192.0.2.0/24:443"]),
+                      tmp_path / "egress.log")
+    writers = []
+    try:
+        for n in range(LOOKUPS_PER_SANDBOX):
+            writers.append(await _ask_through(listener, f"n{n}.held.test"))
+        await lookups.asked_at_least(LOOKUPS_PER_SANDBOX)
+        reader, writer = await asyncio.open_connection(*listener.getsockname())
+        writers.append(writer)
+        writer.write(b"CONNECT 192.0.2.1:443 HTTP/1.1\r\nHost: 192.0.2.1:443\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.readline(), 20)  # well within the held lookups' 30 s
+    finally:
+        lookups.release.set()
+        for writer in writers:
+            writer.close()
+        await _ended(proxy, "sb-literal")
+        await proxy.stop("sb-literal")
+    assert answer.startswith(b"HTTP/1.1 200"), answer

@@ -498,13 +498,15 @@ class EgressProxy:
 
     async def _addresses(self, sandbox_id: str, connection: _Connection) -> list[Address]:
         """The name is checked (before any lookup), resolved here, and each address checked."""
-        self._check_name(sandbox_id, connection)
-        async with self._lookups[sandbox_id]:  # there: stop() takes it with the policy _check_name found
-            # A lookup that waited its turn is checked again: its sandbox may have stopped meanwhile
-            # (its thread would be held for a sandbox that is gone) or its name been denied (a denied
-            # name is never asked of the resolver).
-            policy = self._check_name(sandbox_id, connection)
-            addresses = await _resolve(connection.host, connection.port)
+        policy = self._check_name(sandbox_id, connection)
+        addresses = _known(connection.host)  # an address, or the proxy's own hosts file's: no lookup to wait for
+        if addresses is None:
+            async with self._lookups[sandbox_id]:  # there: stop() takes it with the policy _check_name found
+                # A lookup that waited its turn is checked again: its sandbox may have stopped meanwhile
+                # (its thread would be held for a sandbox that is gone) or its name been denied (a denied
+                # name is never asked of the resolver).
+                policy = self._check_name(sandbox_id, connection)
+                addresses = await _resolve(connection.host, connection.port)
         if not addresses:
             raise Refused(f"cannot resolve {connection.host}", 502)
         verdicts = [(address, _check_address(policy, address, connection.port, connection.scheme))
@@ -690,13 +692,19 @@ def _refusal(error: Exception) -> Refused:
     return Refused(f"a malformed request ({type(error).__name__}: {str(error)[:80]})", 400)
 
 
-async def _resolve(host: str, port: int) -> list[Address]:
+def _known(host: str) -> list[Address] | None:
+    """The addresses of ``host`` known without a lookup: itself, if it is one, or the proxy's own
+    hosts file's; None if it must be looked up."""
     literal = parse_address(host)
     if literal is not None:
         return [literal]
-    override = _overrides().get(host)
-    if override is not None:
-        return override
+    return _overrides().get(host)
+
+
+async def _resolve(host: str, port: int) -> list[Address]:
+    known = _known(host)
+    if known is not None:
+        return known
     try:
         infos = await asyncio.get_running_loop().run_in_executor(
             _lookup_threads(), functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM))
