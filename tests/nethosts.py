@@ -595,7 +595,7 @@ class LoopbackRecorder:
 class EgressGuard:
     """No DNS and no connection to anything but loopback and live test hosts, from this process.
 
-    errand's proxy resolves with ``loop.getaddrinfo`` (so ``socket.getaddrinfo``)
+    errand's proxy resolves with ``socket.getaddrinfo`` (on threads of its own)
     and connects with ``asyncio.open_connection``; both are patched. Names are
     never looked up: a lookup is recorded in ``lookups`` and fails as "no such
     name". Numeric forms the C library parses without DNS (``127.1``,

@@ -18,13 +18,15 @@ import random
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from errand.sandbox import Network
-from errand.sandbox._egress.proxy import EgressProxy
+from errand.sandbox._egress.proxy import LOOKUP_THREADS, LOOKUPS_PER_SANDBOX, EgressProxy
+from errand.tasks.service import MAX_ATTEMPTS
 
 # What both drills below run in their namespace first: a DNS server (on the address in argv[1]) that
 # answers by name (a name beginning "silent" never; "servfail." and "nxdomain." so; any other: A
@@ -185,6 +187,7 @@ async def test_a_lookup_the_proxy_itself_cannot_make_is_answered_unavailable_and
 # nor the lookup threads another sandbox needs. Prints the order in which a plain to_thread call,
 # the other sandbox's lookup of a name the server answers, and the silent names' answers came back.
 _CROWD = _SERVING + r"""
+import concurrent.futures
 SILENT = [f"silent-{n}.dns.test" for n in range(8)]
 
 async def ask(listener, name, port, tag, order, said):
@@ -200,6 +203,9 @@ def listening():
     return listener
 
 async def main():
+    # The default executor two cores get (six threads), on any machine: with more cores it has more
+    # than the crowd's eight lookups fill, and the lookups' own threads would go untested.
+    asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(6))
     serving_dns()
     web = await asyncio.start_server(origin, "127.0.0.1", 0)
     port = web.sockets[0].getsockname()[1]
@@ -236,3 +242,186 @@ def test_a_sandbox_asking_a_silent_resolver_many_names_holds_up_neither_the_work
     assert sorted(found["order"][:2]) == ["other sandbox", "to_thread"], found["order"]
     assert found["said"]["found.dns.test"] == "HTTP/1.1 200 OK"
     assert {found["said"][f"silent-{n}.dns.test"] for n in range(8)} == {"HTTP/1.1 503 Service Unavailable"}
+
+
+class _HeldLookups:
+    """socket.getaddrinfo for names ending ``.held.test``: each noted, then held until released."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.asked: list[str] = []
+        self.release = threading.Event()
+        real = socket.getaddrinfo
+
+        def held(host: object, *args: object, **kwargs: object) -> object:
+            if isinstance(host, str) and host.endswith(".held.test"):
+                self.asked.append(host)
+                self.release.wait(30)
+                raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+            return real(host, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(socket, "getaddrinfo", held)
+        monkeypatch.delenv("ERRAND_EGRESS_HOSTS", raising=False)
+
+    async def asked_at_least(self, count: int) -> None:
+        for _ in range(3000):
+            if len(self.asked) >= count:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"only {self.asked} were looked up")
+
+
+async def _ended(proxy: EgressProxy, *sandbox_ids: str) -> None:
+    """Once every connection of the sandboxes has ended (their held lookups released)."""
+    for _ in range(3000):
+        if not any(proxy._live.get(sandbox_id) for sandbox_id in sandbox_ids):
+            return
+        await asyncio.sleep(0.01)
+
+
+async def _ask_through(listener: socket.socket, name: str) -> asyncio.StreamWriter:
+    _reader, writer = await asyncio.open_connection(*listener.getsockname())
+    writer.write(f"CONNECT {name}:443 HTTP/1.1\r\nHost: {name}:443\r\n\r\n".encode())
+    await writer.drain()
+    return writer
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("change", ["stopped", "name denied"])
+async def test_a_lookup_that_waited_its_turn_is_not_made_once_the_sandbox_stopped_or_its_name_was_denied(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    """A sandbox's lookups beyond LOOKUPS_PER_SANDBOX wait their turn. One whose sandbox stops
+    meanwhile would otherwise still be made (a thread held for the resolver's timeout, for a
+    sandbox that is gone: a sandbox of 512 connections to a silent name held 4 threads for 128
+    timeouts after it ended); one whose name the policy denies meanwhile would be asked of the
+    resolver, which the policy promises a denied name never is."""
+    lookups = _HeldLookups(monkeypatch)
+    names = [f"n{n}.held.test" for n in range(LOOKUPS_PER_SANDBOX + 3)]
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    proxy = EgressProxy()
+    await proxy.serve("sb-held", listener, Network.allow(*[f"{name}:443" for name in names]), tmp_path / "egress.log")
+    writers = []
+    try:
+        for name in names:
+            writers.append(await _ask_through(listener, name))
+        await lookups.asked_at_least(LOOKUPS_PER_SANDBOX)
+        await asyncio.sleep(0.2)  # the others are waiting their turn
+        made = list(lookups.asked)
+        assert len(made) == LOOKUPS_PER_SANDBOX, made
+        if change == "stopped":
+            await proxy.stop("sb-held")
+        else:
+            proxy.set_policy("sb-held", Network.allow(*[f"{name}:443" for name in made]))
+        lookups.release.set()
+        await asyncio.sleep(0.5)  # the lookups in flight end; any waiting would be made now
+    finally:
+        lookups.release.set()
+        await _ended(proxy, "sb-held")
+        await proxy.stop("sb-held")
+        for writer in writers:
+            writer.close()
+    assert lookups.asked == made
+
+
+@pytest.mark.faults
+async def test_a_task_whose_attempts_all_ask_a_silent_resolver_holds_up_no_other_sandbox(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task of MAX_ATTEMPTS attempts runs that many sandboxes at once, each the same agent on the
+    same prompt: each may hold LOOKUPS_PER_SANDBOX lookups for the resolver's timeout. Another
+    sandbox's lookup must not wait for them (with sixteen threads, four such sandboxes took every
+    one: the other's lookup waited a whole timeout, or several)."""
+    lookups = _HeldLookups(monkeypatch)
+    crowd = [f"sb-attempt-{n}" for n in range(MAX_ATTEMPTS)]
+    policy = Network.allow("*.held.test:443", "answered.test:443")
+    listeners = {}
+    proxy = EgressProxy()
+    for sandbox_id in [*crowd, "sb-other"]:
+        listener = listeners[sandbox_id] = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        await proxy.serve(sandbox_id, listener, policy, tmp_path / f"{sandbox_id}.log")
+    real = socket.getaddrinfo
+
+    def answered(host: object, *args: object, **kwargs: object) -> object:
+        if host == "answered.test":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("192.0.2.1", 443))]
+        return real(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", answered)  # under the held names
+    writers = []
+    try:
+        for sandbox_id in crowd:
+            for n in range(LOOKUPS_PER_SANDBOX):
+                writers.append(await _ask_through(listeners[sandbox_id], f"n{n}.{sandbox_id}.held.test"))
+        await lookups.asked_at_least(min(LOOKUP_THREADS, MAX_ATTEMPTS * LOOKUPS_PER_SANDBOX))
+        reader, writer = await asyncio.open_connection(*listeners["sb-other"].getsockname())
+        writers.append(writer)
+        writer.write(b"CONNECT answered.test:443 HTTP/1.1\r\nHost: answered.test:443\r\n\r\n")
+        await writer.drain()
+        # Its lookup answers at once (the address is a documentation one: nothing is reached, or the
+        # proxy says so): the answer, or the tunnel, comes well within the held lookups' 30 s.
+        answer = await asyncio.wait_for(reader.readline(), 20)
+    finally:
+        lookups.release.set()
+        for writer in writers:
+            writer.close()
+        await _ended(proxy, *listeners)
+        for sandbox_id in listeners:
+            await proxy.stop(sandbox_id)
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+
+
+_FORKED = r"""
+import os
+from errand.sandbox._egress.proxy import _lookup_threads
+
+assert _lookup_threads().submit(lambda: "parent").result(timeout=10) == "parent"
+child = os.fork()
+if child == 0:
+    try:
+        os._exit(0 if _lookup_threads().submit(lambda: "child").result(timeout=10) == "child" else 1)
+    except BaseException:
+        os._exit(1)
+_, status = os.waitpid(child, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_process_forked_after_a_lookup_can_look_names_up() -> None:
+    """The lookup threads' pool is made once a process; a child forked from a process that has
+    used it gets a copy without threads, that counted the parent's idle ones and so made none:
+    its lookups never ran."""
+    done = subprocess.run([sys.executable, "-c", _FORKED], capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.strip() == "0", done.stdout + done.stderr
+
+
+@pytest.mark.faults
+async def test_an_address_asked_for_as_such_waits_for_no_lookup(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox whose LOOKUPS_PER_SANDBOX lookups all wait on a silent resolver still reaches an
+    address it names as such (or one the proxy's own hosts file gives): there is nothing to look up."""
+    lookups = _HeldLookups(monkeypatch)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    proxy = EgressProxy()
+    await proxy.serve("sb-literal", listener, Network.allow("*.held.test:443", cidrs=["192.0.2.0/24:443"]),
+                      tmp_path / "egress.log")
+    writers = []
+    try:
+        for n in range(LOOKUPS_PER_SANDBOX):
+            writers.append(await _ask_through(listener, f"n{n}.held.test"))
+        await lookups.asked_at_least(LOOKUPS_PER_SANDBOX)
+        reader, writer = await asyncio.open_connection(*listener.getsockname())
+        writers.append(writer)
+        writer.write(b"CONNECT 192.0.2.1:443 HTTP/1.1\r\nHost: 192.0.2.1:443\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.readline(), 20)  # well within the held lookups' 30 s
+    finally:
+        lookups.release.set()
+        for writer in writers:
+            writer.close()
+        await _ended(proxy, "sb-literal")
+        await proxy.stop("sb-literal")
+    assert answer.startswith(b"HTTP/1.1 200"), answer

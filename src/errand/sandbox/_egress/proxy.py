@@ -80,8 +80,12 @@ _MAX_CONNECTIONS = 512  # per sandbox
 # Name lookups run on threads of their own, never the event loop's default executor: a resolver that
 # does not answer holds a lookup's thread for its whole timeout (10 s with glibc's defaults), and
 # sandboxes asking many names at once would otherwise take every thread the worker's store calls and
-# file work wait on. A sandbox has at most LOOKUPS_PER_SANDBOX under way; the others' go on.
-LOOKUP_THREADS = 16
+# file work wait on. A sandbox has at most LOOKUPS_PER_SANDBOX under way; the others' go on, while
+# LOOKUP_THREADS holds every sandbox's share: 64 sandboxes, where a task alone runs up to eight at once
+# (one an attempt, the same agent on the same prompt) and a worker several tasks. With sixteen, four
+# sandboxes asking a silent resolver took every thread. A thread is made only when a lookup finds
+# none idle, and one waiting on the resolver costs about 28 KB.
+LOOKUP_THREADS = 256
 LOOKUPS_PER_SANDBOX = 4
 _LOG_LIMIT = 1 << 20  # bytes of egress log appended per sandbox before it is rewritten as a checkpoint
 LIVE_BACKLOG = 1000  # events a subscriber that is not reading may fall behind before they are dropped
@@ -495,8 +499,14 @@ class EgressProxy:
     async def _addresses(self, sandbox_id: str, connection: _Connection) -> list[Address]:
         """The name is checked (before any lookup), resolved here, and each address checked."""
         policy = self._check_name(sandbox_id, connection)
-        async with self._lookups[sandbox_id]:  # there: stop() takes it with the policy _check_name found
-            addresses = await _resolve(connection.host, connection.port)
+        addresses = _known(connection.host)  # an address, or the proxy's own hosts file's: no lookup to wait for
+        if addresses is None:
+            async with self._lookups[sandbox_id]:  # there: stop() takes it with the policy _check_name found
+                # A lookup that waited its turn is checked again: its sandbox may have stopped meanwhile
+                # (its thread would be held for a sandbox that is gone) or its name been denied (a denied
+                # name is never asked of the resolver).
+                policy = self._check_name(sandbox_id, connection)
+                addresses = await _resolve(connection.host, connection.port)
         if not addresses:
             raise Refused(f"cannot resolve {connection.host}", 502)
         verdicts = [(address, _check_address(policy, address, connection.port, connection.scheme))
@@ -682,13 +692,19 @@ def _refusal(error: Exception) -> Refused:
     return Refused(f"a malformed request ({type(error).__name__}: {str(error)[:80]})", 400)
 
 
-async def _resolve(host: str, port: int) -> list[Address]:
+def _known(host: str) -> list[Address] | None:
+    """The addresses of ``host`` known without a lookup: itself, if it is one, or the proxy's own
+    hosts file's; None if it must be looked up."""
     literal = parse_address(host)
     if literal is not None:
         return [literal]
-    override = _overrides().get(host)
-    if override is not None:
-        return override
+    return _overrides().get(host)
+
+
+async def _resolve(host: str, port: int) -> list[Address]:
+    known = _known(host)
+    if known is not None:
+        return known
     try:
         infos = await asyncio.get_running_loop().run_in_executor(
             _lookup_threads(), functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM))
@@ -710,6 +726,11 @@ async def _resolve(host: str, port: int) -> list[Address]:
 @functools.cache
 def _lookup_threads() -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="errand-egress-lookup")
+
+
+# A forked child has none of the pool's threads, yet its copy counts the idle ones it had: a lookup
+# given to it would wait for ever. The child makes a pool of its own when it first looks a name up.
+os.register_at_fork(after_in_child=_lookup_threads.cache_clear)
 
 
 def _check_address(policy: Network, address: Address, port: int, scheme: Scheme) -> Decision:
