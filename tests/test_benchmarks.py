@@ -93,7 +93,7 @@ def test_the_density_rows_are_made_when_what_is_held_could_not_be_read(monkeypat
     charge, rather than the section aborting on formatting None."""
     bench = _sandbox_benchmark()
     mib = bench.MIB
-    figures = bench.density_figures("errand", 4, 4, 4, 4, 1.0, 1.0, [mib, 2 * mib], [], 0, 0.1, [], 8)
+    figures = bench.density_figures("errand", 4, 4, 4, 4, 1.0, 1.0, [mib, 2 * mib], [], 0, 0.1, [], 8, 300)
 
     async def errand_density(count: int, chunk: int, settle: float) -> dict[str, Any]:
         return {**figures, "foreign_cgroup_removals": 0}
