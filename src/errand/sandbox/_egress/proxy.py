@@ -702,9 +702,7 @@ def _known(host: str) -> list[Address] | None:
 
 
 async def _resolve(host: str, port: int) -> list[Address]:
-    known = _known(host)
-    if known is not None:
-        return known
+    """The addresses a lookup gives ``host`` (one :func:`_known` has none for)."""
     try:
         infos = await asyncio.get_running_loop().run_in_executor(
             _lookup_threads(), functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM))
