@@ -45,13 +45,13 @@ def home_id(home_path: Path | None = None) -> str:
         partial = _written_id(path)
         try:
             os.link(partial, path)  # the first to name it wins; every other caller reads the winner's
+            named = True
         except FileExistsError:
-            pass
-        else:
-            partial.unlink()
-            _sync_directory(path.parent)  # the name too: lost to a crash, the home would take another id
+            named = False
         finally:
-            partial.unlink(missing_ok=True)
+            partial.unlink()
+        if named:
+            _sync_directory(path.parent)  # the name too: lost to a crash, the home would take another id
         known = _read_id(path)
         if known:
             return known
