@@ -27,6 +27,7 @@ import pytest
 from errand.sandbox import Network
 from errand.sandbox._egress.proxy import LOOKUP_THREADS, LOOKUPS_PER_SANDBOX, EgressProxy
 from errand.tasks.service import MAX_ATTEMPTS
+from proxied import asked
 
 # What both drills below run in their namespace first: a DNS server (on the address in argv[1]) that
 # answers by name (a name beginning "silent" never; "servfail." and "nxdomain." so; any other: A
@@ -158,25 +159,9 @@ async def test_a_lookup_the_proxy_itself_cannot_make_is_answered_unavailable_and
 
     monkeypatch.setattr(socket, "getaddrinfo", out_of_descriptors)
     monkeypatch.delenv("ERRAND_EGRESS_HOSTS", raising=False)
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    proxy = EgressProxy()
-    await proxy.serve("sb-busy", listener, Network.allow(f"{name}:443", f"{name}:80"), tmp_path / "egress.log")
-    ledger = proxy._ledgers["sb-busy"]
-    try:
-        reader, writer = await asyncio.open_connection(*listener.getsockname())
-        target = f"{name}:443" if method == "CONNECT" else f"http://{name}/"
-        writer.write(f"{method} {target} HTTP/1.1\r\nHost: {name}\r\n\r\n".encode())
-        await writer.drain()
-        answer = await asyncio.wait_for(reader.read(), 30)
-        writer.close()
-        for _ in range(500):
-            if ledger.refusals:
-                break
-            await asyncio.sleep(0.01)
-    finally:
-        await proxy.stop("sb-busy")
+    target = f"{name}:443" if method == "CONNECT" else f"http://{name}/"
+    answer, ledger = await asked(tmp_path / "egress.log", Network.allow(f"{name}:443", f"{name}:80"),
+                                 f"{method} {target} HTTP/1.1\r\nHost: {name}\r\n\r\n".encode())
     assert answer.startswith(b"HTTP/1.1 503 Service Unavailable"), answer
     assert b"Too many open files" in answer, answer
     assert ledger.refusals == 1

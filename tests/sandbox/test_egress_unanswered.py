@@ -22,6 +22,7 @@ from errand.sandbox._egress.intercept import Interceptor
 from errand.sandbox._egress.ledger import UNANSWERED
 from errand.sandbox._egress.proxy import EgressProxy
 from errand.sandbox.secret import Secret
+from proxied import asked
 
 HOST = "declared.test"
 SANDBOX = "sb-unanswered"
@@ -83,24 +84,8 @@ async def test_an_allowed_host_with_nothing_listening_is_unavailable_and_said_no
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     monkeypatch.setenv("ERRAND_EGRESS_HOSTS", f"{HOST}=127.0.0.1")
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    proxy = EgressProxy()
-    await proxy.serve(SANDBOX, listener, Network.allow(f"{HOST}:{port}", cidrs=[f"127.0.0.1/32:{port}"]),
-                      tmp_path / "egress.log")
-    ledger = proxy._ledgers[SANDBOX]
-    try:
-        reader, writer = await asyncio.open_connection(*listener.getsockname())
-        writer.write(f"GET http://{HOST}:{port}/simple/ HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode())
-        await writer.drain()
-        answer = await asyncio.wait_for(reader.read(), 60)
-        writer.close()
-        for _ in range(500):
-            if ledger.refusals:
-                break
-            await asyncio.sleep(0.01)
-    finally:
-        await proxy.stop(SANDBOX)
+    policy = Network.allow(f"{HOST}:{port}", cidrs=[f"127.0.0.1/32:{port}"])
+    answer, ledger = await asked(tmp_path / "egress.log", policy,
+                                 f"GET http://{HOST}:{port}/simple/ HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode())
     assert answer.startswith(b"HTTP/1.1 503 Service Unavailable"), answer
     assert ledger.unanswered() == [(HOST, port)]
