@@ -29,9 +29,9 @@ from errand.sandbox._egress.proxy import LOOKUP_THREADS, LOOKUPS_PER_SANDBOX, Eg
 from errand.tasks.service import MAX_ATTEMPTS
 from proxied import asked
 
-# What both drills below run in their namespace first: a DNS server (on the address in argv[1]) that
-# answers by name (a name beginning "silent" never; "servfail." and "nxdomain." so; any other: A
-# 127.0.0.1), noting each name asked; an origin on loopback; imports.
+# What the drills below run in their namespace first: a DNS server (on the address in argv[1]) that
+# answers by name (a name beginning "silent" never, one in ``away`` not for now; "servfail." and
+# "nxdomain." so; any other: A 127.0.0.1), noting each name asked; an origin on loopback; imports.
 _SERVING = r"""
 import asyncio, json, socket, struct, sys, threading
 from pathlib import Path
@@ -39,6 +39,7 @@ from errand.sandbox import Network
 from errand.sandbox._egress.proxy import EgressProxy
 
 asked = set()
+away = set()  # names the server does not answer for now
 
 def dns(server):
     while True:
@@ -49,8 +50,8 @@ def dns(server):
         name, qtype = ".".join(labels), struct.unpack("!H", query[at + 1:at + 3])[0]
         asked.add(name)
         question = query[12:at + 5]
-        if name.startswith("silent"):
-            continue  # a resolver that never answers
+        if name.startswith("silent") or name in away:
+            continue  # a resolver that does not answer
         rcode = {"servfail": 2, "nxdomain": 3}.get(name.split(".")[0], 0)
         answers = b""
         if rcode == 0 and qtype == 1:
@@ -410,3 +411,42 @@ async def test_an_address_asked_for_as_such_waits_for_no_lookup(tmp_path: Path,
         await _ended(proxy, "sb-literal")
         await proxy.stop("sb-literal")
     assert answer.startswith(b"HTTP/1.1 200"), answer
+
+
+# The resolver away for one name across a client's retries, then back: each ask while it is away is
+# answered 503 (the client retries it as an outage), the first after it is back goes through.
+_BACK = _SERVING + r"""
+async def get(listener, name, port):
+    reader, writer = await asyncio.open_connection(*listener.getsockname())
+    writer.write(f"GET http://{name}:{port}/ HTTP/1.1\r\nHost: {name}:{port}\r\nConnection: close\r\n\r\n".encode())
+    await writer.drain()
+    answer = (await asyncio.wait_for(reader.read(), 60)).decode(errors="replace").partition("\r\n")[0]
+    writer.close()
+    return answer
+
+async def main():
+    serving_dns()
+    web = await asyncio.start_server(origin, "127.0.0.1", 0)
+    port = web.sockets[0].getsockname()[1]
+    listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(8)
+    proxy = EgressProxy()
+    await proxy.serve("sb-back", listener, Network.allow(f"index.dns.test:{port}", cidrs=[f"127.0.0.1/32:{port}"]),
+                      Path(sys.argv[2]))
+    ledger = proxy._ledgers["sb-back"]
+    away.add("index.dns.test")
+    said = [await get(listener, "index.dns.test", port) for _ in range(3)]
+    away.clear()
+    said.append(await get(listener, "index.dns.test", port))
+    await proxy.stop("sb-back")
+    print(json.dumps({"said": said, "unanswered": [h for h, _ in ledger.unanswered()], "refusals": ledger.refusals}))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.faults
+def test_a_resolver_away_across_a_clients_retries_and_then_back_answers_each_ask_and_then_lets_it_through(
+        tmp_path: Path) -> None:
+    found = _drill(tmp_path, _BACK, resolver_timeout=1)
+    assert found["said"] == ["HTTP/1.1 503 Service Unavailable"] * 3 + ["HTTP/1.1 200 OK"], found
+    assert found["refusals"] == 3 and found["unanswered"] == ["index.dns.test"]
