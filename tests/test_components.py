@@ -4,6 +4,8 @@ the tests sharing a module's fixture run on one worker, which makes it once."""
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,8 @@ import components
 import grouping
 from errand.agent.seam import EXTERNAL_KINDS
 from uids import UID_BASE, UID_SPAN, claim_uid_range
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -147,3 +151,27 @@ def test_the_tests_of_one_agent_cli_go_to_one_worker_which_installs_it_once() ->
     engine = Path(__file__).parent / "engine"
     for kind in EXTERNAL_KINDS:
         assert (engine / f"test_{kind.replace('-', '_')}.py").is_file(), kind
+
+
+def test_a_serial_test_is_marked_where_scripts_test_finds_it() -> None:
+    """scripts/test's serial phases collect only the test modules whose text has ``mark.serial``
+    (collecting the whole suite again costs each pytest process ~10 s of CPU). A serial mark given
+    any other way (a conftest, a name bound to the mark, ``add_marker``) would leave its test run
+    by no phase: every mention of the mark is checked to be one that search finds."""
+    pattern = re.compile(r"mark\.serial\b")
+    assert pattern.pattern in (ROOT / "scripts" / "test").read_text()
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            named = (isinstance(node, ast.Attribute) and node.attr == "serial"
+                     and isinstance(node.value, ast.Attribute) and node.value.attr == "mark")
+            given = (isinstance(node, ast.Call) and _called(node.func) in ("add_marker", "Mark", "getattr")
+                     and any(isinstance(arg, ast.Constant) and arg.value == "serial" for arg in node.args))
+            if named:
+                assert path.name.startswith("test_"), f"{path}:{node.lineno}: a serial mark outside a test module"
+                assert pattern.search(ast.get_source_segment(path.read_text(), node) or ""), path
+            assert not given, f"{path}:{node.lineno}: the serial mark named as a string"
+
+
+def _called(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
