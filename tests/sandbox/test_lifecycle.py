@@ -383,6 +383,27 @@ async def test_a_sandbox_that_dies_under_a_command_says_why() -> None:
         await sandbox.terminate()
 
 
+async def test_a_sandbox_that_ended_by_itself_still_names_its_logs_last_line_once_tidied() -> None:
+    """A sandbox that ends by itself is tidied at once, its log with its files. A sandbox whose
+    launcher failed under load (in CI, one of 100 started while 100 others ended) so said only
+    "exited with status 125": what its launcher printed went with the log. The log's end is kept
+    for the calls that come after."""
+    sandbox = await AsyncSandbox.create(timeout=60)
+    try:
+        with open(sandbox._record.directory / "log", "a") as log:  # the launcher's stderr, as its die() writes
+            log.write("errand-agent: attach a loop device: Device or resource busy\n")
+        os.kill(sandbox._record.pid, signal.SIGKILL)
+        await sandbox._dead.wait()
+        assert sandbox._cleanup is not None
+        await sandbox._cleanup
+        assert not sandbox._record.directory.exists()  # tidied: its log is gone
+        with pytest.raises(SandboxTerminated, match=r"killed by signal 9; its log ends: errand-agent: attach a loop "
+                                                    r"device: Device or resource busy"):
+            await sandbox.exec("true")
+    finally:
+        await sandbox.terminate()
+
+
 @pytest.mark.parametrize("steps", [1, 2, 3])
 async def test_a_terminate_cancelled_part_way_still_ends_the_sandbox(steps: int) -> None:
     """A caller cancelled while it terminates (a round's clean-up cancelled by its own round)

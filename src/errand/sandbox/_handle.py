@@ -80,6 +80,9 @@ class SandboxHandle:
         self._ending: asyncio.Future[None] | None = None  # the one terminate every call waits for
         self._finished = False
         self._finish_lock = threading.Lock()
+        # The end of its log, kept when its files go (a sandbox that ended by itself is tidied at
+        # once): a command tried after that still says what it last printed.
+        self._last_log = ""
         self._cleanup: asyncio.Future[None] | None = None
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._paused = False
@@ -481,6 +484,7 @@ class SandboxHandle:
         # Held for the whole cleanup: whoever comes second returns only once it is done.
         with self._finish_lock:
             if not self._finished:
+                self._last_log = self._record.log_tail(2000)
                 self._backend.cleanup(self._record)
                 self._finished = True
 
@@ -517,7 +521,7 @@ class SandboxHandle:
         status = self._process.poll() if self._process is not None else None
         if status is not None:
             parts.append(f"exited with status {status}" if status >= 0 else f"killed by signal {-status}")
-        lines = [line for line in self._record.log_tail(2000).splitlines() if line.strip()]
+        lines = [line for line in (self._record.log_tail(2000) or self._last_log).splitlines() if line.strip()]
         if lines:
             parts.append(f"its log ends: {lines[-1].strip()[:300]}")
         return "; ".join(parts)
