@@ -68,6 +68,17 @@ async def origin(reader, writer):
     await reader.readuntil(b"\r\n\r\n")
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
     await writer.drain(); writer.close()
+
+# The DNS server, an origin and the proxy serving sandbox_id, which may reach names at the origin.
+async def proxying(sandbox_id, names):
+    serving_dns()
+    web = await asyncio.start_server(origin, "127.0.0.1", 0)
+    port = web.sockets[0].getsockname()[1]
+    listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(8)
+    proxy = EgressProxy()
+    await proxy.serve(sandbox_id, listener, Network.allow(*[f"{n}:{port}" for n in names],
+                                                            cidrs=[f"127.0.0.1/32:{port}"]), Path(sys.argv[2]))
+    return proxy, listener, port
 """
 
 # Run in the namespace: the proxy, and a request through it for each name; prints what each was
@@ -76,13 +87,7 @@ _DRILL = _SERVING + r"""
 NAMES = ["silent.dns.test", "servfail.dns.test", "nxdomain.dns.test", "found.dns.test"]
 
 async def main():
-    serving_dns()
-    web = await asyncio.start_server(origin, "127.0.0.1", 0)
-    port = web.sockets[0].getsockname()[1]
-    listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(8)
-    proxy = EgressProxy()
-    await proxy.serve("sb-dns", listener, Network.allow(*[f"{n}:{port}" for n in NAMES],
-                                                          cidrs=[f"127.0.0.1/32:{port}"]), Path(sys.argv[2]))
+    proxy, listener, port = await proxying("sb-dns", NAMES)
     ledger, said = proxy._ledgers["sb-dns"], {}
     for name in NAMES:
         reader, writer = await asyncio.open_connection(*listener.getsockname())
@@ -425,13 +430,7 @@ async def get(listener, name, port):
     return answer
 
 async def main():
-    serving_dns()
-    web = await asyncio.start_server(origin, "127.0.0.1", 0)
-    port = web.sockets[0].getsockname()[1]
-    listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(8)
-    proxy = EgressProxy()
-    await proxy.serve("sb-back", listener, Network.allow(f"index.dns.test:{port}", cidrs=[f"127.0.0.1/32:{port}"]),
-                      Path(sys.argv[2]))
+    proxy, listener, port = await proxying("sb-back", ["index.dns.test"])
     ledger = proxy._ledgers["sb-back"]
     away.add("index.dns.test")
     said = [await get(listener, "index.dns.test", port) for _ in range(3)]
