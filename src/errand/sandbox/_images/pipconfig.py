@@ -22,9 +22,16 @@ __all__ = ["PipSettings", "host_pip_settings"]
 
 _LINE = re.compile(r"^(?:[\w:.-]*\.)?([a-z][a-z0-9-]*)='(.*)'$")
 _PATHLIKE = ("find-links", "extra-index-url", "index-url", "cert", "constraint", "client-cert")
-# pip's built-in default index and file host, asked of pip rather than written here.
-_DEFAULT_INDEX = ("from pip._internal.models.index import PyPI\n"
-                  "print(PyPI.netloc)\nprint(PyPI.file_storage_domain)")
+# pip's settings as ``pip config list`` prints them (each file's and PIP_* variable's), then its
+# built-in default index and file host, asked of pip rather than written here: one short process,
+# where ``pip config list`` and a second for the default took twice its CPU (pip's whole command line).
+_READ = ("from pip._internal.configuration import Configuration\n"
+         "from pip._internal.models.index import PyPI\n"
+         "configuration = Configuration(isolated=False)\n"
+         "configuration.load()\n"
+         "for key, value in configuration.items():\n"
+         "    print(f'{key}={value!r}')\n"
+         "print(PyPI.netloc, PyPI.file_storage_domain)\n")
 
 
 @dataclass(frozen=True)
@@ -36,11 +43,12 @@ class PipSettings:
 
 @lru_cache(maxsize=1)
 def host_pip_settings() -> PipSettings:
-    result = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", _READ], capture_output=True, text=True)
+    *lines, default = result.stdout.splitlines() or [""]
     env: dict[str, str] = {}
     paths: set[str] = set()
     hosts: set[str] = set()
-    for line in result.stdout.splitlines():
+    for line in lines:
         match = _LINE.match(line.strip())
         if not match:
             continue
@@ -52,8 +60,7 @@ def host_pip_settings() -> PipSettings:
             elif (path := _local_path(key, item)) is not None:
                 paths.add(path)
     if "PIP_INDEX_URL" not in env:
-        default = subprocess.run([sys.executable, "-c", _DEFAULT_INDEX], capture_output=True, text=True)
-        hosts.update(default.stdout.split())
+        hosts.update(default.split())
     return PipSettings(env, tuple(sorted(paths)), tuple(sorted(hosts - {""})))
 
 
