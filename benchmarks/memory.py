@@ -43,7 +43,7 @@ import numpy as np
 
 from errand import database
 from errand.memory import Embedder, MemoryStore, Provenance, Weights, retrieve
-from errand.memory.embedders import default_embedder
+from errand.memory.embedders import E5Embedder, default_embedder
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -184,10 +184,24 @@ def open_stores(url: str, lexical_only: bool) -> dict[str, MemoryStore]:
     return stores
 
 
+class Anew:
+    """An embedder that has every text embedded anew, as a process meeting it for the first time does:
+    e5 otherwise keeps the vectors of the texts it has seen (the evaluation's queries among them)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> np.ndarray:
+        if isinstance(self.inner, E5Embedder):
+            self.inner.forget()
+        return self.inner.embed(texts, query=query)
+
+
 def uncached(store: MemoryStore) -> MemoryStore:
     """The same database and model, without remembering query vectors."""
     embedder = store.embedder.inner if isinstance(store.embedder, CachedQueries) else store.embedder
-    return MemoryStore(store.engine, embedder=embedder)
+    return MemoryStore(store.engine, embedder=Anew(embedder) if embedder is not None else None)
 
 
 def main() -> None:

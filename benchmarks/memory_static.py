@@ -60,6 +60,7 @@ from memory_datasets import quick as quick_dataset
 
 from memory import (
     LATENCY_PROJECT,
+    Anew,
     CachedQueries,
     K,
     Query,
@@ -251,7 +252,7 @@ def timing(url: str, model: E5Embedder, words: dict[str, np.ndarray], remove: fl
     static = StaticQueries(model, words, remove)
     stores = {"errand-bm25": (MemoryStore(database.connect(url), embedder=None), Weights()),
               "static (tuned)": (MemoryStore(database.connect(url), embedder=static), weights),
-              "e5 (today)": (MemoryStore(database.connect(url), embedder=model), Weights())}
+              "e5 (today)": (MemoryStore(database.connect(url), embedder=Anew(model)), Weights())}
     with stores["static (tuned)"][0].engine.begin() as connection:
         static.index = stores["static (tuned)"][0].lexical_index(connection, LATENCY_PROJECT)
     print(f"\nlatency of one retrieve() in {LATENCY_PROJECT}, {count} queries (load average {os.getloadavg()[0]:.1f}):")

