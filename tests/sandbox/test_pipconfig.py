@@ -36,3 +36,12 @@ def test_without_an_index_the_proxy_allows_pips_own_default(pip_config: Path) ->
     settings = host_pip_settings()
     assert "PIP_INDEX_URL" not in settings.env
     assert {PyPI.netloc, PyPI.file_storage_domain} <= set(settings.hosts)
+
+
+def test_a_configuration_pip_cannot_read_passes_nothing_on_and_allows_pips_own_default(pip_config: Path) -> None:
+    from pip._internal.models.index import PyPI
+
+    pip_config.write_text("index-url = https://outside.test/simple\n[global]\ntimeout = 30\n")  # no section
+    settings = host_pip_settings()
+    assert settings.env == {} and settings.paths == ()
+    assert settings.hosts == tuple(sorted({PyPI.netloc, PyPI.file_storage_domain}))
