@@ -38,6 +38,7 @@ def test_loading_leaves_the_environment_as_it_was(monkeypatch: pytest.MonkeyPatc
 def test_every_call_runs_on_the_embedders_one_thread(embedder: E5Embedder) -> None:
     """OpenMP gives each calling thread a team of its own; the embedder must be the only caller."""
     embedder.embed(["load it"])
+    embedder.forget()  # each text below goes to the model, whatever the session embedded before
     model, seen = embedder._model, set()
 
     class Recording:
@@ -104,6 +105,19 @@ def test_a_text_embedded_again_is_not_given_to_the_model_again() -> None:
                               "query: Run the tests with pytest."]
     assert np.array_equal(again[0], first[1]) and np.allclose(np.linalg.norm(again, axis=1), 1.0, atol=1e-3)
     assert not np.allclose(asked[0], again[1], atol=1e-3)
+
+
+def test_a_query_is_kept_by_the_tokens_the_model_reads() -> None:
+    embedder = E5Embedder()
+    counting = Counting(embedder._load())
+    embedder._model = counting
+    sentence = "add a time zone column to the accounts table and show it on the profile page"
+    longer, other = " ".join([sentence] * 4), " ".join([sentence] * 5)  # both past the limit, alike at first
+    first, second = embedder.embed([longer, other], query=True)
+    assert len(counting.given) == 1 and np.array_equal(first, second)
+    embedder.max_query_tokens = 8  # fewer tokens read: another input to the model, not the kept vector
+    fewer = embedder.embed([longer], query=True)[0]
+    assert len(counting.given) == 2 and not np.allclose(fewer, first, atol=1e-3)
 
 
 def test_the_vectors_kept_are_the_most_recently_used_few(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -101,7 +101,8 @@ class E5Embedder:
         least recently used one forgotten past :attr:`remembered`). Only the embedder's thread calls it."""
         import numpy as np
 
-        key = (text, query)
+        # Kept by what the model reads: a query's first tokens (two long queries that begin alike are one).
+        key = (_first_tokens(model, text, self.max_query_tokens) if query else text, query)
         vector = self._vectors.get(key)
         if vector is not None:
             self._vectors.move_to_end(key)
@@ -110,7 +111,7 @@ class E5Embedder:
         # a batch of memories several times slower than the same texts one by one.
         if self._set_threads is not None:
             self._set_threads(idle_cores())
-        made = model.query(_first_tokens(model, text, self.max_query_tokens)) if query else model.passage(text)
+        made = model.query(key[0]) if query else model.passage(text)
         vector = np.array(made, dtype=np.float32).reshape(self.dim)  # a copy of its own, kept unchanged
         vector.setflags(write=False)
         self._vectors[key] = vector
