@@ -33,3 +33,26 @@ def test_an_unknown_registry_is_a_clear_error() -> None:
     with pytest.raises(ConfigError) as caught:
         host_registries(["cargo", "pip"])
     assert caught.value.code == "unknown_registry" and "'cargo'" in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", ["pip", "npm"])
+def test_a_host_tool_that_hangs_is_stopped_with_an_error_naming_it(
+        kind: str, pip_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from errand.sandbox import registries
+    from errand.sandbox._images import host_tools
+
+    hangs = tmp_path / "bin" / kind
+    hangs.parent.mkdir()
+    hangs.write_text("#!/bin/sh\nexec sleep 600\n")
+    hangs.chmod(0o755)
+    monkeypatch.setattr("sys.executable", str(hangs))  # pip's settings are read by errand's own Python
+    monkeypatch.setenv("PATH", f"{hangs.parent}:/usr/bin:/bin")
+    monkeypatch.setattr(host_tools, "TIMEOUT", 0.2)
+    registries._npm.cache_clear()
+    try:
+        with pytest.raises(ConfigError) as caught:
+            host_registries([kind])
+    finally:
+        registries._npm.cache_clear()
+    assert caught.value.code == "registry_settings_unreadable"
+    assert f"host's {kind} settings" in caught.value.message and str(hangs) in caught.value.message

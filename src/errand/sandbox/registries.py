@@ -12,14 +12,13 @@ egress policy must allow.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlsplit
 
 from errand.errors import ConfigError
-from errand.sandbox._images import pipconfig
+from errand.sandbox._images import host_tools, pipconfig
 from errand.sandbox.network import entry_for_url
 
 __all__ = ["REGISTRY_KINDS", "RegistryAccess", "host_registries"]
@@ -68,7 +67,7 @@ def _npm() -> RegistryAccess:
         return RegistryAccess()
     env: dict[str, str] = {}
     for key in ("registry", "cafile"):
-        result = subprocess.run([npm, "config", "get", key], capture_output=True, text=True, timeout=60)
+        result = host_tools.ask([npm, "config", "get", key], "npm")
         value = result.stdout.strip()
         if result.returncode == 0 and value and value not in ("undefined", "null"):
             env[f"npm_config_{key}"] = value

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
+from errand.sandbox._images import host_tools
 from errand.sandbox.network import entry_for_url
 
 __all__ = ["PipSettings", "host_pip_settings"]
@@ -44,7 +44,7 @@ class PipSettings:
 
 @lru_cache(maxsize=1)
 def host_pip_settings() -> PipSettings:
-    result = subprocess.run([sys.executable, "-c", _READ], capture_output=True, text=True)
+    result = host_tools.ask([sys.executable, "-c", _READ], "pip")
     default, *lines = result.stdout.splitlines() or [""]
     if result.returncode != 0:
         lines = []
