@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -156,3 +159,46 @@ async def test_a_create_cancelled_while_it_launches_leaves_nothing_behind() -> N
     async def nothing_left() -> bool:
         return {s.id for s in await AsyncSandbox.list()} <= before and cgroups() <= groups_before
     await eventually(nothing_left)
+
+
+async def test_a_claims_labels_and_lifetime_reach_another_process_a_moment_later(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The claim's record is written just after it returns (its first command goes first), by
+    itself: not only as the replacement's start writes its own (here, an hour later)."""
+    monkeypatch.setattr("errand.sandbox.pool._REFILL_DELAY", 3600.0)
+    script = ("import sys; from errand.sandbox._backends.registry import Record; "
+              "r = Record.load(sys.argv[1]); print(r.labels.get('task', ''), r.deadline is not None)")
+
+    async def seen_elsewhere(sandbox_id: str) -> str:
+        shown = await asyncio.create_subprocess_exec(sys.executable, "-c", script, sandbox_id,
+                                                     stdout=asyncio.subprocess.PIPE)
+        return (await shown.communicate())[0].decode().strip()
+
+    async with await AsyncSandboxPool.start(size=1) as pool:
+        sandbox = await pool.claim(labels={"task": "t-9"}, timeout=600)
+        async with sandbox:
+            await eventually(lambda: _equal(seen_elsewhere(sandbox.id), "t-9 True"))
+
+
+async def _equal(answer: Awaitable[str], expected: str) -> bool:
+    return await answer == expected
+
+
+async def test_a_claimed_sandboxs_first_command_goes_over_the_connection_opened_ahead() -> None:
+    async with await AsyncSandboxPool.start(size=1) as pool:
+        sandbox = await pool.claim(timeout=600)
+        async with sandbox:
+            assert sandbox._spare is not None
+            assert (await sandbox.run("echo", "first")).stdout == "first\n"
+            assert sandbox._spare is None
+            assert (await sandbox.run("echo", "second")).stdout == "second\n"  # connects anew
+
+
+async def test_a_claimed_sandbox_killed_from_outside_fails_its_next_command_with_the_reason() -> None:
+    async with await AsyncSandboxPool.start(size=1) as pool:
+        sandbox = await pool.claim(timeout=600)
+        async with sandbox:
+            os.kill(sandbox._record.pid, signal.SIGKILL)  # its spare connection's far end goes with it
+            with pytest.raises(SandboxError) as caught:
+                await sandbox.run("true")
+            assert caught.value.code == "sandbox_terminated", caught.value

@@ -45,6 +45,7 @@ __all__ = ["AsyncSandboxPool"]
 
 _MAX_SIZE = 1000
 _REFILL_DELAY = 0.05  # seconds between a claim and the start of the sandbox replacing it
+_SAVE_DELAY = 0.01  # seconds between a claim and its record's write (its first command goes first)
 
 
 class AsyncSandboxPool:
@@ -172,6 +173,7 @@ class AsyncSandboxPool:
             # create returns while the sandbox is still coming up (its agent's socket queues
             # requests meanwhile); a pooled one is ready only once its agent has answered.
             await sandbox.files.exists("/")
+            await sandbox._open_spare()
         except BaseException:
             await sandbox.terminate()
             raise
@@ -195,7 +197,7 @@ async def _configure(sandbox: AsyncSandbox, resources: Resources | None, network
     record.env = env
     record.labels = labels
     record.deadline = time.time() + timeout if timeout else None
-    record.save()
+    record.save_soon(_SAVE_DELAY)
     sandbox._deadline_timer = sandbox._enforce_deadline()
 
 

@@ -12,10 +12,12 @@ others' (gc keeps clear of them too).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import shutil
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +31,29 @@ __all__ = ["ORPHAN_GRACE", "OWNER_GRACE", "Record", "all_records", "ended_by", "
 # a sandbox whose owner is gone too, only after the owner has had its turn.
 OWNER_GRACE = 1.0
 ORPHAN_GRACE = OWNER_GRACE + 4.0
+
+
+# Records whose saves were put off (save_soon), by sandbox id.
+_unsaved: dict[str, Record] = {}
+_unsaved_lock = threading.RLock()
+
+
+def settle() -> None:
+    """Write this process's records whose saves were put off (:meth:`Record.save_soon`)."""
+    with _unsaved_lock:
+        while _unsaved:
+            record = _unsaved.pop(next(iter(_unsaved)))
+            try:
+                _write(record.directory, json.dumps(vars(record)).encode())
+            except FileNotFoundError:
+                pass  # ended (and its directory removed) before it was written
+
+
+def _write(directory: Path, data: bytes) -> None:
+    # A new file each time, put in place at once: a reader that opened the last one reads it whole.
+    partial = directory / ".record.json"
+    partial.write_bytes(data)
+    os.replace(partial, directory / "record.json")
 
 
 def _this_home() -> str:
@@ -65,10 +90,19 @@ class Record:
         return str(self.directory / "ctl")
 
     def save(self) -> None:
-        directory = self.directory
-        partial = directory / ".record.json"
-        partial.write_text(json.dumps(vars(self)))  # its fields are JSON's own (asdict's deep copy cost a tenth)
-        os.replace(partial, directory / "record.json")
+        with _unsaved_lock:  # the saves this process put off land first: the last one called is kept
+            _unsaved.pop(self.id, None)
+            settle()
+            _write(self.directory, json.dumps(vars(self)).encode())  # JSON's own fields: no asdict copy
+
+    def save_soon(self, delay: float) -> None:
+        """:meth:`save`, ``delay`` seconds from now on the running event loop, so the caller and
+        what it does next do not wait for the write (a warm pool's claim and its first command:
+        ~0.2–0.5 ms here when ext4's journal is busy). This process's own reads, saves and
+        removal of records write it first; other processes see it ``delay`` later."""
+        with _unsaved_lock:
+            _unsaved[self.id] = self
+        asyncio.get_running_loop().call_later(delay, settle)
 
     @classmethod
     def load(cls, sandbox_id: str) -> Record | None:
@@ -79,6 +113,7 @@ class Record:
     @classmethod
     def _read(cls, sandbox_id: str) -> Record | None:
         path = _settings.runtime_dir() / sandbox_id / "record.json"
+        settle()
         try:
             return cls(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
@@ -102,6 +137,7 @@ class Record:
             return ""
 
     def remove_files(self) -> None:
+        settle()
         shutil.rmtree(self.directory, ignore_errors=True)
         for layer in self.copy_layers:
             shutil.rmtree(layer, ignore_errors=True)
