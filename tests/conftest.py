@@ -4,6 +4,7 @@ started per session too, and only when a test asks for one."""
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import tempfile
@@ -16,6 +17,13 @@ import components
 import grouping
 from mounts import unmount_under
 from uids import claim_uid_range
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # What collection imported (errand, FastAPI, SQLAlchemy, every test module) lives as long as the
+    # worker: frozen, the collector's full passes stop walking it again (measured on tests/tasks and
+    # tests/memory: 3.8 s of a worker's ~30 s CPU in collection, 2.4 s frozen).
+    gc.freeze()
 
 
 @pytest.fixture(scope="session", autouse=True)

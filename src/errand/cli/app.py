@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
-from errand import __version__
+from errand import __version__, _startup
 from errand._text import printable
 from errand.cli import doctor as cli_doctor
 from errand.cli import init as cli_init
@@ -607,9 +607,10 @@ def serve(
                                                    help="The evaluation runs the /eval pages show.")] = None,
 ) -> None:
     """The HTTP API, live task events and the web review UI; runs queued tasks too."""
-    from errand.server.config import ServerConfig
-    from errand.server.serve import bind
-    from errand.server.serve import serve as serve_forever
+    with _startup.imports():
+        from errand.server.config import ServerConfig
+        from errand.server.serve import bind
+        from errand.server.serve import serve as serve_forever
 
     try:
         config = ServerConfig(host=host, port=port, token=token or None, concurrency=concurrency,
