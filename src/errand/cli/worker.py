@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from errand import _settings
+from errand import _settings, _startup
 from errand.cli.events import shown
 from errand.cli.tasks import age, console, task_service
 from errand.tasks.engines.choice import Served, reconciler, worker_engine
@@ -50,7 +50,8 @@ def worker(
     # deploy) waits up to ERRAND_STORE_RETRY_SECONDS for it, saying so, rather than exiting at once.
     with task_service(patient=True) as service:
         assert isinstance(service, TaskService)  # a worker runs on this machine's store
-        engine = worker_engine(engine_kind, service.store, concurrency=concurrency, temporal=temporal)
+        with _startup.imports():  # the engine's modules: the sandbox's, the agent's, Temporal's
+            engine = worker_engine(engine_kind, service.store, concurrency=concurrency, temporal=temporal)
 
         def banner() -> None:  # once the home is ours: a second worker refuses without one
             Console(stderr=True).print(f"errand worker {engine.worker} ({engine_kind} engine): {concurrency} at a "
