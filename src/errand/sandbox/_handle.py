@@ -109,9 +109,6 @@ class SandboxHandle:
         record = started.record
         sandbox = cls(record, backend, started.process)
         try:
-            if spec.labels:
-                record.labels = dict(spec.labels)
-                record.save()
             if started.proxy_channel is not None:
                 await sandbox._serve_egress(started.proxy_channel, spec.network, spec.gateway, spec.interceptor)
             if spec.interceptor is not None:

@@ -164,7 +164,7 @@ class LaunchedBackend(abc.ABC):
             owner_start=None if spec.detach else process_start(os.getpid()),
             created_at=now, deadline=now + spec.timeout if spec.timeout else None,
             image=spec.image.to_fields(), workdir=spec.workdir, env=dict(spec.env),
-            copy_layers=[str(p) for p in copy_layers], cgroup=cgroup.name, proxied=proxied)
+            copy_layers=[str(p) for p in copy_layers], cgroup=cgroup.name, proxied=proxied, labels=dict(spec.labels))
         record.save()
         return record
 
