@@ -198,7 +198,9 @@ async def test_a_claimed_sandbox_killed_from_outside_fails_its_next_command_with
     async with await AsyncSandboxPool.start(size=1) as pool:
         sandbox = await pool.claim(timeout=600)
         async with sandbox:
-            os.kill(sandbox._record.pid, signal.SIGKILL)  # its spare connection's far end goes with it
+            os.kill(sandbox._record.pid, signal.SIGKILL)
+            await eventually(lambda: sandbox._dead.is_set())  # its end seen: the connection opened ahead goes
+            assert sandbox._spare is None
             with pytest.raises(SandboxError) as caught:
                 await sandbox.run("true")
-            assert caught.value.code == "sandbox_terminated", caught.value
+            assert caught.value.code == "sandbox_terminated" and "killed by signal 9" in str(caught.value)
