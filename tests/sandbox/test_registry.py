@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,3 +87,31 @@ async def test_a_save_put_off_for_a_sandbox_whose_files_are_gone_writes_nothing(
     shutil.rmtree(record.directory)  # by gc in another process, say
     registry.settle()  # the timer firing after all
     assert not record.directory.exists()
+
+
+async def test_a_save_put_off_that_cannot_be_written_is_logged_and_fails_nothing_else(
+        record: Record, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    other = Record(id="r-2", backend="namespace", pid=1, pid_start=1, owner_pid=None, owner_start=None,
+                   created_at=0.0, deadline=None, image={}, workdir="/", env={})
+    other.directory.mkdir(parents=True)
+    other.save()
+    (record.directory / ".record.json").mkdir()  # its partial cannot be written
+    record.labels = {"task": "t-1"}
+    record.save_soon(3600)
+    loaded = Record.load(other.id)  # another sandbox's record is still read...
+    assert loaded is not None and loaded.id == other.id
+    other.remove_files()  # ...and removed
+    assert not other.directory.exists()
+    assert "r-1: its record could not be saved" in caplog.text
+
+
+def test_a_process_that_ends_before_its_loop_turns_again_still_writes_what_it_put_off(record: Record) -> None:
+    script = ("import asyncio, sys\n"
+              "from errand.sandbox._backends.registry import Record\n"
+              "async def claim():\n"
+              "    record = Record.load(sys.argv[1])\n"
+              "    record.labels = {'task': 't-1'}\n"
+              "    record.save_soon(3600)\n"
+              "asyncio.run(claim())\n")
+    subprocess.run([sys.executable, "-c", script, record.id], check=True)
+    assert on_disk(record)["labels"] == {"task": "t-1"}

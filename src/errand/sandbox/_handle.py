@@ -503,8 +503,8 @@ class SandboxHandle:
 
     async def _open_spare(self) -> None:
         """Connect to the agent ahead of need: the next command or file operation starts without
-        connecting (~0.1 ms, a warm pool's claim → first exec). It holds no agent's lifetime: an
-        idle connection is one more descriptor in the agent's poll."""
+        connecting (~0.1 ms, a warm pool's claim → first exec). An open connection keeps the
+        agent busy (its idle timeout waits): only a pooled sandbox, which has none, opens one."""
         if self._spare is None:
             self._spare = await self._connect()
 

@@ -90,7 +90,8 @@ class AgentChannel:
             await self._wait_writable()
             await self.send(fields, fds)
         except OSError as error:
-            raise self._ended(f"sandbox {self._sandbox_id} is gone ({error.strerror})") from None
+            cause = self._why() if self._why is not None else ""
+            raise self._ended(f"sandbox {self._sandbox_id} is gone ({cause or error.strerror})") from None
 
     async def receive(self) -> AgentReply:
         """The next message; raises SandboxTerminated if the sandbox ends first.

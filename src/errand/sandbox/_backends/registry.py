@@ -13,8 +13,10 @@ others' (gc keeps clear of them too).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
+import logging
 import os
 import shutil
 import threading
@@ -22,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errand import _settings
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["ORPHAN_GRACE", "OWNER_GRACE", "Record", "all_records", "ended_by", "forget_ended", "mark_ended",
            "process_start", "process_stat", "prune_ended", "records", "same_process"]
@@ -39,7 +43,9 @@ _unsaved_lock = threading.RLock()
 
 
 def settle() -> None:
-    """Write this process's records whose saves were put off (:meth:`Record.save_soon`)."""
+    """Write this process's records whose saves were put off (:meth:`Record.save_soon`). One that
+    cannot be written is logged, and fails nothing else: this is called before reading, saving or
+    removing any record, and the claim that put it off has returned."""
     with _unsaved_lock:
         while _unsaved:
             record = _unsaved.pop(next(iter(_unsaved)))
@@ -47,6 +53,12 @@ def settle() -> None:
                 _write(record.directory, json.dumps(vars(record)).encode())
             except FileNotFoundError:
                 pass  # ended (and its directory removed) before it was written
+            except OSError as error:
+                _log.warning("sandbox %s: its record could not be saved: %s", record.id, error)
+
+
+# A process that ends before its loop turns again (or whose loop closed) still writes them.
+atexit.register(settle)
 
 
 def _write(directory: Path, data: bytes) -> None:
@@ -99,7 +111,8 @@ class Record:
         """:meth:`save`, ``delay`` seconds from now on the running event loop, so the caller and
         what it does next do not wait for the write (a warm pool's claim and its first command:
         ~0.2–0.5 ms here when ext4's journal is busy). This process's own reads, saves and
-        removal of records write it first; other processes see it ``delay`` later."""
+        removal of records write it first, and so does its exit; other processes see it once
+        the loop has turned after ``delay``."""
         with _unsaved_lock:
             _unsaved[self.id] = self
         asyncio.get_running_loop().call_later(delay, settle)
