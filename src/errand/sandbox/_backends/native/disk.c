@@ -63,14 +63,18 @@ static int attach(int backing, const char *name, char *device, size_t size) {
         if (loop < 0 && errno == ENOENT) { /* past the last device: make this one */
             if (ioctl(control, LOOP_CTL_ADD, n) < 0 && errno != EEXIST) die("add a loop device");
             loop = open(device, O_RDWR | O_CLOEXEC);
-            /* Still no node: another launcher is adding this device (LOOP_CTL_ADD says EEXIST as
-             * soon as it has the number, before the kernel has made the node), so it is that
-             * launcher's; or /dev is not devtmpfs (a container's, filled as it started), where a
-             * new device gets no node. Either way a loss: another device, then. */
-            if (loop < 0 && errno == ENOENT) { lost = ENOENT; continue; }
         }
-        if (loop < 0 && errno == EBUSY) { /* in use and mounted, where the kernel refuses writers */
-            lost = EBUSY;
+        /* Each a loss, and another device is tried:
+         * - ENOENT, still no node: another launcher is adding this device (LOOP_CTL_ADD says
+         *   EEXIST as soon as it has the number, before the kernel has made the node), so it is
+         *   that launcher's; or /dev is not devtmpfs (a container's, filled as it started), where
+         *   a new device gets no node.
+         * - ENXIO: its node is there but its disk is not live yet (another launcher's add, still
+         *   under way) or no longer (being removed): 55 of 1,000 sandboxes started at once failed
+         *   on it before.
+         * - EBUSY: in use and mounted, where the kernel refuses writers. */
+        if (loop < 0 && (errno == ENOENT || errno == ENXIO || errno == EBUSY)) {
+            lost = errno;
             continue;
         }
         if (loop < 0) die(device);
