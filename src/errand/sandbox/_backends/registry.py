@@ -120,13 +120,13 @@ class Record:
     @classmethod
     def load(cls, sandbox_id: str) -> Record | None:
         """This home's record of ``sandbox_id``, or None (none, unreadable, or another home's)."""
+        settle()
         record = cls._read(sandbox_id)
         return record if record is not None and record.of_this_home() else None
 
     @classmethod
     def _read(cls, sandbox_id: str) -> Record | None:
         path = _settings.runtime_dir() / sandbox_id / "record.json"
-        settle()
         try:
             return cls(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
@@ -235,6 +235,7 @@ def all_records() -> list[Record]:
     root = _settings.runtime_dir()
     if not root.is_dir():
         return []
+    settle()  # once for the whole listing, not per record
     found = []
     for entry in sorted(root.iterdir()):
         record = Record._read(entry.name) if entry.is_dir() else None
