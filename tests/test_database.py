@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
+import forkserver
 from errand.database import (
     BUSY_TIMEOUT_MS,
     DEFAULT_STORE_RETRY,
@@ -131,8 +130,8 @@ def test_a_database_a_newer_errand_set_up_is_refused_in_one_line_and_left_as_it_
         open_engine(url)
     assert refused.value.code == "newer_database"
     assert f"revision {newer}; this errand knows up to {head()}" in refused.value.message
-    shown = subprocess.run([sys.executable, "-m", "errand", "ls"], capture_output=True, text=True,
-                           env={**os.environ, "ERRAND_DATABASE_URL": url, "ERRAND_HOME": str(tmp_path / "home")})
+    shown = forkserver.run(["ls"], env={**os.environ, "ERRAND_DATABASE_URL": url,
+                                         "ERRAND_HOME": str(tmp_path / "home")})
     assert shown.returncode != 0 and shown.stderr.startswith("error: the database") and "Traceback" not in shown.stderr
     assert "set up by a newer errand" in shown.stderr and len(shown.stderr.strip().splitlines()) == 1, shown.stderr
     with sqlite3.connect(tmp_path / "errand.db") as connection:

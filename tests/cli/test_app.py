@@ -17,15 +17,13 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
+import forkserver
 from errand import __version__
 from errand.cli import app
 from errand.errors import SandboxNotFound
 from errand.sandbox import AsyncSandbox
 
 _ID = re.compile(r"^sb-[a-z0-9]{10}$")
-_SCRIPT = Path(sys.executable).with_name("errand")
-# The installed console script when there is one (it is what users run), else the module.
-ERRAND = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "errand.cli"]
 
 runner = CliRunner()
 
@@ -36,7 +34,7 @@ def cli(*args: str, input: str | None = None) -> Result:  # noqa: A002 - CliRunn
 
 def errand(*args: str, input: str = "") -> subprocess.CompletedProcess[str]:  # noqa: A002
     # input="" gives the command a stdin that is a pipe at end of file, never a terminal.
-    return subprocess.run([*ERRAND, *args], input=input, capture_output=True, text=True, timeout=120)
+    return forkserver.run(list(args), input=input, timeout=120)
 
 
 def live_ids() -> set[str]:

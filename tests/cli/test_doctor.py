@@ -7,11 +7,10 @@ import json
 import os
 import shutil
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import forkserver
 from errand.tasks.store.tasks import TaskStore
 from postgres import Cluster
 from temporal import TemporalServer
@@ -20,8 +19,7 @@ from temporal import TemporalServer
 def doctor(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     environment = {key: value for key, value in os.environ.items()
                    if key not in ("ERRAND_DATABASE_URL", "ERRAND_TEMPORAL", "ERRAND_SERVER")}
-    done = subprocess.run([sys.executable, "-m", "errand", "doctor", "--json", *args], capture_output=True,
-                          text=True, timeout=120, env={**environment, **(env or {})})
+    done = forkserver.run(["doctor", "--json", *args], timeout=120, env={**environment, **(env or {})})
     return done.returncode, json.loads(done.stdout)
 
 

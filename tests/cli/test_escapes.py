@@ -21,7 +21,6 @@ import select
 import signal
 import struct
 import subprocess
-import sys
 import termios
 import time
 import tty
@@ -33,6 +32,7 @@ from pathlib import Path
 import pytest
 
 import errand as errand_package
+import forkserver
 from engine.harness import make_repo
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import Task
@@ -107,8 +107,7 @@ def on_terminal(home: Path, *args: str, cwd: Path | None = None) -> str:
     master, slave = os.openpty()
     tty.setraw(slave)  # no output processing: each byte read is a byte errand wrote
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, COLUMNS, 0, 0))
-    process = subprocess.Popen([sys.executable, "-m", "errand", *args], stdin=slave, stdout=slave, stderr=slave,
-                               env=_env(home), cwd=cwd, close_fds=True)
+    process = forkserver.start([*args], stdin=slave, stdout=slave, stderr=slave, env=_env(home), cwd=cwd)
     os.close(slave)
     chunks = []
     try:
@@ -133,8 +132,7 @@ def on_terminal(home: Path, *args: str, cwd: Path | None = None) -> str:
 
 
 def errand(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    ran = subprocess.run([sys.executable, "-m", "errand", *args], capture_output=True, text=True, timeout=180,
-                         env=_env(home))
+    ran = forkserver.run([*args], timeout=180, env=_env(home))
     assert ran.returncode == 0, (args, ran.stderr)
     return ran
 
@@ -175,8 +173,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     home.mkdir()
     repo = make_repo(root / "project", toml=TOML, files={"test_calc.py": TEST_CALC, "NOTES.md": "notes\n",
                                                           "pkg/__init__.py": "", "pkg/old.py": "VALUE = 1\n"})
-    worker = subprocess.Popen([sys.executable, "-m", "errand", "worker"], env=_env(home), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    worker = forkserver.start(["worker"], env=_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         task_id = submit(home, repo, HOSTILE, "Fix add()")
         wait_for(home, task_id, TaskState.NEEDS_INPUT)

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+import forkserver
 from engine.cli import errand, errand_json, script, stop_worker
 from engine.harness import TEST, git, make_repo, worktree_state
 from server.conftest import start_server
@@ -58,8 +57,7 @@ def on_terminal(home: Path, *args: str, answer: str, env: dict[str, str] | None 
     environment = {**os.environ, "ERRAND_HOME": str(home), "COLUMNS": "120", **(env or {})}
     environment.pop("ERRAND_DATABASE_URL", None)
     master, slave = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "errand", *args], stdin=slave, stdout=slave, stderr=slave,
-                               env=environment, close_fds=True)
+    process = forkserver.start([*args], stdin=slave, stdout=slave, stderr=slave, env=environment)
     os.close(slave)
     seen, answered = b"", False
     try:

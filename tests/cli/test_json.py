@@ -7,13 +7,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import forkserver
 from cli.test_tasks import SCRIPT
 from engine.harness import git, make_repo
 from errand.tasks.records import Event, Review, Task
@@ -31,8 +31,7 @@ def _env(home: Path) -> dict[str, str]:
 
 def errand_json(home: Path, *args: str) -> Any:
     """Run ``errand ARGS`` and read its stdout as exactly one JSON document."""
-    ran = subprocess.run([sys.executable, "-m", "errand", *args], capture_output=True, text=True, timeout=180,
-                         env=_env(home))
+    ran = forkserver.run([*args], timeout=180, env=_env(home))
     assert ran.returncode == 0, ran.stderr
     return json.loads(ran.stdout)
 
@@ -54,8 +53,8 @@ def worker(tmp_path: Path) -> Iterator[Path]:
     """An errand home with a worker of this test's own, stopped (by its pid) after."""
     home = tmp_path / "home"
     home.mkdir()
-    process = subprocess.Popen([sys.executable, "-m", "errand", "worker"], env=_env(home),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = forkserver.start(["worker"], env=_env(home), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
     yield home
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=60)
@@ -84,8 +83,7 @@ def test_run_and_accept_print_what_a_script_needs(worker: Path, project: Path, s
     subprocess.run(accepted["next"]["switch"], shell=True, check=True, capture_output=True)
     assert git(project, "rev-parse", "--abbrev-ref", "HEAD").strip() == task["branch"]
 
-    events = subprocess.run([sys.executable, "-m", "errand", "logs", task["id"], "--json"], capture_output=True,
-                            text=True, check=True, env=_env(worker)).stdout.splitlines()
+    events = forkserver.run(["logs", task["id"], "--json"], check=True, env=_env(worker)).stdout.splitlines()
     parsed = [json.loads(line) for line in events]
     assert all(set(event) == {field.name for field in dataclasses.fields(Event)} for event in parsed)
     assert [e["kind"] for e in parsed][-1] == "accepted"

@@ -8,13 +8,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+import forkserver
 from engine.harness import FIX_SCRIPT, make_repo, openai_turn
 from errand.tasks.store.tasks import TaskStore
 from models.wire import WireServer
@@ -35,8 +35,7 @@ def environment(home: Path, **variables: str) -> dict[str, str]:
 
 
 def errand(home: Path, *args: str, **variables: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "errand", *args], capture_output=True, text=True, timeout=180,
-                          env=environment(home, **variables))
+    return forkserver.run([*args], timeout=180, env=environment(home, **variables))
 
 
 def status(home: Path) -> dict[str, object]:
@@ -75,14 +74,14 @@ def wires() -> Iterator[tuple[WireServer, WireServer]]:
 
 
 @pytest.fixture
-def start_worker(home: Path, tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+def start_worker(home: Path, tmp_path: Path) -> Iterator[Callable[..., forkserver.Process]]:
     """``errand worker`` in the background with the environment given; each is ended after the test."""
-    started: list[subprocess.Popen[bytes]] = []
+    started: list[forkserver.Process] = []
 
-    def start(*args: str, **variables: str) -> subprocess.Popen[bytes]:
+    def start(*args: str, **variables: str) -> forkserver.Process:
         with open(tmp_path / "worker.log", "ab") as log:
-            worker = subprocess.Popen([sys.executable, "-m", "errand", "worker", *args], stdin=subprocess.DEVNULL,
-                                      stdout=log, stderr=log, env=environment(home, **variables))
+            worker = forkserver.start(["worker", *args], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                      env=environment(home, **variables))
         started.append(worker)
         lock = home / "worker.lock"
         wait_until(lambda: lock.exists() and lock.read_text() == str(worker.pid), "the worker to take the lock")
@@ -107,7 +106,7 @@ def queue_fix(wire: WireServer) -> None:
 
 def test_a_named_model_reaches_its_endpoint_not_the_one_the_worker_started_with(
         home: Path, repo: Path, wires: tuple[WireServer, WireServer],
-        start_worker: Callable[..., subprocess.Popen[bytes]]) -> None:
+        start_worker: Callable[..., forkserver.Process]) -> None:
     a, b = wires
     settings(home, b.url)
     worker_env = {"OPENAI_BASE_URL": f"{a.url}/v1", "OPENAI_API_KEY": "sk-a", "BEE_KEY": BEE_KEY}
@@ -138,7 +137,7 @@ def test_a_named_model_reaches_its_endpoint_not_the_one_the_worker_started_with(
 
 def test_an_ad_hoc_model_goes_where_the_submitter_points_and_the_run_says_the_worker_differs(
         home: Path, repo: Path, wires: tuple[WireServer, WireServer],
-        start_worker: Callable[..., subprocess.Popen[bytes]]) -> None:
+        start_worker: Callable[..., forkserver.Process]) -> None:
     a, b = wires
     worker = start_worker(OPENAI_BASE_URL=f"{a.url}/v1", OPENAI_API_KEY="sk-wire")
     queue_fix(b)
@@ -154,7 +153,7 @@ def test_an_ad_hoc_model_goes_where_the_submitter_points_and_the_run_says_the_wo
 
 def test_a_key_variable_the_worker_lacks_refuses_the_run_or_fails_the_task_whole(
         home: Path, repo: Path, wires: tuple[WireServer, WireServer],
-        start_worker: Callable[..., subprocess.Popen[bytes]]) -> None:
+        start_worker: Callable[..., forkserver.Process]) -> None:
     _, b = wires
     settings(home, b.url)
     queued = errand(home, "run", "Make test_calc.py pass", "--repo", str(repo), "--model", "bee", "--no-worker",
@@ -179,7 +178,7 @@ def test_a_key_variable_the_worker_lacks_refuses_the_run_or_fails_the_task_whole
 
 
 def test_worker_status_and_stop(home: Path, repo: Path, tmp_path: Path, wires: tuple[WireServer, WireServer],
-                                start_worker: Callable[..., subprocess.Popen[bytes]]) -> None:
+                                start_worker: Callable[..., forkserver.Process]) -> None:
     a, b = wires
     settings(home, b.url)
     assert status(home) == {"running": False, "home": str(home), "keys": [], "tasks": []}
@@ -213,7 +212,7 @@ def test_worker_status_and_stop(home: Path, repo: Path, tmp_path: Path, wires: t
 
 
 def test_a_worker_running_other_code_or_another_tier_is_said_at_submission(
-        home: Path, repo: Path, start_worker: Callable[..., subprocess.Popen[bytes]]) -> None:
+        home: Path, repo: Path, start_worker: Callable[..., forkserver.Process]) -> None:
     worker = start_worker(ERRAND_ISOLATION="namespace")
     record = home / "worker.json"
     wait_until(record.exists, "the worker to write its record")

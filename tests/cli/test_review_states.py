@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+import forkserver
 from cli.test_tasks import SCRIPT
 from engine.cli import errand, errand_json
 from engine.harness import git, make_repo
@@ -31,8 +31,8 @@ def worker(home: Path) -> Iterator[None]:
     """A worker of ``home`` of the test's own, started now and stopped after."""
     environment = {**os.environ, "ERRAND_HOME": str(home)}
     environment.pop("ERRAND_DATABASE_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "errand", "worker"], env=environment,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = forkserver.start(["worker"], env=environment, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
     try:
         yield
     finally:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+import forkserver
 from engine.cli import errand, errand_json, script, stop_worker
 from engine.harness import FIX_SCRIPT, anthropic_turn, make_repo
 from errand._figures import tokens
@@ -36,8 +35,7 @@ def test_ls_fits_80_columns(home: Path, tmp_path: Path) -> None:
                       "--no-worker").returncode == 0
     env = {**os.environ, "ERRAND_HOME": str(home), "COLUMNS": "80"}
     env.pop("ERRAND_DATABASE_URL", None)
-    listed = subprocess.run([sys.executable, "-m", "errand", "ls"], capture_output=True, text=True, env=env,
-                            timeout=120)
+    listed = forkserver.run(["ls"], env=env, timeout=120)
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.rstrip("\n").splitlines()
     assert len(lines) == 3, listed.stdout  # a header and one line a task
@@ -65,9 +63,8 @@ def test_show_and_the_page_tell_cache_reads_and_writes(home: Path, tmp_path: Pat
         env = {**os.environ, "ERRAND_HOME": str(home), "COLUMNS": "200", "ANTHROPIC_BASE_URL": wire.url,
                "ANTHROPIC_API_KEY": "sk-ant-wire"}
         env.pop("ERRAND_DATABASE_URL", None)
-        ran = subprocess.run([sys.executable, "-m", "errand", "run", "Make test_calc.py pass", "--repo", str(repo),
-                              "--model", "anthropic:wire-model", "-f"], capture_output=True, text=True, env=env,
-                             timeout=600)
+        ran = forkserver.run(["run", "Make test_calc.py pass", "--repo", str(repo), "--model", "anthropic:wire-model",
+                               "-f"], env=env, timeout=600)
         assert ran.returncode == 0 and "ready for review" in ran.stdout, ran.stdout + ran.stderr
         task_id = json.loads(errand(home, "ls", "--json").stdout)[0]["id"]
         usage = errand_json(home, "show", task_id)["progress"]["usage"]

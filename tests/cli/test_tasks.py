@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import forkserver
 from engine.cli import stop_worker
 from engine.harness import git, make_repo, worktree_state
 
@@ -34,8 +34,7 @@ def home(tmp_path: Path) -> Iterator[Path]:
 def errand(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ERRAND_HOME": str(home), "COLUMNS": "200"}
     env.pop("ERRAND_DATABASE_URL", None)
-    return subprocess.run([sys.executable, "-m", "errand", *args], capture_output=True, text=True, timeout=180,
-                          env=env, cwd=cwd)
+    return forkserver.run([*args], timeout=180, env=env, cwd=cwd)
 
 
 def test_run_follow_show_diff_accept(home: Path, tmp_path: Path) -> None:

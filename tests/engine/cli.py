@@ -6,18 +6,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import forkserver
 
 
 def errand(home: Path, *args: str, cwd: Path | None = None, timeout: float = 600,
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "ERRAND_HOME": str(home), "COLUMNS": "200", **(env or {})}
     environment.pop("ERRAND_DATABASE_URL", None)
-    return subprocess.run([sys.executable, "-m", "errand", *args], capture_output=True, text=True,
-                          timeout=timeout, env=environment, cwd=cwd)
+    return forkserver.run([*args], timeout=timeout, env=environment, cwd=cwd)
 
 
 def errand_json(home: Path, *args: str) -> Any:

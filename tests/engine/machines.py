@@ -8,11 +8,11 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import forkserver
 from errand.repo import checkouts
 from polling import until
 
@@ -29,17 +29,15 @@ class Machine:
         self.log = root / f"{name}.log"
         self.env = {**os.environ, "ERRAND_WORKER_LEASE": lease, **env, "ERRAND_HOME": str(self.home),
                     "ERRAND_RUNTIME_DIR": str(self.runtime), "ERRAND_DATABASE_URL": database}
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: forkserver.Process | None = None
 
     def errand(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "errand", *args], env=self.env, capture_output=True,
-                              text=True, timeout=300)
+        return forkserver.run([*args], env=self.env, timeout=300)
 
     def start(self, *command: str) -> None:
         """Start ``errand COMMAND`` (by default a worker taking one task at a time) in the background."""
         with open(self.log, "ab") as output:
-            self.process = subprocess.Popen([sys.executable, "-m", "errand", *(command or WORKER)],
-                                            env=self.env, stdout=output, stderr=output)
+            self.process = forkserver.start([*(command or WORKER)], env=self.env, stdout=output, stderr=output)
 
     def stop(self) -> None:
         """SIGTERM, and a clean exit (uvicorn's, for ``errand serve``, re-raises the signal)."""

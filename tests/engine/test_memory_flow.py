@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
+import forkserver
 from errand.memory import MemoryStore
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
@@ -53,12 +52,10 @@ async def test_the_first_task_teaches_and_the_second_is_given_it_with_provenance
 
     # The person sees them on the task.
     env = {**os.environ, "ERRAND_DATABASE_URL": str(store.engine.url), "COLUMNS": "200"}
-    shown = subprocess.run([sys.executable, "-m", "errand", "show", second.id], capture_output=True, text=True,
-                           env=env, check=True).stdout
+    shown = forkserver.run(["show", second.id], env=env, check=True).stdout
     assert "memories given" in shown and "Do not change the public signature" in shown
     assert f"review of {first.id}" in shown or first.id in shown
-    shown_json = json.loads(subprocess.run([sys.executable, "-m", "errand", "show", second.id, "--json"],
-                                           capture_output=True, text=True, env=env, check=True).stdout)
+    shown_json = json.loads(forkserver.run(["show", second.id, "--json"], env=env, check=True).stdout)
     assert {m["id"] for m in shown_json["memories"]} >= set(given.data["ids"])
 
 

@@ -4,10 +4,9 @@ the task with its log."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
+import forkserver
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
 from errand.tasks.store.tasks import TaskStore
@@ -44,8 +43,8 @@ async def test_setup_runs_once_and_is_cached_for_the_next_task(
     assert second_before["cached"] is True and first_before == {**second_before, "cached": False}
     output = "".join(e.data["text"] for e in store.events(first.id, kinds=["setup_output"]))
     assert "$ echo setup done\nsetup done\n" in output
-    shown = subprocess.run([sys.executable, "-m", "errand", "show", second.id], capture_output=True, text=True,
-                           env={**os.environ, "ERRAND_DATABASE_URL": str(store.engine.url), "COLUMNS": "200"})
+    shown = forkserver.run(["show", second.id], env={**os.environ, "ERRAND_DATABASE_URL": str(store.engine.url),
+                                                        "COLUMNS": "200"})
     assert "reused (set up for this commit before)" in shown.stdout and "from the cache)" in shown.stdout, shown.stdout
     for task in (first, second):  # the tests ran in the set-up environment, before and after
         evidence = service.evidence(service.chosen_run(task.id))

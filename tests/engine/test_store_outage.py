@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+import forkserver
 import postgres
 from errand.tasks.engines.choice import reconciler
 from errand.tasks.lifecycle import TaskState
@@ -117,8 +118,7 @@ def test_a_store_that_cannot_reach_the_database_says_so_in_words(pg: Postgres) -
 def test_errand_recover_with_the_database_down_says_what_is_wrong_in_a_line(pg: Postgres, tmp_path: Path) -> None:
     TaskStore.open(pg.url).close()
     pg.stop()
-    ran = subprocess.run([sys.executable, "-m", "errand", "recover"], env=_errand(pg, tmp_path),
-                         capture_output=True, text=True, timeout=120)
+    ran = forkserver.run(["recover"], env=_errand(pg, tmp_path), timeout=120)
     assert ran.returncode == 1, ran.stderr
     lines = ran.stderr.strip().splitlines()
     assert len(lines) <= 2 and "Traceback" not in ran.stderr, ran.stderr
@@ -140,9 +140,7 @@ def test_errand_serve_or_worker_with_the_database_down_waits_its_retry_time_then
     TaskStore.open(pg.url).close()
     pg.stop()
     arguments = ["serve", "--no-engine", "--port", str(_free_port())] if command == "serve" else ["worker"]
-    ran = subprocess.run([sys.executable, "-m", "errand", *arguments],
-                         env=_errand(pg, tmp_path, ERRAND_STORE_RETRY_SECONDS="2"), capture_output=True, text=True,
-                         timeout=120)
+    ran = forkserver.run([*arguments], env=_errand(pg, tmp_path, ERRAND_STORE_RETRY_SECONDS="2"), timeout=120)
     assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
     lines = ran.stderr.strip().splitlines()
     assert any(line.startswith("cannot reach the database") and "trying again" in line for line in lines), lines
@@ -157,10 +155,8 @@ def test_a_database_url_the_server_refuses_is_said_at_once_not_waited_for(comman
     TaskStore.open(pg.url).close()
     for wrong in (re.sub(r"@/[^?]+\?", "@/nope?", pg.url), pg.url.replace("errand@", "ghost@")):
         assert wrong != pg.url
-        ran = subprocess.run([sys.executable, "-m", "errand", *command],
-                             env={**_errand(pg, tmp_path, ERRAND_STORE_RETRY_SECONDS="300"),
-                                  "ERRAND_DATABASE_URL": wrong},
-                             capture_output=True, text=True, timeout=120)
+        ran = forkserver.run([*command], env={**_errand(pg, tmp_path, ERRAND_STORE_RETRY_SECONDS="300"),
+                                  "ERRAND_DATABASE_URL": wrong}, timeout=120)
         assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
         lines = ran.stderr.strip().splitlines()
         assert not any(line.startswith("cannot reach the database") for line in lines), lines
@@ -234,8 +230,7 @@ def test_the_api_with_the_database_down_says_so_and_answers_again_once_it_is_bac
     person = {**os.environ, "ERRAND_HOME": str(tmp_path / "person"), "ERRAND_SERVER": f"http://127.0.0.1:{port}"}
 
     def errand(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "errand", *args], env=person, capture_output=True, text=True,
-                              timeout=120)
+        return forkserver.run([*args], env=person, timeout=120)
 
     try:
         deadline = time.monotonic() + 120

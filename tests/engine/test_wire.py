@@ -5,14 +5,13 @@ loopback server that speaks each wire protocol."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import forkserver
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.service import TaskService
 from errand.tasks.store.tasks import TaskStore
@@ -85,8 +84,8 @@ async def test_a_task_through_the_provider_wire_protocol(
     assert {k: figures["usage"][k] for k in ("steps", "input_tokens", "output_tokens", "tokens")} == {
         "steps": 4, "input_tokens": 500, "output_tokens": 100, "tokens": 600}
     assert figures["budgets"]["max_steps"] == 100 and figures["attempts"][0]["usage"]["steps"] == 4
-    shown = subprocess.run([sys.executable, "-m", "errand", "show", task.id], capture_output=True, text=True,
-                           env={**os.environ, "ERRAND_DATABASE_URL": str(store.engine.url), "COLUMNS": "200"})
+    shown = forkserver.run(["show", task.id], env={**os.environ, "ERRAND_DATABASE_URL": str(store.engine.url),
+                                                      "COLUMNS": "200"})
     assert "4 steps · 600 tokens (500 in, 100 out)" in shown.stdout, shown.stdout + shown.stderr
     assert "round 1 (succeeded): 4 of 100 steps" in shown.stdout
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+import forkserver
 from errand.sandbox import Sandbox
 from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
@@ -38,7 +38,7 @@ def start_worker(database: str, wire: WireServer, log: Path) -> subprocess.Popen
     env = {**os.environ, "ERRAND_DATABASE_URL": database, "OPENAI_BASE_URL": f"{wire.url}/v1",
            "OPENAI_API_KEY": "sk-wire"}
     with open(log, "ab") as output:
-        return subprocess.Popen([sys.executable, "-m", "errand", "worker"], env=env, stdout=output, stderr=output)
+        return forkserver.start(["worker"], env=env, stdout=output, stderr=output)
 
 
 def wait_until(condition: Callable[[], object], what: str, seconds: float = 120) -> None:

@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import forkserver
 from engine.harness import FINISH, FIX, READ, make_repo, running_engine, scripted, wait_for_state
 from errand import _settings
 from errand.errors import ConfigError
@@ -80,8 +79,7 @@ async def test_a_task_uses_the_operators_secret_and_holds_only_its_placeholder(
         patch, result = outcome.patch, json.dumps(outcome.to_json())
         cli_env = {**os.environ, "ERRAND_DATABASE_URL": str(store.engine.url), "COLUMNS": "200"}
         cli_env.pop("API_TOKEN")
-        shown = {what: subprocess.run([sys.executable, "-m", "errand", what, task.id], capture_output=True,
-                                      text=True, env=cli_env, check=True).stdout for what in ("logs", "show")}
+        shown = {what: forkserver.run([what, task.id], env=cli_env, check=True).stdout for what in ("logs", "show")}
 
     # The test host got the value, from setup's sandbox and from the agent's.
     served = {e["path"]: e for e in host.events(mark, ev="http")}

@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ import httpx
 import pytest
 
 import components
+import forkserver
 from engine.harness import Turn, make_repo, openai_turn
 from errand.tasks.lifecycle import FINAL
 from models.wire import WireServer
@@ -39,7 +39,7 @@ def free_port() -> int:
 @dataclass
 class Served:
     url: str
-    process: subprocess.Popen[bytes]
+    process: forkserver.Process
     log: Path
     database: str
     root: Path
@@ -71,11 +71,11 @@ def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None, host:
     environment = {**os.environ, "ERRAND_DATABASE_URL": database, **(env or {})}
     environment.pop("ERRAND_TOKEN", None)
     log = tmp / f"serve-{port}.log"
-    command = [sys.executable, "-m", "errand", "serve", "--host", host, "--port", str(port), *args]
+    command = ["serve", "--host", host, "--port", str(port), *args]
     if token:
         command += ["--token", token]
     with open(log, "wb") as output:
-        process = subprocess.Popen(command, env=environment, stdout=output, stderr=output, cwd=tmp)
+        process = forkserver.start(command, env=environment, stdout=output, stderr=output, cwd=tmp)
     served = Served(f"http://127.0.0.1:{port}", process, log, database, tmp)
     _logs[served.url] = log
     deadline = time.monotonic() + 60

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
+import forkserver
 from engine.harness import FINISH, FIX, READ, TEST, git, worktree_state
 from models.wire import WireServer
 
@@ -45,8 +45,7 @@ def stream(client: httpx.Client, task_id: str, count: int, last_event_id: int | 
 
 def errand(served: Served, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ERRAND_SERVER": served.url, "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "errand", *args], capture_output=True, text=True, timeout=120,
-                          env=env)
+    return forkserver.run([*args], timeout=120, env=env)
 
 
 def test_a_task_from_submission_to_accept(serve: Callable[..., Served], wire: WireServer, repo: Path) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
+
+import forkserver
 
 from .conftest import Served
 
@@ -30,8 +30,7 @@ def test_a_cancelled_task_is_retried_over_http_and_a_second_retry_says_why_not(
 
         client.post(f"/api/tasks/{task['id']}/cancel", json={})
         env = {**os.environ, "ERRAND_SERVER": served.url}
-        remote = subprocess.run([sys.executable, "-m", "errand", "retry", task["id"]], capture_output=True,
-                                text=True, timeout=120, env=env)
+        remote = forkserver.run(["retry", task["id"]], timeout=120, env=env)
         assert remote.returncode == 0, remote.stderr
         assert f"{task['id']} queued again (a retry)" in remote.stdout
         assert client.get(f"/api/tasks/{task['id']}").json()["state"] == "queued"

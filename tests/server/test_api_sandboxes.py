@@ -8,13 +8,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+import forkserver
 from components import needs
 from errand import Sandbox
 
@@ -27,8 +27,7 @@ INSTRUCTION = "Make test_calc.py pass"
 def other_home(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``errand`` as a second home would run it: its own ERRAND_HOME, the same runtime directory."""
     env = {**os.environ, "ERRAND_HOME": str(tmp_path / "other-home")}
-    return subprocess.run([sys.executable, "-m", "errand", *args], capture_output=True, text=True, timeout=120,
-                          env=env, check=False)
+    return forkserver.run([*args], timeout=120, env=env, check=False)
 
 
 @dataclass

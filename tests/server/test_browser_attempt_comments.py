@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+import forkserver
 from components import needs
 from engine.harness import FINISH, FIX, TEST, make_repo
 
@@ -55,8 +55,7 @@ def ranked(client: httpx.Client, task_id: str) -> list[int]:
 
 def cli(served: Served, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ERRAND_SERVER": served.url}
-    return subprocess.run([sys.executable, "-m", "errand", *args], capture_output=True, text=True, timeout=120,
-                          env=env)
+    return forkserver.run([*args], timeout=120, env=env)
 
 
 def test_a_comment_on_the_second_attempt_is_anchored_to_its_lines(served: Served, agents: Agents, tmp_path: Path,

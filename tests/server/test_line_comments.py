@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import forkserver
 from engine.harness import FINISH, FIX_SCRIPT, TEST
 from errand.tasks.comments import MAX_COMMENT_BYTES, MAX_COMMENTS
 
@@ -64,8 +64,7 @@ def sent(agents: Agents, conversation: int, seconds: float = 180) -> str:
 
 def cli(served: Served, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ERRAND_SERVER": served.url}
-    return subprocess.run([sys.executable, "-m", "errand", *args], capture_output=True, text=True, timeout=120,
-                          env=env)
+    return forkserver.run([*args], timeout=120, env=env)
 
 
 def test_line_comments_sent_as_a_follow_up_reach_the_next_rounds_model_anchored(

@@ -14,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import components
+import forkserver
 from engine.harness import FIX_SCRIPT
 from models.wire import WireServer
 from postgres import BIN, Cluster, _as_owner
@@ -123,8 +124,7 @@ def test_not_ready_when_temporal_does_not_answer(serve: Callable[..., Served]) -
         assert temporal == {"ok": False, "detail": "the Temporal service does not answer (connection refused)"}
         assert body["checks"]["store"]["ok"] is True  # type: ignore[index]
     # errand doctor, pointed at the server, names the dependency that is down.
-    doctor = subprocess.run([sys.executable, "-m", "errand", "doctor", "--json", "--server", served.url],
-                            capture_output=True, text=True, timeout=120, env=_env(served.database))
+    doctor = forkserver.run(["doctor", "--json", "--server", served.url], timeout=120, env=_env(served.database))
     assert doctor.returncode == 1
     server = next(finding for finding in json.loads(doctor.stdout)["findings"] if finding["name"] == "server")
     assert server["status"] == "fail"

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import http.client
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
+import forkserver
 from errand.errors import ConfigError
 from errand.server.config import ServerConfig
 
@@ -45,8 +44,7 @@ def test_beyond_loopback_a_token_is_required() -> None:
         ServerConfig(host="0.0.0.0")
     assert refused.value.code == "token_required"
     assert ServerConfig(host="::1").loopback_only and not ServerConfig(host="0.0.0.0", token=TOKEN).loopback_only
-    ran = subprocess.run([sys.executable, "-m", "errand", "serve", "--host", "0.0.0.0"], capture_output=True,
-                         text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    ran = forkserver.run(["serve", "--host", "0.0.0.0"], timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert ran.returncode == 2 and "set a token with --token or ERRAND_TOKEN" in ran.stderr
 
 

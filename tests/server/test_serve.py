@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
+
+import forkserver
 
 from .conftest import Served
 
@@ -18,8 +18,7 @@ def test_a_taken_port_is_one_clear_line(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "errand", "serve", "--port", str(port)], capture_output=True,
-                              text=True, timeout=60, env={**os.environ, "ERRAND_DATABASE_URL":
+        done = forkserver.run(["serve", "--port", str(port)], timeout=60, env={**os.environ, "ERRAND_DATABASE_URL":
                                                           f"sqlite:///{tmp_path / 'errand.db'}"})
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [

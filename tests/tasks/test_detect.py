@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import forkserver
 from errand.errors import ConfigError
 from errand.tasks.round.detect import detect
 from errand.tasks.round.environment import Environment
@@ -108,8 +108,7 @@ def test_a_manifest_is_read_never_run_and_names_are_quoted(tmp_path: Path) -> No
 
 
 def errand(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "errand", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+    return forkserver.run([*args], cwd=cwd, timeout=120)
 
 
 @pytest.mark.slow  # errand processes, one after another

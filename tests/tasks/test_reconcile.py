@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import forkserver
 from errand.tasks.engines.reconcile import Action, Reconciler, Seen, WorkflowState, act, decide
 from errand.tasks.errors import EnginesMixed
 from errand.tasks.lifecycle import TaskState
@@ -167,14 +168,11 @@ def test_the_local_rule_refuses_a_store_the_temporal_engine_serves(store: TaskSt
 
 
 def test_errand_recover_refuses_an_unknown_engine_and_changes_nothing(tmp_path: Path) -> None:
-    import subprocess
-    import sys
 
     env = {**os.environ, "ERRAND_HOME": str(tmp_path / "home"), "ERRAND_DATABASE_URL": f"sqlite:///{tmp_path}/e.db"}
     with TaskStore.open(env["ERRAND_DATABASE_URL"]) as store:
         task_id, _ = _running(store, "host:1")
-    ran = subprocess.run([sys.executable, "-m", "errand", "recover", "--engine", "nope", "--grace", "0"], env=env,
-                         capture_output=True, text=True, timeout=120)
+    ran = forkserver.run(["recover", "--engine", "nope", "--grace", "0"], env=env, timeout=120)
     assert ran.returncode != 0 and "unknown engine 'nope'" in ran.stderr
     with TaskStore.open(env["ERRAND_DATABASE_URL"]) as store:
         assert store.get_task(task_id).state is S.RUNNING and store.running_runs()

@@ -1,0 +1,112 @@
+"""The server of ``tests/forkserver.py``: imports errand's command line once, then forks a child per
+command, which runs it as ``python -m errand`` would and exits with its status.
+
+Started with a socket it receives each command's connection on, and with its standard input a pipe
+from the test session: when that reaches end of file, the session is gone, and so is the server.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import selectors
+import socket
+import sys
+from pathlib import Path
+
+from errand import _startup
+
+# What the errand command imports before it parses its arguments, and what `errand serve` and `errand
+# worker` import then. Importing them starts no thread: the fork copies a process of one.
+with _startup.imports():
+    import errand.cli
+    import errand.server.serve
+    import errand.tasks.engines.local
+    import errand.tasks.engines.temporal  # noqa: F401
+from errand.__main__ import main
+
+
+def serve(control: socket.socket) -> None:
+    """Fork each command asked for; returns only in the child, ready to run it."""
+    selector = selectors.DefaultSelector()
+    selector.register(control, selectors.EVENT_READ, "command")
+    selector.register(0, selectors.EVENT_READ, "session")
+    while True:
+        for key, _ in selector.select():
+            if key.data == "session":
+                if not os.read(0, 4096):
+                    os._exit(0)
+            elif key.data == "command":
+                message, fds, _, _ = socket.recv_fds(control, 1, 1)
+                if not message:
+                    os._exit(0)
+                connection = socket.socket(fileno=fds[0])
+                request, streams = _request(connection)
+                pid = os.fork()
+                if pid == 0:
+                    for other in list(selector.get_map().values()):
+                        if isinstance(other.data, tuple):
+                            other.data[1].close()
+                            os.close(other.fd)
+                    selector.close()
+                    control.close()
+                    connection.close()
+                    _become(request, streams)
+                    return
+                for fd in streams:
+                    os.close(fd)
+                pidfd = os.pidfd_open(pid)
+                socket.send_fds(connection, [str(pid).encode()], [pidfd])
+                selector.register(pidfd, selectors.EVENT_READ, (pid, connection))
+            else:
+                pid, connection = key.data
+                selector.unregister(key.fd)
+                os.close(key.fd)
+                _, status = os.waitpid(pid, 0)
+                try:
+                    connection.sendall(f"{status}\n".encode())
+                except OSError:  # the test stopped waiting
+                    pass
+                connection.close()
+
+
+def _request(connection: socket.socket) -> tuple[dict[str, object], list[int]]:
+    data, fds, _, _ = socket.recv_fds(connection, 65536, 3)
+    size = int.from_bytes(data[:4], "big")
+    data = data[4:]
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the request ended early")
+        data += chunk
+    return json.loads(data), fds
+
+
+def _become(request: dict[str, object], streams: list[int]) -> None:
+    """Make this child the command's process: its streams, environment, directory and arguments."""
+    for target, fd in enumerate(streams):
+        if fd != target:
+            os.dup2(fd, target)
+            os.close(fd)
+    # New stream objects over the new descriptors, as Python makes them when it starts.
+    encoding, errors = sys.stdout.encoding, sys.stdout.errors
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding,
+                                                 sys.stdin.errors)
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "wb", closefd=False)), encoding,
+                                                   errors, line_buffering=os.isatty(1))
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "wb", closefd=False)), encoding,
+                                                   "backslashreplace", line_buffering=True)
+    environment = request["env"]
+    assert isinstance(environment, dict)
+    os.environ.clear()
+    os.environ.update(environment)
+    os.chdir(str(request["cwd"]))
+    args = request["args"]
+    assert isinstance(args, list)
+    sys.argv = [str(Path(sys.executable).with_name("errand")), *args]  # as the console script is run
+
+
+if __name__ == "__main__":
+    serve(socket.socket(fileno=int(sys.argv[1])))
+    main()
