@@ -19,6 +19,7 @@ test's own in the child.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
@@ -34,7 +35,9 @@ from typing import IO, Any
 
 #: What the interpreter reads from the environment when it starts, and not after: a command whose
 #: environment differs from the server's in one of these starts an interpreter of its own.
-_STARTUP = ("PYTHON", "LC_", "LANG")
+_STARTUP = ("PYTHON", "LC_", "LANG", "TZ",
+            # and what errand's dependencies read when they are imported
+            "TYPER_", "PYDANTIC_", "OTEL_", "PROMETHEUS_")
 _SERVER = Path(__file__).with_name("forkserver_main.py")
 _lock = threading.Lock()
 _server: _Server | None = None
@@ -104,42 +107,80 @@ class _Server:
 
     def fork(self, args: list[str], environment: dict[str, str], cwd: str, streams: tuple[Stream, Stream, Stream]
              ) -> Forked:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        given: list[int] = []  # the command's streams
-        kept: list[int | None] = []  # this side's ends of the pipes made for it
-        for number, stream in enumerate(streams):
-            fd, keep = _stream(number, stream)
-            given.append(fd)
-            kept.append(keep)
-        made = [fd for fd, stream in zip(given, streams, strict=True)  # closed here once sent
-                if stream in (subprocess.PIPE, subprocess.DEVNULL)]
+        if not os.path.isdir(cwd):  # as subprocess says it, before anything is started
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cwd)
         request = json.dumps({"args": args, "env": environment, "cwd": cwd}).encode()
+        if len(request) > _REQUEST_BYTES:  # it must fit the socket's buffer, sent before the server reads it
+            raise ValueError(f"a request of {len(request)} bytes: the fork server takes up to {_REQUEST_BYTES}")
+        given, kept, made = _streams(streams)  # checked and made before the server hears of the command
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            with self.sending:  # the connection and its request go out together
-                socket.send_fds(self.parent, [b"c"], [theirs.fileno()])
+            # The request goes on the connection first: the server, once it has the connection,
+            # finds all of it there (a client failing half-way cannot leave it waiting).
             socket.send_fds(ours, [len(request).to_bytes(4, "big") + request], given)
+            with self.sending:
+                socket.send_fds(self.parent, [b"c"], [theirs.fileno()])
+            ours.settimeout(_FORK_SECONDS)
+            message, fds, _, _ = socket.recv_fds(ours, 64, 1)
+            ours.settimeout(None)
+        except BaseException:
+            ours.close()
+            for fd in kept:
+                if fd is not None:
+                    os.close(fd)
+            raise
         finally:
             theirs.close()
             for fd in made:
                 os.close(fd)
-        message, fds, _, _ = socket.recv_fds(ours, 64, 1)
         if not fds:
-            raise ConnectionError(f"the errand fork server did not fork: {message!r}")
-        return Forked(int(message), fds[0], ours, kept)
+            ours.close()
+            raise ConnectionError(f"the errand fork server did not fork errand {' '.join(args)}: {message!r}")
+        return Forked(["errand", *args], int(message), fds[0], ours, kept)
 
 
-def _stream(number: int, stream: Stream) -> tuple[int, int | None]:
-    """The descriptor the command gets as its stream ``number``, and this side's end of a pipe made for it."""
-    if stream is None:
-        return number, None
-    if stream == subprocess.DEVNULL:
-        return os.open(os.devnull, os.O_RDWR), None
-    if stream == subprocess.PIPE:
-        read, write = os.pipe()
-        return (read, write) if number == 0 else (write, read)
-    if isinstance(stream, int):
-        return stream, None
-    return stream.fileno(), None
+#: How long a fork may take the server before the client gives up on it.
+_FORK_SECONDS = 120
+#: The largest request (arguments, environment, directory): well inside a Unix socket's buffer.
+_REQUEST_BYTES = 60_000
+
+
+def _streams(streams: tuple[Stream, Stream, Stream]) -> tuple[list[int], list[int | None], list[int]]:
+    """The descriptors the command gets as its three streams, this side's ends of the pipes made for
+    it, and the descriptors made here for it (closed once sent). ``STDOUT`` as the error stream is
+    the output's descriptor, as in ``subprocess``."""
+    given: list[int] = []
+    kept: list[int | None] = []
+    made: list[int] = []
+    try:
+        for number, stream in enumerate(streams):
+            if number == 2 and stream == subprocess.STDOUT:
+                given.append(given[1])
+                kept.append(None)
+                continue
+            if stream is None:
+                fd, keep = number, None
+            elif stream == subprocess.DEVNULL:
+                fd, keep = os.open(os.devnull, os.O_RDWR), None
+                made.append(fd)
+            elif stream == subprocess.PIPE:
+                read, write = os.pipe()
+                fd, keep = (read, write) if number == 0 else (write, read)
+                made.append(fd)
+            elif isinstance(stream, int) and stream >= 0:
+                fd, keep = stream, None
+            elif isinstance(stream, int):
+                raise ValueError(f"stream {number}: {stream} is not a descriptor this runs a command with")
+            else:
+                fd, keep = stream.fileno(), None
+            os.fstat(fd)  # a closed descriptor is said here, as subprocess says it
+            given.append(fd)
+            kept.append(keep)
+    except BaseException:
+        for fd in [*made, *(fd for fd in kept if fd is not None)]:
+            os.close(fd)
+        raise
+    return given, kept, made
 
 
 class Forked:
@@ -148,47 +189,58 @@ class Forked:
     Signals go through a pidfd the server sent, so one never reaches another process that got the
     command's pid after it ended; its status comes from the server, whose child it is."""
 
-    def __init__(self, pid: int, pidfd: int, connection: socket.socket, pipes: list[int | None]) -> None:
-        self.pid, self.pidfd, self.connection = pid, pidfd, connection
-        self.args = ["errand"]
+    def __init__(self, args: list[str], pid: int, pidfd: int, connection: socket.socket,
+                 pipes: list[int | None]) -> None:
+        self.args, self.pid, self.pidfd, self.connection = args, pid, pidfd, connection
         self.returncode: int | None = None
         self.stdin = None if pipes[0] is None else open(pipes[0], "w")  # noqa: SIM115 - lives as Popen's does
         self.stdout = None if pipes[1] is None else open(pipes[1])  # noqa: SIM115
         self.stderr = None if pipes[2] is None else open(pipes[2])  # noqa: SIM115
+        self._waiting = threading.Lock()  # one reader of the status at a time, as Popen's waitpid lock
+        self._signalling = threading.Lock()  # the pidfd is closed under it, never while it is used
+        self._output: dict[str, str] = {}
+        self._readers: list[threading.Thread] | None = None
 
     def poll(self) -> int | None:
-        if self.returncode is None:
-            ready, _, _ = select.select([self.connection], [], [], 0)
-            if ready:
-                self._status()
-        return self.returncode
+        return self._wait(0)
 
     def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None:
+        status = self._wait(timeout)
+        if status is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return status
+
+    def _wait(self, timeout: float | None) -> int | None:
+        with self._waiting:
+            if self.returncode is not None:
+                return self.returncode
             ready, _, _ = select.select([self.connection], [], [], timeout)
             if not ready:
-                raise subprocess.TimeoutExpired(self.args, timeout or 0)
-            self._status()
-        assert self.returncode is not None
-        return self.returncode
-
-    def _status(self) -> None:
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = self.connection.recv(64)
-            if not chunk:
-                raise ConnectionError("the errand fork server ended before the command did")
-            data += chunk
-        self.returncode = os.waitstatus_to_exitcode(int(data))
-        self.connection.close()
-        os.close(self.pidfd)
+                return None
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = self.connection.recv(64)
+                if not chunk:
+                    raise ConnectionError(f"the errand fork server ended before {' '.join(self.args)} did")
+                data += chunk
+            self.returncode = os.waitstatus_to_exitcode(int(data))
+            self.connection.close()
+            with self._signalling:
+                os.close(self.pidfd)
+                self.pidfd = -1
+            return self.returncode
 
     def send_signal(self, signum: int) -> None:
-        if self.poll() is None:
-            try:
-                signal.pidfd_send_signal(self.pidfd, signum)
-            except ProcessLookupError:  # it ended just now
-                pass
+        try:
+            self.poll()
+        except ConnectionError:  # the server is gone: the command may not be, and the pidfd still reaches it
+            pass
+        with self._signalling:
+            if self.pidfd >= 0:
+                try:
+                    signal.pidfd_send_signal(self.pidfd, signum)
+                except ProcessLookupError:  # it ended just now
+                    pass
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
@@ -198,32 +250,34 @@ class Forked:
 
     def communicate(self, input: str | None = None,  # noqa: A002 - Popen's name
                     timeout: float | None = None) -> tuple[str | None, str | None]:
-        """Feed ``input``, read the output pipes to their end, and wait, as ``Popen.communicate`` does."""
-        results: dict[str, str] = {}
-        threads = [threading.Thread(target=lambda name=name, stream=stream: results.__setitem__(name, stream.read()),
-                                    daemon=True) for name, stream in (("out", self.stdout), ("err", self.stderr))
-                   if stream is not None]
-        if self.stdin is not None:
-            threads.append(threading.Thread(target=_feed, args=(self.stdin, input or ""), daemon=True))
-        for thread in threads:
-            thread.start()
+        """Feed ``input``, read the output pipes to their end, and wait, as ``Popen.communicate`` does:
+        after a timeout, calling it again goes on with what was read so far."""
+        if self._readers is None:
+            self._readers = [threading.Thread(target=self._read, args=(name, stream), daemon=True)
+                             for name, stream in (("out", self.stdout), ("err", self.stderr)) if stream is not None]
+            if self.stdin is not None:
+                self._readers.append(threading.Thread(target=_feed, args=(self.stdin, input or ""), daemon=True))
+            for thread in self._readers:
+                thread.start()
         deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in threads:
+        for thread in self._readers:
             thread.join(None if deadline is None else max(0, deadline - time.monotonic()))
             if thread.is_alive():
-                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+                raise subprocess.TimeoutExpired(self.args, timeout or 0, self._output.get("out"),
+                                                self._output.get("err"))
         self.wait(None if deadline is None else max(0, deadline - time.monotonic()))
-        for stream in (self.stdout, self.stderr):
-            if stream is not None:
-                stream.close()
-        return results.get("out"), results.get("err")
+        return self._output.get("out"), self._output.get("err")
+
+    def _read(self, name: str, stream: IO[str]) -> None:
+        with stream:
+            self._output[name] = stream.read()
 
     def __enter__(self) -> Forked:
         return self
 
     def __exit__(self, *_: object) -> None:
         for stream in (self.stdin, self.stdout, self.stderr):
-            if stream is not None:
+            if stream is not None and not stream.closed and self._readers is None:
                 stream.close()
         self.wait()
 

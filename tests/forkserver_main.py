@@ -42,7 +42,12 @@ def serve(control: socket.socket) -> None:
                 if not message:
                     os._exit(0)
                 connection = socket.socket(fileno=fds[0])
-                request, streams = _request(connection)
+                try:
+                    request, streams = _request(connection)
+                except (OSError, ValueError) as error:  # a client that failed half-way: it, not the server
+                    print(f"forkserver: a request dropped: {error!r}", file=sys.stderr)
+                    connection.close()
+                    continue
                 pid = os.fork()
                 if pid == 0:
                     for other in list(selector.get_map().values()):
@@ -57,7 +62,10 @@ def serve(control: socket.socket) -> None:
                 for fd in streams:
                     os.close(fd)
                 pidfd = os.pidfd_open(pid)
-                socket.send_fds(connection, [str(pid).encode()], [pidfd])
+                try:
+                    socket.send_fds(connection, [str(pid).encode()], [pidfd])
+                except OSError:  # the client is gone; its command runs on, and is reaped here
+                    pass
                 selector.register(pidfd, selectors.EVENT_READ, (pid, connection))
             else:
                 pid, connection = key.data
@@ -72,15 +80,31 @@ def serve(control: socket.socket) -> None:
 
 
 def _request(connection: socket.socket) -> tuple[dict[str, object], list[int]]:
-    data, fds, _, _ = socket.recv_fds(connection, 65536, 3)
-    size = int.from_bytes(data[:4], "big")
-    data = data[4:]
-    while len(data) < size:
-        chunk = connection.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("the request ended early")
-        data += chunk
-    return json.loads(data), fds
+    """The command asked for and its three streams: all on the connection already, or a ValueError."""
+    connection.setblocking(False)
+    try:
+        data, fds, _, _ = socket.recv_fds(connection, 65536, 3)
+    except BlockingIOError:
+        raise ValueError("no request on the connection") from None
+    finally:
+        connection.setblocking(True)
+    if len(fds) != 3 or len(data) < 4:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError(f"a request of {len(data)} bytes and {len(fds)} streams")
+    try:
+        size = int.from_bytes(data[:4], "big")
+        data = data[4:]
+        while len(data) < size:  # there already: the client sent it all before the connection
+            chunk = connection.recv(size - len(data))
+            if not chunk:
+                raise ConnectionError("the request ended early")
+            data += chunk
+        return json.loads(data), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
 
 
 def _become(request: dict[str, object], streams: list[int]) -> None:

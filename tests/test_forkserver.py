@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -109,3 +110,51 @@ def _answers(port: int) -> bool:
         return httpx.get(f"http://127.0.0.1:{port}/static/style.css", timeout=2).status_code == 200
     except httpx.TransportError:
         return False
+
+
+def test_a_command_asked_for_badly_is_refused_and_the_server_serves_the_next() -> None:
+    with pytest.raises(OSError):  # a closed descriptor, as subprocess refuses it
+        descriptor = os.open(os.devnull, os.O_RDONLY)
+        os.close(descriptor)
+        forkserver.start(["--version"], stdin=descriptor)
+    with pytest.raises(FileNotFoundError):
+        forkserver.start(["--version"], cwd="/nonexistent/directory")
+    merged = forkserver.run(["memry"], timeout=60)  # the server still serves
+    assert merged.returncode == 2
+
+
+def test_the_error_stream_can_be_the_output_stream_as_in_subprocess(tmp_path: Path) -> None:
+    process = forkserver.start(["memry"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 2 and err is None
+    assert out is not None and "No such command 'memry'" in out
+
+
+def test_a_command_is_killed_through_its_pidfd_even_once_the_server_is_gone(tmp_path: Path) -> None:
+    served = forkserver.start(["serve", "--no-engine", "--port", "0"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env={**os.environ, "ERRAND_HOME": str(tmp_path / "home")})
+    assert isinstance(served, forkserver.Forked) and forkserver._server is not None
+    forkserver._server.process.kill()
+    forkserver._server.process.wait()
+    served.kill()
+    until(lambda: not Path(f"/proc/{served.pid}").exists() or "Z" in _state(served.pid), "the command to end")
+    assert forkserver.run(["memry"], timeout=60).returncode == 2  # a new server serves the next
+
+
+def test_two_threads_waiting_on_one_command_both_get_its_status() -> None:
+    for _ in range(10):
+        process = forkserver.start(["--version"], stdout=subprocess.DEVNULL)
+        waited: list[int] = []
+        thread = threading.Thread(target=lambda process=process, waited=waited: waited.append(process.wait(60)))
+        thread.start()
+        while process.poll() is None:
+            pass
+        thread.join()
+        assert waited == [0] and process.returncode == 0
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
