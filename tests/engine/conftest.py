@@ -8,6 +8,7 @@ import pytest
 from errand.tasks.service import TaskService
 from errand.tasks.store.tasks import TaskStore
 from postgres import DATABASES, database_url
+from stores import migrated
 
 from .cli import stop_worker
 from .harness import make_repo
@@ -21,7 +22,7 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture(params=DATABASES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
     """The engine's store: SQLite in the test's directory, or a fresh PostgreSQL database."""
-    with TaskStore.open(database_url(request, tmp_path)) as opened:
+    with TaskStore.open(migrated(database_url(request, tmp_path))) as opened:
         yield opened
 
 

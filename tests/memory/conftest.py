@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from errand.memory import E5Embedder, MemoryStore
+from stores import migrated
 
 
 @pytest.fixture(scope="session")
@@ -21,12 +22,12 @@ def url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def store(url: str, embedder: E5Embedder) -> Iterator[MemoryStore]:
-    with MemoryStore.open(url, embedder=embedder) as opened:
+    with MemoryStore.open(migrated(url), embedder=embedder) as opened:
         yield opened
 
 
 @pytest.fixture
 def lexical_store(url: str) -> Iterator[MemoryStore]:
     """A store with no embedder: BM25 alone."""
-    with MemoryStore.open(url, embedder=None) as opened:
+    with MemoryStore.open(migrated(url), embedder=None) as opened:
         yield opened

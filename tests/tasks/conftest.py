@@ -8,6 +8,7 @@ import pytest
 from engine.conftest import errand_home, repo, script_file, service  # noqa: F401 - shared with the engine tests
 from errand.tasks.store.tasks import TaskStore
 from postgres import DATABASES, database_url
+from stores import migrated
 
 
 @pytest.fixture(params=DATABASES)
@@ -18,14 +19,14 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def store(url: str) -> Iterator[TaskStore]:
-    with TaskStore.open(url) as opened:
+    with TaskStore.open(migrated(url)) as opened:
         yield opened
 
 
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[TaskStore]:
     """A store in SQLite only: for tests whose subject is the sandbox and the environment, not the database."""
-    with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as opened:
+    with TaskStore.open(migrated(f"sqlite:///{tmp_path / 'errand.db'}")) as opened:
         yield opened
 
 
