@@ -272,15 +272,6 @@ class Forked:
         with stream:
             self._output[name] = stream.read()
 
-    def __enter__(self) -> Forked:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        for stream in (self.stdin, self.stdout, self.stderr):
-            if stream is not None and not stream.closed and self._readers is None:
-                stream.close()
-        self.wait()
-
 
 def _feed(stream: IO[str], text: str) -> None:
     try:
