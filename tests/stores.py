@@ -34,7 +34,7 @@ def migrated(url: str) -> str:
 def _made() -> Path:
     global _template
     with _lock:
-        if _template is None:
+        if _template is None or not _template.exists():  # made once; again if something removed it
             from errand.tasks.store.tasks import TaskStore
 
             directory = Path(tempfile.mkdtemp(prefix="errand-store-template-"))

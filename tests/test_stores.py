@@ -31,3 +31,11 @@ def test_a_file_already_there_and_another_database_are_left_as_they_are(tmp_path
     assert there.read_bytes() == b""
     url = "postgresql+psycopg://errand@/db?host=/nonexistent"
     assert stores.migrated(url) == url
+
+
+def test_a_template_removed_under_the_session_is_made_again(tmp_path: Path) -> None:
+    stores.migrated(f"sqlite:///{tmp_path / 'first.db'}")
+    assert stores._template is not None
+    stores._template.unlink()  # a clean-up of the temporary directory, mid-session
+    stores.migrated(f"sqlite:///{tmp_path / 'second.db'}")
+    assert _revision(tmp_path / "second.db") == head()
