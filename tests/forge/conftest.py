@@ -3,6 +3,8 @@ HTTP), an errand home whose forge.toml points at it, and the token in the enviro
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,12 +66,34 @@ def files_holding(root: Path, secret: str) -> list[str]:
     for path in root.rglob("*"):
         if path.is_file() and not path.is_symlink():
             try:
-                data = path.read_bytes()
+                data = written_bytes(path)
             except OSError:
                 continue
             if any(needle in data for needle in needles):
                 found.append(str(path))
     return found
+
+
+def written_bytes(path: Path) -> bytes:
+    """A file's bytes without its holes, which read as zeros and hold nothing. The home's sandbox
+    disk template is a sparse 4 GiB file with a few hundred KiB written: read whole, it was most of
+    the forge tests' own CPU."""
+    chunks = []
+    with path.open("rb") as handle:
+        end, offset = os.fstat(handle.fileno()).st_size, 0
+        while offset < end:
+            try:
+                start = os.lseek(handle.fileno(), offset, os.SEEK_DATA)
+            except OSError as error:
+                if error.errno == errno.ENXIO:  # nothing but a hole from here on
+                    break
+                raise
+            stop = os.lseek(handle.fileno(), start, os.SEEK_HOLE)
+            handle.seek(start)
+            chunks.append(handle.read(stop - start))
+            chunks.append(b"\0")  # a needle cannot run across a hole
+            offset = stop
+    return b"".join(chunks)
 
 
 T = TypeVar("T")
