@@ -37,7 +37,7 @@ from typing import IO, Any
 #: environment differs from the server's in one of these starts an interpreter of its own.
 _STARTUP = ("PYTHON", "LC_", "LANG", "TZ",
             # and what errand's dependencies read when they are imported
-            "TYPER_", "PYDANTIC_", "OTEL_", "PROMETHEUS_")
+            "TYPER_", "_TYPER_", "TERMINAL_WIDTH", "PYDANTIC_", "OTEL_", "PROMETHEUS_")
 _SERVER = Path(__file__).with_name("forkserver_main.py")
 _lock = threading.Lock()
 _server: _Server | None = None

@@ -7,6 +7,7 @@ from the test session: when that reaches end of file, the session is gone, and s
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -17,14 +18,25 @@ from pathlib import Path
 
 from errand import _startup
 
-# What the errand command imports before it parses its arguments, and what `errand serve` and `errand
-# worker` import then. Importing them starts no thread: the fork copies a process of one.
+# What the errand command imports before it parses its arguments, what typer imports when it parses
+# them (its pydantic adapters: half of a forked `errand ls`'s CPU when each child imported them), and
+# what `errand serve` and `errand worker` import then. Importing them starts no thread: the fork copies
+# a process of one.
 with _startup.imports():
+    import typer._adapters
+    import typer.main
+
     import errand.cli
     import errand.server.serve
     import errand.tasks.engines.local
-    import errand.tasks.engines.temporal  # noqa: F401
+    import errand.tasks.engines.temporal
 from errand.__main__ import main
+
+# typer builds the click command from every command's signature on each call of the app (a third of
+# a forked `errand ls`'s CPU). Built here once, each child gets a copy of the tree it would have built:
+# the tree reads nothing from the environment (a default that does reads it when the command runs).
+typer.main.get_command = functools.cache(typer.main.get_command)
+typer.main.get_command(errand.cli.app)
 
 
 def serve(control: socket.socket) -> None:
