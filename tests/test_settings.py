@@ -91,3 +91,23 @@ def test_the_resolved_home_follows_the_working_directory_of_a_relative_home(
     assert _settings.resolved_home() == str(tmp_path / "a" / "home")
     monkeypatch.chdir(tmp_path / "b")
     assert _settings.resolved_home() == str(tmp_path / "b" / "home")
+
+
+def test_the_paths_follow_every_variable_they_are_made_from_once_asked_before(bare: pytest.MonkeyPatch,
+                                                                             tmp_path: Path) -> None:
+    # Each path is kept once made (a create asks for them a dozen times): a change to any
+    # variable it reads is a new path, and going back is the old one again.
+    first, first_runtime = _settings.home(), _settings.runtime_dir()
+    assert _settings.home() is first
+    bare.setenv("HOME", str(tmp_path / "other"))
+    assert _settings.home() == tmp_path / "other" / ".local" / "share" / "errand"
+    assert _settings.runtime_dir() != first_runtime
+    assert _settings.resolved_home() == str(tmp_path / "other" / ".local" / "share" / "errand")
+    bare.setenv("HOME", str(tmp_path / "user"))
+    assert (_settings.home(), _settings.runtime_dir()) == (first, first_runtime)
+    bare.setenv("ERRAND_RUNTIME_DIR", str(tmp_path / "run"))
+    assert _settings.runtime_dir() == tmp_path / "run"
+    bare.setenv("ERRAND_RUNTIME_DIR", str(tmp_path / "run2"))
+    assert _settings.runtime_dir() == tmp_path / "run2"
+    bare.delenv("ERRAND_RUNTIME_DIR")
+    assert _settings.runtime_dir() == first_runtime
