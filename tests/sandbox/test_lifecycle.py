@@ -404,6 +404,22 @@ async def test_a_sandbox_that_ended_by_itself_still_names_its_logs_last_line_onc
         await sandbox.terminate()
 
 
+@pytest.mark.parametrize("medium", ["memory", "disk"])
+async def test_when_terminate_returns_the_sandbox_is_gone_and_its_launcher_reaped(medium: str) -> None:
+    """terminate ends, reaps and tidies on one thread before it returns: nothing of the sandbox is
+    left for later (but its disk image's blocks, which errand frees after: writable.wait_freed)."""
+    sandbox = await AsyncSandbox.create(resources=Resources(disk_medium=medium), timeout=60)
+    record, launcher = sandbox._record, sandbox._process
+    assert launcher is not None
+    await sandbox.run("true")
+    await sandbox.terminate()
+    assert launcher.returncode is not None  # reaped: no zombie of it left to this process
+    assert not record.processes_alive() and sandbox._pidfd is None
+    assert not record.directory.exists()
+    assert record.cgroup not in Cgroup.list_names()
+    assert not writable.image_path(record.id).exists() and not writable.held_path(record.id).exists()
+
+
 @pytest.mark.parametrize("steps", [1, 2, 3])
 async def test_a_terminate_cancelled_part_way_still_ends_the_sandbox(steps: int) -> None:
     """A caller cancelled while it terminates (a round's clean-up cancelled by its own round)

@@ -392,20 +392,35 @@ class SandboxHandle:
         self._drop_spare()
         if self._gateway is not None:
             self._gateway.close()
-        if self._process is None:
-            if self._record.owner_pid is not None and self._record.owner_alive():  # someone to tell
-                await asyncio.to_thread(mark_ended, self.id, _terminator())
-        else:
-            await asyncio.to_thread(forget_ended, self.id)
         if self._proxy is not None:
             await self._proxy.stop(self.id)
-        await asyncio.to_thread(self._backend.kill, self._record)
-        if self._process is not None or self._pidfd is not None:
+        tell = self._process is None and self._record.owner_pid is not None and self._record.owner_alive()
+        await asyncio.to_thread(self._kill, _terminator() if tell else None)
+        # Seen to end on the loop too (its watch let go), unless the launcher outlived the wait already.
+        reaped = self._process is None or self._process.returncode is not None
+        if reaped and self._pidfd is not None and not self._dead.is_set():
             try:
                 await asyncio.wait_for(self._dead.wait(), 10)
             except TimeoutError:
                 pass
         await self._finished_cleanup()
+
+    def _kill(self, terminator: str | None) -> None:
+        """The blocking part of an end, on one thread (each hop to a thread and back cost more
+        CPU than most of what it ran): word of who ended it (``terminator``, for its owner) or
+        the owner's own word forgotten, the kill, and for the sandbox's creator, its launcher
+        reaped and the sandbox cleaned up."""
+        if terminator is not None:
+            mark_ended(self.id, terminator)
+        elif self._process is not None:
+            forget_ended(self.id)
+        self._backend.kill(self._record)
+        if self._process is not None:
+            try:
+                self._process.wait(_REAP_WAIT)
+            except subprocess.TimeoutExpired:
+                return  # still there after the kill: cleaned up all the same, on the loop's side
+            self._finish()
 
     async def close(self) -> None:
         """Let go of this handle and leave the sandbox running: stop watching it and free
@@ -492,7 +507,7 @@ class SandboxHandle:
     async def _finished_cleanup(self) -> None:
         if self._cleanup is not None:
             await self._cleanup
-        else:
+        elif not self._finished:
             await asyncio.to_thread(self._finish)
 
     def _ensure_alive(self) -> None:
@@ -570,6 +585,9 @@ async def commit_writes(handle: SandboxHandle, layer: str, store: LayerStore) ->
     """Commit just what the sandbox wrote (its writable layer) as ``layer`` in ``store``."""
     await asyncio.to_thread(store.copy_into_layer, handle._backend.upper_dir(handle._record), layer)
     return layer
+
+
+_REAP_WAIT = 10.0  # seconds a terminate waits for the launcher's exit after the kill, as for its pidfd
 
 
 def _freeze(record: Record) -> None:
