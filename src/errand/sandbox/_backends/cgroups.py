@@ -403,9 +403,11 @@ class Cgroup:
 
     def remove(self) -> None:
         """Kill what is left and delete the group everywhere; fine if already (partly) gone."""
-        if self.pids():
+        # An empty group goes at the first rmdir: its members are read (a file per hierarchy)
+        # only when one refuses.
+        pending = [d for d in self._dirs() if not _rmdir(d)]
+        if pending and self.pids():
             self.kill()
-        pending = self._dirs()
         deadline = time.monotonic() + _RMDIR_TIMEOUT
         while pending := [d for d in pending if not _rmdir(d)]:
             # Killed tasks stay attached for a moment while they finish exiting.

@@ -52,6 +52,7 @@ class NamespaceBackend(LaunchedBackend):
         process in it, and none can leave it or fork past it) and the bwrap outside it; the
         cgroup's freeze-and-kill rounds (``LaunchedBackend.kill``) take whatever is left."""
         targets = _pidfds(record)
+        left = set(targets)
         try:
             for pidfd in targets:
                 with contextlib.suppress(ProcessLookupError):
@@ -61,7 +62,6 @@ class NamespaceBackend(LaunchedBackend):
             for pidfd in targets:
                 waiting.register(pidfd, select.POLLIN)
             deadline = time.monotonic() + _DIRECT_KILL_WAIT
-            left = set(targets)
             while left and (remaining := deadline - time.monotonic()) > 0:
                 for pidfd, _ in waiting.poll(remaining * 1000):
                     waiting.unregister(pidfd)
@@ -69,10 +69,8 @@ class NamespaceBackend(LaunchedBackend):
         finally:
             for pidfd in targets:
                 os.close(pidfd)
-        if targets:
-            with contextlib.suppress(Exception):  # the group may be gone: the rounds below decide
-                group = Cgroup.open(record.cgroup)
-                wait_until(lambda: not group.pids(), time.monotonic() + _DIRECT_KILL_WAIT)
+        if targets and not left and _emptied(record):
+            return  # all gone with the namespace's init: the cgroup's rounds would find nothing
         super().kill(record)
 
     @contextlib.contextmanager
@@ -112,6 +110,15 @@ _DIRECT_KILL_WAIT = 1.0  # seconds the direct kill is given before the cgroup's 
 @functools.cache
 def _have_bwrap() -> bool:
     return shutil.which("bwrap") is not None
+
+
+def _emptied(record: Record) -> bool:
+    """Whether the sandbox's cgroup is empty, or turns so within the direct kill's wait."""
+    try:
+        group = Cgroup.open(record.cgroup)
+        return wait_until(lambda: not group.pids(), time.monotonic() + _DIRECT_KILL_WAIT)
+    except Exception:  # noqa: BLE001 - the group may be gone, or unreadable: the rounds decide
+        return False
 
 
 def _pidfds(record: Record) -> list[int]:
