@@ -457,7 +457,7 @@ class SandboxHandle:
             self._pidfd = None
             self._dead.set()
             return
-        if not self._record.processes_alive() and self._process is None:
+        if self._process is None and not self._record.processes_alive():  # a creator watches its own child
             self._on_exit()
             return
         loop.add_reader(self._pidfd, self._on_exit)
