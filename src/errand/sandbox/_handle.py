@@ -33,7 +33,7 @@ from typing import Self
 from errand import _settings
 from errand.errors import ConfigError, ErrandError, SandboxError, SandboxNotFound, SandboxTerminated
 from errand.sandbox._backends.cgroups import Cgroup, SandboxUsage
-from errand.sandbox._backends.channel import AgentChannel
+from errand.sandbox._backends.channel import AgentChannel, Ended
 from errand.sandbox._backends.registry import OWNER_GRACE, Record, ended_by, forget_ended, mark_ended, records
 from errand.sandbox._backends.spec import SandboxSpec, Started
 from errand.sandbox._egress.gateway import GatewayRelay
@@ -73,7 +73,7 @@ class SandboxHandle:
         self._record = record
         self._backend = backend
         self._process = process
-        self._dead = asyncio.Event()
+        self._dead = Ended()
         self._proxy: EgressProxy | None = None
         self._gateway: GatewayRelay | None = None
         self._terminated = False
