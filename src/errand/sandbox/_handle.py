@@ -500,7 +500,8 @@ class SandboxHandle:
         # Held for the whole cleanup: whoever comes second returns only once it is done.
         with self._finish_lock:
             if not self._finished:
-                self._last_log = self._record.log_tail(2000)
+                if not self._terminated:  # a terminated sandbox's end is told without its log (_why_closed)
+                    self._last_log = self._record.log_tail(2000)
                 self._backend.cleanup(self._record)
                 self._finished = True
 
