@@ -420,6 +420,26 @@ async def test_when_terminate_returns_the_sandbox_is_gone_and_its_launcher_reape
     assert not writable.image_path(record.id).exists() and not writable.held_path(record.id).exists()
 
 
+async def test_a_terminate_from_another_handle_ends_the_sandbox_even_when_it_cannot_note_who_did(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A handle attached by id notes who ended the sandbox, for its owner, before it kills. A note
+    that cannot be written (a full disk) is said in the log, and the sandbox ends all the same."""
+    from errand.sandbox import _handle
+
+    owner = await AsyncSandbox.create(timeout=60)
+    try:
+        def full(sandbox_id: str, by: str) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(_handle, "mark_ended", full)
+        other = await AsyncSandbox.from_id(owner.id)
+        await other.terminate()
+        assert not owner._record.processes_alive()
+        assert "could not be noted for its owner: [Errno 28] No space left on device" in caplog.text
+    finally:
+        await owner.terminate()
+
+
 @pytest.mark.parametrize("steps", [1, 2, 3])
 async def test_a_terminate_cancelled_part_way_still_ends_the_sandbox(steps: int) -> None:
     """A caller cancelled while it terminates (a round's clean-up cancelled by its own round)

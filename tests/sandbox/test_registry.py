@@ -115,3 +115,23 @@ def test_a_process_that_ends_before_its_loop_turns_again_still_writes_what_it_pu
               "asyncio.run(claim())\n")
     subprocess.run([sys.executable, "-c", script, record.id], check=True)
     assert on_disk(record)["labels"] == {"task": "t-1"}
+
+
+def test_a_mark_whose_folder_another_end_removes_meanwhile_is_still_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another sandbox's end (forget_ended) removes the folder of marks when it is empty: once, that
+    # fell between mark_ended's mkdir and its write, and the terminate that marked raised before it
+    # killed anything.
+    monkeypatch.setenv("ERRAND_RUNTIME_DIR", str(tmp_path / "run"))
+    write_text = Path.write_text
+    removed: list[Path] = []
+
+    def removed_first(path: Path, text: str) -> int:
+        if not removed:
+            removed.append(path.parent)
+            registry.forget_ended("sb-another000")  # the folder is empty: it goes
+        return write_text(path, text)
+
+    monkeypatch.setattr(Path, "write_text", removed_first)
+    registry.mark_ended("sb-ended00000", "`errand sandbox rm` (pid 42)")
+    assert removed and registry.ended_by("sb-ended00000") == "`errand sandbox rm` (pid 42)"

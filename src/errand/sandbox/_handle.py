@@ -13,6 +13,7 @@ import asyncio
 import builtins
 import concurrent.futures
 import contextlib
+import logging
 import math
 import os
 import secrets
@@ -51,6 +52,7 @@ from errand.sandbox.secret import made_for_secrets
 
 __all__ = ["SandboxHandle", "SandboxInfo", "commit_writes", "new_sandbox_id", "start"]
 
+_log = logging.getLogger(__name__)
 _ALPHABET = string.ascii_lowercase + string.digits
 
 
@@ -411,7 +413,10 @@ class SandboxHandle:
         the owner's own word forgotten, the kill, and for the sandbox's creator, its launcher
         reaped and the sandbox cleaned up."""
         if terminator is not None:
-            mark_ended(self.id, terminator)
+            try:
+                mark_ended(self.id, terminator)
+            except OSError as error:  # ended all the same: its owner learns only that it is gone
+                _log.warning("sandbox %s: who ended it could not be noted for its owner: %s", self.id, error)
         elif self._process is not None:
             forget_ended(self.id)
         self._backend.kill(self._record)

@@ -169,10 +169,21 @@ def _ended_dir() -> Path:
 
 def mark_ended(sandbox_id: str, by: str) -> None:
     folder = _ended_dir()
-    folder.mkdir(parents=True, exist_ok=True)
     partial = folder / f".{sandbox_id}"
-    partial.write_text(by)
-    os.replace(partial, folder / sandbox_id)
+    for tries_left in reversed(range(_MARK_TRIES)):
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            partial.write_text(by)
+            os.replace(partial, folder / sandbox_id)
+            return
+        except FileNotFoundError:
+            # Another sandbox's end removed the folder while it was empty, between the mkdir and
+            # the write: made again. (Raised, the terminate that called this would not have killed.)
+            if not tries_left:
+                raise
+
+
+_MARK_TRIES = 5
 
 
 def ended_by(sandbox_id: str) -> str | None:
