@@ -14,7 +14,6 @@ import itertools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 
 import components
+from ports import free_port, listening_ports
 
 _counter = itertools.count(1)
 START_TIMEOUT = 90.0
@@ -61,18 +61,12 @@ def missing() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class TemporalServer:
     """One dev server: its directory, ports and process."""
 
     def __init__(self) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="errand-temporal-"))
-        self.port, self.http_port, self.metrics_port = _free_port(), _free_port(), _free_port()
+        self.port, self.http_port, self.metrics_port = free_port(), free_port(), free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -95,6 +89,8 @@ class TemporalServer:
             raise
 
     def _wait_until_serving(self) -> None:
+        """Until this server answers on its port, held by its own process (tests/ports.py says why:
+        here a drill found its server "refused" for minutes once the other server was stopped)."""
         import asyncio
 
         from temporalio.client import Client
@@ -104,6 +100,11 @@ class TemporalServer:
             assert self.process is not None
             if self.process.poll() is not None:
                 raise RuntimeError(f"the Temporal dev server exited: {(self.directory / 'server.log').read_text()}")
+            if not {self.port, self.http_port} <= listening_ports(self.process.pid):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the Temporal dev server holds no port {self.port} after {START_TIMEOUT} s")
+                time.sleep(0.2)
+                continue
             try:
                 asyncio.run(asyncio.wait_for(Client.connect(self.address), 5))  # it asks the server's system info
                 return
@@ -131,7 +132,7 @@ class TemporalServer:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _started(attempts: int = 3) -> TemporalServer:
+def started(attempts: int = 3) -> TemporalServer:
     """A dev server serving on ports of its own: a port picked free can be taken by another
     session's process before the server binds it, and then the next attempt picks others."""
     for _ in range(attempts - 1):
@@ -149,7 +150,7 @@ def _started(attempts: int = 3) -> TemporalServer:
 @pytest.fixture(scope="session")
 def temporal_server() -> Iterator[TemporalServer]:
     components.require("temporal")  # under CI a missing one fails the test
-    server = _started()
+    server = started()
     try:
         yield server
     finally:

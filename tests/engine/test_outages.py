@@ -18,7 +18,7 @@ from errand.tasks.records import Event, RunState
 from errand.tasks.round import steps
 from errand.tasks.service import TaskService
 from errand.tasks.store.tasks import TaskStore
-from temporal import TemporalServer
+from temporal import TemporalServer, started
 
 from .harness import (
     ERRAND_TOML,
@@ -45,8 +45,7 @@ PAST_THE_CLIENTS_RETRIES = 25.0
 @pytest.fixture
 def own_temporal(monkeypatch: pytest.MonkeyPatch, temporal_queue: str) -> Iterator[TemporalServer]:
     """A Temporal dev server of this test's own (it is killed), in this process's environment."""
-    server = TemporalServer()
-    server.start()
+    server = started()
     monkeypatch.setenv("ERRAND_TEMPORAL", server.address)
     try:
         yield server

@@ -38,6 +38,7 @@ from errand.tasks.round import steps
 from errand.tasks.service import TaskService
 from errand.tasks.store.schema import workers
 from errand.tasks.store.tasks import TaskStore
+from ports import free_port
 from temporal import TemporalServer
 
 from .cli import script
@@ -78,11 +79,6 @@ async def _timed_out_steps(address: str, workflow_id: str) -> int:
     return sum(event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT for event in history.events)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
 
 @pytest.fixture
 def team(tmp_path: Path, temporal_queue: str, temporal_server: TemporalServer) -> Iterator[Callable[..., Machine]]:
@@ -109,7 +105,7 @@ def test_a_worker_stopped_past_its_lease_loses_its_round_and_on_waking_writes_no
     task = TaskService(store).submit("Make test_calc.py pass", repo=repo, model=script(
         model, [[READ], [("shell", {"command": f"until [ -e {GO} ]; do sleep 0.1; done"})], *FIX_SCRIPT]))
     server, stalled, live = (team(name, postgres_url) for name in ("server", "stalled", "live"))
-    server.start("serve", "--engine", "temporal", "--port", str(_free_port()))
+    server.start("serve", "--engine", "temporal", "--port", str(free_port()))
     stalled.start(*TEMPORAL_WORKER)
     wait_until(lambda: any(e.kind == "tool_call" and e.data.get("name") == "shell" for e in store.events(task.id)),
                "the agent to start its command")
@@ -174,7 +170,7 @@ def test_serve_sigkilled_mid_attempt_and_started_again_takes_the_round_up_where_
         tmp_path / "script.json", [[READ], [("shell", {"command": f"until [ -e {GO} ]; do sleep 0.1; done"})],
                                    *FIX_SCRIPT]))
     server, worker = team("server", postgres_url), team("worker", postgres_url)
-    server.start("serve", "--engine", "temporal", "--port", str(_free_port()))
+    server.start("serve", "--engine", "temporal", "--port", str(free_port()))
     worker.start(*TEMPORAL_WORKER)
     wait_until(lambda: any(e.kind == "tool_call" and e.data.get("name") == "shell" for e in store.events(task.id)),
                "the agent to start its command")
@@ -185,7 +181,7 @@ def test_serve_sigkilled_mid_attempt_and_started_again_takes_the_round_up_where_
     wait_until(lambda: any(e.kind == "tool_call" and e.data.get("name") != "shell"
                            for e in store.events(task.id, run_id=run.id, limit=100_000)[seen:]),
                "the attempt to go on without the server")
-    server.start("serve", "--engine", "temporal", "--port", str(_free_port()))
+    server.start("serve", "--engine", "temporal", "--port", str(free_port()))
     wait_until(lambda: store.get_task(task.id).state in (S.READY_FOR_REVIEW, S.FAILED), "the task to finish")
     assert store.get_task(task.id).state is S.READY_FOR_REVIEW, store.events(task.id)[-4:]
     [same] = store.runs(task.id)  # one run, not interrupted and run again
@@ -223,7 +219,7 @@ def test_a_worker_stopped_with_room_begins_nothing_on_waking_from_the_start_it_h
     preparing; another writer changed it")."""
     store = TaskStore.open(postgres_url)
     server, stalled, live = (team(name, postgres_url) for name in ("server", "stalled", "live"))
-    server.start("serve", "--engine", "temporal", "--port", str(_free_port()))
+    server.start("serve", "--engine", "temporal", "--port", str(free_port()))
     stalled.start(*TEMPORAL_WORKER)
     process = stalled.process
     assert process is not None

@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from errand.tasks.records import RunState
 from errand.tasks.round import steps
 from errand.tasks.service import TaskService
 from errand.tasks.store.tasks import TaskStore
+from ports import free_port, listening_ports
 from temporal import TemporalServer
 
 from .harness import FINISH, FIX, READ, TEST, running_engine, scripted, wait_for_event, wait_for_state
@@ -126,11 +126,6 @@ def test_errand_recover_with_the_database_down_says_what_is_wrong_in_a_line(pg: 
     assert "could not be reached (" in lines[-1] and "running" in lines[-1], lines
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
 
 @pytest.mark.parametrize("command", ["serve", "worker"])
 def test_errand_serve_or_worker_with_the_database_down_waits_its_retry_time_then_says_why(
@@ -139,7 +134,7 @@ def test_errand_serve_or_worker_with_the_database_down_waits_its_retry_time_then
     worker did)."""
     TaskStore.open(pg.url).close()
     pg.stop()
-    arguments = ["serve", "--no-engine", "--port", str(_free_port())] if command == "serve" else ["worker"]
+    arguments = ["serve", "--no-engine", "--port", str(free_port())] if command == "serve" else ["worker"]
     ran = forkserver.run([*arguments], env=_errand(pg, tmp_path, ERRAND_STORE_RETRY_SECONDS="2"), timeout=120)
     assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
     lines = ran.stderr.strip().splitlines()
@@ -197,7 +192,7 @@ def test_errand_worker_started_before_the_database_starts_once_it_is_up(pg: Post
 
 @pytest.mark.slow
 def test_errand_serve_started_before_the_database_serves_once_it_is_up(pg: Postgres, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     serving = _started_while_the_database_is_down(pg, tmp_path, "serve", "--no-engine", "--port", str(port))
     try:
         assert serving.stderr is not None
@@ -206,7 +201,7 @@ def test_errand_serve_started_before_the_database_serves_once_it_is_up(pg: Postg
             assert serving.poll() is None, serving.stderr.read()
             with contextlib.suppress(OSError), \
                     urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
-                if answer.status == 200:
+                if answer.status == 200 and port in listening_ports(serving.pid):  # ours (tests/ports.py)
                     break
             assert time.monotonic() < deadline, "serve did not answer once the database was up"
             time.sleep(0.2)
@@ -221,7 +216,7 @@ def test_the_api_with_the_database_down_says_so_and_answers_again_once_it_is_bac
     names the database (not "the server failed unexpectedly"), no traceback in the server's log;
     the same commands work once it is back."""
     TaskStore.open(pg.url).close()
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "serve.log"
     with open(log, "wb") as output:
         serving = subprocess.Popen([sys.executable, "-m", "errand", "serve", "--no-engine", "--port", str(port)],
@@ -234,7 +229,7 @@ def test_the_api_with_the_database_down_says_so_and_answers_again_once_it_is_bac
 
     try:
         deadline = time.monotonic() + 120
-        while (listed := errand("ls")).returncode != 0:
+        while (listed := errand("ls")).returncode != 0 or port not in listening_ports(serving.pid):
             assert serving.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
         pg.stop()

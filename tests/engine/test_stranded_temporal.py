@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from errand.tasks.records import RunState
 from errand.tasks.service import TaskService, resolve_model
 from errand.tasks.store.schema import tasks
 from errand.tasks.store.tasks import TaskStore
+from ports import free_port
 from temporal import TemporalServer
 
 from .cli import script
@@ -36,11 +36,6 @@ TEMPORAL_WORKER = ("worker", "--engine", "temporal", "--concurrency", "1")
 # The reconciler looks twice a second at tasks still for a second: a test waits seconds, not minutes.
 QUICK = {"ERRAND_RECONCILE_INTERVAL": "0.5", "ERRAND_RECONCILE_GRACE": "1"}
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -59,7 +54,7 @@ def team(tmp_path: Path, temporal_server: TemporalServer, temporal_queue: str,
 
 
 def _serve(machine: Machine) -> None:
-    machine.start("serve", "--engine", "temporal", "--port", str(_free_port()))
+    machine.start("serve", "--engine", "temporal", "--port", str(free_port()))
 
 
 def mounted(path: Path) -> bool:

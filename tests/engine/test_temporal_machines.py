@@ -8,7 +8,6 @@ resumes the same run."""
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,7 +17,8 @@ from errand.tasks.lifecycle import TaskState
 from errand.tasks.records import RunState
 from errand.tasks.service import TaskService
 from errand.tasks.store.tasks import TaskStore
-from temporal import TemporalServer
+from ports import free_port
+from temporal import TemporalServer, started
 
 from .cli import script
 from .harness import FINISH, FIX, FIX_SCRIPT, READ, TEST
@@ -29,11 +29,6 @@ S = TaskState
 ASKING = [[READ], [("ask_user", {"question": "Strings too?"})], [FIX], [TEST], [FINISH]]
 TEMPORAL_WORKER = ("worker", "--engine", "temporal", "--concurrency", "1")
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -52,7 +47,7 @@ def team(tmp_path: Path, temporal_queue: str) -> Iterator[Callable[..., Machine]
 
 
 def _serve(machine: Machine) -> None:
-    machine.start("serve", "--engine", "temporal", "--port", str(_free_port()))
+    machine.start("serve", "--engine", "temporal", "--port", str(free_port()))
 
 
 def _tidied(*machines: Machine) -> None:
@@ -147,8 +142,7 @@ def test_sigkill_of_the_temporal_worker_holding_an_attempt_and_the_other_finishe
 
 def test_an_answer_after_the_temporal_server_and_both_workers_died_resumes_the_same_run(
         tmp_path: Path, repo: Path, postgres_url: str, team: Callable[..., Machine]) -> None:
-    temporal = TemporalServer()  # this test's own: it is killed
-    temporal.start()
+    temporal = started()  # this test's own: it is killed
     try:
         store = TaskStore.open(postgres_url)
         service = TaskService(store)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,15 +24,10 @@ from errand.tasks.lifecycle import FINAL
 from models.wire import WireServer
 from mounts import unmount_under
 from polling import pauses
+from ports import free_port, listening_ports
 
 from .agents import Agents
 from .browsing import CHROMIUM
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -81,13 +75,15 @@ def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None, host:
     deadline = time.monotonic() + 60
     while True:
         try:
-            httpx.get(f"{served.url}/static/style.css", timeout=2)
-            return served
+            if port in listening_ports(process.pid):  # not another test's server on the port (tests/ports.py)
+                httpx.get(f"{served.url}/static/style.css", timeout=2)
+                return served
         except httpx.TransportError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                served.stop()
-                raise AssertionError(f"errand serve did not start:\n{served.output()}") from None
-            time.sleep(0.1)
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            served.stop()
+            raise AssertionError(f"errand serve did not start:\n{served.output()}") from None
+        time.sleep(0.1)
 
 
 @pytest.fixture
