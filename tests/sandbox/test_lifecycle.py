@@ -420,6 +420,47 @@ async def test_when_terminate_returns_the_sandbox_is_gone_and_its_launcher_reape
     assert not writable.image_path(record.id).exists() and not writable.held_path(record.id).exists()
 
 
+#: Sandboxes made and ended by a process that is a child subreaper: a process of theirs orphaned by
+#: their end is reparented to it, not to the host's pid 1, so it is seen (and no other test's is).
+_ORPHANS = textwrap.dedent("""
+    import asyncio, ctypes, os, sys
+    from errand import AsyncSandbox
+
+    assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+
+    async def main():
+        for _ in range(int(sys.argv[2])):
+            sandbox = await AsyncSandbox.create(isolation="namespace", timeout=60)
+            if sys.argv[1] == "running":
+                await sandbox.run("true")
+            await sandbox.terminate()
+
+    asyncio.run(main())
+    ended = []
+    try:
+        while (found := os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG)) is not None:
+            ended.append(found.si_pid)
+    except ChildProcessError:  # no child at all
+        pass
+    alive = [pid for task in os.listdir("/proc/self/task")
+             for pid in open(f"/proc/self/task/{task}/children").read().split()]
+    print(len(ended), len(alive))
+""")
+
+
+@pytest.mark.parametrize("when", ["launching", "running"])
+def test_terminate_leaves_no_process_of_the_sandbox_orphaned(when: str) -> None:
+    """Each parent lives to reap its child: bwrap's pid namespace init is reaped by the bwrap
+    outside it, which errand reaps. Killed together, the outer bwrap could die first and the init,
+    orphaned, waited as a zombie on the host's pid 1 (one after every terminate; a container
+    whose pid 1 reaps nothing keeps each for good). A sandbox ended while it still launches
+    (``create`` returns before the launcher has execed bwrap) orphaned its launcher's child."""
+    done = subprocess.run([sys.executable, "-c", _ORPHANS, when, "20"], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "0"], done.stdout  # orphans that had ended, orphans alive
+
+
 async def test_a_terminate_from_another_handle_ends_the_sandbox_even_when_it_cannot_note_who_did(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """A handle attached by id notes who ended the sandbox, for its owner, before it kills. A note

@@ -31,7 +31,7 @@ from errand.sandbox._backends.launcher import (
     agent_arguments,
     staged,
 )
-from errand.sandbox._backends.registry import Record, process_start, process_stat
+from errand.sandbox._backends.registry import Record, process_stat
 from errand.sandbox._backends.spec import SandboxSpec
 
 __all__ = ["NamespaceBackend"]
@@ -48,28 +48,27 @@ class NamespaceBackend(LaunchedBackend):
                                      "sandboxes onto unprivileged ids itself)")
 
     def kill(self, record: Record) -> None:
-        """SIGKILL the sandbox's pid namespace through its init (the kernel then kills every
-        process in it, and none can leave it or fork past it) and the bwrap outside it; the
-        cgroup's freeze-and-kill rounds (``LaunchedBackend.kill``) take whatever is left."""
-        targets = _pidfds(record)
-        left = set(targets)
+        """SIGKILL the sandbox from the inside out: bwrap's pid namespace init first (the kernel
+        then kills every process in the namespace, and none can leave it or fork past it), then
+        the bwrap outside it if it has not ended by itself; the cgroup's freeze-and-kill rounds
+        (``LaunchedBackend.kill``) take whatever is left.
+
+        Inside out, each parent lives to reap its child: the outer bwrap reaps the init and
+        exits, and errand reaps the outer bwrap. Killed together, the outer bwrap could die
+        first, and the init, orphaned, waited as a zombie on the host's pid 1, one per sandbox,
+        for as long as that process left it there (a container's pid 1 may never reap). A
+        sandbox still launching has no init yet: its launcher's children are killed as they
+        appear, until it ends or the wait for it runs out."""
+        outer = _pidfd_of(record.pid, start=record.pid_start)
+        if outer is None:
+            super().kill(record)
+            return
+        exits = _Exits(outer)
         try:
-            for pidfd in targets:
-                with contextlib.suppress(ProcessLookupError):
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            # A pidfd turns readable when its process has exited: no polling on a timer.
-            waiting = select.poll()
-            for pidfd in targets:
-                waiting.register(pidfd, select.POLLIN)
-            deadline = time.monotonic() + _DIRECT_KILL_WAIT
-            while left and (remaining := deadline - time.monotonic()) > 0:
-                for pidfd, _ in waiting.poll(remaining * 1000):
-                    waiting.unregister(pidfd)
-                    left.discard(pidfd)
+            _inside_out(record.pid, exits)
         finally:
-            for pidfd in targets:
-                os.close(pidfd)
-        if targets and not left and _emptied(record):
+            exits.close()
+        if not exits.left and _emptied(record):
             return  # all gone with the namespace's init: the cgroup's rounds would find nothing
         super().kill(record)
 
@@ -105,6 +104,58 @@ class NamespaceBackend(LaunchedBackend):
 
 
 _DIRECT_KILL_WAIT = 1.0  # seconds the direct kill is given before the cgroup's kill rounds
+_OUTER_EXIT_WAIT = 0.25  # seconds the outer bwrap (or launcher) is given to reap its child and exit
+_LOOK_AGAIN = 0.005  # seconds between looks for children of a launcher that has none yet
+
+
+class _Exits:
+    """Which of some processes (by pidfd, the first the outermost) are still alive: a pidfd
+    turns readable when its process has exited, so waiting needs no polling on a timer."""
+
+    def __init__(self, outer: int) -> None:
+        self.outer = outer
+        self.left = {outer}
+        self._poll = select.poll()
+        self._poll.register(outer, select.POLLIN)
+        self._opened = [outer]
+
+    def add(self, pidfd: int) -> None:
+        self._opened.append(pidfd)
+        self.left.add(pidfd)
+        self._poll.register(pidfd, select.POLLIN)
+
+    def wait(self, until: float, *, outer_only: bool = False) -> None:
+        """Until all have exited (or only the outermost, with ``outer_only``), or ``until``."""
+        while (self.outer in self.left if outer_only else self.left) and (remaining := until - time.monotonic()) > 0:
+            for pidfd, _ in self._poll.poll(remaining * 1000):
+                self._poll.unregister(pidfd)
+                self.left.discard(pidfd)
+
+    def close(self) -> None:
+        for pidfd in self._opened:
+            os.close(pidfd)
+
+
+def _inside_out(pid: int, exits: _Exits) -> None:
+    """SIGKILL the children of ``pid`` (the outermost process, ``exits.outer``) as they appear,
+    until it has ended by itself or its time is up; then it, if it lives on (a frozen one)."""
+    deadline = time.monotonic() + _DIRECT_KILL_WAIT
+    by_itself = min(deadline, time.monotonic() + _OUTER_EXIT_WAIT)
+    signalled: set[int] = set()
+    while exits.outer in exits.left and time.monotonic() < by_itself:
+        for child, pidfd in _children(pid, signalled):
+            signalled.add(child)
+            exits.add(pidfd)
+            _sigkill(pidfd)
+        exits.wait(min(by_itself, time.monotonic() + _LOOK_AGAIN), outer_only=True)
+    if exits.outer in exits.left:
+        _sigkill(exits.outer)
+    exits.wait(deadline)
+
+
+def _sigkill(pidfd: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
 
 
 @functools.cache
@@ -121,32 +172,31 @@ def _emptied(record: Record) -> bool:
         return False
 
 
-def _pidfds(record: Record) -> list[int]:
-    """Descriptors of the sandbox's outermost process and of its children (bwrap's pid
-    namespace init), each checked to be the process the record names after it was opened,
-    so a reused pid is never signalled."""
+def _pidfd_of(pid: int, *, start: int | None = None, parent: int | None = None) -> int | None:
+    """A descriptor of ``pid``, checked after it was opened to be the process meant (its start
+    time, or its parent), so a reused pid is never signalled; None if it is not."""
     try:
-        outer = os.pidfd_open(record.pid)
+        pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
-        return []
-    if process_start(record.pid) != record.pid_start:
-        os.close(outer)
-        return []
-    found = [outer]
-    try:
-        with open(f"/proc/{record.pid}/task/{record.pid}/children", encoding="ascii") as handle:
-            children = [int(pid) for pid in handle.read().split()]
-    except OSError:
-        children = []
-    for child in children:
-        try:
-            pidfd = os.pidfd_open(child)
-        except ProcessLookupError:
-            continue
-        stat = process_stat(child)
-        if stat is not None and int(stat[1]) == record.pid:
-            found.append(pidfd)
-        else:
-            os.close(pidfd)
-    return found
+        return None
+    stat = process_stat(pid)  # (a zombie has ended: there is nothing to signal)
+    meant = stat is not None and stat[0] != b"Z" and (start is None or int(stat[19]) == start) and (
+        parent is None or int(stat[1]) == parent)
+    if not meant:
+        os.close(pidfd)
+        return None
+    return pidfd
 
+
+def _children(pid: int, known: set[int]) -> list[tuple[int, int]]:
+    """The children of ``pid`` not in ``known``, with a descriptor of each."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as handle:
+            children = [int(child) for child in handle.read().split()]
+    except OSError:
+        return []
+    found = []
+    for child in children:
+        if child not in known and (pidfd := _pidfd_of(child, parent=pid)) is not None:
+            found.append((child, pidfd))
+    return found

@@ -99,7 +99,10 @@ static int make_userns(uid_t uid) {
     }
     close(ready[1]);
     close(go[0]);
-    if (read(ready[0], &byte, 1) != 1) die("user namespace child");
+    if (read(ready[0], &byte, 1) != 1) { /* it died (killed by a terminate): reap it, or it is orphaned */
+        waitpid(child, NULL, 0);
+        die("user namespace child");
+    }
     char path[64], map[64];
     snprintf(map, sizeof map, "0 %u %u\n", (unsigned)uid, ID_RANGE);
     snprintf(path, sizeof path, "/proc/%d/uid_map", (int)child);
