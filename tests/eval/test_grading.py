@@ -64,7 +64,9 @@ def _base_file(sample: Path, instance_id: str, name: str) -> str:
 
 
 def test_validate_the_sample_gold_resolves_empty_does_not_no_flaky_test(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["eval", "validate", "sample", "--jobs", "2", "--run-dir",
+    # Two runs of each patch, not the default three: two already show a test that flips between runs
+    # (a third cost 17 s of CPU and held nothing more).
+    result = CliRunner().invoke(app, ["eval", "validate", "sample", "--jobs", "2", "--repeat", "2", "--run-dir",
                                       str(tmp_path / "run"), "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
@@ -87,7 +89,7 @@ def test_validate_the_sample_gold_resolves_empty_does_not_no_flaky_test(tmp_path
     assert "gold resolved 15 of 15, empty resolved 0, flaky tests 0 — <strong>valid</strong>" in page
     assert "pass@k" not in page  # gold and empty patches have no pass@k worth showing
 
-    again = CliRunner().invoke(app, ["eval", "validate", "sample", "--run-dir", str(tmp_path / "run")])
+    again = CliRunner().invoke(app, ["eval", "validate", "sample", "--repeat", "2", "--run-dir", str(tmp_path / "run")])
     assert again.exit_code == 0 and "gold resolved 15/15, empty resolved 0/15, flaky tests 0" in again.output
 
 

@@ -9,9 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from errand.eval.dataset import Dataset, Instance, RepoSpec
 from errand.eval.errors import EvalError
 from errand.eval.grading import Grade
-from errand.eval.runs import attempt_dir, grade_jobs, load_attempts, read_json, save_grade, write_json
+from errand.eval.runs import (
+    attempt_dir,
+    grade_jobs,
+    load_attempts,
+    read_json,
+    save_grade,
+    validate_summary,
+    write_json,
+)
 
 
 def test_an_instance_id_never_leads_out_of_the_run(tmp_path: Path) -> None:
@@ -75,3 +84,18 @@ def test_grading_with_no_worker_is_refused_before_anything_runs(tmp_path: Path) 
         asyncio.run(grade_jobs([], tmp_path, concurrency=0))
     assert caught.value.code == "eval_bad_jobs" and not (tmp_path / "instances").exists()
     assert asyncio.run(grade_jobs([], tmp_path)) == []
+
+
+def test_a_validation_names_a_test_that_flips_between_runs_of_the_same_patch(tmp_path: Path) -> None:
+    """The sample validates clean (tests/eval/test_grading.py); here a test passes in one run of the
+    gold patch and fails in the other, and an empty patch's runs end differently with no test to name."""
+    instance = Instance("o__r-1", "o/r", "abc", "fix it", "gold", "", ("t::a",), ("t::b",), RepoSpec(), "/src")
+    dataset = Dataset(tmp_path / "data.json", (instance,))
+    grades = [Grade("o__r-1", "gold-1", "resolved", tests={"t::a": "passed", "t::b": "passed"}),
+              Grade("o__r-1", "gold-2", "resolved", tests={"t::a": "passed", "t::b": "failed"}),
+              Grade("o__r-1", "empty-1", "unresolved"), Grade("o__r-1", "empty-2", "error")]
+    summary = validate_summary(dataset, grades)
+    assert summary["flaky"] == [
+        {"instance_id": "o__r-1", "patch": "gold", "test": "t::b", "outcomes": ["passed", "failed"]},
+        {"instance_id": "o__r-1", "patch": "empty", "test": None, "outcomes": ["unresolved", "error"]}]
+    assert (summary["gold_resolved"], summary["empty_resolved"], summary["ok"]) == (1, 0, False)
