@@ -424,18 +424,26 @@ async def test_when_terminate_returns_the_sandbox_is_gone_and_its_launcher_reape
 #: their end is reparented to it, not to the host's pid 1, so it is seen (and no other test's is).
 _ORPHANS = textwrap.dedent("""
     import asyncio, ctypes, os, sys
-    from errand import AsyncSandbox
+    from errand import AsyncSandbox, Resources
 
     assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
 
-    async def main():
+    async def main(when):
         for _ in range(int(sys.argv[2])):
-            sandbox = await AsyncSandbox.create(isolation="namespace", timeout=60)
-            if sys.argv[1] == "running":
+            sandbox = await AsyncSandbox.create(isolation="namespace", timeout=0.2 if when == "lifetime" else 60,
+                                                resources=Resources(pids=5000))
+            if when != "launching":
                 await sandbox.run("true")
+            if when == "lifetime":  # it ends by itself
+                while sandbox.alive:
+                    await asyncio.sleep(0.05)
+            if when == "paused":
+                await sandbox.pause()
+            if when == "crowded":  # its init takes a while to die: every process in it dies first
+                await sandbox.run("sh", "-c", "i=0; while [ $i -lt 4000 ]; do sleep 1000 & i=$((i+1)); done")
             await sandbox.terminate()
 
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1]))
     ended = []
     try:
         while (found := os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG)) is not None:
@@ -448,15 +456,18 @@ _ORPHANS = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("when", ["launching", "running"])
+@pytest.mark.parametrize("when", ["launching", "running", "lifetime", "paused", "crowded"])
 def test_terminate_leaves_no_process_of_the_sandbox_orphaned(when: str) -> None:
-    """Each parent lives to reap its child: bwrap's pid namespace init is reaped by the bwrap
-    outside it, which errand reaps. Killed together, the outer bwrap could die first and the init,
-    orphaned, waited as a zombie on the host's pid 1 (one after every terminate; a container
-    whose pid 1 reaps nothing keeps each for good). A sandbox ended while it still launches
-    (``create`` returns before the launcher has execed bwrap) orphaned its launcher's child."""
-    done = subprocess.run([sys.executable, "-c", _ORPHANS, when, "20"], capture_output=True, text=True,
-                          timeout=300, check=False)
+    """Each parent lives to reap its child: the pid namespace's init (the agent) is reaped by the
+    bwrap outside it, which errand reaps. Before, each of these left a zombie on the host's pid 1
+    (a container's pid 1 may never reap it): the outer bwrap killed with the init and dying first
+    (every running sandbox); a launcher killed before its child (launching: 5 of 20); bwrap's own
+    init between the outer bwrap and the agent, which the outer bwrap did not wait for when the
+    agent ended by itself (lifetime: 20 of 20); a frozen sandbox, whose kills landed in any order
+    once thawed (paused); an init still killing 4,000 processes when the outer was killed
+    (crowded). Found by a helper trying to break the first fix."""
+    done = subprocess.run([sys.executable, "-c", _ORPHANS, when, "2" if when == "crowded" else "20"],
+                          capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "0"], done.stdout  # orphans that had ended, orphans alive
 

@@ -16,7 +16,7 @@ import select
 import shutil
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from errand.errors import BackendUnavailable
@@ -48,10 +48,10 @@ class NamespaceBackend(LaunchedBackend):
                                      "sandboxes onto unprivileged ids itself)")
 
     def kill(self, record: Record) -> None:
-        """SIGKILL the sandbox from the inside out: bwrap's pid namespace init first (the kernel
-        then kills every process in the namespace, and none can leave it or fork past it), then
-        the bwrap outside it if it has not ended by itself; the cgroup's freeze-and-kill rounds
-        (``LaunchedBackend.kill``) take whatever is left.
+        """SIGKILL the sandbox from the inside out: the pid namespace's init (the agent) first
+        (the kernel then kills every process in the namespace, and none can leave it or fork
+        past it), then the bwrap outside it if it has not ended by itself; the cgroup's
+        freeze-and-kill rounds (``LaunchedBackend.kill``) take whatever is left.
 
         Inside out, each parent lives to reap its child: the outer bwrap reaps the init and
         exits, and errand reaps the outer bwrap. Killed together, the outer bwrap could die
@@ -65,7 +65,7 @@ class NamespaceBackend(LaunchedBackend):
             return
         exits = _Exits(outer)
         try:
-            _inside_out(record.pid, exits)
+            _inside_out(record.pid, exits, functools.partial(_thaw, record))
         finally:
             exits.close()
         if not exits.left and _emptied(record):
@@ -82,7 +82,11 @@ class NamespaceBackend(LaunchedBackend):
 
     def _bwrap_args(self, spec: SandboxSpec, directory: Path, listen_fd: int, seccomp_fd: int) -> list[str]:
         # The network namespace is the launcher's, not bwrap's.
-        args = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        # --as-pid-1: the agent is the pid namespace's init, as on gVisor; it reaps whatever is
+        # orphaned inside. With bwrap's own init between them, the outer bwrap exited as soon as
+        # that init reported the agent's exit, before reaping it, and the init was left a zombie
+        # on the host's pid 1 whenever a sandbox ended by itself (its lifetime, its idle time).
+        args = ["bwrap", "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup", "--new-session", "--hostname", "sandbox", "--unsetenv", MALLOC_TUNING[0],
                 # The agent needs these to start commands as other in-sandbox users; it
                 # clears every capability in each command it starts.
@@ -106,6 +110,7 @@ class NamespaceBackend(LaunchedBackend):
 _DIRECT_KILL_WAIT = 1.0  # seconds the direct kill is given before the cgroup's kill rounds
 _OUTER_EXIT_WAIT = 0.25  # seconds the outer bwrap (or launcher) is given to reap its child and exit
 _LOOK_AGAIN = 0.005  # seconds between looks for children of a launcher that has none yet
+_THAW_AFTER = 0.02  # seconds a killed child may take to die before its group is thawed (a paused sandbox)
 
 
 class _Exits:
@@ -136,17 +141,28 @@ class _Exits:
             os.close(pidfd)
 
 
-def _inside_out(pid: int, exits: _Exits) -> None:
+def _inside_out(pid: int, exits: _Exits, thaw: Callable[[], None]) -> None:
     """SIGKILL the children of ``pid`` (the outermost process, ``exits.outer``) as they appear,
-    until it has ended by itself or its time is up; then it, if it lives on (a frozen one)."""
+    until it has ended by itself or its time is up; then it, if it lives on.
+
+    Its time starts again while a child it would reap is still dying: a namespace's init exits
+    only once every process in the namespace has (thousands take a while). A child that does not
+    die soon may be frozen (a paused sandbox): the group is thawed, once, for its SIGKILL to land."""
     deadline = time.monotonic() + _DIRECT_KILL_WAIT
     by_itself = min(deadline, time.monotonic() + _OUTER_EXIT_WAIT)
+    thaw_at: float | None = None
     signalled: set[int] = set()
     while exits.outer in exits.left and time.monotonic() < by_itself:
         for child, pidfd in _children(pid, signalled):
             signalled.add(child)
             exits.add(pidfd)
             _sigkill(pidfd)
+            thaw_at = thaw_at or time.monotonic() + _THAW_AFTER
+        if len(exits.left) > 1:  # a child is still dying
+            by_itself = min(deadline, time.monotonic() + _OUTER_EXIT_WAIT)
+            if thaw_at is not None and time.monotonic() >= thaw_at:
+                thaw()
+                thaw_at = deadline
         exits.wait(min(by_itself, time.monotonic() + _LOOK_AGAIN), outer_only=True)
     if exits.outer in exits.left:
         _sigkill(exits.outer)
@@ -161,6 +177,11 @@ def _sigkill(pidfd: int) -> None:
 @functools.cache
 def _have_bwrap() -> bool:
     return shutil.which("bwrap") is not None
+
+
+def _thaw(record: Record) -> None:
+    with contextlib.suppress(Exception):  # the group may be gone: the kill rounds decide
+        Cgroup.open(record.cgroup).thaw()
 
 
 def _emptied(record: Record) -> bool:

@@ -13,8 +13,8 @@
  *       the relay for the control socket FD (see relay.c).
  *
  *   errand-agent serve --lifetime S --idle S [--relay 1]
- *       Runs inside the sandbox as bwrap's command, or as the gVisor container's
- *       init. It takes host connections (accepted on fd 3, a listening socket the
+ *       Runs inside the sandbox as its init: bwrap's command (bwrap --as-pid-1),
+ *       or the gVisor container's init. It takes host connections (accepted on fd 3, a listening socket the
  *       host created, no path to which exists inside the sandbox; or, relayed,
  *       passed to it over fd 0) and starts commands with the stdio file
  *       descriptors the host sends it, so output never passes through the agent.
