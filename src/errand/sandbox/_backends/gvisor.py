@@ -30,9 +30,9 @@ exec is one round trip to an agent already inside gVisor, never a
 through pipes (``files.py``); the seccomp filter of the namespace tier is
 loaded by the agent itself, inside gVisor. Beneath every image lies one more
 layer, preloading a shim for this runsc's ``statx`` flaw (``gvisor-statx.c``).
-Ending a sandbox is a cgroup kill
-and removing its directory (runsc's state lives there): no ``runsc delete``,
-which takes over a second here.
+Ending a sandbox is a kill of everything but the relay (which reaps it and
+exits), a cgroup kill of whatever is left, and removing its directory (runsc's
+state lives there): no ``runsc delete``, which takes over a second here.
 """
 
 from __future__ import annotations
@@ -41,7 +41,10 @@ import contextlib
 import hashlib
 import json
 import os
+import select
 import shutil
+import signal
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -50,7 +53,7 @@ from typing import Any
 from errand import _settings
 from errand.errors import BackendUnavailable
 from errand.sandbox._backends import seccomp
-from errand.sandbox._backends.cgroups import Limits
+from errand.sandbox._backends.cgroups import Cgroup, Limits
 from errand.sandbox._backends.launcher import (
     AGENT_PATH,
     BUILD_CAPABILITIES,
@@ -60,6 +63,7 @@ from errand.sandbox._backends.launcher import (
     staged,
 )
 from errand.sandbox._backends.native import statx_shim
+from errand.sandbox._backends.registry import Record, pidfd_of
 from errand.sandbox._backends.spec import SandboxSpec
 from errand.sandbox._images.layers import LayerStore
 
@@ -82,6 +86,21 @@ class GVisorBackend(LaunchedBackend):
         if os.geteuid() != 0:
             raise BackendUnavailable("errand's gvisor tier runs as root on the host (it maps "
                                      "sandboxes onto unprivileged ids itself)")
+
+    def kill(self, record: Record) -> None:
+        """Everything in the sandbox's cgroup but the relay first: the relay, a subreaper, reaps
+        what runsc left it and exits once all of that is gone. Killed together with them, it
+        could die first, and runsc's processes (six a sandbox) were left zombies on the host's
+        pid 1. The cgroup's kill (``LaunchedBackend.kill``) then takes whatever is left."""
+        relay = pidfd_of(record.pid, start=record.pid_start)
+        if relay is not None:
+            try:
+                _kill_all_but_the_relay(record, relay)
+            except Exception:  # noqa: BLE001 - a group that would not freeze, or is gone: the cgroup's kill decides
+                pass
+            finally:
+                os.close(relay)
+        super().kill(record)
 
     def limits(self, spec: SandboxSpec) -> Limits:
         # Each process inside costs the host a ptrace stub with a thread per sentry thread
@@ -173,3 +192,25 @@ def compat_layer(store: LayerStore) -> Path:
             os.chmod(path, 0o755 if path.is_dir() or path.suffix == ".so" else 0o644)
         store.commit(partial, layer_id)
     return store.path(layer_id)
+
+
+_RELAY_EXIT_WAIT = 1.0  # seconds the relay is given to reap runsc's processes and exit
+_LOOK_AGAIN = 0.005  # seconds between rounds while it lives (a sandbox still launching starts runsc meanwhile)
+
+
+def _kill_all_but_the_relay(record: Record, relay: int) -> None:
+    group = Cgroup.open(record.cgroup)
+    exited = select.poll()
+    exited.register(relay, select.POLLIN)  # readable once the relay has exited
+    deadline = time.monotonic() + _RELAY_EXIT_WAIT
+    while time.monotonic() < deadline:
+        group.freeze()  # nothing forks while frozen: the list is whole, and no pid in it is reused before its kill
+        try:
+            for pid in group.pids():
+                if pid != record.pid:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+        finally:
+            group.thaw()  # a frozen task dies only once thawed
+        if exited.poll(_LOOK_AGAIN * 1000):
+            return

@@ -31,7 +31,7 @@ from errand.sandbox._backends.launcher import (
     agent_arguments,
     staged,
 )
-from errand.sandbox._backends.registry import Record, process_stat
+from errand.sandbox._backends.registry import Record, pidfd_of
 from errand.sandbox._backends.spec import SandboxSpec
 
 __all__ = ["NamespaceBackend"]
@@ -59,7 +59,7 @@ class NamespaceBackend(LaunchedBackend):
         for as long as that process left it there (a container's pid 1 may never reap). A
         sandbox still launching has no init yet: its launcher's children are killed as they
         appear, until it ends or the wait for it runs out."""
-        outer = _pidfd_of(record.pid, start=record.pid_start)
+        outer = pidfd_of(record.pid, start=record.pid_start)
         if outer is None:
             super().kill(record)
             return
@@ -111,6 +111,7 @@ _DIRECT_KILL_WAIT = 1.0  # seconds the direct kill is given before the cgroup's 
 _OUTER_EXIT_WAIT = 0.25  # seconds the outer bwrap (or launcher) is given to reap its child and exit
 _LOOK_AGAIN = 0.005  # seconds between looks for children of a launcher that has none yet
 _THAW_AFTER = 0.02  # seconds a killed child may take to die before its group is thawed (a paused sandbox)
+_DYING_WAIT = 5.0  # seconds a dying init is waited for, as long as the cgroup's kill waits for its processes
 
 
 class _Exits:
@@ -145,11 +146,13 @@ def _inside_out(pid: int, exits: _Exits, thaw: Callable[[], None]) -> None:
     """SIGKILL the children of ``pid`` (the outermost process, ``exits.outer``) as they appear,
     until it has ended by itself or its time is up; then it, if it lives on.
 
-    Its time starts again while a child it would reap is still dying: a namespace's init exits
-    only once every process in the namespace has (thousands take a while). A child that does not
-    die soon may be frozen (a paused sandbox): the group is thawed, once, for its SIGKILL to land."""
-    deadline = time.monotonic() + _DIRECT_KILL_WAIT
-    by_itself = min(deadline, time.monotonic() + _OUTER_EXIT_WAIT)
+    Its time starts again while a child it would reap is still dying, for up to as long as the
+    cgroup's kill would wait: a namespace's init exits only once every process in the namespace
+    has, and thousands, or one in uninterruptible sleep (a ``sync``), take a while. Nothing can
+    fork past a dying init, so the wait gives the sandbox nothing. A child that does not die
+    soon may be frozen (a paused sandbox): the group is thawed, once, for its SIGKILL to land."""
+    started = time.monotonic()
+    by_itself = started + _OUTER_EXIT_WAIT
     thaw_at: float | None = None
     signalled: set[int] = set()
     while exits.outer in exits.left and time.monotonic() < by_itself:
@@ -159,14 +162,14 @@ def _inside_out(pid: int, exits: _Exits, thaw: Callable[[], None]) -> None:
             _sigkill(pidfd)
             thaw_at = thaw_at or time.monotonic() + _THAW_AFTER
         if len(exits.left) > 1:  # a child is still dying
-            by_itself = min(deadline, time.monotonic() + _OUTER_EXIT_WAIT)
+            by_itself = min(started + _DYING_WAIT, time.monotonic() + _OUTER_EXIT_WAIT)
             if thaw_at is not None and time.monotonic() >= thaw_at:
                 thaw()
-                thaw_at = deadline
+                thaw_at = float("inf")
         exits.wait(min(by_itself, time.monotonic() + _LOOK_AGAIN), outer_only=True)
     if exits.outer in exits.left:
         _sigkill(exits.outer)
-    exits.wait(deadline)
+        exits.wait(time.monotonic() + _DIRECT_KILL_WAIT)
 
 
 def _sigkill(pidfd: int) -> None:
@@ -193,22 +196,6 @@ def _emptied(record: Record) -> bool:
         return False
 
 
-def _pidfd_of(pid: int, *, start: int | None = None, parent: int | None = None) -> int | None:
-    """A descriptor of ``pid``, checked after it was opened to be the process meant (its start
-    time, or its parent), so a reused pid is never signalled; None if it is not."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return None
-    stat = process_stat(pid)  # (a zombie has ended: there is nothing to signal)
-    meant = stat is not None and stat[0] != b"Z" and (start is None or int(stat[19]) == start) and (
-        parent is None or int(stat[1]) == parent)
-    if not meant:
-        os.close(pidfd)
-        return None
-    return pidfd
-
-
 def _children(pid: int, known: set[int]) -> list[tuple[int, int]]:
     """The children of ``pid`` not in ``known``, with a descriptor of each."""
     try:
@@ -218,6 +205,6 @@ def _children(pid: int, known: set[int]) -> list[tuple[int, int]]:
         return []
     found = []
     for child in children:
-        if child not in known and (pidfd := _pidfd_of(child, parent=pid)) is not None:
+        if child not in known and (pidfd := pidfd_of(child, parent=pid)) is not None:
             found.append((child, pidfd))
     return found

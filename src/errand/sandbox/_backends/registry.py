@@ -28,7 +28,7 @@ from errand import _settings
 _log = logging.getLogger(__name__)
 
 __all__ = ["ORPHAN_GRACE", "OWNER_GRACE", "Record", "all_records", "ended_by", "forget_ended", "mark_ended",
-           "process_start", "process_stat", "prune_ended", "records", "same_process"]
+           "pidfd_of", "process_start", "process_stat", "prune_ended", "records", "same_process"]
 
 # Who ends a sandbox at its lifetime, in order: its agent inside at the deadline; its owner
 # this long after (the agent runs where a process could stop it); garbage collection, for
@@ -230,6 +230,23 @@ def process_stat(pid: int) -> list[bytes] | None:
         return None
     # The command name may hold spaces or parentheses: split after the last ')'.
     return stat[stat.rindex(b")") + 2:].split()
+
+
+def pidfd_of(pid: int, *, start: int | None = None, parent: int | None = None) -> int | None:
+    """A descriptor of ``pid``, checked after it was opened to be the process meant (its start
+    time, or its parent), so a reused pid is never signalled; None if it is not, or has ended
+    (a zombie: there is nothing left to signal)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    stat = process_stat(pid)
+    meant = stat is not None and stat[0] != b"Z" and (start is None or int(stat[19]) == start) and (
+        parent is None or int(stat[1]) == parent)
+    if not meant:
+        os.close(pidfd)
+        return None
+    return pidfd
 
 
 def same_process(pid: int, start: int | None) -> bool:
