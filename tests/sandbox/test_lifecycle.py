@@ -457,7 +457,9 @@ _ORPHANS = textwrap.dedent("""
 
 
 @pytest.mark.parametrize(("backend", "when"), [
-    *(("namespace", when) for when in ("launching", "running", "lifetime", "paused", "crowded")),
+    # The quick tier keeps the two cases of seconds; the others wait out lifetimes or 4,000 processes.
+    *(pytest.param("namespace", when, marks=[pytest.mark.slow] if when in ("lifetime", "paused", "crowded") else [])
+      for when in ("launching", "running", "lifetime", "paused", "crowded")),
     *(("gvisor", when) for when in ("launching", "running", "lifetime", "paused"))])
 def test_terminate_leaves_no_process_of_the_sandbox_orphaned(backend: str, when: str) -> None:
     """Each parent lives to reap its child: the pid namespace's init (the agent) is reaped by the
