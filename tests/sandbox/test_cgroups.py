@@ -379,6 +379,30 @@ def test_kill_a_frozen_group(kill_layout: str, name: str) -> None:
     assert proc.wait(timeout=5) == -signal.SIGKILL
 
 
+def test_a_kill_round_spares_the_pid_it_is_told_to(kill_layout: str, name: str) -> None:
+    group = Cgroup.create(name, Limits())
+    spared = spawn(group, ["sleep", "1000"])
+    killed = spawn(group, ["sleep", "1000"])
+    try:
+        group.kill_round(time.monotonic() + 5, spare=spared.pid)
+        assert killed.wait(timeout=5) == -signal.SIGKILL
+        assert spared.poll() is None and group.pids() == [spared.pid]
+    finally:
+        group.kill()
+
+
+def test_a_kill_round_whose_freeze_fails_still_kills_and_says_so(
+        name: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    group = Cgroup.create(name, Limits())
+    proc = spawn(group, ["sleep", "1000"])
+    monkeypatch.setattr(Cgroup, "_freeze_until", lambda self, deadline: False)  # as at its timeout
+    with caplog.at_level("WARNING", logger=cgroups.__name__):
+        group.kill_round(time.monotonic() + 5)
+    assert proc.wait(timeout=5) == -signal.SIGKILL
+    assert [f"cgroup {name} did not freeze in time; killing its processes unfrozen"] == \
+        [record.getMessage() for record in caplog.records]
+
+
 def test_remove_kills_what_is_still_running(kill_layout: str, name: str) -> None:
     group = Cgroup.create(name, Limits())
     proc = spawn(group, ["sh", "-c", "(sleep 1000 &) ; sleep 1000"])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import logging
 import math
 import os
 import re
@@ -31,7 +32,9 @@ from typing import NamedTuple
 
 from errand.errors import BackendUnavailable, ConfigError, SandboxError, SandboxNotFound
 
-__all__ = ["Cgroup", "Limits", "SandboxUsage", "wait_until"]
+__all__ = ["KILL_TIMEOUT", "LOOK_AGAIN", "Cgroup", "Limits", "SandboxUsage", "wait_until"]
+
+_log = logging.getLogger(__name__)
 
 PARENT = "errand"
 CPU_PERIOD_US = 100_000
@@ -43,7 +46,8 @@ _NAME_RE = re.compile(r"[a-z0-9-]{1,64}")
 _MAX_MEMORY = 2**62  # larger values overflow the kernel's page counters
 _MAX_PIDS = 4_194_304  # PID_MAX_LIMIT: pids.max rejects anything above it
 _MAX_CPUS = 4096.0
-_KILL_TIMEOUT = 5.0
+KILL_TIMEOUT = 5.0  # seconds a kill waits for the group's processes to die
+LOOK_AGAIN = 0.005  # seconds between the rounds of a kill that waits on something besides the group
 _FREEZE_TIMEOUT = 2.0
 _RMDIR_TIMEOUT = 2.0
 
@@ -366,7 +370,7 @@ class Cgroup:
 
     def kill(self) -> None:
         """SIGKILL every process in the group, including ones forking meanwhile."""
-        deadline = time.monotonic() + _KILL_TIMEOUT
+        deadline = time.monotonic() + KILL_TIMEOUT
         if self.v2_dir is not None and _try_write(os.path.join(self.v2_dir, "cgroup.kill"), "1",
                                                   ignore=FileNotFoundError):
             # cgroup.kill (Linux 5.14) walks the group in the kernel, so no fork escapes it.
@@ -378,21 +382,30 @@ class Cgroup:
         while self.pids():
             if time.monotonic() >= deadline:
                 raise SandboxError(f"processes in cgroup {self.name!r} survived SIGKILL for "
-                                   f"{_KILL_TIMEOUT:g} s: {self.pids()}", sandbox_id=self.name,
+                                   f"{KILL_TIMEOUT:g} s: {self.pids()}", sandbox_id=self.name,
                                    code="kill_timeout")
             self._kill_round(deadline)
 
     def _kill_round(self, deadline: float) -> None:
-        # Frozen tasks cannot fork, so the pid list read while frozen is complete and no pid
-        # in it can be reused before our signal lands. Without a freezer we just repeat.
-        with contextlib.suppress(FileNotFoundError, BackendUnavailable):
-            self._freeze_until(min(deadline, time.monotonic() + 0.5))
+        self.kill_round(deadline)
+        wait_until(lambda: not self.pids(), min(deadline, time.monotonic() + 0.1))
+
+    def kill_round(self, deadline: float, *, spare: int | None = None) -> None:
+        """SIGKILL every process in the group once, all but ``spare`` (a subreaper left to reap
+        the others). Frozen tasks cannot fork, so the pid list read while frozen is complete and
+        no pid in it can be reused before our signal lands; without a freezer, or one that does
+        not freeze in time, the caller's next round takes what forked meanwhile."""
+        try:
+            if not self._freeze_until(min(deadline, time.monotonic() + 0.5)):
+                _log.warning("cgroup %s did not freeze in time; killing its processes unfrozen", self.name)
+        except (FileNotFoundError, BackendUnavailable):
+            pass
         for pid in self.pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            if pid != spare:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(FileNotFoundError, BackendUnavailable):
             self._set_frozen(False)  # on v1 a frozen task only dies once thawed
-        wait_until(lambda: not self.pids(), min(deadline, time.monotonic() + 0.1))
 
     def _v2_populated(self) -> bool:
         assert self.v2_dir is not None

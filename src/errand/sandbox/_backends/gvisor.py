@@ -40,10 +40,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import select
 import shutil
-import signal
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -51,9 +51,9 @@ from pathlib import Path
 from typing import Any
 
 from errand import _settings
-from errand.errors import BackendUnavailable
+from errand.errors import BackendUnavailable, SandboxNotFound
 from errand.sandbox._backends import seccomp
-from errand.sandbox._backends.cgroups import Cgroup, Limits
+from errand.sandbox._backends.cgroups import LOOK_AGAIN, Cgroup, Limits
 from errand.sandbox._backends.launcher import (
     AGENT_PATH,
     BUILD_CAPABILITIES,
@@ -68,6 +68,8 @@ from errand.sandbox._backends.spec import SandboxSpec
 from errand.sandbox._images.layers import LayerStore
 
 __all__ = ["RUNSC_FLAGS", "GVisorBackend"]
+
+_log = logging.getLogger(__name__)
 
 RUNSC_FLAGS = ("--platform=ptrace", "--network=host", "--ignore-cgroups", "--overlay2=none")
 # The agent starts commands as other in-sandbox users; it clears every capability in each.
@@ -96,8 +98,11 @@ class GVisorBackend(LaunchedBackend):
         if relay is not None:
             try:
                 _kill_all_but_the_relay(record, relay)
-            except Exception:  # noqa: BLE001 - a group that would not freeze, or is gone: the cgroup's kill decides
-                pass
+            except SandboxNotFound:
+                pass  # the group is gone, and all it held
+            except OSError:
+                _log.warning("sandbox %s: killing all but its relay failed; its cgroup is killed whole, which "
+                             "can leave runsc's processes zombies on the host's pid 1", record.id, exc_info=True)
             finally:
                 os.close(relay)
         super().kill(record)
@@ -195,7 +200,6 @@ def compat_layer(store: LayerStore) -> Path:
 
 
 _RELAY_EXIT_WAIT = 1.0  # seconds the relay is given to reap runsc's processes and exit
-_LOOK_AGAIN = 0.005  # seconds between rounds while it lives (a sandbox still launching starts runsc meanwhile)
 
 
 def _kill_all_but_the_relay(record: Record, relay: int) -> None:
@@ -203,14 +207,8 @@ def _kill_all_but_the_relay(record: Record, relay: int) -> None:
     exited = select.poll()
     exited.register(relay, select.POLLIN)  # readable once the relay has exited
     deadline = time.monotonic() + _RELAY_EXIT_WAIT
+    # Rounds while the relay lives: a sandbox still launching starts runsc's processes meanwhile.
     while time.monotonic() < deadline:
-        group.freeze()  # nothing forks while frozen: the list is whole, and no pid in it is reused before its kill
-        try:
-            for pid in group.pids():
-                if pid != record.pid:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-        finally:
-            group.thaw()  # a frozen task dies only once thawed
-        if exited.poll(_LOOK_AGAIN * 1000):
+        group.kill_round(deadline, spare=record.pid)
+        if exited.poll(LOOK_AGAIN * 1000):
             return

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from errand.errors import BackendUnavailable
 from errand.sandbox._backends import seccomp
-from errand.sandbox._backends.cgroups import Cgroup, wait_until
+from errand.sandbox._backends.cgroups import KILL_TIMEOUT, LOOK_AGAIN, Cgroup, wait_until
 from errand.sandbox._backends.launcher import (
     AGENT_PATH,
     BUILD_CAPABILITIES,
@@ -109,9 +109,7 @@ class NamespaceBackend(LaunchedBackend):
 
 _DIRECT_KILL_WAIT = 1.0  # seconds the direct kill is given before the cgroup's kill rounds
 _OUTER_EXIT_WAIT = 0.25  # seconds the outer bwrap (or launcher) is given to reap its child and exit
-_LOOK_AGAIN = 0.005  # seconds between looks for children of a launcher that has none yet
 _THAW_AFTER = 0.02  # seconds a killed child may take to die before its group is thawed (a paused sandbox)
-_DYING_WAIT = 5.0  # seconds a dying init is waited for, as long as the cgroup's kill waits for its processes
 
 
 class _Exits:
@@ -162,11 +160,11 @@ def _inside_out(pid: int, exits: _Exits, thaw: Callable[[], None]) -> None:
             _sigkill(pidfd)
             thaw_at = thaw_at or time.monotonic() + _THAW_AFTER
         if len(exits.left) > 1:  # a child is still dying
-            by_itself = min(started + _DYING_WAIT, time.monotonic() + _OUTER_EXIT_WAIT)
+            by_itself = min(started + KILL_TIMEOUT, time.monotonic() + _OUTER_EXIT_WAIT)
             if thaw_at is not None and time.monotonic() >= thaw_at:
                 thaw()
                 thaw_at = float("inf")
-        exits.wait(min(by_itself, time.monotonic() + _LOOK_AGAIN), outer_only=True)
+        exits.wait(min(by_itself, time.monotonic() + LOOK_AGAIN), outer_only=True)
     if exits.outer in exits.left:
         _sigkill(exits.outer)
         exits.wait(time.monotonic() + _DIRECT_KILL_WAIT)
