@@ -8,6 +8,7 @@ a hang fails the test instead of stalling the run.
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import os
 import shutil
@@ -41,6 +42,7 @@ from errand import (
     _settings,
 )
 from errand.sandbox import AsyncFiles, AsyncProcess, AsyncStream, AsyncWriter, Files, Process, Stream, Writer
+from errand.sandbox import files as files_module
 from errand.sandbox.image import Step
 from hostfacts import cgroup_dir, loop_devices
 
@@ -741,6 +743,56 @@ async def test_async_interactive_stdin(async_sandbox: AsyncSandbox) -> None:
 async def test_async_exec_timeout(async_sandbox: AsyncSandbox) -> None:
     with pytest.raises(ExecTimeout):
         await asyncio.wait_for(async_sandbox.run("sleep", "60", timeout=0.3), BOUND)
+
+
+async def test_a_run_whose_command_leaves_its_input_unread_returns_and_keeps_nothing_open(
+        async_sandbox: AsyncSandbox) -> None:
+    """As in subprocess.run, a command that closes its stdin or ends without reading its input is no
+    error. Each such run once raised BrokenPipeError and kept a pipe, a socket and one of the agent's
+    connections open (past 1,024 runs the sandbox refused every call); and a process left holding
+    stdin unread held the run past its own timeout."""
+    big = b"x" * (4 << 20)  # far past a pipe's buffer
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        closed = await asyncio.wait_for(async_sandbox.run("sh", "-c", "exec 0<&-; exit 3", input=big), BOUND)
+        assert closed.exit_code == 3
+    assert len(os.listdir("/proc/self/fd")) <= before + 2
+    held = await asyncio.wait_for(async_sandbox.run(
+        "sh", "-c", "setsid sleep 1000 <&0 >/dev/null 2>&1 & exit 4", input=big, timeout=60), BOUND)
+    assert held.exit_code == 4
+    agent_fds = await async_sandbox.run("sh", "-c", "ls /proc/1/fd | wc -l")
+    assert int(agent_fds.stdout) < 20, agent_fds  # its listening socket, stdio, this command's connection
+
+
+async def test_a_cancelled_run_leaves_no_command_running(async_sandbox: AsyncSandbox) -> None:
+    run = asyncio.ensure_future(async_sandbox.run("sh", "-c", "echo $$ > /tmp/pid.part; mv /tmp/pid.part /tmp/pid; "
+                                                  "exec sleep 1000"))
+    while not await async_sandbox.files.exists("/tmp/pid"):
+        await asyncio.sleep(0.01)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    pid = (await async_sandbox.files.read_text("/tmp/pid")).strip()
+
+    async def ended() -> None:
+        while (await async_sandbox.run("test", "-e", f"/proc/{pid}")).exit_code == 0:
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(ended(), BOUND)
+
+
+async def test_a_listing_past_the_limit_is_refused_not_waited_on(
+        async_sandbox: AsyncSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host reads a listing up to its limit: the agent, writing the rest, once waited for room
+    for ever, and the host for its answer (a directory of 1.25 million long names, at 256 MiB)."""
+    monkeypatch.setattr(files_module, "MAX_READ", 64 * 1024)
+    made = await async_sandbox.run("/usr/bin/python3", "-c", "import os; os.mkdir('/tmp/big'); "
+                                   "[open(f'/tmp/big/{n:0200d}', 'w').close() for n in range(2000)]")
+    assert made.exit_code == 0, made
+    with pytest.raises(FilesError) as refused:
+        await asyncio.wait_for(async_sandbox.files.list("/tmp/big"), BOUND)
+    assert refused.value.errno == errno.EFBIG and "listing is larger than 65536 bytes" in str(refused.value)
+    assert len(await async_sandbox.files.list("/tmp")) == 1  # a listing within the limit is served still
 
 
 async def test_async_kill(async_sandbox: AsyncSandbox) -> None:

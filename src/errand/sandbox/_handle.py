@@ -246,10 +246,12 @@ class SandboxHandle:
         """Run a command to completion and collect its output (``max_output`` bytes per stream
         at most; the result says ``truncated`` if there was more)."""
         process = await self.exec(*args, cwd=cwd, env=env, user=user, timeout=timeout)
-        if input is not None:
-            await process.stdin.write(input)
-        await process.stdin.close()
-        result = await process.result(max_output)
+        try:
+            if input is None:
+                await process.stdin.close()
+            result = await process.result(max_output, input=input)
+        finally:
+            await process.close()  # a run cancelled, or failed, leaves nothing running nor open
         if result.exit_code == 127 and len(args) == 1 and any(c.isspace() for c in args[0]):
             # One argument is one program's name, as in subprocess; "ls -la" is a command line.
             hint = (f"errand: {args[0]!r} is one argument, so it was run as a program of that name; for a "

@@ -89,6 +89,8 @@ class AsyncFiles:
     async def list(self, path: str) -> list[FileInfo]:
         absolute = self._absolute(path)
         listing = await self._stream(["list", absolute], absolute, limit=MAX_READ)
+        if len(listing) > MAX_READ:
+            raise self._error(absolute, errnos.EFBIG, f"its listing is larger than {MAX_READ} bytes")
         fields = listing.decode("utf-8", "surrogateescape").split("\0")
         entries = [_info(fields[n + 1:n + 5], fields[n], posixpath.join(absolute, fields[n]))
                    for n in range(0, len(fields) - 5, 5)]
@@ -162,7 +164,14 @@ class AsyncFiles:
                     await stdin.close()  # the end of the content
             else:
                 data = await _read_all(ours, limit + 1)
-            self._check(await channel.receive(), path)
+                # What is past the limit is not read: let the agent's writes fail at once rather
+                # than wait for room for ever (and its verdict with them).
+                os.close(ours)
+                ours = -1
+            verdict = await channel.receive()
+            if len(data) > limit and payload is None:
+                return data  # cut off: the caller says so; the agent's verdict is on a pipe closed under it
+            self._check(verdict, path)
             return data
         finally:
             if ours >= 0:

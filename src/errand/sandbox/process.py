@@ -192,6 +192,22 @@ class AsyncProcess:
         if self.returncode is None:
             await self._channel.send(["signal", str(int(signal))])
 
+    async def close(self) -> None:
+        """Let go of the command: stdin closes and, if it still runs, the agent ends its
+        process group once the connection is gone. Output already sent can still be read."""
+        if self._timer is not None:
+            self._timer.cancel()
+        await self.stdin.close()
+        self._channel.close()
+
+    async def _feed(self, data: str | bytes) -> None:
+        try:
+            await self.stdin.write(data)
+        except BrokenPipeError:
+            pass  # the command closed its stdin, or ended, before reading it all
+        finally:
+            await self.stdin.close()
+
     async def wait(self) -> int:
         """Wait for the command to end; its exit code, or ``-signal``."""
         if self.returncode is None:
@@ -210,24 +226,32 @@ class AsyncProcess:
                               sandbox_id=self._sandbox_id, timeout=self._timeout or 0)
         return self.returncode
 
-    async def result(self, max_output: int = MAX_OUTPUT) -> ExecResult:
+    async def result(self, max_output: int = MAX_OUTPUT, *, input: str | bytes | None = None) -> ExecResult:  # noqa: A002
         """Wait, collecting output (up to ``max_output`` bytes per stream; the rest is
         drained and dropped, so a command that prints for ever cannot exhaust the host).
 
         A daemon the command left behind may hold the output pipes open; once the
         command itself has ended, output is collected until the pipes close or
         stay quiet for ``_DRAIN`` seconds, so such a daemon cannot hang the call.
+
+        ``input`` is written to stdin meanwhile, which is then closed. As in
+        ``subprocess.run``, a command that ends or closes its stdin without reading it
+        all is no error; and a process it left holding stdin unread cannot hold the
+        call past the command's own end.
         """
         buffers = (bytearray(), bytearray())
         dropped = [0]
-        readers = [asyncio.ensure_future(_collect(stream._reader, buffer, max_output, dropped))
-                   for stream, buffer in zip((self.stdout, self.stderr), buffers, strict=True)]
+        tasks = [asyncio.ensure_future(_collect(stream._reader, buffer, max_output, dropped))
+                 for stream, buffer in zip((self.stdout, self.stderr), buffers, strict=True)]
+        readers = list(tasks)
+        if input is not None:
+            tasks.append(asyncio.ensure_future(self._feed(input)))
         try:
-            code = await self.wait()
+            code = await self.wait()  # which closes stdin: a write still waiting for room wakes to find it so
             await asyncio.wait(readers, timeout=_DRAIN)
         finally:
-            for reader in readers:
-                reader.cancel()
+            for task in tasks:
+                task.cancel()
         stdout, stderr = (bytes(buffer).decode(errors="replace") for buffer in buffers)
         return ExecResult(code, stdout, stderr, self.signal, truncated=dropped[0] > 0)
 
