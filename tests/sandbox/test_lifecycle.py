@@ -226,6 +226,20 @@ def test_pause_freezes_processes_and_resume_lets_them_run(tmp_path: Path) -> Non
         assert sb.run("true").exit_code == 0
 
 
+def test_a_sandbox_ending_under_a_pause_or_resume_is_said_to_have_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A red-team's pause met a raw FileNotFoundError: the sandbox (a gVisor one, ended by a fork bomb
+    inside) went, and its cgroup with it, between the check that it ran and the freezer's write."""
+    with Sandbox.create(timeout=60) as sb:
+        def vanished(group: Cgroup) -> None:
+            raise FileNotFoundError(2, "No such file or directory", f"{group.name}/freezer.state")
+
+        monkeypatch.setattr(Cgroup, "freeze", vanished)
+        monkeypatch.setattr(Cgroup, "thaw", vanished)
+        for call in (sb.pause, sb.resume):
+            with pytest.raises(SandboxTerminated, match=f"sandbox {sb.id} has ended"):
+                call()
+
+
 def test_a_handle_from_id_closes_without_ending_the_sandbox() -> None:
     with Sandbox.create(timeout=60) as owner:
         look = Sandbox.from_id(owner.id)

@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Self
@@ -309,15 +309,23 @@ class SandboxHandle:
     async def pause(self) -> None:
         """Freeze every process in the sandbox where it stands (cgroup freezer); memory and
         files are kept. Commands started meanwhile wait. Safe to call when already paused."""
-        self._ensure_alive()
-        await asyncio.to_thread(_freeze, self._record)
+        await self._in_cgroup(_freeze)
         self._paused = True
 
     async def resume(self) -> None:
         """Let a paused sandbox's processes run again."""
-        self._ensure_alive()
-        await asyncio.to_thread(_thaw, self._record)
+        await self._in_cgroup(_thaw)
         self._paused = False
+
+    async def _in_cgroup(self, action: Callable[[Record], None]) -> None:
+        self._ensure_alive()
+        try:
+            await asyncio.to_thread(action, self._record)
+        except (FileNotFoundError, SandboxNotFound):
+            # It ended under the call, and its cgroup with it (a fork bomb ended a gVisor sandbox so).
+            self._ensure_alive()
+            raise SandboxTerminated(f"sandbox {self.id} has ended", sandbox_id=self.id,
+                                    terminated_by=self._ended_by()) from None
 
     @property
     def paused(self) -> bool:
