@@ -56,7 +56,10 @@ def scene(serve: Callable[..., Served], repo: Path, tmp_path: Path) -> Iterator[
         yield Scene(served, task_id, run_id, ours.id, theirs)
     finally:
         ours.terminate()
-        other_home(tmp_path, "sandbox", "rm", theirs)
+        # Without --yes, and no terminal to confirm on, rm changes nothing: the other home's sandbox
+        # ran out its two minutes, and its cgroup outlived the test's home.
+        removed = other_home(tmp_path, "sandbox", "rm", "--yes", theirs)
+        assert removed.returncode == 0, removed.stderr
 
 
 def test_the_api_lists_this_homes_sandboxes_with_labels_and_cannot_end_anothers(
