@@ -675,6 +675,18 @@ def test_setuid_binaries_do_not_raise_privilege(sandbox: Sandbox) -> None:
 # --------------------------------------------------------------- files-API escapes
 
 
+def test_the_files_api_writes_no_file_of_the_kernels(sandbox: Sandbox) -> None:
+    """/proc/self is the sandbox's agent, errand's own process inside: through the files API a write
+    there once set its OOM score (and, on the namespace tier, its timer slack and its name)."""
+    for path in ("/proc/self/oom_score_adj", "/proc/1/comm", "/proc/self/timerslack_ns"):
+        with pytest.raises(FilesError) as refused:
+            within(BOUND, sandbox.files.write, path, "1000")
+        assert refused.value.errno in (errno.EACCES, errno.ENOENT), (path, refused.value)
+    assert within(BOUND, sandbox.run, "cat", "/proc/1/oom_score_adj").stdout == "0\n"
+    within(BOUND, sandbox.files.write, "/tmp/still", "files of the sandbox are written")
+    assert within(BOUND, sandbox.files.read_text, "/tmp/still") == "files of the sandbox are written"
+
+
 def test_files_api_dotdot_stays_inside(sandbox: Sandbox) -> None:
     host_shadow = Path("/etc/shadow").read_bytes()
     for path in ("/../../etc/shadow", "/../../../../../../etc/shadow", "/tmp/../../etc/shadow"):

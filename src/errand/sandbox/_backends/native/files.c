@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -146,6 +148,15 @@ void do_write(struct client *c, char **f, int nf, int *fds, int nfds) {
     if (in < 0) return;
     int fd = open_regular(c, f[1], atoi(f[2]), (mode_t)strtoul(f[3], NULL, 8));
     if (fd < 0) { close(in); return; }
+    /* /proc and /sys are the kernel's, and /proc/self is this agent: a write there (its timer
+     * slack, its OOM score) would change errand's own process, not a file of the sandbox. */
+    struct statfs where;
+    if (fstatfs(fd, &where) < 0 || where.f_type == PROC_SUPER_MAGIC || where.f_type == SYSFS_MAGIC) {
+        reply_errno(c->fd, EACCES);
+        close(fd);
+        close(in);
+        return;
+    }
     transfer_start(c, in, fd, NULL, 0, -1);
 }
 
