@@ -33,10 +33,11 @@ SIGCHLD = 17
 # --- a tiny classic-BPF interpreter, to run the program against made-up syscalls ---
 
 def run_bpf(program: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> int:
-    """Evaluate ``program`` on a seccomp_data with this nr, arch and args (low halves only)."""
+    """Evaluate ``program`` on a seccomp_data with this nr, arch and 64-bit args."""
     words = {0: nr & 0xFFFFFFFF, 4: arch}
     for i, arg in enumerate(args):
         words[16 + 8 * i] = arg & 0xFFFFFFFF
+        words[20 + 8 * i] = arg >> 32 & 0xFFFFFFFF
     insns, pc, acc = decode(program), 0, 0
     while True:
         code, jt, jf, k = insns[pc]
@@ -159,6 +160,11 @@ def test_policy_decisions(machine: str) -> None:
     assert verdict("ioctl", 1, 0x5412) == EPERM  # TIOCSTI
     assert verdict("ioctl", 1, 0x541C) == EPERM  # TIOCLINUX
     assert verdict("ioctl", 1, 0x5401) == ALLOW  # TCGETS
+    nofile, limits = 7, 0x7FFD_2000_1000  # a pointer whose low half is not zero
+    assert verdict("prlimit64", 0, nofile, limits, 0) == ALLOW  # its own (setrlimit)
+    assert verdict("prlimit64", 1, nofile, 0, limits) == ALLOW  # another's, read
+    assert verdict("prlimit64", 1, nofile, limits, 0) == EPERM  # another's, set (pid 1: the agent)
+    assert verdict("prlimit64", 1, nofile, 0x7FFD_0000_0000, 0) == EPERM  # a pointer whose low half is zero
     getpid = {"x86_64": 39, "aarch64": 172}[machine]
     assert verdict(getpid) == ALLOW
     x32 = EPERM if machine == "x86_64" else ALLOW

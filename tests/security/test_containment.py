@@ -588,12 +588,16 @@ def test_mount_unshare_and_ptrace_are_denied(sandbox: Sandbox, user: int | None)
 
 @pytest.mark.parametrize("user", [None, "nobody"], ids=["root", "nobody"])
 def test_no_command_can_lower_the_agents_limits_and_it_serves_on(sandbox: Sandbox, user: str | None) -> None:
-    """prlimit(2) on another process needs only that the caller's uid be its real, effective and saved
-    uid alike. A command run as root once lowered the agent's (pid 1) RLIMIT_NOFILE to 4: it could not
-    accept the host's next connection, and the host's next call waited for ever."""
+    """A command run as root once lowered the agent's (pid 1) RLIMIT_NOFILE to 4: it could not accept
+    the host's next connection, and the host's next call waited for ever. The seccomp filter lets a
+    process set its own limits only."""
     lowered = within(BOUND, sandbox.run, "prlimit", "--pid", "1", "--nofile=4:4", user=user)
     assert lowered.exit_code != 0 and "Operation not permitted" in lowered.stderr, lowered
     assert within(BOUND, sandbox.run, "echo", "served").stdout == "served\n"
+    # A process still sets its own (setrlimit), and what it starts inherits them.
+    own = within(BOUND, sandbox.run, "sh", "-c",
+                 "ulimit -n 100 && ulimit -n && prlimit --nofile=50:50 sh -c 'ulimit -n'", user=user)
+    assert own.stdout == "100\n50\n", own
 
 
 def test_proc_sys_and_sys_are_unwritable(sandbox: Sandbox) -> None:

@@ -76,7 +76,7 @@ _SYSCALLS: dict[str, tuple[int, int | None]] = {
     "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
     "open_tree": (428, 428), "move_mount": (429, 429), "fsopen": (430, 430), "fsconfig": (431, 431),
     "fsmount": (432, 432), "fspick": (433, 433), "clone3": (435, 435), "mount_setattr": (442, 442),
-    "quotactl_fd": (443, 443),
+    "quotactl_fd": (443, 443), "prlimit64": (302, 261),
 }
 
 # Syscalls answered with EPERM, one group per reason.
@@ -143,7 +143,7 @@ def _numbers(machine: str, names: Iterable[str]) -> list[int]:
 
 
 def _program(machine: str) -> list[_Insn | str]:
-    clone, clone3, ioctl = _numbers(machine, ("clone", "clone3", "ioctl"))
+    clone, clone3, ioctl, prlimit = _numbers(machine, ("clone", "clone3", "ioctl", "prlimit64"))
     denied = _numbers(machine, (name for group in _DENIED for name in group))
     return [
         (LD_W_ABS, 0, 0, _ARCH),
@@ -155,6 +155,7 @@ def _program(machine: str) -> list[_Insn | str]:
         (JEQ_K, "enosys", 0, clone3),
         (JEQ_K, "clone", 0, clone),
         (JEQ_K, "ioctl", 0, ioctl),
+        (JEQ_K, "prlimit", 0, prlimit),
         *[(JEQ_K, "eperm", 0, number) for number in denied],
         (RET_K, 0, 0, RET_ALLOW),
         "clone",  # clone(flags, ...): no new namespaces (see unshare)
@@ -164,6 +165,16 @@ def _program(machine: str) -> list[_Insn | str]:
         (LD_W_ABS, 0, 0, _arg_low(1)),
         (JEQ_K, "eperm", 0, _TIOCSTI),
         (JEQ_K, "eperm", "allow", _TIOCLINUX),
+        # prlimit64(pid, resource, new, old): a process sets its own limits (pid 0, as setrlimit
+        # does), and reads any it may: one lowering the agent's, pid 1, left it unable to take the
+        # host's next call, and the host waiting on it for ever.
+        "prlimit",
+        (LD_W_ABS, 0, 0, _arg_low(0)),
+        (JEQ_K, "allow", 0, 0),
+        (LD_W_ABS, 0, 0, _arg_low(2)),
+        (JEQ_K, 0, "eperm", 0),
+        (LD_W_ABS, 0, 0, _arg_low(2) + 4),
+        (JEQ_K, "allow", "eperm", 0),
         "allow", (RET_K, 0, 0, RET_ALLOW),
         "eperm", (RET_K, 0, 0, RET_ERRNO | errno.EPERM),
         "enosys", (RET_K, 0, 0, RET_ERRNO | errno.ENOSYS),

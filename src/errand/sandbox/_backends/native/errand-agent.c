@@ -598,8 +598,6 @@ static int busy(void) {
     return nclients > 0;
 }
 
-#define AGENT_SAVED_UID 65534 /* nobody: mapped on both tiers */
-
 static int serve(int argc, char **argv) {
     double lifetime = 0, idle = 0;
     int listen_fd = 3, relayed = 0;
@@ -630,12 +628,6 @@ static int serve(int argc, char **argv) {
      * one for one (gVisor), they are held to N here; commands inherit it. */
     struct rlimit processes = {nproc, nproc};
     if (nproc && setrlimit(RLIMIT_NPROC, &processes) < 0) die("RLIMIT_NPROC");
-    /* prlimit(2) on another process needs only that the caller's uid be its real, effective
-     * and saved uid alike: any command run as root inside could lower this agent's limits
-     * (RLIMIT_NOFILE 4 left it unable to accept the host's next connection, and the host
-     * waiting on it for ever). A saved uid no command's uid can equal along with the real
-     * one makes the agent no command's own; its capabilities and effective uid 0 stay. */
-    if (setresuid((uid_t)-1, (uid_t)-1, AGENT_SAVED_UID) < 0) die("saved uid");
     int sfd = child_signalfd();
     double start = now(), last_active = start;
     static struct pollfd fds[2 * MAX_CLIENTS + 2];
