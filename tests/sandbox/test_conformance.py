@@ -176,6 +176,11 @@ def test_run_returns_exit_code_stdout_and_stderr(sandbox: Sandbox) -> None:
 def test_run_feeds_input(sandbox: Sandbox) -> None:
     assert sandbox.run("cat", input="fed in\n").stdout == "fed in\n"
     assert sandbox.run("wc", "-c", input=b"\x00\x01\x02").stdout.strip() == "3"
+    assert sandbox.run("wc", "-c", input=bytearray(b"1234")).stdout.strip() == "4"
+    for wrong in (123, ["a"], {"k": 1}):  # refused before anything runs, not taken for no input
+        with pytest.raises(ConfigError, match="input must be str or bytes"):
+            sandbox.run("touch", "/tmp/ran", input=wrong)  # type: ignore[arg-type]
+    assert not sandbox.files.exists("/tmp/ran")
 
 
 def test_exec_streams_stdout_lines_and_stderr_separately(sandbox: Sandbox) -> None:

@@ -245,6 +245,8 @@ class SandboxHandle:
     ) -> ExecResult:
         """Run a command to completion and collect its output (``max_output`` bytes per stream
         at most; the result says ``truncated`` if there was more)."""
+        if input is not None and not isinstance(input, str | bytes | bytearray | memoryview):
+            raise ConfigError(f"input must be str or bytes, not {type(input).__name__}", code="invalid_input")
         process = await self.exec(*args, cwd=cwd, env=env, user=user, timeout=timeout)
         try:
             if input is None:

@@ -241,16 +241,16 @@ class AsyncProcess:
         """
         buffers = (bytearray(), bytearray())
         dropped = [0]
-        tasks = [asyncio.ensure_future(_collect(stream._reader, buffer, max_output, dropped))
-                 for stream, buffer in zip((self.stdout, self.stderr), buffers, strict=True)]
-        readers = list(tasks)
-        if input is not None:
-            tasks.append(asyncio.ensure_future(self._feed(input)))
+        readers = [asyncio.ensure_future(_collect(stream._reader, buffer, max_output, dropped))
+                   for stream, buffer in zip((self.stdout, self.stderr), buffers, strict=True)]
+        feeding = asyncio.ensure_future(self._feed(input)) if input is not None else None
         try:
             code = await self.wait()  # which closes stdin: a write still waiting for room wakes to find it so
             await asyncio.wait(readers, timeout=_DRAIN)
+            if feeding is not None:
+                await feeding  # done by now; raises what the write did, but a broken pipe
         finally:
-            for task in tasks:
+            for task in (*readers, *([feeding] if feeding is not None else [])):
                 task.cancel()
         stdout, stderr = (bytes(buffer).decode(errors="replace") for buffer in buffers)
         return ExecResult(code, stdout, stderr, self.signal, truncated=dropped[0] > 0)
