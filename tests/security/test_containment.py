@@ -679,6 +679,17 @@ def test_setuid_binaries_do_not_raise_privilege(sandbox: Sandbox) -> None:
 # --------------------------------------------------------------- files-API escapes
 
 
+def test_no_command_writes_into_a_host_file_through_the_agents_output(sandbox: Sandbox) -> None:
+    """On gVisor the agent's stdout and stderr were the host's log of the sandbox, and a root command
+    could open them through /proc/1/fd: 10 MB written there grew that host file, outside the disk quota."""
+    log = sandbox._record.directory / "log"
+    before = log.stat().st_size
+    for fd in (1, 2):
+        within(BOUND, sandbox.run, "sh", "-c", f"head -c 1000000 /dev/zero > /proc/1/fd/{fd}")
+    assert log.stat().st_size == before
+    assert within(BOUND, sandbox.run, "echo", "served").stdout == "served\n"
+
+
 def test_the_files_api_writes_no_file_of_the_kernels(sandbox: Sandbox) -> None:
     """/proc/self is the sandbox's agent, errand's own process inside: through the files API a write
     there once set its OOM score (and, on the namespace tier, its timer slack and its name)."""

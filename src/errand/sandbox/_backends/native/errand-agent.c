@@ -628,6 +628,15 @@ static int serve(int argc, char **argv) {
      * one for one (gVisor), they are held to N here; commands inherit it. */
     struct rlimit processes = {nproc, nproc};
     if (nproc && setrlimit(RLIMIT_NPROC, &processes) < 0) die("RLIMIT_NPROC");
+    /* On gVisor the agent's stdout and stderr are the host's log of the sandbox (runsc's own),
+     * and gVisor lets a root command open them through /proc/1/fd: what it wrote there grew a
+     * host file past the sandbox's disk quota. Starting is over; a failure from here on ends
+     * the sandbox, which the host reports. */
+    if (relayed) {
+        int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) die("stdout");
+        close(null);
+    }
     int sfd = child_signalfd();
     double start = now(), last_active = start;
     static struct pollfd fds[2 * MAX_CLIENTS + 2];
