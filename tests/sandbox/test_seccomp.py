@@ -165,6 +165,10 @@ def test_policy_decisions(machine: str) -> None:
     assert verdict("prlimit64", 1, nofile, 0, limits) == ALLOW  # another's, read
     assert verdict("prlimit64", 1, nofile, limits, 0) == EPERM  # another's, set (pid 1: the agent)
     assert verdict("prlimit64", 1, nofile, 0x7FFD_0000_0000, 0) == EPERM  # a pointer whose low half is zero
+    for name in ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open"):
+        assert verdict(name, 1, 19) == EPERM, name  # the agent, pid 1 inside (19: SIGSTOP)
+        assert verdict(name, 2, 19) == ALLOW, name
+        assert verdict(name, -1 & 0xFFFF_FFFF, 9) == ALLOW, name  # kill(-1): everyone but init, as Linux has it
     getpid = {"x86_64": 39, "aarch64": 172}[machine]
     assert verdict(getpid) == ALLOW
     x32 = EPERM if machine == "x86_64" else ALLOW

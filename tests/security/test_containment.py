@@ -587,6 +587,18 @@ def test_mount_unshare_and_ptrace_are_denied(sandbox: Sandbox, user: int | None)
 
 
 @pytest.mark.parametrize("user", [None, "nobody"], ids=["root", "nobody"])
+def test_no_command_can_stop_or_kill_the_agent(sandbox: Sandbox, user: str | None) -> None:
+    """On gVisor a root command's SIGSTOP to the agent (pid 1) left every host call waiting, its SIGKILL
+    ended the sandbox: gVisor does not keep a pid namespace's init from the processes in it, as Linux
+    does. The seccomp filter lets no process signal pid 1, by any of the calls that name a pid."""
+    for signal_name in ("STOP", "KILL", "SEGV", "TERM"):
+        sent = within(BOUND, sandbox.run, "sh", "-c", f"kill -{signal_name} 1", user=user, timeout=20)
+        assert sent.exit_code != 0, (signal_name, sent)
+        assert within(BOUND, sandbox.run, "echo", "served", timeout=20).stdout == "served\n", signal_name
+    assert within(BOUND, sandbox.run, "sh", "-c", "sleep 100 & kill $! && wait $!", user=user).exit_code == 143
+
+
+@pytest.mark.parametrize("user", [None, "nobody"], ids=["root", "nobody"])
 def test_no_command_can_lower_the_agents_limits_and_it_serves_on(sandbox: Sandbox, user: str | None) -> None:
     """A command run as root once lowered the agent's (pid 1) RLIMIT_NOFILE to 4: it could not accept
     the host's next connection, and the host's next call waited for ever. The seccomp filter lets a

@@ -67,8 +67,7 @@ def test_reading_devices_fifos_and_huge_files_is_refused_quickly(backend: str, s
             assert caught.value.errno in (errno.EINVAL, errno.ENXIO)  # no reader: ENXIO at open
 
 
-# The agent's pid inside: on both tiers it is the pid namespace's init, which ignores SIGSTOP
-# from inside, so the sandbox must end at its lifetime all the same.
+# The agent's pid inside: on both tiers it is the pid namespace's init, which no command may signal.
 AGENT_PID = {"namespace": "1", "gvisor": "1"}
 
 
@@ -77,7 +76,10 @@ def test_a_stopped_agent_does_not_outlive_the_lifetime(backend: str) -> None:
     try:
         agent = AGENT_PID[backend]
         assert sandbox.run("cat", f"/proc/{agent}/cmdline").stdout.startswith("/dev/.errand-agent")
-        sandbox.exec("kill", "-STOP", agent)  # the agent; it can no longer answer, nor end the sandbox
+        # No command may signal the agent (seccomp); frozen with the rest of the sandbox from the host,
+        # it can no longer answer, nor end the sandbox.
+        assert sandbox.run("kill", "-STOP", agent).exit_code != 0
+        sandbox.pause()
         deadline = time.monotonic() + 30
         while sandbox.alive and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -98,8 +100,8 @@ def test_gc_ends_a_detached_sandbox_past_its_lifetime(backend: str) -> None:
             with open(f"/proc/{record.pid}/task/{record.pid}/children", encoding="ascii") as children:
                 [agent] = children.read().split()
             os.kill(int(agent), signal.SIGSTOP)
-        else:
-            sandbox.exec("kill", "-STOP", AGENT_PID[backend])
+        else:  # nor may any command signal it there: the whole sandbox is frozen from the host
+            sandbox.pause()
         time.sleep(1 + gc.ORPHAN_GRACE + 0.5)
         assert sandbox.id in gc.collect().sandboxes
         assert sandbox.id not in {info.id for info in Sandbox.list()}

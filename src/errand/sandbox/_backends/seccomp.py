@@ -76,8 +76,17 @@ _SYSCALLS: dict[str, tuple[int, int | None]] = {
     "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
     "open_tree": (428, 428), "move_mount": (429, 429), "fsopen": (430, 430), "fsconfig": (431, 431),
     "fsmount": (432, 432), "fspick": (433, 433), "clone3": (435, 435), "mount_setattr": (442, 442),
-    "quotactl_fd": (443, 443), "prlimit64": (302, 261),
+    "quotactl_fd": (443, 443), "prlimit64": (302, 261), "kill": (62, 129), "tkill": (200, 130),
+    "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240),
+    "pidfd_open": (434, 434),
 }
+
+# Syscalls whose first argument is a process to signal (or to take a pidfd of, to signal it by):
+# none may be the agent, pid 1 inside, which every host call goes through. Linux keeps a pid
+# namespace's init from the signals of the processes in it; gVisor did not: a root command's
+# SIGSTOP to pid 1 left every host call waiting, and its SIGKILL ended the sandbox.
+_AT_A_PID = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
+_AGENT_PID = 1
 
 # Syscalls answered with EPERM, one group per reason.
 _DENIED: tuple[tuple[str, ...], ...] = (
@@ -144,6 +153,7 @@ def _numbers(machine: str, names: Iterable[str]) -> list[int]:
 
 def _program(machine: str) -> list[_Insn | str]:
     clone, clone3, ioctl, prlimit = _numbers(machine, ("clone", "clone3", "ioctl", "prlimit64"))
+    at_a_pid = _numbers(machine, _AT_A_PID)
     denied = _numbers(machine, (name for group in _DENIED for name in group))
     return [
         (LD_W_ABS, 0, 0, _ARCH),
@@ -156,6 +166,7 @@ def _program(machine: str) -> list[_Insn | str]:
         (JEQ_K, "clone", 0, clone),
         (JEQ_K, "ioctl", 0, ioctl),
         (JEQ_K, "prlimit", 0, prlimit),
+        *[(JEQ_K, "at_a_pid", 0, number) for number in at_a_pid],
         *[(JEQ_K, "eperm", 0, number) for number in denied],
         (RET_K, 0, 0, RET_ALLOW),
         "clone",  # clone(flags, ...): no new namespaces (see unshare)
@@ -168,6 +179,9 @@ def _program(machine: str) -> list[_Insn | str]:
         # prlimit64(pid, resource, new, old): a process sets its own limits (pid 0, as setrlimit
         # does), and reads any it may: one lowering the agent's, pid 1, left it unable to take the
         # host's next call, and the host waiting on it for ever.
+        "at_a_pid",  # kill(pid, ...) and the like: any process but the agent
+        (LD_W_ABS, 0, 0, _arg_low(0)),
+        (JEQ_K, "eperm", "allow", _AGENT_PID),
         "prlimit",
         (LD_W_ABS, 0, 0, _arg_low(0)),
         (JEQ_K, "allow", 0, 0),
