@@ -169,6 +169,13 @@ def test_policy_decisions(machine: str) -> None:
         assert verdict(name, 1, 19) == EPERM, name  # the agent, pid 1 inside (19: SIGSTOP)
         assert verdict(name, 2, 19) == ALLOW, name
         assert verdict(name, -1 & 0xFFFF_FFFF, 9) == ALLOW, name  # kill(-1): everyone but init, as Linux has it
+    assert verdict("fcntl", 3, 8, 1) == EPERM  # F_SETOWN: the agent
+    assert verdict("fcntl", 3, 8, -1 & 0xFFFF_FFFF) == EPERM  # F_SETOWN: its process group
+    assert verdict("fcntl", 3, 8, 1234) == ALLOW  # F_SETOWN: another (its own, say)
+    assert verdict("fcntl", 3, 15, 0x7FFD_2000_1000) == EPERM  # F_SETOWN_EX: an owner behind a pointer
+    assert verdict("fcntl", 3, 4, 0o4000) == ALLOW  # F_SETFL O_NONBLOCK
+    assert verdict("ioctl", 3, 0x8901) == EPERM  # FIOSETOWN
+    assert verdict("ioctl", 3, 0x8902) == EPERM  # SIOCSPGRP
     getpid = {"x86_64": 39, "aarch64": 172}[machine]
     assert verdict(getpid) == ALLOW
     x32 = EPERM if machine == "x86_64" else ALLOW

@@ -596,6 +596,22 @@ def test_no_command_can_stop_or_kill_the_agent(sandbox: Sandbox, user: str | Non
         assert sent.exit_code != 0, (signal_name, sent)
         assert within(BOUND, sandbox.run, "echo", "served", timeout=20).stdout == "served\n", signal_name
     assert within(BOUND, sandbox.run, "sh", "-c", "sleep 100 & kill $! && wait $!", user=user).exit_code == 143
+    # Nor by making it the owner of a file, whom the kernel signals when it is ready (on gVisor,
+    # F_SETOWN 1 with F_SETSIG SIGSTOP ended the sandbox).
+    owned = within(BOUND, sandbox.run, "/usr/bin/python3", "-c", textwrap.dedent("""
+        import fcntl, os, signal
+        fcntl.fcntl(os.pipe()[0], fcntl.F_SETOWN, os.getpid())  # itself: as before
+        r, w = os.pipe()
+        try:
+            fcntl.fcntl(r, fcntl.F_SETOWN, 1)
+        except PermissionError:
+            print("refused")
+        fcntl.fcntl(r, 10, signal.SIGSTOP)  # F_SETSIG
+        fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_ASYNC)
+        os.write(w, b"ready")
+    """), user=user)
+    assert owned.stdout == "refused\n", owned
+    assert within(BOUND, sandbox.run, "echo", "served", timeout=20).stdout == "served\n"
 
 
 @pytest.mark.parametrize("user", [None, "nobody"], ids=["root", "nobody"])

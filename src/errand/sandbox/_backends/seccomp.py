@@ -78,7 +78,7 @@ _SYSCALLS: dict[str, tuple[int, int | None]] = {
     "fsmount": (432, 432), "fspick": (433, 433), "clone3": (435, 435), "mount_setattr": (442, 442),
     "quotactl_fd": (443, 443), "prlimit64": (302, 261), "kill": (62, 129), "tkill": (200, 130),
     "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240),
-    "pidfd_open": (434, 434),
+    "pidfd_open": (434, 434), "fcntl": (72, 25),
 }
 
 # Syscalls whose first argument is a process to signal (or to take a pidfd of, to signal it by):
@@ -87,6 +87,12 @@ _SYSCALLS: dict[str, tuple[int, int | None]] = {
 # SIGSTOP to pid 1 left every host call waiting, and its SIGKILL ended the sandbox.
 _AT_A_PID = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
 _AGENT_PID = 1
+# Nor may a process make the agent the owner of one of its files, whom the kernel signals (SIGIO,
+# or any signal F_SETSIG names) when it is ready: fcntl F_SETOWN naming pid 1 or process group 1,
+# and the calls that name an owner through a pointer BPF cannot read (F_SETOWN_EX, and the socket
+# ioctls FIOSETOWN and SIOCSPGRP).
+_F_SETOWN, _F_SETOWN_EX = 8, 15
+_FIOSETOWN, _SIOCSPGRP = 0x8901, 0x8902
 
 # Syscalls answered with EPERM, one group per reason.
 _DENIED: tuple[tuple[str, ...], ...] = (
@@ -154,6 +160,7 @@ def _numbers(machine: str, names: Iterable[str]) -> list[int]:
 def _program(machine: str) -> list[_Insn | str]:
     clone, clone3, ioctl, prlimit = _numbers(machine, ("clone", "clone3", "ioctl", "prlimit64"))
     at_a_pid = _numbers(machine, _AT_A_PID)
+    [fcntl] = _numbers(machine, ("fcntl",))
     denied = _numbers(machine, (name for group in _DENIED for name in group))
     return [
         (LD_W_ABS, 0, 0, _ARCH),
@@ -167,18 +174,28 @@ def _program(machine: str) -> list[_Insn | str]:
         (JEQ_K, "ioctl", 0, ioctl),
         (JEQ_K, "prlimit", 0, prlimit),
         *[(JEQ_K, "at_a_pid", 0, number) for number in at_a_pid],
+        (JEQ_K, "fcntl", 0, fcntl),
         *[(JEQ_K, "eperm", 0, number) for number in denied],
         (RET_K, 0, 0, RET_ALLOW),
         "clone",  # clone(flags, ...): no new namespaces (see unshare)
         (LD_W_ABS, 0, 0, _arg_low(0)),
         (JSET_K, "eperm", "allow", _CLONE_NEW_NAMESPACES),
-        "ioctl",  # ioctl(fd, request, ...): no pushing input into a terminal
+        "ioctl",  # ioctl(fd, request, ...): no pushing input into a terminal, no owner named (above)
         (LD_W_ABS, 0, 0, _arg_low(1)),
         (JEQ_K, "eperm", 0, _TIOCSTI),
+        (JEQ_K, "eperm", 0, _FIOSETOWN),
+        (JEQ_K, "eperm", 0, _SIOCSPGRP),
         (JEQ_K, "eperm", "allow", _TIOCLINUX),
         # prlimit64(pid, resource, new, old): a process sets its own limits (pid 0, as setrlimit
         # does), and reads any it may: one lowering the agent's, pid 1, left it unable to take the
         # host's next call, and the host waiting on it for ever.
+        "fcntl",  # fcntl(fd, cmd, arg): no file owned by the agent
+        (LD_W_ABS, 0, 0, _arg_low(1)),
+        (JEQ_K, "eperm", 0, _F_SETOWN_EX),
+        (JEQ_K, 0, "allow", _F_SETOWN),
+        (LD_W_ABS, 0, 0, _arg_low(2)),
+        (JEQ_K, "eperm", 0, _AGENT_PID),
+        (JEQ_K, "eperm", "allow", -_AGENT_PID & 0xFFFF_FFFF),
         "at_a_pid",  # kill(pid, ...) and the like: any process but the agent
         (LD_W_ABS, 0, 0, _arg_low(0)),
         (JEQ_K, "eperm", "allow", _AGENT_PID),
