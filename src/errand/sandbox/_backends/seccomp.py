@@ -186,9 +186,6 @@ def _program(machine: str) -> list[_Insn | str]:
         (JEQ_K, "eperm", 0, _FIOSETOWN),
         (JEQ_K, "eperm", 0, _SIOCSPGRP),
         (JEQ_K, "eperm", "allow", _TIOCLINUX),
-        # prlimit64(pid, resource, new, old): a process sets its own limits (pid 0, as setrlimit
-        # does), and reads any it may: one lowering the agent's, pid 1, left it unable to take the
-        # host's next call, and the host waiting on it for ever.
         "fcntl",  # fcntl(fd, cmd, arg): no file owned by the agent
         (LD_W_ABS, 0, 0, _arg_low(1)),
         (JEQ_K, "eperm", 0, _F_SETOWN_EX),
@@ -199,6 +196,9 @@ def _program(machine: str) -> list[_Insn | str]:
         "at_a_pid",  # kill(pid, ...) and the like: any process but the agent
         (LD_W_ABS, 0, 0, _arg_low(0)),
         (JEQ_K, "eperm", "allow", _AGENT_PID),
+        # prlimit64(pid, resource, new, old): a process sets its own limits (pid 0, as setrlimit
+        # does), and reads any it may: one lowering the agent's, pid 1, left it unable to take the
+        # host's next call, and the host waiting on it for ever.
         "prlimit",
         (LD_W_ABS, 0, 0, _arg_low(0)),
         (JEQ_K, "allow", 0, 0),
