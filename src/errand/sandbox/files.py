@@ -156,12 +156,9 @@ class AsyncFiles:
             if payload is not None:
                 os.set_blocking(ours, False)
                 stdin, ours = AsyncWriter(ours), -1
-                try:
-                    await stdin.write(payload)
-                except BrokenPipeError:
-                    pass  # the agent stopped reading (a full disk, say): its verdict says why
-                finally:
-                    await stdin.close()  # the end of the content
+                # Its end is the content's end; an agent that stopped reading (a full disk, say)
+                # gives its verdict below.
+                await stdin.write_all_and_close(payload)
             else:
                 data = await _read_all(ours, limit + 1)
                 # What is past the limit is not read: let the agent's writes fail at once rather

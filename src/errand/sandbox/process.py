@@ -154,6 +154,16 @@ class AsyncWriter:
                 continue
             view = view[written:]
 
+    async def write_all_and_close(self, data: str | bytes) -> None:
+        """Write it all, then close: a reader that stops reading first (it ended, or closed its
+        end) is no error, as in ``subprocess.run``; what it made of the input is its own to say."""
+        try:
+            await self.write(data)
+        except BrokenPipeError:
+            pass
+        finally:
+            await self.close()
+
     async def close(self) -> None:
         """Close stdin (the command reads its end). The loop stops watching the descriptor
         first: closed while watched, its number, given to another file, would stay watched."""
@@ -200,14 +210,6 @@ class AsyncProcess:
         await self.stdin.close()
         self._channel.close()
 
-    async def _feed(self, data: str | bytes) -> None:
-        try:
-            await self.stdin.write(data)
-        except BrokenPipeError:
-            pass  # the command closed its stdin, or ended, before reading it all
-        finally:
-            await self.stdin.close()
-
     async def wait(self) -> int:
         """Wait for the command to end; its exit code, or ``-signal``."""
         if self.returncode is None:
@@ -243,14 +245,14 @@ class AsyncProcess:
         dropped = [0]
         readers = [asyncio.ensure_future(_collect(stream._reader, buffer, max_output, dropped))
                    for stream, buffer in zip((self.stdout, self.stderr), buffers, strict=True)]
-        feeding = asyncio.ensure_future(self._feed(input)) if input is not None else None
+        feeding = [asyncio.ensure_future(self.stdin.write_all_and_close(input))] if input is not None else []
         try:
             code = await self.wait()  # which closes stdin: a write still waiting for room wakes to find it so
             await asyncio.wait(readers, timeout=_DRAIN)
-            if feeding is not None:
-                await feeding  # done by now; raises what the write did, but a broken pipe
+            for feed in feeding:
+                await feed  # done by now; raises what the write did, but a broken pipe
         finally:
-            for task in (*readers, *([feeding] if feeding is not None else [])):
+            for task in readers + feeding:
                 task.cancel()
         stdout, stderr = (bytes(buffer).decode(errors="replace") for buffer in buffers)
         return ExecResult(code, stdout, stderr, self.signal, truncated=dropped[0] > 0)
