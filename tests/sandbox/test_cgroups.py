@@ -391,6 +391,23 @@ def test_a_kill_round_spares_the_pid_it_is_told_to(kill_layout: str, name: str) 
         group.kill()
 
 
+def test_a_group_removed_while_it_is_read_is_a_group_gone(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cgroup file read while another process removes its group fails with ENODEV: a gVisor sandbox
+    terminated from two handles at once had its kill logged as failed, with a traceback."""
+    group = Cgroup.create(name, Limits())
+    opened = os.open
+
+    def removed_once_open(path: str, flags: int, *args: int) -> int:
+        fd = opened(path, flags, *args)
+        if path.startswith(tuple(group.v1_dirs.values())) or (group.v2_dir and path.startswith(group.v2_dir)):
+            group.remove()  # by "another process", between the open and the read
+        return fd
+
+    monkeypatch.setattr(cgroups.os, "open", removed_once_open)
+    assert group.pids() == []
+    group.kill_round(time.monotonic() + 1, spare=1)  # nothing left to kill, and nothing raised
+
+
 def test_a_kill_round_whose_freeze_fails_still_kills_and_says_so(
         name: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     group = Cgroup.create(name, Limits())

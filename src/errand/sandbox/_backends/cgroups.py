@@ -462,13 +462,20 @@ def _check_name(name: str) -> None:
 
 
 def _read(path: str) -> str:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    """A cgroup file's content. One whose group is removed under the read (by another process
+    ending the same sandbox) fails with ENODEV: raised as the FileNotFoundError of a group gone."""
     try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            chunks = []
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+    except OSError as error:
+        if error.errno == errno.ENODEV:
+            raise FileNotFoundError(errno.ENOENT, "its cgroup was removed while it was read", path) from error
+        raise
     return b"".join(chunks).decode()
 
 
