@@ -1,0 +1,62 @@
+"""``uv pip install ARGS`` into this interpreter's environment, looking for packages where its pip would.
+
+uv does not read pip's configuration (pip.conf at every level, ``PIP_*``), and ``scripts/setup``
+installs with uv: this asks pip itself how it would run ``pip install`` (its own parser, so its
+rules hold: ``[install]`` over ``[global]``, variables over files, ``~`` expanded, empty values
+ignored) and gives uv the same index, extra indexes, local wheel directories, hosts trusted
+without TLS, ``no-index``, constraints, pre-releases, binary-only or source-only packages, CA
+bundle, client certificate and proxy, and pip's strategy across indexes (the best version from any
+index, not only from the first that has the package). Indexes go to uv in its variables, not its
+command line, where ``ps`` would show credentials in their URLs. Without a CA bundle of pip's own,
+uv trusts the system's certificate store, as Debian's pip does.
+
+    .venv/bin/python scripts/uv_pip_install.py -e ".[dev]"
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pip._internal.commands import create_command
+
+
+def uv_settings(*, hashed: bool = False) -> tuple[dict[str, str], list[str]]:
+    """The environment and options that make uv look where ``pip install`` would. ``hashed``: for an
+    install of requirements pinned by hash, which pip's constraints cannot move and uv refuses
+    beside constraints that are not pinned by hash themselves: they are left out."""
+    options, _ = create_command("install").parse_args([])
+    env = {"UV_INDEX_URL": options.index_url, "UV_EXTRA_INDEX_URL": " ".join(options.extra_index_urls),
+           "UV_FIND_LINKS": " ".join(os.path.expanduser(link) for link in options.find_links),
+           "UV_INDEX_STRATEGY": "unsafe-best-match"}
+    args = [arg for host in options.trusted_hosts for arg in ("--allow-insecure-host", host)]
+    if not hashed:
+        args += [arg for constraint in options.constraints for arg in ("--constraints", constraint)]
+    if options.no_index:
+        args.append("--no-index")
+    if options.pre:
+        args += ["--prerelease", "allow"]
+    for flag, names in (("--no-binary", options.format_control.no_binary),
+                        ("--only-binary", options.format_control.only_binary)):
+        args += [arg for name in sorted(names) for arg in (flag, name)]
+    if options.cert:  # pip's own bundle wins over the environment's, as in pip
+        env["SSL_CERT_FILE"] = options.cert
+    else:
+        env["UV_SYSTEM_CERTS"] = "1"
+    if options.client_cert:
+        env["SSL_CLIENT_CERT"] = options.client_cert
+    if options.proxy:  # pip's --proxy wins over the environment's proxies, as in pip
+        env["HTTP_PROXY"] = env["HTTPS_PROXY"] = options.proxy
+    return {key: value for key, value in env.items() if value}, args
+
+
+def main() -> None:
+    env, args = uv_settings(hashed="--require-hashes" in sys.argv)
+    uv = Path(sys.executable).with_name("uv")
+    os.execve(uv, [str(uv), "pip", "install", "-q", "--python", sys.executable, *args, *sys.argv[1:]],
+              {**os.environ, **env})
+
+
+if __name__ == "__main__":
+    main()

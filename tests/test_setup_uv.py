@@ -1,0 +1,107 @@
+"""scripts/uv_pip_install.py: scripts/setup installs with uv, which does not read pip's configuration;
+it must look for packages where pip, configured as it is on the machine, would."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "uv_pip_install.py"
+# What the script prints of uv_settings(), in a child whose environment has only the given PIP_* variables.
+SHOW = ("import json, sys; sys.path.insert(0, sys.argv[1]); import uv_pip_install as u; "
+        "print(json.dumps(u.uv_settings(hashed=sys.argv[2] == 'hashed')))")
+
+
+def settings(env: dict[str, str], *, hashed: bool = False) -> tuple[dict[str, str], list[str]]:
+    clean = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
+    ran = subprocess.run([sys.executable, "-c", SHOW, str(SCRIPT.parent), "hashed" if hashed else "-"],
+                         env={**clean, **env}, capture_output=True, text=True, timeout=120, check=True)
+    uv_env, args = json.loads(ran.stdout)
+    return uv_env, args
+
+
+def test_pips_variables_become_uvs_settings_with_credentials_kept_off_the_command_line() -> None:
+    env, args = settings({
+        "PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": "https://user:secret@mirror.test/simple",
+        "PIP_EXTRA_INDEX_URL": "https://a.test/simple\n  https://b.test/simple", "PIP_FIND_LINKS": "/srv/wheels",
+        "PIP_TRUSTED_HOST": "a.test", "PIP_NO_INDEX": "yes", "PIP_CONSTRAINT": "/srv/constraints.txt",
+        "PIP_PRE": "1", "PIP_ONLY_BINARY": ":all:", "PIP_CERT": "/srv/ca.pem", "PIP_CLIENT_CERT": "/srv/me.pem",
+        "PIP_PROXY": "http://proxy.test:3128"})
+    assert env == {"UV_INDEX_URL": "https://user:secret@mirror.test/simple",
+                   "UV_EXTRA_INDEX_URL": "https://a.test/simple https://b.test/simple",
+                   "UV_FIND_LINKS": "/srv/wheels", "UV_INDEX_STRATEGY": "unsafe-best-match",
+                   "SSL_CERT_FILE": "/srv/ca.pem", "SSL_CLIENT_CERT": "/srv/me.pem",
+                   "HTTP_PROXY": "http://proxy.test:3128", "HTTPS_PROXY": "http://proxy.test:3128"}
+    assert args == ["--allow-insecure-host", "a.test", "--constraints", "/srv/constraints.txt", "--no-index",
+                    "--prerelease", "allow", "--only-binary", ":all:"]
+    assert "secret" not in " ".join(args)
+    # Requirements pinned by hash: the constraints are left out (uv refuses unhashed ones beside them).
+    assert "--constraints" not in settings({"PIP_CONFIG_FILE": os.devnull, "PIP_CONSTRAINT": "/c.txt"},
+                                           hashed=True)[1]
+
+
+def test_pips_own_rules_hold_for_a_file(tmp_path: Path) -> None:
+    """[install] over [global] whatever their order, ~ expanded, an empty variable ignored: pip's parser
+    decides, not a copy of its rules."""
+    config = tmp_path / "pip.conf"
+    config.write_text("[install]\nindex-url = https://install.test/simple\n"
+                      "[global]\nindex-url = https://global.test/simple\nfind-links = ~/wheels\ncert = ~/ca.pem\n"
+                      "[download]\nno-index = true\n")
+    env, args = settings({"PIP_CONFIG_FILE": str(config), "PIP_INDEX_URL": "", "HOME": str(tmp_path)})
+    assert env["UV_INDEX_URL"] == "https://install.test/simple"
+    assert env["UV_FIND_LINKS"] == f"{tmp_path}/wheels"
+    assert env["SSL_CERT_FILE"] == f"{tmp_path}/ca.pem"
+    assert "--no-index" not in args  # a [download] setting is not install's
+
+
+def test_with_nothing_configured_uv_uses_pips_default_index_and_the_systems_certificates() -> None:
+    env, args = settings({"PIP_CONFIG_FILE": os.devnull})
+    assert env == {"UV_INDEX_URL": "https://pypi.org/simple", "UV_INDEX_STRATEGY": "unsafe-best-match",
+                   "UV_SYSTEM_CERTS": "1"}
+    assert args == []
+
+
+def _wheel(directory: Path, name: str, version: str) -> Path:
+    """A minimal pure-Python wheel, built here."""
+    files = {f"{name}/__init__.py": f"VERSION = {version!r}\n",
+             f"{name}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{name}-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                                  "Tag: py3-none-any\n"}
+    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+              f"{len(text.encode())}" for path, text in files.items()]
+    files[f"{name}-{version}.dist-info/RECORD"] = "\n".join([*record, f"{name}-{version}.dist-info/RECORD,,"]) + "\n"
+    wheel = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+@pytest.mark.skipif(not Path(sys.executable).with_name("uv").exists(), reason="scripts/setup installs uv")
+def test_uv_installs_from_where_pip_is_told_to_look(tmp_path: Path) -> None:
+    """End to end, offline: pip is told no index and a directory of wheels, and uv installs from it."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "errand_probe", "1.0")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    shutil.copy(Path(sys.executable).with_name("uv"), venv / "bin" / "uv")
+    clean = {key: value for key, value in os.environ.items() if not key.startswith(("PIP_", "UV_"))}
+    done = subprocess.run([str(venv / "bin" / "python"), str(SCRIPT), "errand_probe"], capture_output=True,
+                          text=True, timeout=300,
+                          env={**clean, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1",
+                               "PIP_FIND_LINKS": str(wheels), "UV_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import errand_probe; print(errand_probe.VERSION)"],
+                           capture_output=True, text=True, timeout=60, check=True)
+    assert probe.stdout == "1.0\n"
