@@ -23,7 +23,8 @@ SHOW = ("import json, sys; sys.path.insert(0, sys.argv[1]); import uv_pip_instal
 
 
 def settings(env: dict[str, str], *, hashed: bool = False) -> tuple[dict[str, str], list[str]]:
-    clean = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
+    clean = {key: value for key, value in os.environ.items()
+             if not key.startswith("PIP_") and key not in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")}
     ran = subprocess.run([sys.executable, "-c", SHOW, str(SCRIPT.parent), "hashed" if hashed else "-"],
                          env={**clean, **env}, capture_output=True, text=True, timeout=120, check=True)
     uv_env, args = json.loads(ran.stdout)
@@ -41,7 +42,8 @@ def test_pips_variables_become_uvs_settings_with_credentials_kept_off_the_comman
                    "UV_EXTRA_INDEX_URL": "https://a.test/simple https://b.test/simple",
                    "UV_FIND_LINKS": "/srv/wheels", "UV_INDEX_STRATEGY": "unsafe-best-match",
                    "SSL_CERT_FILE": "/srv/ca.pem", "SSL_CLIENT_CERT": "/srv/me.pem",
-                   "HTTP_PROXY": "http://proxy.test:3128", "HTTPS_PROXY": "http://proxy.test:3128"}
+                   "HTTP_PROXY": "http://proxy.test:3128", "HTTPS_PROXY": "http://proxy.test:3128",
+                   "NO_PROXY": "", "no_proxy": "", "UV_HTTP_TIMEOUT": "15"}
     assert args == ["--allow-insecure-host", "a.test", "--constraints", "/srv/constraints.txt", "--no-index",
                     "--prerelease", "allow", "--only-binary", ":all:"]
     assert "secret" not in " ".join(args)
@@ -67,8 +69,27 @@ def test_pips_own_rules_hold_for_a_file(tmp_path: Path) -> None:
 def test_with_nothing_configured_uv_uses_pips_default_index_and_the_systems_certificates() -> None:
     env, args = settings({"PIP_CONFIG_FILE": os.devnull})
     assert env == {"UV_INDEX_URL": "https://pypi.org/simple", "UV_INDEX_STRATEGY": "unsafe-best-match",
-                   "UV_SYSTEM_CERTS": "1"}
+                   "UV_SYSTEM_CERTS": "1", "UV_HTTP_TIMEOUT": "15"}
     assert args == []
+
+
+def test_the_ca_bundle_is_the_one_pips_http_library_takes(tmp_path: Path) -> None:
+    # requests takes REQUESTS_CA_BUNDLE, then CURL_CA_BUNDLE, over pip's own cert; a directory is a CA path.
+    base = {"PIP_CONFIG_FILE": os.devnull, "PIP_CERT": "/srv/pip.pem", "PIP_DEFAULT_TIMEOUT": "180"}
+    assert settings({**base, "CURL_CA_BUNDLE": "/srv/curl.pem"})[0]["SSL_CERT_FILE"] == "/srv/curl.pem"
+    env = settings({**base, "CURL_CA_BUNDLE": "/srv/curl.pem", "REQUESTS_CA_BUNDLE": str(tmp_path)})[0]
+    assert (env.get("SSL_CERT_DIR"), env.get("SSL_CERT_FILE"), env["UV_HTTP_TIMEOUT"]) == (str(tmp_path), None, "180")
+
+
+def test_uvs_own_settings_and_the_ca_variables_pip_ignores_do_not_reach_it() -> None:
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        from uv_pip_install import _passed_on  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    assert [key for key in ("UV_INDEX", "UV_DEFAULT_INDEX", "UV_CONSTRAINT", "UV_REQUIRE_HASHES", "SSL_CERT_FILE",
+                            "SSL_CERT_DIR", "UV_CACHE_DIR", "PATH", "HTTPS_PROXY") if _passed_on(key)] == \
+        ["UV_CACHE_DIR", "PATH", "HTTPS_PROXY"]
 
 
 def _wheel(directory: Path, name: str, version: str) -> Path:
@@ -89,18 +110,21 @@ def _wheel(directory: Path, name: str, version: str) -> Path:
 
 @pytest.mark.skipif(not Path(sys.executable).with_name("uv").exists(), reason="scripts/setup installs uv")
 def test_uv_installs_from_where_pip_is_told_to_look(tmp_path: Path) -> None:
-    """End to end, offline: pip is told no index and a directory of wheels, and uv installs from it."""
+    """End to end, offline: pip is told no index and a directory of wheels, and uv installs from it, past
+    a uv.toml and uv variables of the caller's that would send it elsewhere."""
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     _wheel(wheels, "errand_probe", "1.0")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     shutil.copy(Path(sys.executable).with_name("uv"), venv / "bin" / "uv")
+    (tmp_path / "uv.toml").write_text('[pip]\nprefix = "/nonexistent"\n')  # a uv.toml meant for another project
     clean = {key: value for key, value in os.environ.items() if not key.startswith(("PIP_", "UV_"))}
     done = subprocess.run([str(venv / "bin" / "python"), str(SCRIPT), "errand_probe"], capture_output=True,
-                          text=True, timeout=300,
+                          text=True, timeout=300, cwd=tmp_path,
                           env={**clean, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1",
-                               "PIP_FIND_LINKS": str(wheels), "UV_CACHE_DIR": str(tmp_path / "cache")})
+                               "PIP_FIND_LINKS": str(wheels), "UV_CACHE_DIR": str(tmp_path / "cache"),
+                               "UV_INDEX": "http://127.0.0.1:9/simple", "UV_CONSTRAINT": "/nonexistent.txt"})
     assert done.returncode == 0, done.stderr
     probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import errand_probe; print(errand_probe.VERSION)"],
                            capture_output=True, text=True, timeout=60, check=True)
