@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from pip._internal.models.index import PyPI  # pip's own default index: asked of pip, not written here
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "uv_pip_install.py"
@@ -68,7 +69,7 @@ def test_pips_own_rules_hold_for_a_file(tmp_path: Path) -> None:
 
 def test_with_nothing_configured_uv_uses_pips_default_index_and_the_systems_certificates() -> None:
     env, args = settings({"PIP_CONFIG_FILE": os.devnull})
-    assert env == {"UV_INDEX_URL": "https://pypi.org/simple", "UV_INDEX_STRATEGY": "unsafe-best-match",
+    assert env == {"UV_INDEX_URL": PyPI.simple_url, "UV_INDEX_STRATEGY": "unsafe-best-match",
                    "UV_SYSTEM_CERTS": "1", "UV_HTTP_TIMEOUT": "15"}
     assert args == []
 
