@@ -7,6 +7,7 @@ backend to the same contract.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -48,6 +49,8 @@ def pip_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
     from errand.sandbox._images.pipconfig import host_pip_settings
 
     path = tmp_path / "pip.conf"
+    for key in [key for key in os.environ if key.startswith("PIP_")]:  # the host's variables win over any file
+        monkeypatch.delenv(key)
     monkeypatch.setenv("PIP_CONFIG_FILE", str(path))
     host_pip_settings.cache_clear()
     yield path

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from errand.sandbox._images.pipconfig import host_pip_settings
 
 
@@ -45,3 +47,24 @@ def test_a_configuration_pip_cannot_read_passes_nothing_on_and_allows_pips_own_d
     settings = host_pip_settings()
     assert settings.env == {} and settings.paths == ()
     assert settings.hosts == tuple(sorted({PyPI.netloc, PyPI.file_storage_domain}))
+
+
+def test_pips_own_order_decides_and_what_it_overrides_is_not_allowed_out(
+        pip_config: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """[install] over [global] whatever their order in the file, a PIP_* variable over both, an empty one
+    ignored, ~ expanded: as ``pip install`` on the host takes them. The files' index, overridden, is not
+    one the proxy lets the build reach (sorted, a variable once lost to the file's ``global`` value)."""
+    (tmp_path / "wheels").mkdir()
+    pip_config.write_text("[install]\nindex-url = https://install.test/simple\n"
+                          "[global]\nindex-url = https://global.test/simple\nfind-links = ~/wheels\ntimeout = 30\n"
+                          "[download]\nno-index = true\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("PIP_TIMEOUT", "")
+    assert host_pip_settings().env["PIP_INDEX_URL"] == "https://install.test/simple"
+    host_pip_settings.cache_clear()
+    monkeypatch.setenv("PIP_INDEX_URL", "https://env.test/simple")
+    settings = host_pip_settings()
+    assert settings.env["PIP_INDEX_URL"] == "https://env.test/simple"
+    assert settings.env["PIP_TIMEOUT"] == "30" and "PIP_NO_INDEX" not in settings.env
+    assert settings.env["PIP_FIND_LINKS"] == f"{tmp_path}/wheels" and str(tmp_path / "wheels") in settings.paths
+    assert "env.test" in settings.hosts and not {"install.test", "global.test"} & set(settings.hosts)

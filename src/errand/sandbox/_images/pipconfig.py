@@ -22,16 +22,17 @@ __all__ = ["PipSettings", "host_pip_settings"]
 
 _LINE = re.compile(r"^(?:[\w:.-]*\.)?([a-z][a-z0-9-]*)='(.*)'$")
 _PATHLIKE = ("find-links", "extra-index-url", "index-url", "cert", "constraint", "client-cert")
-# pip's built-in default index and file host (asked of pip rather than written here), then its
-# settings as ``pip config list`` prints them (each file's and PIP_* variable's, sorted): one short
-# process, where ``pip config list`` and a second for the default took ~40 % more CPU. A configuration
-# pip cannot read ends the script after the first line: no settings, and the default index.
+# pip's built-in default index and file host (asked of pip rather than written here), then the
+# settings ``pip install`` takes, in the order its own parser applies them (``[global]``, then
+# ``[install]``, then the PIP_* variables, whatever file each came from; the last of a name wins):
+# one short process, where ``pip config list`` and a second for the default took ~40 % more CPU. A
+# configuration pip cannot read ends the script after the first line: no settings, the default index.
 _READ = ("from pip._internal.models.index import PyPI\n"
          "print(PyPI.netloc, PyPI.file_storage_domain, flush=True)\n"
-         "from pip._internal.configuration import Configuration\n"
-         "configuration = Configuration(isolated=False)\n"
-         "configuration.load()\n"
-         "for key, value in sorted(configuration.items()):\n"
+         "from pip._internal.commands import create_command\n"
+         "parser = create_command('install').parser\n"
+         "parser.config.load()\n"
+         "for key, value in parser._get_ordered_configuration_items():\n"
          "    print(f'{key}={value!r}')\n")
 
 
@@ -48,15 +49,16 @@ def host_pip_settings() -> PipSettings:
     default, *lines = result.stdout.splitlines() or [""]
     if result.returncode != 0:
         lines = []
-    env: dict[str, str] = {}
-    paths: set[str] = set()
-    hosts: set[str] = set()
+    settings: dict[str, str] = {}
     for line in lines:
         match = _LINE.match(line.strip())
-        if not match:
-            continue
-        key, value = match.groups()
-        env["PIP_" + key.upper().replace("-", "_")] = value
+        if match and match[2]:  # pip ignores an empty value
+            key, value = match.groups()
+            settings[key] = " ".join(map(os.path.expanduser, value.split())) if key in _PATHLIKE else value
+    env = {"PIP_" + key.upper().replace("-", "_"): value for key, value in settings.items()}
+    paths: set[str] = set()
+    hosts: set[str] = set()
+    for key, value in settings.items():
         for item in value.split() if key in _PATHLIKE else ():
             if item.startswith(("http://", "https://")):
                 hosts.add(entry_for_url(item) or "")
