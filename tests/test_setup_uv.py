@@ -4,6 +4,7 @@ it must look for packages where pip, configured as it is on the machine, would."
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import json
 import os
@@ -130,3 +131,22 @@ def test_uv_installs_from_where_pip_is_told_to_look(tmp_path: Path) -> None:
     probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import errand_probe; print(errand_probe.VERSION)"],
                            capture_output=True, text=True, timeout=60, check=True)
     assert probe.stdout == "1.0\n"
+
+
+def test_a_second_setup_of_a_checkout_waits_for_the_first() -> None:
+    """Started while another holds the checkout (here: this test), setup says it waits and changes
+    nothing until that one ends; a second setup once made the virtualenv again under the first."""
+    stamp = ROOT / ".venv" / ".errand-installed"
+    before = stamp.stat().st_mtime_ns if stamp.exists() else None
+    with open(ROOT / "scripts" / "setup") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        second = subprocess.Popen([str(ROOT / "scripts" / "setup")], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            assert second.stderr is not None
+            assert second.stderr.readline() == "errand setup: waiting for another setup of this checkout to finish\n"
+            assert second.poll() is None
+            assert (stamp.stat().st_mtime_ns if stamp.exists() else None) == before
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+    assert second.wait(timeout=600) == 0, second.stderr.read()
