@@ -9,6 +9,7 @@ its egress log, kept with the task, must show the registries reached and nothing
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -42,24 +43,33 @@ def cpu_hogs(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
             hog.wait()
 
 
-@pytest.mark.parametrize("project", ["pip", "npm"])
-async def test_setup_from_the_registries_succeeds_on_a_saturated_machine(project: str, tmp_path: Path) -> None:
-    repo = (python_project if project == "pip" else npm_project)(tmp_path / project)
-    model = scripted([[("write_file", {"path": "NOTES.md", "content": "set up under load\n"})],
-                      [("finish", {"summary": "a note", "assumptions": []})]])
+def _why(store: TaskStore, task_id: str) -> list[dict[str, object]]:
+    return [event.data for event in store.events(task_id, kinds=["failed"])]
+
+
+async def test_setups_from_the_registries_succeed_on_a_saturated_machine(tmp_path: Path) -> None:
+    """A pip and an npm project set up at once, under the same hogs: each hog's CPU is the suite's too,
+    and the two setups load the machine further, each the other's."""
+    repos = {"pip": python_project(tmp_path / "pip"), "npm": npm_project(tmp_path / "npm")}
+    turns = [[("write_file", {"path": "NOTES.md", "content": "set up under load\n"})],
+             [("finish", {"summary": "a note", "assumptions": []})]]
     with TaskStore.open(f"sqlite:///{tmp_path / 'errand.db'}") as store:
         service = TaskService(store)
-        task = service.submit("Leave a note", repo=repo, model="scripted:/dev/null")
-        async with running_engine(store, lambda _s, _i: model):
+        tasks = {project: service.submit("Leave a note", repo=repo, model="scripted:/dev/null").id
+                 for project, repo in repos.items()}
+        async with running_engine(store, lambda _s, _i: scripted(turns), concurrency=2):
             with cpu_hogs(2 * (os.cpu_count() or 1)) as hogs:
-                ended = await wait_for_event(store, task.id, lambda e: e.kind in ("setup_finished", "failed"),
-                                             seconds=1500)
+                ended = await asyncio.gather(*(
+                    wait_for_event(store, task_id, lambda e: e.kind in ("setup_finished", "failed"), seconds=1500)
+                    for task_id in tasks.values()))
                 assert all(hog.poll() is None for hog in hogs)  # the machine stayed saturated throughout
-            failed = [e.data for e in store.events(task.id, kinds=["failed"])]
-            assert ended.kind == "setup_finished", failed
-            done = await wait_for_state(store, task.id, TaskState.READY_FOR_REVIEW, TaskState.FAILED, seconds=900)
-        assert done.state is TaskState.READY_FOR_REVIEW, [e.data for e in store.events(task.id, kinds=["failed"])]
-        [setup] = [e.data for e in store.events(task.id, kinds=["egress"]) if e.data["role"] == "setup"]
-    assert setup["refused"] == [] and setup["more_refused"] == 0, setup["refused"]
-    reached = {host["port"]: host for host in setup["hosts"]}
-    assert reached[443]["connections"] >= 1 and reached[443]["bytes_in"] > 0, setup["hosts"]
+            for (project, task_id), end in zip(tasks.items(), ended, strict=True):
+                assert end.kind == "setup_finished", (project, _why(store, task_id))
+            for project, task_id in tasks.items():
+                done = await wait_for_state(store, task_id, TaskState.READY_FOR_REVIEW, TaskState.FAILED, seconds=900)
+                assert done.state is TaskState.READY_FOR_REVIEW, (project, _why(store, task_id))
+        for project, task_id in tasks.items():
+            [setup] = [e.data for e in store.events(task_id, kinds=["egress"]) if e.data["role"] == "setup"]
+            assert setup["refused"] == [] and setup["more_refused"] == 0, (project, setup["refused"])
+            reached = {host["port"]: host for host in setup["hosts"]}
+            assert reached[443]["connections"] >= 1 and reached[443]["bytes_in"] > 0, (project, setup["hosts"])
