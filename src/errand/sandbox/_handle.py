@@ -396,11 +396,16 @@ class SandboxHandle:
 
         Cancelling the caller never stops the ending half-way (marked ended, not yet killed, and
         every later call a no-op): it runs to its end in a task of its own, and every call, the
-        first included, waits for that one."""
+        first included, waits for that one, a cancelled call too before its cancel goes on (an
+        attempt cancelled inside its sandbox's end once returned with the sandbox still running)."""
         if self._ending is None:
             self._terminated = True
             self._ending = asyncio.ensure_future(self._end())
-        await asyncio.shield(self._ending)
+        try:
+            await asyncio.shield(self._ending)
+        except asyncio.CancelledError:
+            await asyncio.wait([self._ending])  # a second cancel of the caller stops this wait, not the end
+            raise
 
     async def _end(self) -> None:
         self._drop_spare()
