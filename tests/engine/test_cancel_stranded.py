@@ -107,8 +107,14 @@ def test_a_task_cancelled_while_its_worker_is_dead_ends_its_run_and_can_be_retri
     assert store.events(task.id, kinds=["retried"]), retried.stdout  # queued, and claimed by now, perhaps
     # A worker back on the same home runs the retry, and ends the dead one's sandbox and copy.
     dead.start(*TEMPORAL_WORKER)
-    wait_until(lambda: store.get_task(task.id).state in (TaskState.READY_FOR_REVIEW, TaskState.FAILED),
-               "the retry's round to finish")
+    try:
+        wait_until(lambda: store.get_task(task.id).state in (TaskState.READY_FOR_REVIEW, TaskState.FAILED),
+                   "the retry's round to finish")
+    except AssertionError as error:  # what the task and both machines show, to say why
+        said = [f"task: {store.get_task(task.id).state}; runs: {[(r.id, r.state) for r in store.runs(task.id)]}",
+                f"last events: {[(e.kind, e.data) for e in store.events(task.id, 0, 100_000)][-8:]}",
+                *(f"{m.log.name}: {m.log.read_text()[-1500:]}" for m in (server, dead) if m.log.exists())]
+        raise AssertionError("\n".join([str(error), *said])) from None
     assert store.get_task(task.id).state is TaskState.READY_FOR_REVIEW
     first, second = store.runs(task.id)
     assert first.state in ENDED_BY_CANCEL_OR_LOSS and second.state is RunState.SUCCEEDED
