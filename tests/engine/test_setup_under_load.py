@@ -1,6 +1,7 @@
 """Load alone must not fail work: a pip and an npm setup, from the real package registries through
-errand's egress proxy, on a machine saturated with CPU hogs (twice as many busy loops as cores,
-started here and killed by pid, each bounded in time).
+errand's egress proxy, on a machine kept saturated: at least twice as many runnable tasks as cores,
+topped up by busy loops started here (killed by pid, each bounded in time and ended with this test's
+process) that run only while the rest of the machine leaves room for them.
 
 At load 17-41, 8 of 22 npm setups failed with ``E400 … 400 Bad Request``: the proxy answered a
 CONNECT head that took over 10 s to arrive, and logged nothing. Here each setup must succeed, and
@@ -12,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,19 +31,72 @@ from .projects import npm_project, python_project
 
 pytestmark = [pytest.mark.slow, pytest.mark.network, pytest.mark.faults]
 
-HOG = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
-HOG_SECONDS = 1200  # a hog ends by itself even if this test's process dies before killing it
+# A busy loop, bounded in time, and killed with the process that started it (a stopped one would
+# otherwise wait forever for a SIGCONT that never comes).
+HOG = ("import ctypes, signal, sys, time\n"
+       "ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"  # PR_SET_PDEATHSIG
+       "end = time.monotonic() + float(sys.argv[1])\n"
+       "while time.monotonic() < end:\n    pass\n")
+HOG_SECONDS = 1200
+TICK = 0.01  # seconds between looks at the machine's runnable tasks
+
+
+def runnable() -> int:
+    """Tasks runnable on the machine now (the kernel's ``procs_running``), not counting the caller."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        for line in stat:
+            if line.startswith("procs_running "):
+                return int(line.split()[1]) - 1
+    raise AssertionError("no procs_running in /proc/stat")
+
+
+class Saturation:
+    """At least ``target`` runnable tasks on the machine while it lasts: busy loops fill the gap the
+    machine's own work leaves, and are stopped while that work fills it. Alone, they are the load;
+    beside a busy test suite they mostly wait, and the suite's CPU is not taken twice (a fixed set
+    of hogs took a third of two cores for the test's 40 s, on a machine already saturated)."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(HOG_SECONDS)]) for _ in range(target)]
+        self.running = len(self.hogs)
+        self.looks = 0
+        self.filled = 0  # looks at which a hog ran
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._hold, name="saturation", daemon=True)
+        self._thread.start()
+
+    def _hold(self) -> None:
+        while not self._stop.wait(TICK):
+            others = runnable() - self.running
+            want = min(len(self.hogs), max(0, self.target - others))
+            for hog in self.hogs[want:self.running]:
+                hog.send_signal(signal.SIGSTOP)
+            for hog in self.hogs[self.running:want]:
+                hog.send_signal(signal.SIGCONT)
+            self.running = want
+            self.looks += 1
+            self.filled += want > 0
+
+    def held(self) -> bool:
+        """Whether it still holds: its look goes on, and no hog has ended (each lives until ``close``)."""
+        return self._thread.is_alive() and all(hog.poll() is None for hog in self.hogs)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        for hog in self.hogs:
+            hog.kill()
+            hog.wait()
 
 
 @contextlib.contextmanager
-def cpu_hogs(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
-    hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(HOG_SECONDS)]) for _ in range(count)]
+def saturated(target: int) -> Iterator[Saturation]:
+    saturation = Saturation(target)
     try:
-        yield hogs
+        yield saturation
     finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
+        saturation.close()
 
 
 def _why(store: TaskStore, task_id: str) -> list[dict[str, object]]:
@@ -58,11 +114,11 @@ async def test_setups_from_the_registries_succeed_on_a_saturated_machine(tmp_pat
         tasks = {project: service.submit("Leave a note", repo=repo, model="scripted:/dev/null").id
                  for project, repo in repos.items()}
         async with running_engine(store, lambda _s, _i: scripted(turns), concurrency=2):
-            with cpu_hogs(2 * (os.cpu_count() or 1)) as hogs:
+            with saturated(2 * (os.cpu_count() or 1)) as saturation:
                 ended = await asyncio.gather(*(
                     wait_for_event(store, task_id, lambda e: e.kind in ("setup_finished", "failed"), seconds=1500)
                     for task_id in tasks.values()))
-                assert all(hog.poll() is None for hog in hogs)  # the machine stayed saturated throughout
+                assert saturation.held()  # the machine stayed saturated throughout
             for (project, task_id), end in zip(tasks.items(), ended, strict=True):
                 assert end.kind == "setup_finished", (project, _why(store, task_id))
             for project, task_id in tasks.items():
