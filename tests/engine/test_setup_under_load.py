@@ -31,10 +31,14 @@ from .projects import npm_project, python_project
 
 pytestmark = [pytest.mark.slow, pytest.mark.network, pytest.mark.faults]
 
-# A busy loop, bounded in time, and killed with the process that started it (a stopped one would
-# otherwise wait forever for a SIGCONT that never comes).
-HOG = ("import ctypes, signal, sys, time\n"
+# A busy loop, bounded in time, and killed with the process that started it: a stopped one would
+# otherwise wait forever for a SIGCONT that never comes. It says it is ready (its parent's death
+# will kill it) before it may be stopped, and ends at once if that parent is already gone.
+HOG = ("import ctypes, os, signal, sys, time\n"
        "ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"  # PR_SET_PDEATHSIG
+       "if os.getppid() != int(sys.argv[2]):\n    sys.exit()\n"
+       "os.write(1, b'r')\n"
+       "os.close(1)\n"
        "end = time.monotonic() + float(sys.argv[1])\n"
        "while time.monotonic() < end:\n    pass\n")
 HOG_SECONDS = 1200
@@ -58,7 +62,17 @@ class Saturation:
 
     def __init__(self, target: int) -> None:
         self.target = target
-        self.hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(HOG_SECONDS)]) for _ in range(target)]
+        self.hogs: list[subprocess.Popen[bytes]] = []
+        try:
+            for _ in range(target):
+                self.hogs.append(subprocess.Popen([sys.executable, "-c", HOG, str(HOG_SECONDS), str(os.getpid())],
+                                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+            for hog in self.hogs:  # each is ready to die with this process before any may be stopped
+                assert hog.stdout is not None and hog.stdout.read() == b"r", f"busy loop {hog.pid} did not start"
+                hog.stdout.close()
+        except BaseException:
+            self._end_hogs()
+            raise
         self.running = len(self.hogs)
         self.looks = 0
         self.filled = 0  # looks at which a hog ran
@@ -85,6 +99,9 @@ class Saturation:
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
+        self._end_hogs()
+
+    def _end_hogs(self) -> None:
         for hog in self.hogs:
             hog.kill()
             hog.wait()
