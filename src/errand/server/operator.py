@@ -136,13 +136,26 @@ def _store_down(error: Exception) -> str | None:
 
 
 def _temporal_down(error: Exception) -> str | None:
-    """The SDK's connect errors (``RuntimeError: Failed client connect: … tonic::transport::Error(…)``
-    on the first probe, ``RPCError: tcp connect error`` on a client that had connected) as a sentence."""
+    """The SDK's connect errors as a sentence: ``RuntimeError: Failed client connect: …
+    tonic::transport::Error(…)`` on the first probe, and on a client that had connected an
+    ``RPCError`` the service is unavailable with (``tcp connect error`` once it is gone,
+    ``transport error`` when it went away under a call)."""
     text = str(error)
-    if "Failed client connect" not in text and "tcp connect error" not in text:
+    if "Failed client connect" not in text and not _unavailable(error):
         return None
-    reason = "connection refused" if "ConnectionRefused" in text or "Connection refused" in text else "no connection"
+    if "ConnectionRefused" in text or "Connection refused" in text:
+        reason = "connection refused"
+    elif "transport error" in text:
+        reason = "connection lost"
+    else:
+        reason = "no connection"
     return f"the Temporal service does not answer ({reason})"
+
+
+def _unavailable(error: Exception) -> bool:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    return isinstance(error, RPCError) and error.status == RPCStatusCode.UNAVAILABLE
 
 
 def _first_line(error: BaseException) -> str:
