@@ -91,11 +91,17 @@ def _accept(person: Person, task_id: str, repo: Path, branch: str) -> None:
 
 def _asks_then_does(page: playwright.Page, button: str, heading: str, confirm: str) -> None:
     """Click ``button``: its confirm step (``heading``) comes, going back changes nothing, and
-    clicking it again and then ``confirm`` does it."""
+    clicking it again and then ``confirm`` does it.
+
+    The confirm step is seen gone before ``button`` is looked for again: ``button`` and ``confirm``
+    may have one name (``Terminate sb-…``), and on a loaded machine the step's own button, still
+    shown while going back was under way, was taken for the page's, clicked, and the sandbox ended
+    before its confirm step was asked for."""
     expect = playwright.expect
     page.get_by_role("button", name=button).click()
     expect(page.get_by_role("heading", name=heading)).to_be_visible()
     page.get_by_role("link", name="No, go back").click()
+    expect(page.get_by_role("heading", name=heading)).to_have_count(0)
     expect(page.get_by_role("button", name=button)).to_be_visible()
     page.get_by_role("button", name=button).click()
     expect(page.get_by_role("heading", name=heading)).to_be_visible()
