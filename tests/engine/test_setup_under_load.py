@@ -11,13 +11,11 @@ its egress log, kept with the task, must show the registries reached and nothing
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -74,8 +72,6 @@ class Saturation:
             self._end_hogs()
             raise
         self.running = len(self.hogs)
-        self.looks = 0
-        self.filled = 0  # looks at which a hog ran
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._hold, name="saturation", daemon=True)
         self._thread.start()
@@ -89,14 +85,15 @@ class Saturation:
             for hog in self.hogs[self.running:want]:
                 hog.send_signal(signal.SIGCONT)
             self.running = want
-            self.looks += 1
-            self.filled += want > 0
 
     def held(self) -> bool:
-        """Whether it still holds: its look goes on, and no hog has ended (each lives until ``close``)."""
+        """Whether it still holds: its look goes on, and no hog has ended (each lives until the end)."""
         return self._thread.is_alive() and all(hog.poll() is None for hog in self.hogs)
 
-    def close(self) -> None:
+    def __enter__(self) -> Saturation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
         self._end_hogs()
@@ -105,15 +102,6 @@ class Saturation:
         for hog in self.hogs:
             hog.kill()
             hog.wait()
-
-
-@contextlib.contextmanager
-def saturated(target: int) -> Iterator[Saturation]:
-    saturation = Saturation(target)
-    try:
-        yield saturation
-    finally:
-        saturation.close()
 
 
 def _why(store: TaskStore, task_id: str) -> list[dict[str, object]]:
@@ -131,7 +119,7 @@ async def test_setups_from_the_registries_succeed_on_a_saturated_machine(tmp_pat
         tasks = {project: service.submit("Leave a note", repo=repo, model="scripted:/dev/null").id
                  for project, repo in repos.items()}
         async with running_engine(store, lambda _s, _i: scripted(turns), concurrency=2):
-            with saturated(2 * (os.cpu_count() or 1)) as saturation:
+            with Saturation(2 * (os.cpu_count() or 1)) as saturation:
                 ended = await asyncio.gather(*(
                     wait_for_event(store, task_id, lambda e: e.kind in ("setup_finished", "failed"), seconds=1500)
                     for task_id in tasks.values()))
